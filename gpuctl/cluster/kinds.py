@@ -1,0 +1,55 @@
+"""The Kubernetes kinds gpuctl reads and writes, with where the API serves them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+    other_versions: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def matches(self, api_version: str, kind: str) -> bool:
+        if kind != self.kind:
+            return False
+        group, _, version = api_version.rpartition("/")
+        return group == self.group and (version == self.version or version in self.other_versions)
+
+
+WORKER = "worker.gpustack.ai"
+KUEUE = "kueue.x-k8s.io"
+
+NODE = Kind("Node", "", "v1", "nodes", False)
+POD = Kind("Pod", "", "v1", "pods", True)
+DEVICES = Kind("Devices", WORKER, "v1alpha1", "devices", False, ("v1",))
+INSTANCETYPE = Kind("InstanceType", WORKER, "v1alpha1", "instancetypes", False, ("v1",))
+INSTANCE = Kind("Instance", WORKER, "v1alpha1", "instances", True, ("v1",))
+RESOURCEFLAVOR = Kind("ResourceFlavor", KUEUE, "v1beta2", "resourceflavors", False, ("v1beta1",))
+CLUSTERQUEUE = Kind("ClusterQueue", KUEUE, "v1beta2", "clusterqueues", False, ("v1beta1",))
+LOCALQUEUE = Kind("LocalQueue", KUEUE, "v1beta2", "localqueues", True, ("v1beta1",))
+WORKLOAD = Kind("Workload", KUEUE, "v1beta2", "workloads", True, ("v1beta1",))
+ADMISSIONCHECK = Kind("AdmissionCheck", KUEUE, "v1beta2", "admissionchecks", False, ("v1beta1",))
+TOPOLOGY = Kind("Topology", KUEUE, "v1beta2", "topologies", False, ("v1beta1", "v1alpha1"))
+
+ALL = (
+    NODE,
+    POD,
+    DEVICES,
+    INSTANCETYPE,
+    INSTANCE,
+    RESOURCEFLAVOR,
+    CLUSTERQUEUE,
+    LOCALQUEUE,
+    WORKLOAD,
+    ADMISSIONCHECK,
+    TOPOLOGY,
+)

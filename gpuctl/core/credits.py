@@ -1,0 +1,187 @@
+"""Gate 2, Kueue's ``credits`` quota: the resource transformation, credits per Pod and PodSet, nominal quota.
+
+Kueue replaces each accelerator key by ``credits.gpustack.ai/<manufacturer>`` (strategy ``Replace``): a whole card is
+M credits, a share token M/10, ``.sliced.units`` counts once per ``.sliced`` token (``multiplyBy``), and
+``.partitioned.units`` counts as it is (for manufacturers that partition). A scalar total cannot see fragmentation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from gpuctl.core import naming
+from gpuctl.core.naming import KeyKind
+from gpuctl.core.units import SHARE, M, QuantityError, parse_quantity
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _quantity(raw: Any) -> Fraction:
+    try:
+        return parse_quantity(raw)
+    except QuantityError:
+        return Fraction(0)
+
+
+def container_requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
+    """A container's effective requests: limits merged with requests, requests winning (as Kubernetes defaults them)."""
+    resources = _mapping(container.get("resources"))
+    merged = {str(k): _quantity(v) for k, v in _mapping(resources.get("limits")).items()}
+    merged.update({str(k): _quantity(v) for k, v in _mapping(resources.get("requests")).items()})
+    return merged
+
+
+def _add(total: dict[str, Fraction], extra: Mapping[str, Fraction]) -> None:
+    for k, v in extra.items():
+        total[k] = total.get(k, Fraction(0)) + v
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
+    """A Pod's effective requests, as the scheduler and Kueue count them.
+
+    The larger of (app containers + native sidecars) and, for each init container, itself plus the sidecars started
+    before it.
+    """
+    running: dict[str, Fraction] = {}
+    sidecars: dict[str, Fraction] = {}
+    init_peak: dict[str, Fraction] = {}
+    for c in spec.get("initContainers") or []:
+        c = _mapping(c)
+        req = container_requests(c)
+        if c.get("restartPolicy") == "Always":
+            _add(sidecars, req)
+            continue
+        during = dict(sidecars)
+        _add(during, req)
+        for k, v in during.items():
+            init_peak[k] = max(init_peak.get(k, Fraction(0)), v)
+    for c in spec.get("containers") or []:
+        _add(running, container_requests(_mapping(c)))
+    _add(running, sidecars)
+    keys = set(running) | set(init_peak)
+    return {k: max(running.get(k, Fraction(0)), init_peak.get(k, Fraction(0))) for k in keys}
+
+
+def transform(requests: Mapping[str, Fraction]) -> dict[str, int]:
+    """Kueue's resource transformation: accelerator keys become ``credits.gpustack.ai/<manufacturer>``.
+
+    Keys that are not transformed (cpu, memory, …) are left out.
+    """
+    credits: dict[str, Fraction] = {}
+    per_mfr: dict[str, dict[KeyKind, Fraction]] = {}
+    for name, value in requests.items():
+        key = naming.classify_resource(name)
+        if key is None:
+            continue
+        per_mfr.setdefault(key.manufacturer.name, {})[key.kind] = value
+    for mfr_name, kinds in per_mfr.items():
+        mfr = naming.MANUFACTURERS[mfr_name]
+        total = kinds.get(KeyKind.EXCLUSIVE, Fraction(0)) * M
+        total += kinds.get(KeyKind.SHARED, Fraction(0)) * SHARE
+        total += kinds.get(KeyKind.SLICED_UNITS, Fraction(0)) * kinds.get(KeyKind.SLICED, Fraction(0))
+        if mfr.partition_kind is not None:
+            total += kinds.get(KeyKind.PARTITIONED_UNITS, Fraction(0))
+        if total:
+            credits[mfr.credits] = credits.get(mfr.credits, Fraction(0)) + total
+    return {k: int(v) for k, v in credits.items()}
+
+
+def pod_credits(spec: Mapping[str, Any]) -> dict[str, int]:
+    """Credits one Pod of this spec consumes, per credits resource."""
+    return transform(pod_requests(spec))
+
+
+def podset_credits(podset: Mapping[str, Any]) -> dict[str, int]:
+    """Credits of a Workload PodSet: one Pod's credits times its count."""
+    template = _mapping(_mapping(podset.get("template")).get("spec"))
+    count = podset.get("count", 1)
+    n = count if isinstance(count, int) and not isinstance(count, bool) else 1
+    return {k: v * n for k, v in pod_credits(template).items()}
+
+
+def workload_credits(podsets: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for ps in podsets:
+        for k, v in podset_credits(ps).items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def nominal_quota(nodes: int, cards_per_node: int) -> int:
+    """A flavor's nominal quota in credits: its capacity (nodes x cards) times M."""
+    return nodes * cards_per_node * M
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaCheck:
+    """Whether a request fits a ClusterQueue's quota for one credits resource, and by how much it falls short."""
+
+    resource: str
+    requested: int
+    nominal: int
+    used: int
+
+    @property
+    def available(self) -> int:
+        return max(0, self.nominal - self.used)
+
+    @property
+    def fits(self) -> bool:
+        return self.requested <= self.available
+
+    @property
+    def shortfall(self) -> int:
+        return max(0, self.requested - self.available)
+
+    @property
+    def shortfall_cards(self) -> Fraction:
+        return Fraction(self.shortfall, M)
+
+    def summary(self) -> str:
+        def cards(credits: int) -> str:
+            c = Fraction(credits, M)
+            return str(c.numerator) if c.denominator == 1 else f"{float(c):.2f}"
+
+        if self.fits:
+            return (
+                f"{self.resource}: requests {self.requested} credits ({cards(self.requested)} cards); "
+                f"{self.available} of {self.nominal} free ({cards(self.available)} of {cards(self.nominal)} cards)"
+            )
+        return (
+            f"{self.resource}: requests {self.requested} credits ({cards(self.requested)} cards) but only "
+            f"{self.available} of {self.nominal} are free; short by {self.shortfall} credits "
+            f"({cards(self.shortfall)} cards)"
+        )
+
+
+def check_quota(requested: Mapping[str, int], nominal: Mapping[str, int], used: Mapping[str, int]) -> list[QuotaCheck]:
+    """One QuotaCheck per requested credits resource, against a queue's nominal quota and current usage."""
+    return [QuotaCheck(r, v, nominal.get(r, 0), used.get(r, 0)) for r, v in sorted(requested.items())]
+
+
+def quota_from_cluster_queue(resource_groups: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Σ nominalQuota per covered resource over every flavor of a ClusterQueue's ``spec.resourceGroups``."""
+    total: dict[str, int] = {}
+    for rg in resource_groups:
+        for flavor in _mapping(rg).get("flavors") or []:
+            for res in _mapping(flavor).get("resources") or []:
+                res = _mapping(res)
+                name = str(res.get("name", ""))
+                total[name] = total.get(name, 0) + int(_quantity(res.get("nominalQuota", 0)))
+    return total
+
+
+def usage_from_cluster_queue(status: Mapping[str, Any], field: str = "flavorsReservation") -> dict[str, int]:
+    """Σ ``total`` per resource over a ClusterQueue's ``status.flavorsReservation`` (or ``flavorsUsage``)."""
+    total: dict[str, int] = {}
+    for flavor in status.get(field) or []:
+        for res in _mapping(flavor).get("resources") or []:
+            res = _mapping(res)
+            name = str(res.get("name", ""))
+            total[name] = total.get(name, 0) + int(_quantity(res.get("total", 0)))
+    return total

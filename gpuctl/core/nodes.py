@@ -1,0 +1,53 @@
+"""Node records: what the gates read of a Node (labels, allocatable, readiness)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from gpuctl.core.units import QuantityError, parse_quantity
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, Fraction]
+    capacity: Mapping[str, Fraction]
+    ready: bool
+    unschedulable: bool
+
+    @property
+    def cpu_cores(self) -> int:
+        """Whole cores the node offers (allocatable, falling back to capacity)."""
+        return int(self.allocatable.get("cpu", self.capacity.get("cpu", Fraction(0))))
+
+
+def _m(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _quantities(raw: Any) -> dict[str, Fraction]:
+    out: dict[str, Fraction] = {}
+    for k, v in _m(raw).items():
+        try:
+            out[str(k)] = parse_quantity(v)
+        except QuantityError:
+            continue
+    return out
+
+
+def parse_node(obj: Mapping[str, Any]) -> Node:
+    meta = _m(obj.get("metadata"))
+    status = _m(obj.get("status"))
+    ready = any(_m(c).get("type") == "Ready" and _m(c).get("status") == "True" for c in status.get("conditions") or [])
+    return Node(
+        name=str(meta.get("name", "")),
+        labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},
+        allocatable=_quantities(status.get("allocatable")),
+        capacity=_quantities(status.get("capacity")),
+        ready=ready,
+        unschedulable=bool(_m(obj.get("spec")).get("unschedulable", False)),
+    )
