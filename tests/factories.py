@@ -225,10 +225,17 @@ def pod(
     spec: JSON = {"containers": containers}
     if init_containers:
         spec["initContainers"] = init_containers
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": spec,
+    }
 
 
-def node(name: str, *, labels: dict[str, str] | None = None, cpu: str = "16", allocatable: dict[str, str] | None = None) -> JSON:
+def node(
+    name: str, *, labels: dict[str, str] | None = None, cpu: str = "16", allocatable: dict[str, str] | None = None
+) -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "Node",

@@ -47,8 +47,8 @@ def print_table(
     headers = [columns[i].header for i in keep]
     body = [[str(row[i]) for i in keep] for row in rows]
     if _use_rich(out):
-        from rich.console import Console
         from rich import box
+        from rich.console import Console
         from rich.table import Table
 
         table = Table(box=box.SIMPLE_HEAD, show_header=not no_headers, pad_edge=False, header_style="bold")

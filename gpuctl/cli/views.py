@@ -95,7 +95,10 @@ def views_command(
     snapshot: SnapshotOption = None,
 ) -> None:
     """Show what each pool can still give: EX/SH/SL/PT as onceMaxRequest/remaining, from the Devices ledger."""
-    items = compute_items(open_source(snapshot), names or [], selector)
+    from gpuctl.cluster.bulk import bulk_allocation
+
+    with bulk_allocation():
+        items = compute_items(open_source(snapshot), names or [], selector)
     if output is Output.JSON:
         render.print_json({"items": [{k: v for k, v in it.items() if k != "unit"} for it in items]})
     elif output is Output.YAML:

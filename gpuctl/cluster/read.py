@@ -33,7 +33,7 @@ def _name(obj: dict[str, Any]) -> str:
 
 
 def not_found(kind: str, name: str, known: Sequence[str], where: str) -> SourceError:
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.85)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return SourceError(f'{kind} "{name}" not found in {where}{hint}')
 

@@ -9,9 +9,10 @@ its catalog ceilings: free, every profile at its per-card count.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from gpuctl.core import naming
 from gpuctl.core.units import PERCENT, SHARE, M
@@ -56,11 +57,9 @@ class Profile:
 
 
 @dataclass(frozen=True, slots=True)
-class Card:
-    """One accelerator: capability joined with its ledger row."""
+class Capability:
+    """What the detector reported a card can do; identical cards share one record."""
 
-    id: str
-    index: int
     logical_slots: int
     """Logical slices the card can host (``logicalSliced.count``); 0 for a partitioned card."""
     cores_overcommit: bool
@@ -68,19 +67,51 @@ class Card:
     """Partition profiles offered (empty for an unpartitioned card)."""
     partition_ceiling: int
     """``physicalSliced.count``: the largest per-profile count."""
+
+    @property
+    def partitioned(self) -> bool:
+        """A card serves partitions when it reports a physical-slicing capability."""
+        return self.partition_ceiling > 0
+
+
+NO_COUNTS: Mapping[str, int] = MappingProxyType({})
+
+
+class Card(NamedTuple):
+    """One accelerator: its capability joined with its ledger row (a tuple: tens of thousands are built at once)."""
+
+    id: str
+    index: int  # type: ignore[assignment]  # the card's index, as the ledger names it (shadows tuple.index)
+    capability: Capability
     unhealthy: bool = False
     mode: Mode = Mode.NONE
     allocated: int = 0
     remaining: int = M
     allocated_slices: int = 0
-    allocated_profiles: Mapping[str, int] = field(default_factory=dict)
-    remaining_profiles: Mapping[str, int] = field(default_factory=dict)
+    allocated_profiles: Mapping[str, int] = NO_COUNTS
+    remaining_profiles: Mapping[str, int] = NO_COUNTS
+    """Per-profile free instances, in the manufacturer's spelling (the catalog counts when no ledger says)."""
     has_ledger: bool = False
 
     @property
+    def logical_slots(self) -> int:
+        return self.capability.logical_slots
+
+    @property
+    def cores_overcommit(self) -> bool:
+        return self.capability.cores_overcommit
+
+    @property
+    def profiles(self) -> tuple[Profile, ...]:
+        return self.capability.profiles
+
+    @property
+    def partition_ceiling(self) -> int:
+        return self.capability.partition_ceiling
+
+    @property
     def partitioned(self) -> bool:
-        """A card serves partitions when it reports a physical-slicing capability."""
-        return self.partition_ceiling > 0 or bool(self.profiles)
+        return self.capability.partition_ceiling > 0
 
     @property
     def whole_card_capable(self) -> bool:
@@ -183,146 +214,185 @@ class LedgerError(ValueError):
 
 
 # ----------------------------------------------------------------------------------------------- parsing
+#
+# Parsing runs once per Devices object, on tens of thousands of cards for a large pool: the happy path touches each
+# field once, and an error's location is spelled out only when there is an error.
+
+Where = tuple[object, ...]
 
 
-def _int(value: Any, where: str, default: int = 0) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        raise LedgerError(f"{where}: expected an integer, got {value!r}")
-    if isinstance(value, int):
+def _where(where: Where) -> str:
+    """``("Devices n:", "spec", "groups", 0, "(ledger)", "mode")`` → ``Devices n: spec.groups[0] (ledger).mode``."""
+    out = str(where[0]) if where else ""
+    for i, part in enumerate(where[1:], start=1):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif (i == 1 and out.endswith(":")) or str(part).startswith("("):
+            out += f" {part}"
+        else:
+            out += f".{part}"
+    return out
+
+
+def _int(value: Any, where: Where) -> int:
+    if type(value) is int:
         return value
+    if value is None:
+        return 0
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and not isinstance(value, bool):
         try:
             return int(value)
         except ValueError:
             pass
-    raise LedgerError(f"{where}: expected an integer, got {value!r}")
+    raise LedgerError(f"{_where(where)}: expected an integer, got {value!r}")
 
 
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+def _mapping(value: Any, where: Where) -> Mapping[str, Any]:
+    if type(value) is dict:
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise LedgerError(f"{where}: expected an object, got {type(value).__name__}")
+        raise LedgerError(f"{_where(where)}: expected an object, got {type(value).__name__}")
     return value
 
 
-def _list(value: Any, where: str) -> list[Any]:
+def _list(value: Any, where: Where) -> list[Any]:
+    if type(value) is list:
+        return value
     if value is None:
         return []
-    if not isinstance(value, list):
-        raise LedgerError(f"{where}: expected a list, got {type(value).__name__}")
-    return value
+    raise LedgerError(f"{_where(where)}: expected a list, got {type(value).__name__}")
 
 
-def _profiles(raw: Any, manufacturer: str, where: str) -> tuple[Profile, ...]:
+def _profiles(raw: Any, manufacturer: str, where: Where) -> tuple[Profile, ...]:
     out: list[Profile] = []
     for i, p in enumerate(_list(raw, where)):
-        p = _mapping(p, f"{where}[{i}]")
+        p = _mapping(p, (*where, i))
         name = str(p.get("name", ""))
         if not name or not naming.profile_is_published(name):
             continue
-        placements = tuple(
-            Placement(
-                _int(pl.get("start"), f"{where}[{i}].placements"), _int(pl.get("length"), f"{where}[{i}].placements")
+        placements = []
+        for j, pl in enumerate(_list(p.get("placements"), (*where, i, "placements"))):
+            pl = _mapping(pl, (*where, i, "placements", j))
+            placements.append(
+                Placement(
+                    _int(pl.get("start"), (*where, i, "placements", j, "start")),
+                    _int(pl.get("length"), (*where, i, "placements", j, "length")),
+                )
             )
-            for pl in (
-                _mapping(x, f"{where}[{i}].placements") for x in _list(p.get("placements"), f"{where}[{i}].placements")
-            )
-        )
         out.append(
             Profile(
                 name=name,
                 published=naming.publish_profile(manufacturer, name),
-                memory_mib=_int(p.get("memoryMib"), f"{where}[{i}].memoryMib"),
-                count=_int(p.get("count"), f"{where}[{i}].count"),
-                compute_slices=_int(p.get("computeSlices"), f"{where}[{i}].computeSlices"),
-                memory_slices=_int(p.get("memorySlices"), f"{where}[{i}].memorySlices"),
-                placements=placements,
+                memory_mib=_int(p.get("memoryMib"), (*where, i, "memoryMib")),
+                count=_int(p.get("count"), (*where, i, "count")),
+                compute_slices=_int(p.get("computeSlices"), (*where, i, "computeSlices")),
+                memory_slices=_int(p.get("memorySlices"), (*where, i, "memorySlices")),
+                placements=tuple(placements),
             )
         )
     return tuple(out)
 
 
-def _named_counts(raw: Any, where: str) -> dict[str, int]:
+def _named_counts(raw: Any, where: Where) -> dict[str, int]:
     out: dict[str, int] = {}
     for i, item in enumerate(_list(raw, where)):
-        item = _mapping(item, f"{where}[{i}]")
+        item = _mapping(item, (*where, i))
         name = item.get("name")
         if isinstance(name, str) and name:
-            out[name] = out.get(name, 0) + _int(item.get("count"), f"{where}[{i}].count")
+            out[name] = out.get(name, 0) + _int(item.get("count"), (*where, i, "count"))
     return out
+
+
+def _capability(
+    status: Mapping[str, Any],
+    group_detail: Mapping[str, Any],
+    manufacturer: str,
+    where: Where,
+    cache: dict[Any, Capability],
+) -> Capability:
+    logical_raw = status.get("logicalSliced")
+    physical_raw = status.get("physicalSliced")
+    if not logical_raw and not physical_raw:
+        # The card reports no slicing status of its own: the group's catalog stands in.
+        logical_raw = group_detail.get("logical")
+        physical_raw = group_detail.get("physical")
+        where = (*where[:-1], "acceleratorSlicedDetail")
+    logical = _mapping(logical_raw, (*where, "logicalSliced"))
+    physical = _mapping(physical_raw, (*where, "physicalSliced"))
+    raw_profiles = physical.get("profiles")
+    key = (
+        logical.get("count"),
+        logical.get("coresPercentageOvercommit"),
+        physical.get("count"),
+        repr(raw_profiles) if raw_profiles else None,
+    )
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    profiles = _profiles(raw_profiles, manufacturer, (*where, "physicalSliced", "profiles"))
+    ceiling = _int(physical.get("count"), (*where, "physicalSliced", "count"))
+    if ceiling == 0 and profiles:
+        ceiling = max(p.count for p in profiles)
+    partitioned = ceiling > 0
+    capability = Capability(
+        logical_slots=0 if partitioned else _int(logical.get("count"), (*where, "logicalSliced", "count")),
+        cores_overcommit=bool(logical.get("coresPercentageOvercommit", False)),
+        profiles=profiles,
+        partition_ceiling=ceiling,
+    )
+    cache[key] = capability
+    return capability
+
+
+_MODES = tuple(Mode)
 
 
 def _card(
     spec_card: Mapping[str, Any],
-    group_detail: Mapping[str, Any],
-    manufacturer: str,
+    capability: Capability,
     row: Mapping[str, Any] | None,
-    where: str,
+    where: Where,
+    catalog: Mapping[str, int],
 ) -> Card:
-    status = _mapping(spec_card.get("status"), f"{where}.status")
-    logical = _mapping(status.get("logicalSliced"), f"{where}.status.logicalSliced")
-    physical = _mapping(status.get("physicalSliced"), f"{where}.status.physicalSliced")
-    if not status.get("logicalSliced") and not status.get("physicalSliced"):
-        # The card reports no slicing status of its own: the group's catalog stands in.
-        logical = _mapping(group_detail.get("logical"), f"{where}.acceleratorSlicedDetail.logical")
-        physical = _mapping(group_detail.get("physical"), f"{where}.acceleratorSlicedDetail.physical")
-    profiles = _profiles(physical.get("profiles"), manufacturer, f"{where}.status.physicalSliced.profiles")
-    ceiling = _int(physical.get("count"), f"{where}.status.physicalSliced.count")
-    if ceiling == 0 and profiles:
-        ceiling = max(p.count for p in profiles)
-    partitioned = ceiling > 0
-    logical_slots = 0 if partitioned else _int(logical.get("count"), f"{where}.status.logicalSliced.count")
-    catalog_remaining = {p.name: p.count for p in profiles}
-    base = Card(
-        id=str(spec_card.get("id", "")),
-        index=_int(spec_card.get("index"), f"{where}.index"),
-        logical_slots=logical_slots,
-        cores_overcommit=bool(logical.get("coresPercentageOvercommit", False)),
-        profiles=profiles,
-        partition_ceiling=ceiling,
-        unhealthy=bool(status.get("unhealthy", False)),
-        remaining_profiles=catalog_remaining,
-    )
+    status = _mapping(spec_card.get("status"), (*where, "status"))
+    card_id = str(spec_card.get("id", ""))
+    index = _int(spec_card.get("index"), (*where, "index"))
+    unhealthy = bool(status.get("unhealthy", False))
     if row is None:
-        return base
-    rwhere = f"{where} (ledger)"
-    raw_mode = _int(row.get("mode"), f"{rwhere}.mode")
-    try:
-        mode = Mode(raw_mode)
-    except ValueError:
-        raise LedgerError(f"{rwhere}.mode: unknown allocation mode {raw_mode} (expected 0 to 5)") from None
+        return Card(card_id, index, capability, unhealthy, remaining_profiles=catalog)
+    rwhere = (*where, "(ledger)")
+    raw_mode = _int(row.get("mode"), (*rwhere, "mode"))
+    if not 0 <= raw_mode < len(_MODES):
+        raise LedgerError(f"{_where((*rwhere, 'mode'))}: unknown allocation mode {raw_mode} (expected 0 to 5)")
+    mode = _MODES[raw_mode]
     if mode is Mode.VISIBILITY:
         mode = Mode.NONE
-    allocated = _int(row.get("allocated"), f"{rwhere}.allocated")
-    allocated_profiles = _named_counts(row.get("allocatedProfiles"), f"{rwhere}.allocatedProfiles")
-    remaining_profiles = _named_counts(row.get("remainingProfiles"), f"{rwhere}.remainingProfiles")
-    if mode is Mode.NONE and allocated == 0:
-        # An empty ledger row is a free card, never a full one.
-        remaining = M
-    else:
-        remaining = _int(row.get("remaining"), f"{rwhere}.remaining")
-    if not allocated_profiles and not remaining_profiles:
-        remaining_profiles = catalog_remaining
+    allocated = _int(row.get("allocated"), (*rwhere, "allocated"))
+    # An empty ledger row is a free card, never a full one.
+    remaining = M if mode is Mode.NONE and allocated == 0 else _int(row.get("remaining"), (*rwhere, "remaining"))
+    allocated_profiles: Mapping[str, int] = NO_COUNTS
+    remaining_profiles: Mapping[str, int] = catalog
+    if capability.profiles and ("allocatedProfiles" in row or "remainingProfiles" in row):
+        allocated_profiles = _named_counts(row.get("allocatedProfiles"), (*rwhere, "allocatedProfiles"))
+        counted = _named_counts(row.get("remainingProfiles"), (*rwhere, "remainingProfiles"))
+        if allocated_profiles or counted:
+            remaining_profiles = counted
     return Card(
-        id=base.id,
-        index=base.index,
-        logical_slots=base.logical_slots,
-        cores_overcommit=base.cores_overcommit,
-        profiles=profiles,
-        partition_ceiling=ceiling,
-        unhealthy=base.unhealthy,
-        mode=mode,
-        allocated=allocated,
-        remaining=min(remaining, M),
-        allocated_slices=_int(row.get("allocatedSlices"), f"{rwhere}.allocatedSlices"),
-        allocated_profiles=allocated_profiles,
-        remaining_profiles=remaining_profiles,
-        has_ledger=True,
+        card_id,
+        index,
+        capability,
+        unhealthy,
+        mode,
+        allocated,
+        min(remaining, M),
+        _int(row.get("allocatedSlices"), (*rwhere, "allocatedSlices")),
+        allocated_profiles,
+        remaining_profiles,
+        True,
     )
 
 
@@ -331,48 +401,153 @@ def parse_devices(obj: Mapping[str, Any]) -> NodeDevices:
 
     Raises LedgerError with the offending field's path when the object's shape is wrong.
     """
-    meta = _mapping(obj.get("metadata"), "metadata")
-    name = str(meta.get("name", ""))
-    where = f"Devices {name or '<unnamed>'}"
-    spec = _mapping(obj.get("spec"), f"{where}: spec")
-    status = _mapping(obj.get("status"), f"{where}: status")
+    try:
+        return _parse_well_formed(obj)
+    except Exception:  # noqa: BLE001 - anything unusual takes the checked path, which names the field
+        return _parse_checked(obj)
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class _Unusual(Exception):
+    """The object is not in the common shape: read it with the checked parser."""
+
+
+def _plain_int(value: Any) -> int:
+    if type(value) is int:
+        return value
+    if value is None:
+        return 0
+    raise _Unusual
+
+
+def _parse_well_formed(obj: Mapping[str, Any]) -> NodeDevices:
+    """The checked parser's result for a well-formed object, without its per-field bookkeeping.
+
+    Raises on anything it does not expect; parse_devices then falls back to the checked parser.
+    """
+    meta = obj["metadata"]
+    name = meta["name"]
     rows: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
-    for gi, g in enumerate(_list(status.get("groups"), f"{where}: status.groups")):
-        g = _mapping(g, f"{where}: status.groups[{gi}]")
+    for g in (obj.get("status") or _EMPTY).get("groups") or ():
+        rows[(g["manufacturer"], g["id"])] = {a["id"]: a for a in g.get("accelerators") or ()}
+    cache: dict[Any, Capability] = {}
+    groups: list[Group] = []
+    none, visibility = Mode.NONE, Mode.VISIBILITY
+    for gi, g in enumerate(obj["spec"]["groups"]):
+        mfr = g["manufacturer"]
+        gid = g["id"]
+        detail = g.get("acceleratorSlicedDetail") or _EMPTY
+        ledger_rows = rows.get((mfr, gid), _EMPTY)
+        cards = []
+        for ai, a in enumerate(g["accelerators"]):
+            status = a.get("status") or _EMPTY
+            logical = status.get("logicalSliced")
+            physical = status.get("physicalSliced")
+            if not logical and not physical:
+                logical = detail.get("logical")
+                physical = detail.get("physical")
+            logical = logical or _EMPTY
+            physical = physical or _EMPTY
+            raw_profiles = physical.get("profiles")
+            key = (
+                logical.get("count"),
+                logical.get("coresPercentageOvercommit"),
+                physical.get("count"),
+                repr(raw_profiles) if raw_profiles else None,
+            )
+            capability = cache.get(key)
+            if capability is None:
+                where = ("Devices", "spec", "groups", gi, "accelerators", ai, "status")
+                capability = _capability(status, detail, mfr, where, cache)
+            catalog = (
+                MappingProxyType({p.name: p.count for p in capability.profiles}) if capability.profiles else NO_COUNTS
+            )
+            card_id = a["id"]
+            index = _plain_int(a.get("index"))
+            unhealthy = status.get("unhealthy", False) is True
+            row = ledger_rows.get(card_id)
+            if row is None:
+                cards.append(Card(card_id, index, capability, unhealthy, remaining_profiles=catalog))
+                continue
+            mode = _MODES[_plain_int(row.get("mode"))]
+            if mode is visibility:
+                mode = none
+            allocated = _plain_int(row.get("allocated"))
+            remaining = M if mode is none and allocated == 0 else _plain_int(row.get("remaining"))
+            if capability.profiles and ("allocatedProfiles" in row or "remainingProfiles" in row):
+                raise _Unusual
+            cards.append(
+                Card(
+                    card_id,
+                    index,
+                    capability,
+                    unhealthy,
+                    mode,
+                    allocated,
+                    min(remaining, M),
+                    _plain_int(row.get("allocatedSlices")),
+                    NO_COUNTS,
+                    catalog,
+                    True,
+                )
+            )
+        groups.append(
+            Group(gid, mfr, g.get("name", ""), _plain_int(g.get("memory")), tuple(cards), g.get("family", ""))
+        )
+    labels = meta.get("labels") or {}
+    return NodeDevices(
+        node=name, labels=dict(labels), groups=tuple(groups), resource_version=meta.get("resourceVersion", "")
+    )
+
+
+def _parse_checked(obj: Mapping[str, Any]) -> NodeDevices:
+    """Read a Devices object field by field, naming the offending field when its shape is wrong."""
+    meta = _mapping(obj.get("metadata"), ("metadata",))
+    name = str(meta.get("name", ""))
+    top = f"Devices {name or '<unnamed>'}:"
+    spec = _mapping(obj.get("spec"), (top, "spec"))
+    status = _mapping(obj.get("status"), (top, "status"))
+    rows: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
+    for gi, g in enumerate(_list(status.get("groups"), (top, "status", "groups"))):
+        g = _mapping(g, (top, "status", "groups", gi))
         by_id: dict[str, Mapping[str, Any]] = {}
-        for ai, a in enumerate(_list(g.get("accelerators"), f"{where}: status.groups[{gi}].accelerators")):
-            a = _mapping(a, f"{where}: status.groups[{gi}].accelerators[{ai}]")
+        for ai, a in enumerate(_list(g.get("accelerators"), (top, "status", "groups", gi, "accelerators"))):
+            a = _mapping(a, (top, "status", "groups", gi, "accelerators", ai))
             by_id[str(a.get("id", ""))] = a
         rows[(str(g.get("manufacturer", "")), str(g.get("id", "")))] = by_id
     groups: list[Group] = []
-    for gi, g in enumerate(_list(spec.get("groups"), f"{where}: spec.groups")):
-        gwhere = f"{where}: spec.groups[{gi}]"
+    cache: dict[Any, Capability] = {}
+    for gi, g in enumerate(_list(spec.get("groups"), (top, "spec", "groups"))):
+        gwhere = (top, "spec", "groups", gi)
         g = _mapping(g, gwhere)
         mfr = str(g.get("manufacturer", ""))
         gid = str(g.get("id", ""))
-        detail = _mapping(g.get("acceleratorSlicedDetail"), f"{gwhere}.acceleratorSlicedDetail")
+        detail = _mapping(g.get("acceleratorSlicedDetail"), (*gwhere, "acceleratorSlicedDetail"))
         ledger_rows = rows.get((mfr, gid), {})
-        cards = tuple(
-            _card(
-                _mapping(a, f"{gwhere}.accelerators[{ai}]"),
-                detail,
-                mfr,
-                ledger_rows.get(str(_mapping(a, f"{gwhere}.accelerators[{ai}]").get("id", ""))),
-                f"{gwhere}.accelerators[{ai}]",
+        cards = []
+        for ai, a in enumerate(_list(g.get("accelerators"), (*gwhere, "accelerators"))):
+            where = (*gwhere, "accelerators", ai)
+            a = _mapping(a, where)
+            capability = _capability(
+                _mapping(a.get("status"), (*where, "status")), detail, mfr, (*where, "status"), cache
             )
-            for ai, a in enumerate(_list(g.get("accelerators"), f"{gwhere}.accelerators"))
-        )
+            catalog = (
+                MappingProxyType({p.name: p.count for p in capability.profiles}) if capability.profiles else NO_COUNTS
+            )
+            cards.append(_card(a, capability, ledger_rows.get(str(a.get("id", ""))), where, catalog))
         groups.append(
             Group(
                 id=gid,
                 manufacturer=mfr,
                 product=str(g.get("name", "")),
-                memory_mib=_int(g.get("memory"), f"{gwhere}.memory"),
-                cards=cards,
+                memory_mib=_int(g.get("memory"), (*gwhere, "memory")),
+                cards=tuple(cards),
                 family=str(g.get("family", "")),
             )
         )
-    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels"), f"{where}: metadata.labels").items()}
+    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels"), (top, "metadata", "labels")).items()}
     return NodeDevices(
         node=name, labels=labels, groups=tuple(groups), resource_version=str(meta.get("resourceVersion", ""))
     )

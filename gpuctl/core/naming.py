@@ -310,10 +310,14 @@ def accelerator_key(manufacturer_name: str, group_id: str) -> str:
     return f"{manufacturer_name}-{sanitize(group_id)}"
 
 
+_CPU_NOISE: Final = re.compile(r"\((?:r|tm|c)\)|\bcpu\b|@.*$|\b\d+-core processor\b|\bprocessor\b", re.IGNORECASE)
+
+
 def general_key(cpu_vendor: str, cpu_name: str) -> str:
-    """``<vendor>-<sanitized cpu name>``, e.g. ``amd-epyc-7r32``; ``generic`` when nothing is known."""
-    vendor = sanitize(cpu_vendor)
-    name = sanitize(cpu_name)
+    """``<vendor>-<sanitized cpu name>``, e.g. ``amd-epyc-7r32``, ``intel-xeon-platinum-8259cl``; ``generic`` when
+    nothing is known. Trademark marks, the word CPU and the clock suffix are dropped from the model name."""
+    vendor = sanitize(_CPU_NOISE.sub(" ", cpu_vendor))
+    name = sanitize(_CPU_NOISE.sub(" ", cpu_name))
     if not vendor:
         return GENERIC
     if name.startswith(vendor + "-"):

@@ -59,7 +59,7 @@ if command -v flock >/dev/null 2>&1; then
   flock 9
 fi
 
-export CGO_ENABLED=0 GOTOOLCHAIN=local GOWORK=off GOFLAGS="${GPUCTL_BUILD_GOFLAGS:--mod=readonly}"
+export CGO_ENABLED=0 GOTOOLCHAIN=local GOWORK=off GOFLAGS="${GPUCTL_BUILD_GOFLAGS:--mod=readonly -buildvcs=false}"
 
 # Reproducible build date: the commit date of the pinned release is not
 # available offline, so use a fixed epoch unless SOURCE_DATE_EPOCH is given.

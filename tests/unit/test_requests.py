@@ -55,7 +55,11 @@ def test_rule1_rejects_two_families() -> None:
 
 
 def test_rule1_rejects_two_container_groups() -> None:
-    r = admit(pod([container("main", {"nvidia.com/gpu": "1"})], init_containers=[container("warmup", {"nvidia.com/gpu": "1"})]))
+    r = admit(
+        pod(
+            [container("main", {"nvidia.com/gpu": "1"})], init_containers=[container("warmup", {"nvidia.com/gpu": "1"})]
+        )
+    )
     assert not r.allowed
     assert r.message == (
         "spec.initContainers: Forbidden: a Pod's accelerator requests must all sit in one container group; "
@@ -115,7 +119,9 @@ def test_rule2_rejects_both_memory_budgets() -> None:
 
 @pytest.mark.parametrize("percent", ["0", "101", "-5", "12.5"])
 def test_rule2_rejects_a_percentage_outside_0_100(percent: str) -> None:
-    r = admit(pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": percent})]))
+    r = admit(
+        pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": percent})])
+    )
     assert not r.allowed
     assert "nvidia.com/gpu.sliced.memory-percentage]: Invalid value" in (r.message or "")
 
@@ -245,7 +251,9 @@ def test_rule6_rejects_two_slicing_containers() -> None:
 
 
 def test_rule7_accepts_a_sidecar_without_accelerator() -> None:
-    r = admit(pod([container("main", {"nvidia.com/gpu": "1"})], init_containers=[sidecar("log-shipper", {"cpu": "100m"})]))
+    r = admit(
+        pod([container("main", {"nvidia.com/gpu": "1"})], init_containers=[sidecar("log-shipper", {"cpu": "100m"})])
+    )
     assert r.allowed, r.message
 
 
@@ -277,7 +285,9 @@ def test_pod_without_queue_label_is_untouched() -> None:
 
 @pytest.mark.parametrize(("percent", "units"), [("20", "320000"), ("50", "800000"), ("100", "1600000"), ("1", "16000")])
 def test_memory_percentage_folds_to_units(percent: str, units: str) -> None:
-    r = admit(pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": percent})]))
+    r = admit(
+        pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": percent})])
+    )
     assert r.allowed
     assert limits_of(r)["nvidia.com/gpu.sliced.units"] == units
     assert limits_of(r)["nvidia.com/gpu.sliced.cores-percentage"] == "100"
@@ -319,20 +329,33 @@ def test_fold_writes_requests_too_when_the_container_declares_them() -> None:
 def test_card_memory_comes_from_the_spec_when_detail_is_absent() -> None:
     raw = instancetype(memory=None)
     raw["spec"]["memory"] = "24Gi"
-    r = admit(pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "12288"})]), [parse_instancetype(raw)])
+    r = admit(
+        pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "12288"})]),
+        [parse_instancetype(raw)],
+    )
     assert limits_of(r)["nvidia.com/gpu.sliced.units"] == "800000"
 
 
 def test_mib_fold_without_instancetype_is_denied_with_the_label() -> None:
-    r = admit(pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "1024"})], queue="gpustack-fnv64-0000000000000000"))
+    r = admit(
+        pod(
+            [container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "1024"})],
+            queue="gpustack-fnv64-0000000000000000",
+        )
+    )
     assert not r.allowed
-    assert "no InstanceType carries schedule.gpustack.ai/queue-entrance=gpustack-fnv64-0000000000000000" in (r.message or "")
+    assert "no InstanceType carries schedule.gpustack.ai/queue-entrance=gpustack-fnv64-0000000000000000" in (
+        r.message or ""
+    )
 
 
 def test_two_instancetypes_behind_one_queue_are_denied() -> None:
     twin = instancetype(name="twin")
     twin["metadata"]["labels"][naming.LABEL_QUEUE_ENTRANCE] = A10G_QUEUE
-    r = admit(pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "1024"})]), [A10G, parse_instancetype(twin)])
+    r = admit(
+        pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "1024"})]),
+        [A10G, parse_instancetype(twin)],
+    )
     assert not r.allowed and "2 InstanceTypes carry" in (r.message or "")
 
 
@@ -340,7 +363,10 @@ def test_the_divisor_never_comes_from_the_local_queue_name() -> None:
     # The entrance label decides; an InstanceType named like the queue but without the label is not used.
     raw = instancetype(name=A10G_QUEUE)
     raw["metadata"]["labels"].pop(naming.LABEL_QUEUE_ENTRANCE)
-    r = admit(pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "1024"})]), [parse_instancetype(raw)])
+    r = admit(
+        pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "1024"})]),
+        [parse_instancetype(raw)],
+    )
     assert not r.allowed
 
 
@@ -348,7 +374,10 @@ def test_partition_folds_like_a_same_vram_slice() -> None:
     r = admit(h100_pod({"nvidia.com/gpu.partitioned": "1", "nvidia.com/gpu.partitioned.mig-3g.40gb": "1"}), [H100])
     units = int(limits_of(r)["nvidia.com/gpu.partitioned.units"])
     same_vram_slice = admit(
-        pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "40192"})], queue=H100_QUEUE),
+        pod(
+            [container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "40192"})],
+            queue=H100_QUEUE,
+        ),
         [H100],
     )
     assert units == int(limits_of(same_vram_slice)["nvidia.com/gpu.sliced.units"]) == 40192 * 1_600_000 // 81920
@@ -357,7 +386,13 @@ def test_partition_folds_like_a_same_vram_slice() -> None:
 @pytest.mark.parametrize(("profile", "units"), [("2g.15gb", 400_000), ("4g.31gb", 800_000), ("8g.63gb", 1_600_000)])
 def test_hygon_partition_folds(profile: str, units: int) -> None:
     hygon = parse_instancetype(
-        instancetype(manufacturer="hygon", group_id="bw", memory="65520Mi", logical_count=0, profiles=physical_profiles(HYGON_BW_PROFILES))
+        instancetype(
+            manufacturer="hygon",
+            group_id="bw",
+            memory="65520Mi",
+            logical_count=0,
+            profiles=physical_profiles(HYGON_BW_PROFILES),
+        )
     )
     p = pod(
         [container("main", {"hygon.com/dcu.partitioned": "1", f"hygon.com/dcu.partitioned.mig-{profile}": "1"})],
@@ -382,9 +417,15 @@ def test_partitioning_on_a_manufacturer_without_it_is_forbidden() -> None:
 def test_shared_request_of_two_is_pinned_to_nodes_with_two_cards() -> None:
     r = admit(pod([container("main", {"nvidia.com/gpu.shared": "2"})]))
     assert r.allowed
-    terms = r.mutated["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms = r.mutated["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
     assert terms == [
-        {"matchExpressions": [{"key": "acceleratable.feature.gpustack.ai/nvidia-a10g.count", "operator": "Gt", "values": ["1"]}]}
+        {
+            "matchExpressions": [
+                {"key": "acceleratable.feature.gpustack.ai/nvidia-a10g.count", "operator": "Gt", "values": ["1"]}
+            ]
+        }
     ]
 
 
@@ -403,7 +444,9 @@ def test_shared_pin_is_anded_into_every_term_and_not_duplicated() -> None:
     once = admit(p)
     twice = admit(once.mutated)
     assert json_patch(once.mutated, twice.mutated) == []
-    for term in once.mutated["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]:
+    for term in once.mutated["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]:
         assert term["matchExpressions"][-1] == {
             "key": "acceleratable.feature.gpustack.ai/nvidia-a10g.count",
             "operator": "Gt",
@@ -428,7 +471,9 @@ def test_patch_applied_to_the_original_gives_the_mutated_pod() -> None:
     assert apply_patch(p, ops) == r.mutated
 
 
-@pytest.mark.parametrize("garbage", [None, 5, "pod", [], {"spec": 3, "metadata": {"labels": {naming.LABEL_QUEUE_NAME: "q"}}}])
+@pytest.mark.parametrize(
+    "garbage", [None, 5, "pod", [], {"spec": 3, "metadata": {"labels": {naming.LABEL_QUEUE_NAME: "q"}}}]
+)
 def test_malformed_objects_are_answered_not_raised(garbage: Any) -> None:
     r = admit(garbage)
     assert r.allowed in (True, False)

@@ -1,0 +1,445 @@
+"""The integration control plane is real: schema validation, dry-run, RBAC and Kueue TAS admission."""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+GROUP, VERSION = "worker.gpustack.ai", "v1alpha1"
+KUEUE, KV = "kueue.x-k8s.io", "v1beta2"
+CREDITS = "credits.gpustack.ai/nvidia"
+M = 1_600_000  # credits per card
+HOSTNAME = "kubernetes.io/hostname"
+POOL_LABEL = "gpuctl.test/pool"
+CHECK_NAME = "gpustack-node-devices"
+CHECK_CONTROLLER = "worker.gpustack.ai/node-devices"
+
+
+def _uid() -> str:
+    return uuid.uuid4().hex[:6]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def instance_type(name: str, **spec) -> dict:
+    base = {
+        "acceleratable": True,
+        "acceleratorGroup": "nvidia-a10g",
+        "generalGroup": "generic",
+        "os": "linux",
+        "arch": "amd64",
+        "unitResources": {"cpu": "8", "ram": "64Gi"},
+        "localStorage": "100Gi",
+    }
+    base.update(spec)
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InstanceType", "metadata": {"name": name}, "spec": base}
+
+
+def wait_for(what: str, fn, timeout: float = 30.0, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}")
+
+
+def condition(obj: dict, ctype: str) -> dict | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c
+    return None
+
+
+def assigned_nodes(topology_assignment: dict) -> list[str]:
+    """Decode a v1beta2 (compressed) topologyAssignment into hostname values."""
+    idx = topology_assignment["levels"].index(HOSTNAME)
+    nodes: list[str] = []
+    for sl in topology_assignment.get("slices") or []:
+        count = sl.get("domainCount", 1)
+        values = sl["valuesPerLevel"][idx]
+        if values.get("universal") is not None:
+            nodes.extend([values["universal"]] * count)
+        else:
+            ind = values["individual"]
+            nodes.extend(ind.get("prefix", "") + r + ind.get("suffix", "") for r in ind["roots"])
+    return nodes
+
+
+# --------------------------------------------------------------------------
+# API server
+
+
+def test_server_version_is_stamped(api):
+    info = client.VersionApi(api).get_code()
+    assert info.git_version.startswith("v1.35."), info.git_version
+    assert info.major == "1" and info.minor == "35"
+
+
+def test_instancetype_printer_columns_and_names(api):
+    ext = client.ApiextensionsV1Api(api)
+    crd = ext.read_custom_resource_definition(f"instancetypes.{GROUP}")
+    assert crd.spec.names.short_names == ["instype"]
+    assert crd.spec.names.categories == ["gpustack"]
+    version = crd.spec.versions[0]
+    cols = [(c.name, c.priority or 0) for c in version.additional_printer_columns]
+    assert [n.upper() for n, _ in cols] == [
+        "ENTRANCE",
+        "UNIT(CPU/RAM)/STORAGE",
+        "ACCELERATOR(EX/SH/SL/PT)",
+        "CPU",
+        "PHASE",
+        "PARTITIONS",
+    ]
+    assert dict(cols)["Partitions"] == 1
+
+
+def test_valid_instancetype_is_accepted(api):
+    objs = client.CustomObjectsApi(api)
+    name = f"it-valid-{_uid()}"
+    created = objs.create_cluster_custom_object(
+        GROUP, VERSION, "instancetypes", instance_type(name), field_validation="Strict"
+    )
+    try:
+        assert created["spec"]["os"] == "linux"
+        status = {
+            "status": {
+                "entrance": "gpustack-fnv64-c4680bb149644f1c",
+                "phase": "Active",
+                "accelerator": {"onceMaxRequest": "1", "remaining": "1", "capacity": "1"},
+                "acceleratorPartitioned": {
+                    "onceMaxRequest": "0",
+                    "remaining": "0",
+                    "capacity": "0",
+                    "remainingProfiles": [{"name": "3g.40gb", "count": 0}],
+                },
+            }
+        }
+        updated = objs.patch_cluster_custom_object_status(GROUP, VERSION, "instancetypes", name, status)
+        assert updated["status"]["phase"] == "Active"
+    finally:
+        objs.delete_cluster_custom_object(GROUP, VERSION, "instancetypes", name)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda o: o["spec"].__setitem__("os", 5), "spec.os"),
+        (lambda o: o["spec"].pop("arch"), "spec.arch"),
+        (lambda o: o["spec"]["unitResources"].__setitem__("ram", "64GB"), "spec.unitResources.ram"),
+        (lambda o: o["spec"].__setitem__("bogusField", "x"), "bogusField"),
+    ],
+    ids=["os-not-a-string", "arch-missing", "ram-not-Gi", "unknown-field"],
+)
+def test_malformed_instancetype_is_rejected(api, mutate, needle):
+    objs = client.CustomObjectsApi(api)
+    body = instance_type(f"it-bad-{_uid()}")
+    mutate(body)
+    with pytest.raises(ApiException) as err:
+        objs.create_cluster_custom_object(GROUP, VERSION, "instancetypes", body, field_validation="Strict")
+    assert err.value.status in (400, 422), err.value.body
+    assert needle in err.value.body
+
+
+def test_server_side_dry_run_leaves_nothing(api):
+    objs = client.CustomObjectsApi(api)
+    name = f"it-dry-{_uid()}"
+    out = objs.create_cluster_custom_object(GROUP, VERSION, "instancetypes", instance_type(name), dry_run="All")
+    assert out["metadata"]["name"] == name
+    with pytest.raises(ApiException) as err:
+        objs.get_cluster_custom_object(GROUP, VERSION, "instancetypes", name)
+    assert err.value.status == 404
+
+
+def test_view_only_user_is_forbidden_to_write(control_plane, api):
+    from kubernetes import config
+
+    user = f"viewer-{_uid()}"
+    rbac = client.RbacAuthorizationV1Api(api)
+    binding = f"gpuctl-it-{user}"
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": binding},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        }
+    )
+    viewer = config.new_client_from_config(config_file=str(control_plane.kubeconfig))
+    viewer.set_default_header("Impersonate-User", user)
+    try:
+        core = client.CoreV1Api(viewer)
+        # view grants reads ...
+        wait_for("the view binding to take effect", lambda: core.list_namespaced_config_map("default") is not None)
+        # ... and nothing else.
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_config_map("default", {"metadata": {"name": f"cm-{_uid()}"}})
+        assert err.value.status == 403
+        assert user in err.value.body
+        with pytest.raises(ApiException) as err:
+            client.CustomObjectsApi(viewer).create_cluster_custom_object(
+                GROUP, VERSION, "instancetypes", instance_type(f"it-rbac-{_uid()}")
+            )
+        assert err.value.status == 403
+    finally:
+        viewer.close()
+        rbac.delete_cluster_role_binding(binding)
+
+
+# --------------------------------------------------------------------------
+# Kueue: TAS admission and an external AdmissionCheck
+
+
+@pytest.fixture(scope="module")
+def tas_pool(api, test_namespace):
+    """A Topology (hostname level), a TAS ResourceFlavor and two Ready Nodes with credits."""
+    objs = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    suffix = _uid()
+    pool = f"it-tas-{suffix}"
+    topology = f"it-hostname-{suffix}"
+    objs.create_cluster_custom_object(
+        KUEUE,
+        KV,
+        "topologies",
+        {
+            "apiVersion": f"{KUEUE}/{KV}",
+            "kind": "Topology",
+            "metadata": {"name": topology},
+            "spec": {"levels": [{"nodeLabel": HOSTNAME}]},
+        },
+    )
+    objs.create_cluster_custom_object(
+        KUEUE,
+        KV,
+        "resourceflavors",
+        {
+            "apiVersion": f"{KUEUE}/{KV}",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": pool},
+            "spec": {"nodeLabels": {POOL_LABEL: pool}, "topologyName": topology},
+        },
+    )
+    nodes = [f"{pool}-node-{i}" for i in range(2)]
+    for node in nodes:
+        core.create_node({"metadata": {"name": node, "labels": {HOSTNAME: node, POOL_LABEL: pool}}})
+        resources = {CREDITS: str(M), "cpu": "8", "memory": "32Gi", "pods": "110"}
+        core.patch_node_status(
+            node,
+            {
+                "status": {
+                    "capacity": resources,
+                    "allocatable": resources,
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "KubeletReady",
+                            "message": "test node",
+                            "lastHeartbeatTime": _now(),
+                            "lastTransitionTime": _now(),
+                        }
+                    ],
+                }
+            },
+        )
+    yield {"flavor": pool, "topology": topology, "nodes": nodes, "namespace": test_namespace}
+    for node in nodes:
+        core.delete_node(node)
+    objs.delete_cluster_custom_object(KUEUE, KV, "resourceflavors", pool)
+    objs.delete_cluster_custom_object(KUEUE, KV, "topologies", topology)
+
+
+def make_queues(api, pool: dict, name: str, checks: list[str] | None = None) -> str:
+    objs = client.CustomObjectsApi(api)
+    spec: dict = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": [CREDITS],
+                "flavors": [{"name": pool["flavor"], "resources": [{"name": CREDITS, "nominalQuota": str(2 * M)}]}],
+            }
+        ],
+    }
+    if checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
+    objs.create_cluster_custom_object(
+        KUEUE, KV, "clusterqueues", {"apiVersion": f"{KUEUE}/{KV}", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+    )
+    objs.create_namespaced_custom_object(
+        KUEUE,
+        KV,
+        pool["namespace"],
+        "localqueues",
+        {
+            "apiVersion": f"{KUEUE}/{KV}",
+            "kind": "LocalQueue",
+            "metadata": {"name": name},
+            "spec": {"clusterQueue": name},
+        },
+    )
+
+    def active():
+        cq = objs.get_cluster_custom_object(KUEUE, KV, "clusterqueues", name)
+        c = condition(cq, "Active")
+        return cq if c and c["status"] == "True" else None
+
+    wait_for(f"ClusterQueue {name} Active", active)
+    return name
+
+
+def make_workload(api, namespace: str, queue: str, cards: int = 1) -> str:
+    name = f"wl-{_uid()}"
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        KUEUE,
+        KV,
+        namespace,
+        "workloads",
+        {
+            "apiVersion": f"{KUEUE}/{KV}",
+            "kind": "Workload",
+            "metadata": {"name": name},
+            "spec": {
+                "queueName": queue,
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "topologyRequest": {"required": HOSTNAME},
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [
+                                    {
+                                        "name": "main",
+                                        "image": "gpuctl-it/none",
+                                        "resources": {
+                                            "requests": {CREDITS: str(cards * M)},
+                                            "limits": {CREDITS: str(cards * M)},
+                                        },
+                                    }
+                                ],
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+    )
+    return name
+
+
+def get_workload(api, namespace: str, name: str) -> dict:
+    return client.CustomObjectsApi(api).get_namespaced_custom_object(KUEUE, KV, namespace, "workloads", name)
+
+
+def test_tas_workload_gets_quota_and_a_node(api, tas_pool):
+    ns = tas_pool["namespace"]
+    queue = make_queues(api, tas_pool, f"it-cq-{_uid()}")
+    wl = make_workload(api, ns, queue)
+
+    def reserved():
+        obj = get_workload(api, ns, wl)
+        c = condition(obj, "QuotaReserved")
+        return obj if c and c["status"] == "True" else None
+
+    obj = wait_for("QuotaReserved=True", reserved)
+    admission = obj["status"]["admission"]
+    assert admission["clusterQueue"] == queue
+    psa = admission["podSetAssignments"][0]
+    assert psa["flavors"][CREDITS] == tas_pool["flavor"]
+    ta = psa["topologyAssignment"]
+    assert ta["levels"] == [HOSTNAME]
+    nodes = assigned_nodes(ta)
+    assert len(nodes) == 1 and nodes[0] in tas_pool["nodes"], ta
+    # No admission checks on this queue: quota reservation is admission.
+    wait_for("Admitted=True", lambda: (condition(get_workload(api, ns, wl), "Admitted") or {}).get("status") == "True")
+
+
+def test_admission_check_ready_admits_the_workload(api, tas_pool):
+    objs = client.CustomObjectsApi(api)
+    ns = tas_pool["namespace"]
+    try:
+        objs.create_cluster_custom_object(
+            KUEUE,
+            KV,
+            "admissionchecks",
+            {
+                "apiVersion": f"{KUEUE}/{KV}",
+                "kind": "AdmissionCheck",
+                "metadata": {"name": CHECK_NAME},
+                "spec": {"controllerName": CHECK_CONTROLLER},
+            },
+        )
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    objs.patch_cluster_custom_object_status(
+        KUEUE,
+        KV,
+        "admissionchecks",
+        CHECK_NAME,
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Active",
+                        "status": "True",
+                        "reason": "Ready",
+                        "message": "the node-devices admission check controller is running",
+                        "lastTransitionTime": _now(),
+                    }
+                ]
+            }
+        },
+    )
+    queue = make_queues(api, tas_pool, f"it-cq-checked-{_uid()}", checks=[CHECK_NAME])
+    wl = make_workload(api, ns, queue)
+
+    def pending_check():
+        obj = get_workload(api, ns, wl)
+        c = condition(obj, "QuotaReserved")
+        checks = {c["name"]: c for c in (obj.get("status") or {}).get("admissionChecks") or []}
+        return obj if c and c["status"] == "True" and CHECK_NAME in checks else None
+
+    obj = wait_for("quota reserved with the check Pending", pending_check)
+    assert {c["name"]: c["state"] for c in obj["status"]["admissionChecks"]}[CHECK_NAME] == "Pending"
+    assert (condition(obj, "Admitted") or {}).get("status") != "True"
+    nodes = assigned_nodes(obj["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"])
+    assert nodes and nodes[0] in tas_pool["nodes"]
+
+    objs.patch_namespaced_custom_object_status(
+        KUEUE,
+        KV,
+        ns,
+        "workloads",
+        wl,
+        {
+            "status": {
+                "admissionChecks": [
+                    {
+                        "name": CHECK_NAME,
+                        "state": "Ready",
+                        "message": "the assigned flavor pool has enough free cards to place the request",
+                        "lastTransitionTime": _now(),
+                    }
+                ]
+            }
+        },
+    )
+
+    def admitted():
+        obj = get_workload(api, ns, wl)
+        c = condition(obj, "Admitted")
+        return obj if c and c["status"] == "True" else None
+
+    obj = wait_for("Admitted=True after the check turned Ready", admitted)
+    assert {c["name"]: c["state"] for c in obj["status"]["admissionChecks"]}[CHECK_NAME] == "Ready"
