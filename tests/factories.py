@@ -5,6 +5,7 @@ Used by the tests, the benchmarks and the example snapshot.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gpuctl.core import naming
@@ -246,4 +247,91 @@ def node(
             "capacity": {"cpu": cpu, **(allocatable or {})},
             "conditions": [{"type": "Ready", "status": "True"}],
         },
+    }
+
+
+def flavor(name: str, accelerator_key: str = "nvidia-a10g", *, count: int | None = None, os: str = "linux", arch: str = "amd64") -> JSON:
+    """A derived ResourceFlavor pinning one accelerator model (and, with ``count``, its per-node card count)."""
+    labels = {
+        naming.LABEL_OS: os,
+        naming.LABEL_ARCH: arch,
+        naming.LABEL_MANAGED: "true",
+        naming.accelerator_label(accelerator_key): "true",
+    }
+    if count is not None:
+        labels[naming.accelerator_count_label(accelerator_key)] = str(count)
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name, "labels": {naming.LABEL_RESOURCE_TYPE: "nodes"}},
+        "spec": {"nodeLabels": labels, "topologyName": "hostname"},
+    }
+
+
+def topology(hosts: list[tuple[str, int]]) -> JSON:
+    """A v1beta2 TopologyAssignment at the hostname level, one slice per node."""
+    return {
+        "levels": [naming.LABEL_HOSTNAME],
+        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universal": n}], "podCounts": {"universal": c}} for n, c in hosts],
+    }
+
+
+def workload(
+    name: str,
+    podsets: list[tuple[str, int, dict[str, Any]]],
+    *,
+    namespace: str = "team-a",
+    flavor_name: str | None = "f-a10g",
+    hosts: dict[str, list[tuple[str, int]]] | None = None,
+    reserved: bool = True,
+    admitted: bool = False,
+    check_state: str = "Pending",
+    conditions: dict[str, str] | None = None,
+    queue: str = naming.queue_entrance("gpustack--nvidia-a10g-linux-amd64"),
+    manufacturer: str = "nvidia",
+) -> JSON:
+    """A Workload with PodSets ``(name, count, limits)``; reserved quota puts each PodSet on ``flavor_name`` and, with
+    ``hosts``, on the given nodes."""
+    spec = {
+        "queueName": queue,
+        "podSets": [
+            {"name": ps, "count": count, "template": {"spec": {"containers": [container("main", limits)]}}} for ps, count, limits in podsets
+        ],
+    }
+    conds = {"QuotaReserved": "True" if reserved else "False", **({"Admitted": "True"} if admitted else {}), **(conditions or {})}
+    status: JSON = {"conditions": [{"type": t, "status": s, "reason": t} for t, s in conds.items()]}
+    if reserved:
+        assignments = []
+        for ps, count, _ in podsets:
+            a: JSON = {"name": ps, "count": count, "flavors": {} if flavor_name is None else {f"credits.gpustack.ai/{manufacturer}": flavor_name}}
+            if hosts and ps in hosts:
+                a["topologyAssignment"] = topology(hosts[ps])
+            assignments.append(a)
+        status["admission"] = {"clusterQueue": "gpustack--nvidia-a10g-linux-amd64", "podSetAssignments": assignments}
+        status["admissionChecks"] = [{"name": naming.NODE_DEVICES_CHECK, "state": check_state, "message": ""}]
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": spec, "status": status}
+
+
+def bound_pod(
+    name: str,
+    node_name: str,
+    limits: dict[str, Any],
+    *,
+    workload_name: str,
+    podset: str = "main",
+    namespace: str = "team-a",
+    allocations: dict[str, list[JSON]] | None = None,
+    phase: str = "Running",
+) -> JSON:
+    """A Pod of a Workload bound to a node, with its allocation record (container → accelerators) when Allocate ran."""
+    annotations = {naming.ANNOTATION_WORKLOAD: workload_name}
+    if allocations is not None:
+        record = {c: {"devices": {"groups": [{"id": "a10g", "manufacturer": "nvidia", "accelerators": accs}]}} for c, accs in allocations.items()}
+        annotations[naming.ANNOTATION_ALLOCATED] = json.dumps(record)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {naming.LABEL_PODSET: podset}, "annotations": annotations},
+        "spec": {"nodeName": node_name, "containers": [container("main", limits)]},
+        "status": {"phase": phase},
     }

@@ -466,11 +466,64 @@ class ControlPlane:
             wait_until("CRDs Established", established, timeout=START_TIMEOUT, watch=[etcd, apiserver], interval=0.2)
             self._mark("crds_established", t0)
 
+            # The API server creates these itself (system-namespaces hook),
+            # but /readyz does not wait for it.
+            core = client.CoreV1Api(api)
+            wait_until(
+                "namespaces default and kube-system",
+                lambda: {"default", "kube-system"} <= {n.metadata.name for n in core.list_namespace().items},
+                timeout=START_TIMEOUT,
+                watch=[etcd, apiserver],
+                interval=0.2,
+            )
+            self.aggregate_cluster_roles(api)
+
             if self.with_kueue:
                 self._start_kueue(api, watch=[etcd, apiserver])
                 self._mark("kueue_ready", t0)
         finally:
             api.close()
+
+    @staticmethod
+    def aggregate_cluster_roles(api) -> int:
+        """Fill in aggregated ClusterRoles (view, edit, admin, ...) once.
+
+        kube-controller-manager is not run, so its clusterrole-aggregation
+        controller is emulated: each ClusterRole with an aggregationRule gets
+        the union of the rules of the ClusterRoles its selectors match. Call
+        again after creating ClusterRoles labelled to aggregate. Returns the
+        number of roles updated.
+        """
+        from kubernetes import client
+
+        rbac = client.RbacAuthorizationV1Api(api)
+        roles = rbac.list_cluster_role().items
+        updated = 0
+        for role in roles:
+            agg = role.aggregation_rule
+            if not agg or not agg.cluster_role_selectors:
+                continue
+            rules: list = []
+            seen: set[str] = set()
+            for sel in agg.cluster_role_selectors:
+                wanted = sel.match_labels or {}
+                if sel.match_expressions:
+                    continue  # bootstrap roles use matchLabels only
+                for other in sorted(roles, key=lambda r: r.metadata.name):
+                    if other.metadata.name == role.metadata.name:
+                        continue
+                    labels = other.metadata.labels or {}
+                    if all(labels.get(k) == v for k, v in wanted.items()):
+                        for rule in other.rules or []:
+                            key = repr(api.sanitize_for_serialization(rule))
+                            if key not in seen:
+                                seen.add(key)
+                                rules.append(api.sanitize_for_serialization(rule))
+            current = [api.sanitize_for_serialization(r) for r in role.rules or []]
+            if current != rules:
+                rbac.patch_cluster_role(role.metadata.name, {"rules": rules})
+                updated += 1
+        return updated
 
     def _load_crds(self) -> list[dict]:
         crds: list[dict] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import time
 import uuid
@@ -177,8 +178,17 @@ def test_view_only_user_is_forbidden_to_write(control_plane, api):
     viewer.set_default_header("Impersonate-User", user)
     try:
         core = client.CoreV1Api(viewer)
-        # view grants reads ...
-        wait_for("the view binding to take effect", lambda: core.list_namespaced_config_map("default") is not None)
+        # view grants reads (once the RBAC informer has seen the binding) ...
+        def can_read() -> bool:
+            try:
+                core.list_namespaced_config_map("default")
+            except ApiException as exc:
+                if exc.status == 403:
+                    return False
+                raise
+            return True
+
+        wait_for("the view binding to take effect", can_read)
         # ... and nothing else.
         with pytest.raises(ApiException) as err:
             core.create_namespaced_config_map("default", {"metadata": {"name": f"cm-{_uid()}"}})
@@ -251,11 +261,25 @@ def tas_pool(api, test_namespace):
                 }
             },
         )
-    yield {"flavor": pool, "topology": topology, "nodes": nodes, "namespace": test_namespace}
+        # The API server's TaintNodesByCondition admission adds the not-ready
+        # taint on create; with no node lifecycle controller, drop it here.
+        core.patch_node(node, {"spec": {"taints": None}})
+    state = {"flavor": pool, "topology": topology, "nodes": nodes, "namespace": test_namespace, "cleanup": []}
+    yield state
+    # Best effort, newest first: Workloads, queues, then the pool itself.
+    for kind, name in reversed(state["cleanup"]):
+        with contextlib.suppress(ApiException):
+            if kind in ("workloads", "localqueues"):
+                objs.delete_namespaced_custom_object(KUEUE, KV, test_namespace, kind, name)
+            else:
+                objs.delete_cluster_custom_object(KUEUE, KV, kind, name)
     for node in nodes:
-        core.delete_node(node)
-    objs.delete_cluster_custom_object(KUEUE, KV, "resourceflavors", pool)
-    objs.delete_cluster_custom_object(KUEUE, KV, "topologies", topology)
+        with contextlib.suppress(ApiException):
+            core.delete_node(node)
+    with contextlib.suppress(ApiException):
+        objs.delete_cluster_custom_object(KUEUE, KV, "resourceflavors", pool)
+    with contextlib.suppress(ApiException):
+        objs.delete_cluster_custom_object(KUEUE, KV, "topologies", topology)
 
 
 def make_queues(api, pool: dict, name: str, checks: list[str] | None = None) -> str:
@@ -292,16 +316,18 @@ def make_queues(api, pool: dict, name: str, checks: list[str] | None = None) -> 
         c = condition(cq, "Active")
         return cq if c and c["status"] == "True" else None
 
+    pool["cleanup"] += [("clusterqueues", name), ("localqueues", name)]
     wait_for(f"ClusterQueue {name} Active", active)
     return name
 
 
-def make_workload(api, namespace: str, queue: str, cards: int = 1) -> str:
+def make_workload(api, pool: dict, queue: str, cards: int = 1) -> str:
     name = f"wl-{_uid()}"
+    pool["cleanup"].append(("workloads", name))
     client.CustomObjectsApi(api).create_namespaced_custom_object(
         KUEUE,
         KV,
-        namespace,
+        pool["namespace"],
         "workloads",
         {
             "apiVersion": f"{KUEUE}/{KV}",
@@ -344,7 +370,7 @@ def get_workload(api, namespace: str, name: str) -> dict:
 def test_tas_workload_gets_quota_and_a_node(api, tas_pool):
     ns = tas_pool["namespace"]
     queue = make_queues(api, tas_pool, f"it-cq-{_uid()}")
-    wl = make_workload(api, ns, queue)
+    wl = make_workload(api, tas_pool, queue)
 
     def reserved():
         obj = get_workload(api, ns, wl)
@@ -382,6 +408,7 @@ def test_admission_check_ready_admits_the_workload(api, tas_pool):
     except ApiException as exc:
         if exc.status != 409:
             raise
+    tas_pool["cleanup"].append(("admissionchecks", CHECK_NAME))
     objs.patch_cluster_custom_object_status(
         KUEUE,
         KV,
@@ -402,7 +429,7 @@ def test_admission_check_ready_admits_the_workload(api, tas_pool):
         },
     )
     queue = make_queues(api, tas_pool, f"it-cq-checked-{_uid()}", checks=[CHECK_NAME])
-    wl = make_workload(api, ns, queue)
+    wl = make_workload(api, tas_pool, queue)
 
     def pending_check():
         obj = get_workload(api, ns, wl)

@@ -1,0 +1,271 @@
+"""Kueue records the gates read: Workloads (with their TAS topology assignments), ResourceFlavors, queues and checks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuctl.core import naming
+from gpuctl.core.units import QuantityError, parse_quantity
+
+
+def _m(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _l(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: Any, default: int = 0) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(parse_quantity(value))
+        except QuantityError:
+            return default
+    return default
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+    @property
+    def true(self) -> bool:
+        return self.status == "True"
+
+
+def parse_conditions(raw: Any) -> dict[str, Condition]:
+    out: dict[str, Condition] = {}
+    for c in _l(raw):
+        c = _m(c)
+        t = str(c.get("type", ""))
+        if t:
+            out[t] = Condition(t, str(c.get("status", "")), str(c.get("reason", "")), str(c.get("message", "")))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyDomain:
+    """Pods of a PodSet placed in one topology domain (its values, one per level)."""
+
+    values: tuple[str, ...]
+    pods: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    name: str
+    flavors: Mapping[str, str]
+    count: int
+    levels: tuple[str, ...] = ()
+    domains: tuple[TopologyDomain, ...] = ()
+
+    @property
+    def credit_flavors(self) -> list[str]:
+        """The flavors assigned to ``credits.gpustack.ai/*`` resources (one for a resolvable accelerated PodSet)."""
+        return sorted({f for r, f in self.flavors.items() if r.startswith(naming.CREDITS_PREFIX)})
+
+    @property
+    def hostnames(self) -> list[tuple[str, int]] | None:
+        """``(node, pods)`` per node when the assignment ends at ``kubernetes.io/hostname``; None otherwise."""
+        if not self.levels or self.levels[-1] != naming.LABEL_HOSTNAME:
+            return None
+        out: dict[str, int] = {}
+        for d in self.domains:
+            if d.values:
+                out[d.values[-1]] = out.get(d.values[-1], 0) + d.pods
+        return sorted(out.items())
+
+
+def decode_topology(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[TopologyDomain, ...]]:
+    """A TopologyAssignment as levels and domains: Kueue v1beta2's compressed ``slices`` or v1beta1's ``domains``."""
+    levels = tuple(str(x) for x in _l(raw.get("levels")))
+    domains: list[TopologyDomain] = []
+    for d in _l(raw.get("domains")):
+        d = _m(d)
+        domains.append(TopologyDomain(tuple(str(v) for v in _l(d.get("values"))), _int(d.get("count"))))
+    for s in _l(raw.get("slices")):
+        s = _m(s)
+        n = _int(s.get("domainCount"))
+        per_level: list[list[str]] = []
+        for lv in _l(s.get("valuesPerLevel")):
+            lv = _m(lv)
+            if lv.get("universal") is not None:
+                per_level.append([str(lv["universal"])] * n)
+            else:
+                ind = _m(lv.get("individual"))
+                prefix, suffix = str(ind.get("prefix") or ""), str(ind.get("suffix") or "")
+                per_level.append([f"{prefix}{r}{suffix}" for r in _l(ind.get("roots"))])
+        counts_raw = _m(s.get("podCounts"))
+        if counts_raw.get("universal") is not None:
+            counts = [_int(counts_raw["universal"])] * n
+        else:
+            counts = [_int(c) for c in _l(counts_raw.get("individual"))]
+        for i in range(n):
+            values = tuple(level[i] for level in per_level if i < len(level))
+            domains.append(TopologyDomain(values, counts[i] if i < len(counts) else 0))
+    return levels, tuple(domains)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    name: str
+    count: int
+    spec: Mapping[str, Any]
+    """The Pod template's spec, as written (read by the demand parser and the fit pin)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckState:
+    name: str
+    state: str
+    message: str = ""
+    requeue_after_seconds: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    namespace: str
+    name: str
+    queue_name: str
+    podsets: tuple[PodSet, ...]
+    active: bool = True
+    conditions: Mapping[str, Condition] = field(default_factory=dict)
+    cluster_queue: str = ""
+    assignments: tuple[PodSetAssignment, ...] = ()
+    checks: tuple[CheckState, ...] = ()
+    uid: str = ""
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def _true(self, t: str) -> bool:
+        c = self.conditions.get(t)
+        return c is not None and c.true
+
+    @property
+    def quota_reserved(self) -> bool:
+        return self._true("QuotaReserved")
+
+    @property
+    def admitted(self) -> bool:
+        return self._true("Admitted")
+
+    @property
+    def evicted(self) -> bool:
+        return self._true("Evicted")
+
+    @property
+    def finished(self) -> bool:
+        return self._true("Finished")
+
+    def check(self, name: str) -> CheckState | None:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        return None
+
+    def assignment(self, podset: str) -> PodSetAssignment | None:
+        for a in self.assignments:
+            if a.name == podset:
+                return a
+        return None
+
+
+def parse_workload(obj: Mapping[str, Any]) -> Workload:
+    meta = _m(obj.get("metadata"))
+    spec = _m(obj.get("spec"))
+    status = _m(obj.get("status"))
+    podsets = tuple(
+        PodSet(str(_m(p).get("name") or "main"), _int(_m(p).get("count"), 1), _m(_m(_m(p).get("template")).get("spec")))
+        for p in _l(spec.get("podSets"))
+    )
+    admission = _m(status.get("admission"))
+    assignments = []
+    for a in _l(admission.get("podSetAssignments")):
+        a = _m(a)
+        levels, domains = decode_topology(_m(a.get("topologyAssignment")))
+        assignments.append(
+            PodSetAssignment(
+                name=str(a.get("name") or "main"),
+                flavors={str(k): str(v) for k, v in _m(a.get("flavors")).items()},
+                count=_int(a.get("count"), 0),
+                levels=levels,
+                domains=domains,
+            )
+        )
+    checks = tuple(
+        CheckState(
+            str(_m(c).get("name", "")),
+            str(_m(c).get("state", "")),
+            str(_m(c).get("message", "")),
+            _m(c).get("requeueAfterSeconds") if isinstance(_m(c).get("requeueAfterSeconds"), int) else None,
+        )
+        for c in _l(status.get("admissionChecks"))
+    )
+    active = spec.get("active")
+    return Workload(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name", "")),
+        queue_name=str(spec.get("queueName") or ""),
+        podsets=podsets,
+        active=active is not False,
+        conditions=parse_conditions(status.get("conditions")),
+        cluster_queue=str(admission.get("clusterQueue") or ""),
+        assignments=tuple(assignments),
+        checks=checks,
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: str
+    node_labels: Mapping[str, str]
+    topology_name: str = ""
+
+    @property
+    def accelerator_keys(self) -> list[str]:
+        """Accelerator node keys the flavor pins (``acceleratable.feature.gpustack.ai/<aKey>: "true"``)."""
+        keys = []
+        for k, v in self.node_labels.items():
+            if k.startswith(naming.ACCELERATABLE_PREFIX) and v == "true":
+                rest = k[len(naming.ACCELERATABLE_PREFIX) :]
+                if "." not in rest and "-" in rest:
+                    keys.append(rest)
+        return sorted(keys)
+
+    def count_pin(self, accelerator_key: str) -> str | None:
+        return self.node_labels.get(naming.accelerator_count_label(accelerator_key))
+
+    @property
+    def device_selector(self) -> dict[str, str]:
+        """The node labels a node's Devices carries too: all but the per-node ``.count`` and the topology profile."""
+        return {
+            k: v
+            for k, v in self.node_labels.items()
+            if not (k.startswith(naming.ACCELERATABLE_PREFIX) and k.endswith(".count"))
+            and k != naming.LABEL_TOPOLOGY_PROFILE
+        }
+
+
+def parse_resource_flavor(obj: Mapping[str, Any]) -> ResourceFlavor:
+    meta = _m(obj.get("metadata"))
+    spec = _m(obj.get("spec"))
+    return ResourceFlavor(
+        name=str(meta.get("name", "")),
+        node_labels={str(k): str(v) for k, v in _m(spec.get("nodeLabels")).items()},
+        topology_name=str(spec.get("topologyName") or ""),
+    )
