@@ -418,21 +418,20 @@ def shared_pin_count(containers: Sequence[ContainerAccelerators]) -> int:
 
 
 def add_required_node_expression(spec: JSON, expression: JSON) -> bool:
-    """AND an expression into every required node-affinity term (a new term when there is none); never duplicate.
-
-    Returns whether the spec changed.
-    """
+    """AND an expression into every non-empty required node-affinity term, or add a single new term when there is
+    none; never duplicate. Returns whether the spec changed."""
     affinity = spec.setdefault("affinity", {})
     node_affinity = affinity.setdefault("nodeAffinity", {})
     required_terms = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = required_terms.get("nodeSelectorTerms")
-    if not isinstance(terms, list) or not terms:
-        required_terms["nodeSelectorTerms"] = [{"matchExpressions": [expression]}]
+    if not isinstance(terms, list):
+        terms = required_terms["nodeSelectorTerms"] = []
+    non_empty = [t for t in terms if isinstance(t, dict) and (t.get("matchExpressions") or t.get("matchFields"))]
+    if not non_empty:
+        terms.append({"matchExpressions": [expression]})
         return True
     changed = False
-    for term in terms:
-        if not isinstance(term, dict):
-            continue
+    for term in non_empty:
         expressions = term.setdefault("matchExpressions", [])
         if expression not in expressions:
             expressions.append(expression)

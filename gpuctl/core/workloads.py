@@ -269,3 +269,83 @@ def parse_resource_flavor(obj: Mapping[str, Any]) -> ResourceFlavor:
         node_labels={str(k): str(v) for k, v in _m(spec.get("nodeLabels")).items()},
         topology_name=str(spec.get("topologyName") or ""),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: str
+    labels: Mapping[str, str]
+    stop_policy: str
+    admission_checks: tuple[str, ...]
+    nominal: Mapping[str, int]
+    """Σ nominalQuota per covered resource."""
+    reserved: Mapping[str, int]
+    """Σ ``status.flavorsReservation`` per resource."""
+    flavors: tuple[str, ...] = ()
+    pending: int = 0
+    reserving: int = 0
+    admitted: int = 0
+
+    @property
+    def instancetype_mark(self) -> bool:
+        return self.labels.get(naming.LABEL_RESOURCE_TYPE) == naming.RESOURCE_TYPE_INSTANCETYPES
+
+
+def parse_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
+    from gpuctl.core.credits import quota_from_cluster_queue, usage_from_cluster_queue
+
+    meta = _m(obj.get("metadata"))
+    spec = _m(obj.get("spec"))
+    status = _m(obj.get("status"))
+    checks = [str(c) for c in _l(spec.get("admissionChecks"))]
+    checks += [str(_m(c).get("name", "")) for c in _l(_m(spec.get("admissionChecksStrategy")).get("admissionChecks"))]
+    groups = [_m(g) for g in _l(spec.get("resourceGroups"))]
+    flavors = tuple(str(_m(f).get("name", "")) for g in groups for f in _l(g.get("flavors")))
+    return ClusterQueue(
+        name=str(meta.get("name", "")),
+        labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},
+        stop_policy=str(spec.get("stopPolicy") or "None"),
+        admission_checks=tuple(dict.fromkeys(c for c in checks if c)),
+        nominal=quota_from_cluster_queue(groups),
+        reserved=usage_from_cluster_queue(status),
+        flavors=flavors,
+        pending=_int(status.get("pendingWorkloads")),
+        reserving=_int(status.get("reservingWorkloads")),
+        admitted=_int(status.get("admittedWorkloads")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: str
+
+
+def parse_local_queue(obj: Mapping[str, Any]) -> LocalQueue:
+    meta = _m(obj.get("metadata"))
+    return LocalQueue(
+        str(meta.get("namespace") or "default"),
+        str(meta.get("name", "")),
+        str(_m(obj.get("spec")).get("clusterQueue") or ""),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheck:
+    name: str
+    controller: str
+    active: bool
+    message: str = ""
+
+
+def parse_admission_check(obj: Mapping[str, Any]) -> AdmissionCheck:
+    meta = _m(obj.get("metadata"))
+    conditions = parse_conditions(_m(obj.get("status")).get("conditions"))
+    active = conditions.get("Active")
+    return AdmissionCheck(
+        name=str(meta.get("name", "")),
+        controller=str(_m(obj.get("spec")).get("controllerName") or ""),
+        active=active is not None and active.true,
+        message=active.message if active else "",
+    )

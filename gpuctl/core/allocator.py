@@ -1,0 +1,83 @@
+"""Gate 5, the device-plugin allocator: would ``Allocate`` accept this container on this card?
+
+For exclusive, shared and sliced requests the kubelet chose the card by choosing the token, so ``Allocate`` can only
+refuse: a card another mode holds, a slice without a free slot or the units it needs, two share tokens on one card.
+Partition tokens are fungible, so the allocator picks the card itself: the most occupied card that still fits.
+A refused Pod fails with ``UnexpectedAdmissionError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuctl.core.ledger import Card, Mode
+from gpuctl.core.naming import Family
+from gpuctl.core.units import SHARE, M
+
+FAMILY_MODE = {
+    Family.EXCLUSIVE: Mode.EXCLUSIVE,
+    Family.SHARED: Mode.SHARED,
+    Family.SLICED: Mode.SLICED,
+    Family.PARTITIONED: Mode.PARTITIONED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    card_id: str
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"Allocate refuses card {self.card_id}: {self.reason}"
+
+
+def check_allocate(card: Card, family: Family, *, units: int = 0, tokens_on_card: int = 1) -> Refusal | None:
+    """Would Allocate grant ``family`` on ``card``? None when it would; the refusal otherwise.
+
+    ``units`` is a slice's ``.sliced.units``; ``tokens_on_card`` the share tokens one grant puts on this card.
+    """
+    mode = FAMILY_MODE[family]
+    if card.unhealthy:
+        return Refusal(card.id, "the card is unhealthy")
+    if family is not Family.PARTITIONED and card.partitioned:
+        return Refusal(card.id, "the card is partitioned; only partition requests are served by it")
+    if card.mode not in (Mode.NONE, mode):
+        return Refusal(card.id, f"the card is held in {card.mode.name.lower()} mode")
+    if family is Family.EXCLUSIVE and (card.mode is not Mode.NONE or card.remaining < M):
+        return Refusal(card.id, "the card is not entirely free")
+    if family is Family.SHARED:
+        if tokens_on_card > 1:
+            return Refusal(
+                card.id,
+                f"a shared grant puts {tokens_on_card} share tokens on one card; a shared request of N names N distinct cards",
+            )
+        if card.remaining < SHARE:
+            return Refusal(card.id, "no share of the card is left")
+    if family is Family.SLICED:
+        if card.allocated_slices >= card.logical_slots:
+            return Refusal(card.id, f"no free slice slot ({card.allocated_slices} of {card.logical_slots} used)")
+        if card.remaining < units:
+            return Refusal(card.id, f"the slice needs {units} units and the card has {card.remaining} left")
+    return None
+
+
+def pick_partition_card(cards: Sequence[Card], profile: str) -> Card | None:
+    """The card Allocate materialises a partition on: the most occupied card that still fits, ties by index."""
+    fits = [
+        c
+        for c in cards
+        if c.partitioned and check_allocate(c, Family.PARTITIONED) is None and c.profile_remaining(profile) > 0
+    ]
+    if not fits:
+        return None
+    return min(fits, key=lambda c: (c.profile_remaining(profile), c.index))
+
+
+def preferred_slice_card(cards: Sequence[Card], units: int) -> Card | None:
+    """The allocator's hint for a slice: the most occupied card that still fits it, ties by index."""
+    fits = [c for c in cards if c.sliceable and check_allocate(c, Family.SLICED, units=units) is None]
+    if not fits:
+        return None
+    return min(fits, key=lambda c: (c.remaining, c.index))

@@ -1,0 +1,384 @@
+"""The five gates chained for one Workload: which gate holds it, and why.
+
+Each gate gets a verdict — ``passed``, ``held``, ``failed``, ``not-reached`` or ``unknown`` — a one-line summary, the
+evidence it rests on (conditions, messages, per-node and per-card figures) and a hint: what would let it through.
+``heldBy`` is the first gate that did not pass, or None when the Workload runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuctl.core import naming
+from gpuctl.core.capacity import node_allocatable, pod_shortfalls
+from gpuctl.core.credits import check_quota, workload_credits
+from gpuctl.core.fit import READY, RETRY, FitContext, Verdict, judge_workload
+from gpuctl.core.instancetypes import InstanceType
+from gpuctl.core.ledger import NodeDevices
+from gpuctl.core.naming import Family
+from gpuctl.core.nodes import Node
+from gpuctl.core.pins import has_fit_pin
+from gpuctl.core.pods import Pod
+from gpuctl.core.requests import pod_containers, validate_request_rules
+from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, LocalQueue, ResourceFlavor, Workload
+
+PASSED = "passed"
+HELD = "held"
+FAILED = "failed"
+NOT_REACHED = "not-reached"
+UNKNOWN = "unknown"
+
+GATE_NAMES = {
+    1: "Pod webhook",
+    2: "Kueue credits quota",
+    3: "gpustack-node-devices AdmissionCheck",
+    4: "scheduler / kubelet",
+    5: "device-plugin allocator",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    gate: int
+    verdict: str
+    summary: str
+    evidence: tuple[str, ...] = ()
+    hint: str = ""
+
+    @property
+    def name(self) -> str:
+        return GATE_NAMES[self.gate]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gate": self.gate,
+            "name": self.name,
+            "verdict": self.verdict,
+            "summary": self.summary,
+            "evidence": list(self.evidence),
+            "hint": self.hint,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    namespace: str
+    name: str
+    gates: tuple[Gate, ...]
+    kind: str = "Workload"
+
+    @property
+    def held_by(self) -> int | None:
+        for g in self.gates:
+            if g.verdict != PASSED:
+                return g.gate
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "heldBy": self.held_by,
+            "gates": [g.to_dict() for g in self.gates],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExplainContext:
+    """Everything the explanation reads, as records."""
+
+    local_queue: LocalQueue | None = None
+    cluster_queue: ClusterQueue | None = None
+    instancetype: InstanceType | None = None
+    admission_check: AdmissionCheck | None = None
+    flavors: Mapping[str, ResourceFlavor] = field(default_factory=dict)
+    devices: Mapping[str, NodeDevices] = field(default_factory=dict)
+    nodes: Mapping[str, Node] | None = None
+    workloads: Sequence[Workload] = ()
+    pods: Sequence[Pod] = ()
+    """Every Pod read (the Workload's own and those bound to its nodes)."""
+
+
+def _own_pods(w: Workload, ctx: ExplainContext) -> list[Pod]:
+    return sorted((p for p in ctx.pods if p.namespace == w.namespace and p.workload == w.name), key=lambda p: p.name)
+
+
+# ----------------------------------------------------------------------------------------------- gate 1
+
+
+def gate1(w: Workload) -> Gate:
+    evidence: list[str] = []
+    errors: list[str] = []
+    unfolded: list[str] = []
+    for ps in w.podsets:
+        containers = pod_containers(ps.spec)
+        for e in validate_request_rules(containers):
+            errors.append(f"podset {ps.name}: {e}")
+        for c in containers:
+            kinds = {v.key.kind for v in c.values}
+            if naming.KeyKind.SLICED in kinds and naming.KeyKind.SLICED_UNITS not in kinds:
+                unfolded.append(f"podset {ps.name}, container {c.name}: no .sliced.units folded into the template")
+        families = sorted({f.value for c in containers for f in c.families})
+        evidence.append(
+            f"podset {ps.name} (count {ps.count}): " + (", ".join(families) if families else "no accelerator request")
+        )
+    if errors:
+        return Gate(
+            1,
+            FAILED,
+            "the Pods this Workload creates break a request rule and will be refused",
+            tuple(evidence + errors),
+            "fix the request in the Pod template; `gpuctl webhook dry-run pod -f FILE` shows the webhook's answer",
+        )
+    if unfolded:
+        return Gate(
+            1,
+            PASSED,
+            "request rules hold; a slice in the template carries no folded units",
+            tuple(evidence + unfolded),
+            "a template-built slice without folded units is neither pinned nor charged its memory by Kueue: create the Pods through the queue so the webhook folds them",
+        )
+    return Gate(1, PASSED, "every PodSet template satisfies the request rules", tuple(evidence))
+
+
+# ----------------------------------------------------------------------------------------------- gate 2
+
+
+def gate2(w: Workload, ctx: ExplainContext) -> Gate:
+    evidence: list[str] = []
+    requested = workload_credits(
+        [{"name": ps.name, "count": ps.count, "template": {"spec": ps.spec}} for ps in w.podsets]
+    )
+    if ctx.local_queue is None:
+        return Gate(
+            2,
+            HELD,
+            f"LocalQueue {w.queue_name!r} does not exist in namespace {w.namespace}",
+            (),
+            "submit to the entrance of an InstanceType (its status.entrance)",
+        )
+    evidence.append(
+        f"LocalQueue {ctx.local_queue.namespace}/{ctx.local_queue.name} → ClusterQueue {ctx.local_queue.cluster_queue}"
+    )
+    cond = w.conditions.get("QuotaReserved")
+    if cond is not None:
+        evidence.append(
+            f"QuotaReserved={cond.status} ({cond.reason}): {cond.message}"
+            if cond.message
+            else f"QuotaReserved={cond.status} ({cond.reason})"
+        )
+    cq = ctx.cluster_queue
+    checks = []
+    if cq is not None:
+        checks = check_quota(requested, cq.nominal, cq.reserved)
+        evidence.extend(c.summary() for c in checks)
+        evidence.append(f"stopPolicy {cq.stop_policy}")
+    if w.quota_reserved:
+        return Gate(
+            2, PASSED, f"quota reserved in ClusterQueue {w.cluster_queue or (cq.name if cq else '?')}", tuple(evidence)
+        )
+    if not w.active:
+        return Gate(2, HELD, "the Workload is deactivated", tuple(evidence), "set spec.active=true to queue it again")
+    if cq is None:
+        return Gate(2, UNKNOWN, f"ClusterQueue {ctx.local_queue.cluster_queue} is not readable", tuple(evidence))
+    if cq.stop_policy in ("Hold", "HoldAndDrain"):
+        return Gate(
+            2,
+            HELD,
+            f"ClusterQueue {cq.name} is on {cq.stop_policy}: it admits nothing",
+            tuple(evidence),
+            f"`gpuctl resume {cq.name}` puts the pool back in service",
+        )
+    short = [c for c in checks if not c.fits]
+    if short:
+        c = short[0]
+        return Gate(
+            2,
+            HELD,
+            f"not enough {c.resource} quota: short by {c.shortfall} credits ({float(c.shortfall_cards):g} cards)",
+            tuple(evidence),
+            "wait for admitted Workloads of this pool to finish, or grow the pool (nominal quota follows nodes x cards x M)",
+        )
+    return Gate(
+        2,
+        HELD,
+        "waiting for Kueue to reserve quota",
+        tuple(evidence),
+        "the quota fits on paper: see the QuotaReserved message for what Kueue is waiting on (flavor, topology, or fit labels)",
+    )
+
+
+# ----------------------------------------------------------------------------------------------- gate 3
+
+
+def _fit_context(ctx: ExplainContext) -> FitContext:
+    return FitContext(ctx.flavors, ctx.devices, ctx.nodes, ctx.workloads, ctx.pods)
+
+
+def _gate3_hints(w: Workload, verdict: Verdict) -> tuple[list[str], str]:
+    """Recognise the known behaviours behind a Retry: evidence lines and the hint."""
+    evidence: list[str] = []
+    if verdict.inflight:
+        others = sorted({c.workload for c in verdict.inflight})
+        evidence.append(
+            f"{len(verdict.inflight)} card charge(s) promised to {', '.join(others)} (admitted or Ready, Pods not allocated yet)"
+        )
+        return (
+            evidence,
+            "room is promised to a Workload still starting: this passes once its Pods are allocated, or frees if it goes away",
+        )
+    starved = next((ps for ps in w.podsets if ps.name == verdict.starved), None)
+    if starved is not None:
+        a = w.assignment(starved.name)
+        hosts = a.hostnames if a else None
+        if hosts and any(pods > 1 for _, pods in hosts) and "pod " in verdict.message:
+            return evidence, (
+                "several Pods of one PodSet sit on one node: the fit label admits a node when one card fits one Pod, "
+                "so this does not converge by itself; lower the Pods per node or the per-Pod request"
+            )
+        demands = [d for d in verdict.demands if d.podset == starved.name]
+        pinnable = any(d.family is Family.SLICED or (d.family is Family.SHARED and d.cards >= 2) for d in demands)
+        if pinnable and not has_fit_pin(starved):
+            evidence.append(f"podset {starved.name} carries no fit-label pin")
+            return evidence, (
+                "unpinned Workload on a fragmented node: TAS re-places it there every 30 s; update its spec before "
+                "reservation (or recreate it) so the fit pin keeps TAS off nodes whose cards cannot serve it"
+            )
+    return evidence, "will retry every 30 s; it passes when the assigned node's cards free up"
+
+
+def gate3(w: Workload, ctx: ExplainContext) -> Gate:
+    cq = ctx.cluster_queue
+    state = w.check(naming.NODE_DEVICES_CHECK)
+    if cq is not None and naming.NODE_DEVICES_CHECK not in cq.admission_checks and state is None:
+        return Gate(3, PASSED, f"ClusterQueue {cq.name} does not reference the {naming.NODE_DEVICES_CHECK} check", ())
+    if not w.quota_reserved and not w.admitted:
+        return Gate(3, NOT_REACHED, "the check runs once quota is reserved")
+    evidence: list[str] = []
+    if state is not None:
+        evidence.append(f"check state {state.state}" + (f": {state.message}" if state.message else ""))
+    if ctx.admission_check is not None and not ctx.admission_check.active:
+        evidence.append(f"AdmissionCheck {ctx.admission_check.name} is not Active")
+    if w.admitted or (state is not None and state.state == READY):
+        return Gate(3, PASSED, "every assigned node holds the demand card by card", tuple(evidence))
+    if state is not None and state.state == "Rejected":
+        return Gate(
+            3,
+            FAILED,
+            "the check rejected the Workload",
+            tuple(evidence),
+            "this check never rejects; another controller wrote the state",
+        )
+    verdict = judge_workload(w, _fit_context(ctx))
+    if verdict.judged:
+        evidence.append(f"recomputed from the ledger: {verdict.state}: {verdict.message}")
+    if verdict.state == READY:
+        return Gate(
+            3,
+            HELD,
+            "the ledger now fits the demand; the check has not written Ready yet",
+            tuple(evidence),
+            "the controller writes Ready on its next pass (Retry requeues after 30 s)",
+        )
+    extra, hint = _gate3_hints(w, verdict)
+    summary = (
+        verdict.message
+        if verdict.state == RETRY
+        else (state.message if state and state.message else "waiting for the check")
+    )
+    return Gate(3, HELD, summary, tuple(evidence + extra), hint)
+
+
+# ----------------------------------------------------------------------------------------------- gates 4 and 5
+
+
+def gate4(w: Workload, pods: list[Pod], ctx: ExplainContext) -> Gate:
+    if not w.admitted:
+        return Gate(4, NOT_REACHED, "Pods are scheduled once the Workload is admitted")
+    if not pods:
+        return Gate(
+            4,
+            UNKNOWN,
+            "no Pod of this Workload was found",
+            (),
+            "the job controller creates the Pods after admission; read the Pods too (`gpuctl dump` includes them)",
+        )
+    evidence: list[str] = []
+    pending = [p for p in pods if not p.node_name]
+    for p in pending[:5]:
+        scheduled = p.conditions.get("PodScheduled")
+        line = f"pod {p.name}: not bound"
+        if p.scheduling_gates:
+            line += f"; scheduling gates {', '.join(p.scheduling_gates)}"
+        if scheduled is not None and scheduled.message:
+            line += f"; {scheduled.reason}: {scheduled.message}"
+        evidence.append(line)
+    if pending:
+        for node_name in sorted({n for a in w.assignments for n, _ in (a.hostnames or [])}):
+            d = ctx.devices.get(node_name)
+            if d is None:
+                continue
+            others = [p.requests for p in ctx.pods if p.node_name == node_name and not p.finished]
+            short = pod_shortfalls(pending[0].requests, node_allocatable(d), others)
+            if short:
+                evidence.append(f"{node_name}: " + "; ".join(s.describe() for s in short))
+        return Gate(
+            4,
+            HELD,
+            f"{len(pending)} of {len(pods)} Pod(s) not bound to a node",
+            tuple(evidence),
+            "on a TAS queue the Pod is pinned to its assigned node: it stays Pending until that node's keys free up",
+        )
+    bound = sorted({p.node_name for p in pods})
+    return Gate(4, PASSED, f"every Pod is bound ({', '.join(bound)})", tuple(evidence))
+
+
+def gate5(pods: list[Pod], reached: bool) -> Gate:
+    if not reached:
+        return Gate(5, NOT_REACHED, "Allocate runs when the kubelet admits a bound Pod")
+    failed = [p for p in pods if p.reason == "UnexpectedAdmissionError"]
+    if failed:
+        return Gate(
+            5,
+            FAILED,
+            f"{len(failed)} Pod(s) failed with UnexpectedAdmissionError: Allocate refused the device",
+            tuple(f"pod {p.name}: {p.message}" for p in failed[:5]),
+            "a kubelet that ignores the allocator's packing hint can put a slice where a later one finds no room; the owner recreates the Pod",
+        )
+    unheld = [p for p in pods if p.accelerator_containers and not p.held and not p.finished]
+    if unheld:
+        return Gate(
+            5,
+            HELD,
+            f"{len(unheld)} Pod(s) bound but not yet recorded by Allocate",
+            tuple(f"pod {p.name} on {p.node_name}: phase {p.phase or 'unknown'}" for p in unheld[:5]),
+        )
+    evidence = tuple(
+        f"pod {p.name}: {', '.join(sorted({a.card_id for a in p.allocations}))}" for p in pods if p.allocations
+    )
+    return Gate(5, PASSED, "every accelerator container holds its devices", evidence)
+
+
+def explain_workload(w: Workload, ctx: ExplainContext) -> Explanation:
+    """The five gates for one Workload, in order."""
+    pods = _own_pods(w, ctx)
+    g1 = gate1(w)
+    g2 = gate2(w, ctx)
+    g3 = (
+        gate3(w, ctx)
+        if g2.verdict == PASSED or w.quota_reserved
+        else Gate(3, NOT_REACHED, "the check runs once quota is reserved")
+    )
+    g4 = (
+        gate4(w, pods, ctx)
+        if g3.verdict == PASSED
+        else Gate(4, NOT_REACHED, "Pods are scheduled once the Workload is admitted")
+    )
+    g5 = gate5(pods, g4.verdict == PASSED)
+    if w.finished:
+        g4 = Gate(4, PASSED, "the Workload finished") if g4.verdict != PASSED else g4
+        g5 = Gate(5, PASSED, "the Workload finished") if g5.verdict != FAILED else g5
+    return Explanation(w.namespace, w.name, (g1, g2, g3, g4, g5))
