@@ -167,7 +167,38 @@ def bench_startup() -> list[Row]:
     return rows
 
 
+def bench_gate3(nodes: int) -> list[Row]:
+    """One gate-3 verdict on a pool of ``nodes`` nodes: TAS-assigned, and a whole-pool search that finds no room."""
+    from gpuctl.core.fit import FitContext, judge_workload
+    from gpuctl.core.workloads import parse_resource_flavor, parse_workload
+    from tests.factories import flavor, workload
+
+    with bulk_allocation():
+        ledgers = {d.node: d for d in (parse_devices(x) for x in synthetic_devices(nodes))}
+    ctx = FitContext({"f-a10g": parse_resource_flavor(flavor("f-a10g"))}, ledgers)
+    target = sorted(ledgers)[nodes // 2]
+    tas = parse_workload(workload("w", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [(target, 1)]}))
+    pool = parse_workload(workload("w", [("main", 1, {"nvidia.com/gpu": "9"})]))
+    reference = median_seconds(lambda: [n for n in ledgers.values() if n.node == target], repeat=9)
+    rows = []
+    for name, w in (("TAS-assigned node", tas), ("no hostname assignment, no node fits (scans the pool)", pool)):
+        t = median_seconds(lambda w=w: judge_workload(w, ctx), repeat=9)  # type: ignore[misc]
+        target_ms = 10.0 if w is tas else None
+        rows.append(
+            Row(
+                f"gate-3 verdict, {nodes}-node pool, {name}",
+                f"{t * 1000:.2f} ms",
+                f"one pass over the pool's records: {reference * 1000:.2f} ms",
+                t / reference,
+                "< 10 ms" if target_ms else "informational",
+                (t * 1000 < target_ms) if target_ms else None,
+            )
+        )
+    return rows
+
+
 BENCHMARKS: dict[str, Callable[[int], list[Row]]] = {
+    "gate3": bench_gate3,
     "views-core": bench_views_core,
     "views-process": bench_views_process,
     "startup": lambda _nodes: bench_startup(),

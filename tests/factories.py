@@ -250,7 +250,9 @@ def node(
     }
 
 
-def flavor(name: str, accelerator_key: str = "nvidia-a10g", *, count: int | None = None, os: str = "linux", arch: str = "amd64") -> JSON:
+def flavor(
+    name: str, accelerator_key: str = "nvidia-a10g", *, count: int | None = None, os: str = "linux", arch: str = "amd64"
+) -> JSON:
     """A derived ResourceFlavor pinning one accelerator model (and, with ``count``, its per-node card count)."""
     labels = {
         naming.LABEL_OS: os,
@@ -272,7 +274,9 @@ def topology(hosts: list[tuple[str, int]]) -> JSON:
     """A v1beta2 TopologyAssignment at the hostname level, one slice per node."""
     return {
         "levels": [naming.LABEL_HOSTNAME],
-        "slices": [{"domainCount": 1, "valuesPerLevel": [{"universal": n}], "podCounts": {"universal": c}} for n, c in hosts],
+        "slices": [
+            {"domainCount": 1, "valuesPerLevel": [{"universal": n}], "podCounts": {"universal": c}} for n, c in hosts
+        ],
     }
 
 
@@ -295,21 +299,36 @@ def workload(
     spec = {
         "queueName": queue,
         "podSets": [
-            {"name": ps, "count": count, "template": {"spec": {"containers": [container("main", limits)]}}} for ps, count, limits in podsets
+            {"name": ps, "count": count, "template": {"spec": {"containers": [container("main", limits)]}}}
+            for ps, count, limits in podsets
         ],
     }
-    conds = {"QuotaReserved": "True" if reserved else "False", **({"Admitted": "True"} if admitted else {}), **(conditions or {})}
+    conds = {
+        "QuotaReserved": "True" if reserved else "False",
+        **({"Admitted": "True"} if admitted else {}),
+        **(conditions or {}),
+    }
     status: JSON = {"conditions": [{"type": t, "status": s, "reason": t} for t, s in conds.items()]}
     if reserved:
         assignments = []
         for ps, count, _ in podsets:
-            a: JSON = {"name": ps, "count": count, "flavors": {} if flavor_name is None else {f"credits.gpustack.ai/{manufacturer}": flavor_name}}
+            a: JSON = {
+                "name": ps,
+                "count": count,
+                "flavors": {} if flavor_name is None else {f"credits.gpustack.ai/{manufacturer}": flavor_name},
+            }
             if hosts and ps in hosts:
                 a["topologyAssignment"] = topology(hosts[ps])
             assignments.append(a)
         status["admission"] = {"clusterQueue": "gpustack--nvidia-a10g-linux-amd64", "podSetAssignments": assignments}
         status["admissionChecks"] = [{"name": naming.NODE_DEVICES_CHECK, "state": check_state, "message": ""}]
-    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"}, "spec": spec, "status": status}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
+        "spec": spec,
+        "status": status,
+    }
 
 
 def bound_pod(
@@ -326,12 +345,20 @@ def bound_pod(
     """A Pod of a Workload bound to a node, with its allocation record (container → accelerators) when Allocate ran."""
     annotations = {naming.ANNOTATION_WORKLOAD: workload_name}
     if allocations is not None:
-        record = {c: {"devices": {"groups": [{"id": "a10g", "manufacturer": "nvidia", "accelerators": accs}]}} for c, accs in allocations.items()}
+        record = {
+            c: {"devices": {"groups": [{"id": "a10g", "manufacturer": "nvidia", "accelerators": accs}]}}
+            for c, accs in allocations.items()
+        }
         annotations[naming.ANNOTATION_ALLOCATED] = json.dumps(record)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {naming.LABEL_PODSET: podset}, "annotations": annotations},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {naming.LABEL_PODSET: podset},
+            "annotations": annotations,
+        },
         "spec": {"nodeName": node_name, "containers": [container("main", limits)]},
         "status": {"phase": phase},
     }

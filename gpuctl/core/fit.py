@@ -11,7 +11,7 @@ The fit is greedy and deterministic (nodes by name, cards by index): it may repo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -225,8 +225,14 @@ def _covered(state: _CardState, flavor: ResourceFlavor | None, manufacturer: str
 
 @dataclass(frozen=True, slots=True)
 class _Shortfall:
+    """What a node lacks; the sentence is built only when a message shows it (a pool search tries many nodes)."""
+
     node: str
-    detail: str
+    explain: Callable[[], str]
+
+    @property
+    def detail(self) -> str:
+        return self.explain()
 
 
 def _describe_cards(states: list[_CardState]) -> str:
@@ -275,13 +281,17 @@ def _fit_pod(
     """Place one Pod's demand on one node's cards, charging the budget; or say what is missing there."""
     own = [s for s in cards if _covered(s, flavor, d.manufacturer)]
     if d.family in (Family.EXCLUSIVE, Family.SHARED) and not any(not s.card.partitioned for s in own):
-        return _Shortfall(node, f"{node} has no unpartitioned card of this flavor")
+        return _Shortfall(node, lambda: f"{node} has no unpartitioned card of this flavor")
     if d.family is Family.EXCLUSIVE:
         whole = [s for s in own if not s.card.partitioned]
         free = [s for s in whole if s.healthy and s.mode is Mode.NONE and s.remaining >= M]
         if len(free) < d.cards:
-            why = _describe_cards([s for s in whole if s not in free])
-            return _Shortfall(node, f"{node} has {len(free)} free of {len(whole)}" + (f": {why}" if why else ""))
+
+            def exclusive_detail() -> str:
+                why = _describe_cards([s for s in whole if s not in free])
+                return f"{node} has {len(free)} free of {len(whole)}" + (f": {why}" if why else "")
+
+            return _Shortfall(node, exclusive_detail)
         taken = sorted(free, key=lambda s: s.card.index)[: d.cards]
         for s in taken:
             s.mode, s.remaining = Mode.EXCLUSIVE, 0
@@ -292,7 +302,9 @@ def _fit_pod(
         if len(shareable) < d.cards:
             return _Shortfall(
                 node,
-                f"{node} has {len(shareable)} card{'s' if len(shareable) != 1 else ''} with a free share of {len(whole)}",
+                lambda: (
+                    f"{node} has {len(shareable)} card{'s' if len(shareable) != 1 else ''} with a free share of {len(whole)}"
+                ),
             )
         taken = sorted(shareable, key=lambda s: (s.remaining, s.card.index))[: d.cards]
         for s in taken:
@@ -301,7 +313,7 @@ def _fit_pod(
     if d.family is Family.SLICED:
         sliceable = [s for s in own if s.card.sliceable]
         if not sliceable:
-            return _Shortfall(node, f"{node} has no logically sliceable card of this flavor")
+            return _Shortfall(node, lambda: f"{node} has no logically sliceable card of this flavor")
         need = max(d.units, 1)
         fits = [
             s
@@ -312,27 +324,33 @@ def _fit_pod(
             and s.remaining >= need
         ]
         if not fits:
-            open_cards = [s for s in sliceable if s.healthy and s.mode in (Mode.NONE, Mode.SLICED)]
-            slotless = [s for s in open_cards if s.slots_used >= s.card.logical_slots]
-            best = max((s.remaining for s in open_cards if s not in slotless), default=0)
-            detail = f"{node}'s freest card has {best} units ({_pct(best)})"
-            if slotless:
-                detail += f"; {len(slotless)} card{'s have' if len(slotless) != 1 else ' has'} no free slice slot"
-            others = len(sliceable) - len(open_cards)
-            if others:
-                detail += f"; {others} held in another mode"
-            return _Shortfall(node, detail)
+
+            def slice_detail() -> str:
+                open_cards = [s for s in sliceable if s.healthy and s.mode in (Mode.NONE, Mode.SLICED)]
+                slotless = [s for s in open_cards if s.slots_used >= s.card.logical_slots]
+                best = max((s.remaining for s in open_cards if s not in slotless), default=0)
+                detail = f"{node}'s freest card has {best} units ({_pct(best)})"
+                if slotless:
+                    detail += f"; {len(slotless)} card{'s have' if len(slotless) != 1 else ' has'} no free slice slot"
+                others = len(sliceable) - len(open_cards)
+                if others:
+                    detail += f"; {others} held in another mode"
+                return detail
+
+            return _Shortfall(node, slice_detail)
         s = min(fits, key=lambda x: (x.remaining, x.card.index))  # the fullest card that still fits, as Allocate packs
         s.mode, s.remaining, s.slots_used = Mode.SLICED, s.remaining - d.units, s.slots_used + 1
         return [Charge(workload, d.podset, node, s.card.id, d.family, d.units)]
     partitioned = [s for s in own if s.card.partitioned]
     if not partitioned:
-        return _Shortfall(node, f'{node} has no partitioned card for profile "{d.profile}"')
+        return _Shortfall(node, lambda: f'{node} has no partitioned card for profile "{d.profile}"')
     fits = [s for s in partitioned if s.free_for(d.profile) > 0]
     if not fits:
         return _Shortfall(
             node,
-            f'{node} has no free "{d.profile}" placement on its {len(partitioned)} partitioned card{"s" if len(partitioned) != 1 else ""}',
+            lambda: (
+                f'{node} has no free "{d.profile}" placement on its {len(partitioned)} partitioned card{"s" if len(partitioned) != 1 else ""}'
+            ),
         )
     s = min(fits, key=lambda x: (x.free_for(d.profile), x.card.index))
     s.mode = Mode.PARTITIONED

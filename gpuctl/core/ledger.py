@@ -9,7 +9,7 @@ its catalog ceilings: free, every profile at its per-card count.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -180,9 +180,11 @@ class Group:
     cards: tuple[Card, ...]
     family: str = ""
 
-    @property
-    def accelerator_key(self) -> str:
-        return naming.accelerator_key(self.manufacturer, self.id)
+    accelerator_key: str = field(init=False, compare=False)
+    """``<manufacturer>-<group id>``: the model's node key."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "accelerator_key", naming.accelerator_key(self.manufacturer, self.id))
 
 
 @dataclass(frozen=True, slots=True)

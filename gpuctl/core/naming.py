@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -305,6 +306,7 @@ def sanitize(text: str) -> str:
     return _NOT_KEY.sub("-", text.lower()).strip("-")
 
 
+@functools.lru_cache(maxsize=4096)
 def accelerator_key(manufacturer_name: str, group_id: str) -> str:
     """``<manufacturer>-<group id>``, e.g. ``nvidia-a10g``, ``nvidia-h100-80gb-hbm3``."""
     return f"{manufacturer_name}-{sanitize(group_id)}"

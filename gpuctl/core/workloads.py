@@ -236,16 +236,17 @@ class ResourceFlavor:
     node_labels: Mapping[str, str]
     topology_name: str = ""
 
-    @property
-    def accelerator_keys(self) -> list[str]:
-        """Accelerator node keys the flavor pins (``acceleratable.feature.gpustack.ai/<aKey>: "true"``)."""
+    accelerator_keys: tuple[str, ...] = field(init=False, compare=False)
+    """Accelerator node keys the flavor pins (``acceleratable.feature.gpustack.ai/<aKey>: "true"``)."""
+
+    def __post_init__(self) -> None:
         keys = []
         for k, v in self.node_labels.items():
             if k.startswith(naming.ACCELERATABLE_PREFIX) and v == "true":
                 rest = k[len(naming.ACCELERATABLE_PREFIX) :]
                 if "." not in rest and "-" in rest:
                     keys.append(rest)
-        return sorted(keys)
+        object.__setattr__(self, "accelerator_keys", tuple(sorted(keys)))
 
     def count_pin(self, accelerator_key: str) -> str | None:
         return self.node_labels.get(naming.accelerator_count_label(accelerator_key))

@@ -22,11 +22,16 @@ from tests.factories import (
     workload,
 )
 
-FLAVORS = {f["metadata"]["name"]: parse_resource_flavor(f) for f in (flavor("f-a10g"), flavor("f-h100", "nvidia-h100-80gb-hbm3"), flavor("f-hygon", "hygon-z100"))}
+FLAVORS = {
+    f["metadata"]["name"]: parse_resource_flavor(f)
+    for f in (flavor("f-a10g"), flavor("f-h100", "nvidia-h100-80gb-hbm3"), flavor("f-hygon", "hygon-z100"))
+}
 POOL_LABELS = {"gpustack.ai/managed": "true", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
 
 
-def ctx(*devs: dict[str, Any], workloads: list[dict[str, Any]] = (), pods: list[dict[str, Any]] = (), nodes: bool = True) -> FitContext:  # type: ignore[assignment]
+def ctx(
+    *devs: dict[str, Any], workloads: list[dict[str, Any]] = (), pods: list[dict[str, Any]] = (), nodes: bool = True
+) -> FitContext:  # type: ignore[assignment]
     parsed = {d.node: d for d in (parse_devices(x) for x in devs)}
     node_map = None
     if nodes:
@@ -38,7 +43,11 @@ def ctx(*devs: dict[str, Any], workloads: list[dict[str, Any]] = (), pods: list[
 
 
 def sliced(percent: int) -> dict[str, str]:
-    return {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": str(percent), "nvidia.com/gpu.sliced.units": str(percent * 16000)}
+    return {
+        "nvidia.com/gpu.sliced": "1",
+        "nvidia.com/gpu.sliced.memory-percentage": str(percent),
+        "nvidia.com/gpu.sliced.units": str(percent * 16000),
+    }
 
 
 def half_sliced_node(name: str = "node-x") -> dict[str, Any]:
@@ -90,7 +99,15 @@ def test_two_60_percent_slices_do_not_fit_one_free_card() -> None:
 
 
 def test_slices_pack_on_the_fullest_card_that_still_fits() -> None:
-    node_x = devices("node-x", cards=3, rows=[card_row(0), card_row(1, mode=3, allocated=M * 7 // 10, slices=1), card_row(2, mode=3, allocated=M // 5, slices=1)])
+    node_x = devices(
+        "node-x",
+        cards=3,
+        rows=[
+            card_row(0),
+            card_row(1, mode=3, allocated=M * 7 // 10, slices=1),
+            card_row(2, mode=3, allocated=M // 5, slices=1),
+        ],
+    )
     w = workload("s", [("main", 1, sliced(20))], hosts={"main": [("node-x", 1)]})
     v = judge_workload(parse_workload(w), ctx(node_x))
     assert [c.card_id for c in v.charges] == ["GPU-0001"]
@@ -103,21 +120,56 @@ def test_only_a_free_or_sliced_card_takes_a_slice() -> None:
 
 
 def test_a_hygon_card_holding_four_slices_takes_no_fifth() -> None:
-    hy = devices("node-h", manufacturer="hygon", group_id="z100", cards=1, memory_mib=32768, rows=[card_row(0, mode=3, allocated=4 * 80000, slices=4)])
-    limits = {"hygon.com/dcu.sliced": "1", "hygon.com/dcu.sliced.memory-percentage": "5", "hygon.com/dcu.sliced.units": "80000"}
-    w = workload("h", [("main", 1, limits)], flavor_name="f-hygon", hosts={"main": [("node-h", 1)]}, manufacturer="hygon")
+    hy = devices(
+        "node-h",
+        manufacturer="hygon",
+        group_id="z100",
+        cards=1,
+        memory_mib=32768,
+        rows=[card_row(0, mode=3, allocated=4 * 80000, slices=4)],
+    )
+    limits = {
+        "hygon.com/dcu.sliced": "1",
+        "hygon.com/dcu.sliced.memory-percentage": "5",
+        "hygon.com/dcu.sliced.units": "80000",
+    }
+    w = workload(
+        "h", [("main", 1, limits)], flavor_name="f-hygon", hosts={"main": [("node-h", 1)]}, manufacturer="hygon"
+    )
     v = judge_workload(parse_workload(w), ctx(hy))
     assert v.state == RETRY
     assert "1 card has no free slice slot" in v.message
-    three = devices("node-h", manufacturer="hygon", group_id="z100", cards=1, memory_mib=32768, rows=[card_row(0, mode=3, allocated=3 * 80000, slices=3)])
+    three = devices(
+        "node-h",
+        manufacturer="hygon",
+        group_id="z100",
+        cards=1,
+        memory_mib=32768,
+        rows=[card_row(0, mode=3, allocated=3 * 80000, slices=3)],
+    )
     assert judge_workload(parse_workload(w), ctx(three)).state == READY
 
 
 def test_slots_count_this_workloads_own_slices() -> None:
-    hy = devices("node-h", manufacturer="hygon", group_id="z100", cards=1, memory_mib=32768, rows=[card_row(0, mode=3, allocated=2 * 80000, slices=2)])
-    limits = {"hygon.com/dcu.sliced": "1", "hygon.com/dcu.sliced.memory-percentage": "5", "hygon.com/dcu.sliced.units": "80000"}
-    two = workload("h", [("main", 2, limits)], flavor_name="f-hygon", hosts={"main": [("node-h", 2)]}, manufacturer="hygon")
-    three = workload("h", [("main", 3, limits)], flavor_name="f-hygon", hosts={"main": [("node-h", 3)]}, manufacturer="hygon")
+    hy = devices(
+        "node-h",
+        manufacturer="hygon",
+        group_id="z100",
+        cards=1,
+        memory_mib=32768,
+        rows=[card_row(0, mode=3, allocated=2 * 80000, slices=2)],
+    )
+    limits = {
+        "hygon.com/dcu.sliced": "1",
+        "hygon.com/dcu.sliced.memory-percentage": "5",
+        "hygon.com/dcu.sliced.units": "80000",
+    }
+    two = workload(
+        "h", [("main", 2, limits)], flavor_name="f-hygon", hosts={"main": [("node-h", 2)]}, manufacturer="hygon"
+    )
+    three = workload(
+        "h", [("main", 3, limits)], flavor_name="f-hygon", hosts={"main": [("node-h", 3)]}, manufacturer="hygon"
+    )
     assert judge_workload(parse_workload(two), ctx(hy)).state == READY
     assert judge_workload(parse_workload(three), ctx(hy)).state == RETRY
 
@@ -135,7 +187,11 @@ def test_exclusive_and_shared_are_never_feasible_against_partitioned_cards() -> 
 
 
 def mig(profile: str) -> dict[str, str]:
-    return {"nvidia.com/gpu.partitioned": "1", f"nvidia.com/gpu.partitioned.mig-{profile}": "1", "nvidia.com/gpu.partitioned.units": "785000"}
+    return {
+        "nvidia.com/gpu.partitioned": "1",
+        f"nvidia.com/gpu.partitioned.mig-{profile}": "1",
+        "nvidia.com/gpu.partitioned.units": "785000",
+    }
 
 
 def test_two_3g40gb_instances_fit_one_free_h100() -> None:
@@ -179,14 +235,22 @@ def test_two_roles_on_one_flavor_cannot_spend_one_card_twice() -> None:
 
 
 def test_a_ready_workload_holds_its_cards_before_its_pods_do() -> None:
-    first = workload("first", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [("node-x", 1)]}, check_state="Ready")
+    first = workload(
+        "first", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [("node-x", 1)]}, check_state="Ready"
+    )
     second = workload("second", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [("node-x", 1)]})
     v = judge_workload(parse_workload(second), ctx(one_card(), workloads=[first, second]))
     assert v.state == RETRY
     assert [c.workload for c in v.inflight] == ["team-a/first"]
     # Once the first Workload's Pod is allocated, the ledger holds the card and nothing is counted twice.
     allocated = one_card([card_row(0, mode=1, allocated=M)])
-    pod = bound_pod("first-0", "node-x", {"nvidia.com/gpu": "1"}, workload_name="first", allocations={"main": [{"id": "GPU-0000", "mode": 1, "allocated": M}]})
+    pod = bound_pod(
+        "first-0",
+        "node-x",
+        {"nvidia.com/gpu": "1"},
+        workload_name="first",
+        allocations={"main": [{"id": "GPU-0000", "mode": 1, "allocated": M}]},
+    )
     v2 = judge_workload(parse_workload(second), ctx(allocated, workloads=[first, second], pods=[pod]))
     assert v2.inflight == () and v2.state == RETRY
 
@@ -194,11 +258,20 @@ def test_a_ready_workload_holds_its_cards_before_its_pods_do() -> None:
 def test_a_finished_pod_counts_as_held_while_its_cards_are_free() -> None:
     first = workload("first", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [("node-x", 1)]}, admitted=True)
     second = workload("second", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [("node-x", 1)]})
-    done = bound_pod("first-0", "node-x", {"nvidia.com/gpu": "1"}, workload_name="first", allocations={"main": [{"id": "GPU-0000", "mode": 1, "allocated": M}]}, phase="Succeeded")
+    done = bound_pod(
+        "first-0",
+        "node-x",
+        {"nvidia.com/gpu": "1"},
+        workload_name="first",
+        allocations={"main": [{"id": "GPU-0000", "mode": 1, "allocated": M}]},
+        phase="Succeeded",
+    )
     ledger = parse_devices(one_card())
     rebuilt = rebuild_ledger(ledger, [parse_pod(done)])
     assert rebuilt.cards("nvidia-a10g")[0].free  # the kubelet took the card back
-    c = FitContext(FLAVORS, {"node-x": rebuilt}, None, [parse_workload(first), parse_workload(second)], [parse_pod(done)])
+    c = FitContext(
+        FLAVORS, {"node-x": rebuilt}, None, [parse_workload(first), parse_workload(second)], [parse_pod(done)]
+    )
     v = judge_workload(parse_workload(second), c)
     assert v.state == READY and v.inflight == ()
 
@@ -233,8 +306,14 @@ def test_flavor_count_pin_scopes_the_cards() -> None:
 def test_unresolvable_flavors_retry_with_the_reference_messages() -> None:
     w = workload("w", [("main", 1, {"nvidia.com/gpu": "1"})], flavor_name=None, hosts={"main": [("node-x", 1)]})
     v = judge_workload(parse_workload(w), ctx(one_card()))
-    assert v.state == RETRY and v.message.startswith("the Workload's admission does not resolve to a single accelerator flavor")
-    bad = {"f-a10g": parse_resource_flavor({"metadata": {"name": "f-a10g"}, "spec": {"nodeLabels": {"kubernetes.io/os": "linux"}}})}
+    assert v.state == RETRY and v.message.startswith(
+        "the Workload's admission does not resolve to a single accelerator flavor"
+    )
+    bad = {
+        "f-a10g": parse_resource_flavor(
+            {"metadata": {"name": "f-a10g"}, "spec": {"nodeLabels": {"kubernetes.io/os": "linux"}}}
+        )
+    }
     v2 = judge_workload(parse_workload(workload("w", [("main", 1, {"nvidia.com/gpu": "1"})])), FitContext(bad, {}))
     assert v2.state == RETRY and v2.message.startswith("the ResourceFlavor assigned pins no single accelerator key")
 
@@ -257,7 +336,13 @@ def test_preconditions() -> None:
 def test_rebuilt_ledger_aggregates_allocation_records() -> None:
     base = parse_devices(devices("node-x", cards=2))
     pods = [
-        bound_pod(f"p{i}", "node-x", sliced(25), workload_name="w", allocations={"main": [{"id": "GPU-0001", "mode": 3, "allocated": 400000}]})
+        bound_pod(
+            f"p{i}",
+            "node-x",
+            sliced(25),
+            workload_name="w",
+            allocations={"main": [{"id": "GPU-0001", "mode": 3, "allocated": 400000}]},
+        )
         for i in range(2)
     ]
     rebuilt: NodeDevices = rebuild_ledger(base, [parse_pod(p) for p in pods])
@@ -275,4 +360,11 @@ def test_rebuilt_partition_ledger_uses_the_geometry() -> None:
     )
     card = rebuild_ledger(base, [parse_pod(pod)]).cards("nvidia-h100-80gb-hbm3")[0]
     assert dict(card.allocated_profiles) == {"3g.40gb": 1}
-    assert card.remaining_profiles == {"1g.10gb": 3, "1g.20gb": 2, "2g.20gb": 1, "3g.40gb": 1, "4g.40gb": 0, "7g.80gb": 0}
+    assert card.remaining_profiles == {
+        "1g.10gb": 3,
+        "1g.20gb": 2,
+        "2g.20gb": 1,
+        "3g.40gb": 1,
+        "4g.40gb": 0,
+        "7g.80gb": 0,
+    }

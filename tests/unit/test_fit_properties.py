@@ -43,7 +43,11 @@ def request(draw: st.DrawFn) -> dict[str, str]:
     if family == "shared":
         return {"nvidia.com/gpu.shared": str(draw(st.integers(1, 4)))}
     pct = draw(st.integers(1, 100))
-    return {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": str(pct), "nvidia.com/gpu.sliced.units": str(pct * 16000)}
+    return {
+        "nvidia.com/gpu.sliced": "1",
+        "nvidia.com/gpu.sliced.memory-percentage": str(pct),
+        "nvidia.com/gpu.sliced.units": str(pct * 16000),
+    }
 
 
 @st.composite
@@ -63,7 +67,9 @@ def _ctx(nodes: list[dict[str, Any]]) -> FitContext:
 
 @settings(max_examples=300, deadline=None)
 @given(scenario())
-def test_a_ready_assignment_replayed_on_the_ledger_over_commits_nothing(s: tuple[list[dict[str, Any]], dict[str, Any]]) -> None:
+def test_a_ready_assignment_replayed_on_the_ledger_over_commits_nothing(
+    s: tuple[list[dict[str, Any]], dict[str, Any]],
+) -> None:
     nodes, raw = s
     ctx = _ctx(nodes)
     v = judge_workload(parse_workload(raw), ctx)
@@ -83,7 +89,11 @@ def test_a_ready_assignment_replayed_on_the_ledger_over_commits_nothing(s: tuple
         card = cards[key]
         assert len(families[key]) == 1, "a card serves one mode"
         family = next(iter(families[key]))
-        held = {Family.EXCLUSIVE: (Mode.NONE,), Family.SHARED: (Mode.NONE, Mode.SHARED), Family.SLICED: (Mode.NONE, Mode.SLICED)}[family]
+        held = {
+            Family.EXCLUSIVE: (Mode.NONE,),
+            Family.SHARED: (Mode.NONE, Mode.SHARED),
+            Family.SLICED: (Mode.NONE, Mode.SLICED),
+        }[family]
         assert card.mode in held
         assert used <= card.remaining
         assert card.allocated_slices + slices.get(key, 0) <= card.logical_slots
@@ -103,7 +113,9 @@ def test_the_verdict_is_deterministic(s: tuple[list[dict[str, Any]], dict[str, A
 
 @settings(max_examples=300, deadline=None)
 @given(scenario(), st.data())
-def test_adding_a_free_card_never_turns_ready_into_retry(s: tuple[list[dict[str, Any]], dict[str, Any]], data: st.DataObject) -> None:
+def test_adding_a_free_card_never_turns_ready_into_retry(
+    s: tuple[list[dict[str, Any]], dict[str, Any]], data: st.DataObject
+) -> None:
     nodes, raw = s
     w = parse_workload(raw)
     if judge_workload(w, _ctx(nodes)).state != READY:
@@ -111,6 +123,11 @@ def test_adding_a_free_card_never_turns_ready_into_retry(s: tuple[list[dict[str,
     target = data.draw(st.integers(0, len(nodes) - 1))
     grown = [dict(n) for n in nodes]
     spec_cards = grown[target]["spec"]["groups"][0]["accelerators"]
-    bigger = devices(grown[target]["metadata"]["name"], cards=len(spec_cards) + 1, rows=grown[target]["status"]["groups"][0]["accelerators"], logical_slots=4)
+    bigger = devices(
+        grown[target]["metadata"]["name"],
+        cards=len(spec_cards) + 1,
+        rows=grown[target]["status"]["groups"][0]["accelerators"],
+        logical_slots=4,
+    )
     grown[target] = bigger
     assert judge_workload(w, _ctx(grown)).state == READY

@@ -1,0 +1,233 @@
+"""The five gates chained: the right ``heldBy`` for a Workload held at each gate, and the known behaviours."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuctl.core.explain import FAILED, HELD, NOT_REACHED, PASSED, ExplainContext, explain_workload
+from gpuctl.core.ledger import parse_devices
+from gpuctl.core.nodes import parse_node
+from gpuctl.core.pods import parse_pod
+from gpuctl.core.units import M
+from gpuctl.core.workloads import parse_cluster_queue, parse_local_queue, parse_resource_flavor, parse_workload
+from tests.factories import bound_pod, card_row, devices, flavor, node, workload
+
+QUEUE = "gpustack-fnv64-c4680bb149644f1c"
+CQ_NAME = "gpustack--nvidia-a10g-linux-amd64"
+
+
+def cluster_queue(reserved_cards: int = 0, stop_policy: str = "None", nominal_cards: int = 8) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": CQ_NAME, "labels": {"resource.gpustack.ai/type": "instancetypes"}},
+        "spec": {
+            "stopPolicy": stop_policy,
+            "resourceGroups": [
+                {
+                    "coveredResources": ["credits.gpustack.ai/nvidia"],
+                    "flavors": [
+                        {
+                            "name": "f-a10g",
+                            "resources": [
+                                {"name": "credits.gpustack.ai/nvidia", "nominalQuota": str(nominal_cards * M)}
+                            ],
+                        }
+                    ],
+                }
+            ],
+            "admissionChecksStrategy": {"admissionChecks": [{"name": "gpustack-node-devices"}]},
+        },
+        "status": {
+            "flavorsReservation": [
+                {
+                    "name": "f-a10g",
+                    "resources": [{"name": "credits.gpustack.ai/nvidia", "total": str(reserved_cards * M)}],
+                }
+            ]
+        },
+    }
+
+
+LOCAL_QUEUE = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "LocalQueue",
+    "metadata": {"name": QUEUE, "namespace": "team-a"},
+    "spec": {"clusterQueue": CQ_NAME},
+}
+
+
+def context(
+    cq: dict[str, Any], ledger: dict[str, Any], pods: list[dict[str, Any]] = (), workloads: list[dict[str, Any]] = ()
+) -> ExplainContext:  # type: ignore[assignment]
+    d = parse_devices(ledger)
+    labels = {"gpustack.ai/managed": "true", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", **d.labels}
+    return ExplainContext(
+        local_queue=parse_local_queue(LOCAL_QUEUE),
+        cluster_queue=parse_cluster_queue(cq),
+        flavors={"f-a10g": parse_resource_flavor(flavor("f-a10g"))},
+        devices={d.node: d},
+        nodes={d.node: parse_node(node(d.node, labels=labels))},
+        workloads=[parse_workload(w) for w in workloads],
+        pods=[parse_pod(p) for p in pods],
+    )
+
+
+FREE = devices("node-x", cards=8, rows=[card_row(i) for i in range(8)])
+HALF_SLICED = devices("node-x", cards=8, rows=[card_row(i, mode=3, allocated=M // 2, slices=1) for i in range(8)])
+WHOLE = {"nvidia.com/gpu": "2"}
+
+
+def verdicts(e: Any) -> list[str]:
+    return [g.verdict for g in e.gates]
+
+
+def test_held_at_gate_1_when_a_template_breaks_a_rule() -> None:
+    w = workload("w", [("main", 1, {"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "1"})], reserved=False, queue=QUEUE)
+    e = explain_workload(parse_workload(w), context(cluster_queue(), FREE))
+    assert e.held_by == 1 and e.gates[0].verdict == FAILED
+    assert "a Pod may request only one accelerator family, found [exclusive shared]" in " ".join(e.gates[0].evidence)
+
+
+def test_held_at_gate_2_by_quota() -> None:
+    w = workload("w", [("main", 1, {"nvidia.com/gpu": "4"})], reserved=False, queue=QUEUE)
+    w["status"]["conditions"] = [
+        {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "Pending",
+            "message": "couldn't assign flavors to pod set main: insufficient unused quota",
+        }
+    ]
+    e = explain_workload(parse_workload(w), context(cluster_queue(reserved_cards=6), FREE))
+    assert e.held_by == 2
+    assert verdicts(e) == [PASSED, HELD, NOT_REACHED, NOT_REACHED, NOT_REACHED]
+    assert e.gates[1].summary == "not enough credits.gpustack.ai/nvidia quota: short by 3200000 credits (2 cards)"
+    assert any("insufficient unused quota" in x for x in e.gates[1].evidence)
+
+
+def test_held_at_gate_2_by_a_held_queue() -> None:
+    w = workload("w", [("main", 1, WHOLE)], reserved=False, queue=QUEUE)
+    e = explain_workload(parse_workload(w), context(cluster_queue(stop_policy="Hold"), FREE))
+    assert e.held_by == 2 and "on Hold" in e.gates[1].summary and "gpuctl resume" in e.gates[1].hint
+
+
+def test_held_at_gate_3_by_fragmentation() -> None:
+    w = workload(
+        "w", [("main", 1, {"nvidia.com/gpu": "5"})], queue=QUEUE, hosts={"main": [("node-x", 1)]}, check_state="Retry"
+    )
+    e = explain_workload(parse_workload(w), context(cluster_queue(reserved_cards=5), HALF_SLICED))
+    assert e.held_by == 3
+    assert verdicts(e) == [PASSED, PASSED, HELD, NOT_REACHED, NOT_REACHED]
+    assert (
+        e.gates[2].summary
+        == "needs 5 whole cards, node-x has 0 free of 8: all 8 hold slices; will retry as capacity frees"
+    )
+
+
+def test_gate_3_recognises_an_unpinned_workload_on_a_fragmented_node() -> None:
+    sliced = {
+        "nvidia.com/gpu.sliced": "1",
+        "nvidia.com/gpu.sliced.memory-percentage": "60",
+        "nvidia.com/gpu.sliced.units": "960000",
+    }
+    w = workload("w", [("main", 1, sliced)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, check_state="Retry")
+    e = explain_workload(parse_workload(w), context(cluster_queue(), HALF_SLICED))
+    assert e.held_by == 3
+    assert "TAS re-places it there every 30 s" in e.gates[2].hint
+    assert "podset main carries no fit-label pin" in e.gates[2].evidence
+
+
+def test_gate_3_recognises_room_promised_to_a_workload_still_starting() -> None:
+    one = devices("node-x", cards=2, rows=[card_row(0), card_row(1)])
+    first = workload("first", [("main", 1, WHOLE)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, check_state="Ready")
+    second = workload("second", [("main", 1, WHOLE)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, check_state="Retry")
+    e = explain_workload(parse_workload(second), context(cluster_queue(), one, workloads=[first, second]))
+    assert e.held_by == 3 and "still starting" in e.gates[2].hint
+    assert any("promised to team-a/first" in x for x in e.gates[2].evidence)
+
+
+def test_gate_3_recognises_several_pods_of_one_podset_on_one_node() -> None:
+    one_card = devices("node-x", cards=1, rows=[card_row(0)])
+    sliced = {
+        "nvidia.com/gpu.sliced": "1",
+        "nvidia.com/gpu.sliced.memory-percentage": "60",
+        "nvidia.com/gpu.sliced.units": "960000",
+    }
+    w = workload("w", [("main", 2, sliced)], queue=QUEUE, hosts={"main": [("node-x", 2)]}, check_state="Retry")
+    e = explain_workload(parse_workload(w), context(cluster_queue(), one_card))
+    assert e.held_by == 3 and "does not converge by itself" in e.gates[2].hint
+
+
+def test_held_at_gate_4_by_a_pending_pod() -> None:
+    w = workload(
+        "w", [("main", 1, WHOLE)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, admitted=True, check_state="Ready"
+    )
+    pod = bound_pod("w-0", "", WHOLE, workload_name="w")
+    pod["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.",
+            }
+        ],
+    }
+    taken = devices("node-x", cards=2, rows=[card_row(0, mode=1, allocated=M), card_row(1)])
+    holder = bound_pod(
+        "other-0",
+        "node-x",
+        {"nvidia.com/gpu": "1"},
+        workload_name="other",
+        allocations={"main": [{"id": "GPU-0000", "mode": 1, "allocated": M}]},
+    )
+    e = explain_workload(parse_workload(w), context(cluster_queue(), taken, pods=[pod, holder]))
+    assert e.held_by == 4
+    assert verdicts(e) == [PASSED, PASSED, PASSED, HELD, NOT_REACHED]
+    assert any("Insufficient nvidia.com/gpu" in x for x in e.gates[3].evidence)
+    assert "node-x: nvidia.com/gpu: requests 2, 1 free" in e.gates[3].evidence
+
+
+def test_failed_at_gate_5_by_unexpected_admission_error() -> None:
+    w = workload(
+        "w", [("main", 1, WHOLE)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, admitted=True, check_state="Ready"
+    )
+    pod = bound_pod("w-0", "node-x", WHOLE, workload_name="w", phase="Failed")
+    pod["status"].update(
+        {
+            "reason": "UnexpectedAdmissionError",
+            "message": "Allocate failed due to card GPU-0001 has no free slice slot, which is unexpected",
+        }
+    )
+    e = explain_workload(parse_workload(w), context(cluster_queue(), FREE, pods=[pod]))
+    assert e.held_by == 5 and e.gates[4].verdict == FAILED
+    assert "no free slice slot" in e.gates[4].evidence[0]
+
+
+def test_a_running_workload_is_held_by_nothing() -> None:
+    w = workload(
+        "w", [("main", 1, WHOLE)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, admitted=True, check_state="Ready"
+    )
+    pod = bound_pod(
+        "w-0",
+        "node-x",
+        WHOLE,
+        workload_name="w",
+        allocations={
+            "main": [{"id": "GPU-0000", "mode": 1, "allocated": M}, {"id": "GPU-0001", "mode": 1, "allocated": M}]
+        },
+    )
+    e = explain_workload(parse_workload(w), context(cluster_queue(), FREE, pods=[pod]))
+    assert e.held_by is None and verdicts(e) == [PASSED] * 5
+    assert e.to_dict()["heldBy"] is None
+    assert e.gates[4].evidence == ("pod w-0: GPU-0000, GPU-0001",)
+
+
+def test_json_shape() -> None:
+    w = workload("w", [("main", 1, WHOLE)], reserved=False, queue=QUEUE)
+    d = explain_workload(parse_workload(w), context(cluster_queue(), FREE)).to_dict()
+    assert set(d) == {"kind", "namespace", "name", "heldBy", "gates"}
+    assert [g["gate"] for g in d["gates"]] == [1, 2, 3, 4, 5]
+    assert set(d["gates"][0]) == {"gate", "name", "verdict", "summary", "evidence", "hint"}
