@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from gpuctl.core.fit import READY, FitContext, judge_workload
 from gpuctl.core.ledger import Mode, parse_devices
 from gpuctl.core.naming import Family
-from gpuctl.core.units import M, SHARE
+from gpuctl.core.units import SHARE, M
 from gpuctl.core.workloads import parse_resource_flavor, parse_workload
 from tests.factories import card_row, devices, flavor, workload
 
