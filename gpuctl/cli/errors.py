@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -33,6 +35,11 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
 
         try:
             return command(*args, **kwargs)
+        except BrokenPipeError:
+            # The reader went away (`| head`): stop quietly, as kubectl does.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except UsageError as exc:
             render.error(str(exc))
             raise typer.Exit(EXIT_USAGE) from None

@@ -42,9 +42,11 @@ def version_command() -> None:
 
 
 def _register() -> None:
+    from gpuctl.cli.partitions import partitions_command
     from gpuctl.cli.views import views_command
 
     app.command("views")(views_command)
+    app.command("partitions")(partitions_command)
 
 
 _register()

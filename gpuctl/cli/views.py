@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from gpuctl.cli import render
-from gpuctl.cli.errors import user_errors
-from gpuctl.cli.options import NoHeadersOption, OutputOption, SelectorOption, SnapshotOption, open_source
+from gpuctl.cli.errors import UsageError, user_errors
+from gpuctl.cli.options import (
+    ContextOption,
+    KubeconfigOption,
+    NoHeadersOption,
+    OutputOption,
+    SelectorOption,
+    SnapshotOption,
+    TimeoutOption,
+    open_source,
+)
 from gpuctl.cli.render import Column, Output
+
+if TYPE_CHECKING:
+    from gpuctl.cluster.read import Source
+    from gpuctl.core.instancetypes import InstanceType
+    from gpuctl.core.ledger import NodeDevices
 
 COLUMNS = (
     Column("NAME"),
@@ -20,12 +37,42 @@ COLUMNS = (
     Column("PHASE"),
     Column("PARTITIONS", wide_only=True),
 )
+PUBLISHED_COLUMN = Column("PUBLISHED")
+NODE_COLUMNS = (
+    Column("NAME"),
+    Column("NODE"),
+    Column("CARDS"),
+    Column("EX"),
+    Column("SH"),
+    Column("SL"),
+    Column("PT"),
+    Column("PARTITIONS", wide_only=True),
+)
+CARD_COLUMNS = (
+    Column("NAME"),
+    Column("NODE"),
+    Column("CARD"),
+    Column("INDEX"),
+    Column("FAMILY"),
+    Column("MODE"),
+    Column("FREE"),
+    Column("SLOTS"),
+    Column("PROFILES", wide_only=True),
+)
+VIEW_KEYS = ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned", "cpu")
+VIEW_SHORT = {
+    "accelerator": "EX",
+    "acceleratorShared": "SH",
+    "acceleratorSliced": "SL",
+    "acceleratorPartitioned": "PT",
+    "cpu": "CPU",
+}
 
 
-def compute_items(source: Any, names: list[str], selector: str | None) -> list[dict[str, Any]]:
-    """The views of each InstanceType as DESIGN.md's JSON contract states them."""
+def compute_items(source: Source, names: list[str], selector: str | None) -> list[dict[str, Any]]:
+    """The views of each InstanceType as DESIGN.md's JSON contract states them (plus the internal ``_type``)."""
     from gpuctl.cluster import read
-    from gpuctl.core import credits, views
+    from gpuctl.core import views
 
     types = read.instancetypes(source, names, label_selector=selector)
     devices = read.devices(source) if any(t.acceleratable for t in types) else []
@@ -40,48 +87,215 @@ def compute_items(source: Any, names: list[str], selector: str | None) -> list[d
             cores = [n.cpu_cores for n in nodes if views.in_pool(n.labels, pool)]
             queue = queues.get(t.name)
             if queue:
-                reserved = credits.usage_from_cluster_queue(queue.get("status") or {}).get("cpu", 0)
+                reserved = queue.reserved.get("cpu", 0)
         v = views.instancetype_views(t, devices, node_cores=cores, cpu_reserved=reserved)
-        status = views.views_to_status(v)
         items.append(
             {
                 "name": t.name,
                 "entrance": t.entrance or t.queue_entrance_label,
                 "phase": t.phase,
-                "unit": f"{t.unit_cpu}/{t.unit_ram}/{t.local_storage}",
-                **status,
+                **views.views_to_status(v),
+                "_type": t,
+                "_pool": views.pool_devices(devices, t) if t.acceleratable else [],
             }
         )
     return items
+
+
+def public(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if not k.startswith("_")}
 
 
 def _cell(view: dict[str, Any]) -> str:
     return f"{view['onceMaxRequest']}/{view['remaining']}"
 
 
-def _partitions(pt: dict[str, Any]) -> str:
-    profiles = pt.get("remainingProfiles") or []
+def _profiles_cell(profiles: list[dict[str, Any]]) -> str:
     return ",".join(f"{p['name']}:{p['count']}" for p in profiles) or "<none>"
 
 
-def table_rows(items: list[dict[str, Any]]) -> list[list[str]]:
+def differences(item: dict[str, Any]) -> list[str]:
+    """Where the computed views differ from what the InstanceType's status publishes."""
+    t: InstanceType = item["_type"]
+    out = []
+    for key in VIEW_KEYS:
+        published = t.published_views.get(key)
+        if published is None:
+            out.append(f"{VIEW_SHORT[key]}: not published")
+            continue
+        for field, value in (
+            ("onceMaxRequest", published.once_max_request),
+            ("remaining", published.remaining),
+            ("capacity", published.capacity),
+        ):
+            if item[key][field] != value:
+                out.append(f"{VIEW_SHORT[key]}.{field}: computed {item[key][field]}, published {value}")
+    for key in ("remainingProfiles", "allocatedProfiles"):
+        computed = {p["name"]: p["count"] for p in item["acceleratorPartitioned"][key]}
+        published_profiles = dict(t.published_profiles.get(key, {}))
+        if computed != published_profiles:
+            out.append(
+                f"PT.{key}: computed {_profiles_cell(item['acceleratorPartitioned'][key])}, published {_profiles_cell([{'name': n, 'count': c} for n, c in published_profiles.items()])}"
+            )
+    return out
+
+
+def table_rows(items: list[dict[str, Any]], published: bool) -> list[list[str]]:
     rows = []
     for it in items:
-        accel = " ".join(
-            _cell(it[k]) for k in ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned")
-        )
-        rows.append(
-            [
-                it["name"],
-                it["entrance"],
-                it["unit"],
-                accel,
-                _cell(it["cpu"]),
-                it["phase"] or "<unknown>",
-                _partitions(it["acceleratorPartitioned"]),
-            ]
-        )
+        t: InstanceType = it["_type"]
+        accel = " ".join(_cell(it[k]) for k in VIEW_KEYS[:4])
+        row = [
+            it["name"],
+            it["entrance"] or "<none>",
+            f"{t.unit_cpu}/{t.unit_ram}/{t.local_storage}",
+            accel,
+            _cell(it["cpu"]),
+            it["phase"] or "<unknown>",
+            _profiles_cell(it["acceleratorPartitioned"]["remainingProfiles"]),
+        ]
+        if published:
+            diff = differences(it)
+            row.append("matches" if not diff else "DIFFERS: " + "; ".join(diff))
+        rows.append(row)
     return rows
+
+
+# ----------------------------------------------------------------------------------------------- breakdowns
+
+
+def node_breakdown(item: dict[str, Any]) -> list[dict[str, Any]]:
+    from gpuctl.core import views
+
+    t: InstanceType = item["_type"]
+    out = []
+    pool: list[NodeDevices] = item["_pool"]
+    for node in pool:
+        ex, sh, sl, pt = views.accelerator_views([node], t.accelerator_group)
+        status = views.views_to_status(views.PoolViews(ex, sh, sl, pt, views.ZERO))
+        out.append(
+            {"node": node.node, "cards": len(node.cards(t.accelerator_group)), **{k: status[k] for k in VIEW_KEYS[:4]}}
+        )
+    return out
+
+
+def card_breakdown(item: dict[str, Any]) -> list[dict[str, Any]]:
+    t: InstanceType = item["_type"]
+    out = []
+    pool: list[NodeDevices] = item["_pool"]
+    for node in pool:
+        for c in node.cards(t.accelerator_group):
+            family = "partitioned" if c.partitioned else ("sliceable" if c.sliceable else "whole")
+            out.append(
+                {
+                    "node": node.node,
+                    "card": c.id,
+                    "index": c.index,
+                    "family": family,
+                    "mode": "unhealthy" if c.unhealthy else c.mode.name.lower(),
+                    "remainingUnits": c.remaining,
+                    "freeShares": c.free_shares,
+                    "freeSlicePercent": c.free_slice_percent,
+                    "slots": {"used": c.allocated_slices, "total": c.logical_slots},
+                    "remainingProfiles": [
+                        {"name": p.published, "count": c.profile_remaining(p.published)} for p in c.profiles
+                    ],
+                    "allocatedProfiles": [{"name": n, "count": k} for n, k in c.allocated_profiles.items() if k],
+                }
+            )
+    return out
+
+
+def _free_cell(card: dict[str, Any]) -> str:
+    if card["family"] == "partitioned":
+        free = max((p["count"] for p in card["remainingProfiles"]), default=0)
+        return f"{free} instance{'s' if free != 1 else ''}"
+    pct = card["remainingUnits"] * 100 // 1_600_000
+    return f"{pct}%"
+
+
+def _render_breakdown(items: list[dict[str, Any]], by: str, output: Output, no_headers: bool) -> None:
+    if by == "node":
+        data = [{"name": it["name"], "nodes": node_breakdown(it)} for it in items]
+    else:
+        data = [{"name": it["name"], "cards": card_breakdown(it)} for it in items]
+    if output is Output.JSON:
+        render.print_json({"items": data})
+        return
+    if output is Output.YAML:
+        render.print_yaml({"items": data})
+        return
+    if output is Output.NAME:
+        render.print_names("instancetype", [d["name"] for d in data])
+        return
+    rows: list[list[str]] = []
+    for d in data:
+        if by == "node":
+            for n in d["nodes"]:
+                rows.append(
+                    [
+                        d["name"],
+                        n["node"],
+                        str(n["cards"]),
+                        *(_cell(n[k]) for k in VIEW_KEYS[:4]),
+                        _profiles_cell(n["acceleratorPartitioned"]["remainingProfiles"]),
+                    ]
+                )
+        else:
+            for c in d["cards"]:
+                slots = f"{c['slots']['used']}/{c['slots']['total']}" if c["slots"]["total"] else "-"
+                rows.append(
+                    [
+                        d["name"],
+                        c["node"],
+                        c["card"],
+                        str(c["index"]),
+                        c["family"],
+                        c["mode"],
+                        _free_cell(c),
+                        slots,
+                        _profiles_cell(c["remainingProfiles"]),
+                    ]
+                )
+    render.print_table(
+        NODE_COLUMNS if by == "node" else CARD_COLUMNS, rows, wide=output is Output.WIDE, no_headers=no_headers
+    )
+
+
+# ----------------------------------------------------------------------------------------------- the command
+
+
+def _render(items: list[dict[str, Any]], output: Output, no_headers: bool, published: bool) -> None:
+    if output is Output.JSON or output is Output.YAML:
+        data = []
+        for it in items:
+            d = public(it)
+            if published:
+                d["differences"] = differences(it)
+            data.append(d)
+        (render.print_json if output is Output.JSON else render.print_yaml)({"items": data})
+    elif output is Output.NAME:
+        render.print_names("instancetype", [it["name"] for it in items])
+    else:
+        columns = COLUMNS + ((PUBLISHED_COLUMN,) if published else ())
+        render.print_table(columns, table_rows(items, published), wide=output is Output.WIDE, no_headers=no_headers)
+
+
+def watch(render_once: Callable[[], str], interval: float) -> None:
+    """Redraw whenever the rendered text changes, until interrupted."""
+    last = None
+    try:
+        while True:
+            text = render_once()
+            if text != last:
+                if sys.stdout.isatty():
+                    sys.stdout.write("\x1b[H\x1b[2J")
+                sys.stdout.write(text)
+                sys.stdout.flush()
+                last = text
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return
 
 
 @user_errors
@@ -92,18 +306,53 @@ def views_command(
     output: OutputOption = Output.TABLE,
     no_headers: NoHeadersOption = False,
     selector: SelectorOption = None,
+    published: Annotated[
+        bool, typer.Option("--published", help="Compare with what each InstanceType's status publishes.")
+    ] = False,
+    by_node: Annotated[bool, typer.Option("--by-node", help="Break each pool down by node.")] = False,
+    by_card: Annotated[
+        bool, typer.Option("--by-card", help="Break each pool down by card: mode and what is free.")
+    ] = False,
+    watch_flag: Annotated[bool, typer.Option("--watch", "-w", help="Redraw on change (live cluster only).")] = False,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between reads with --watch.", min=0.2)] = 2.0,
     snapshot: SnapshotOption = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    request_timeout: TimeoutOption = None,
 ) -> None:
-    """Show what each pool can still give: EX/SH/SL/PT as onceMaxRequest/remaining, from the Devices ledger."""
-    from gpuctl.cluster.bulk import bulk_allocation
+    """Show what each pool can still give: EX/SH/SL/PT as onceMaxRequest/remaining, from the Devices ledger.
 
-    with bulk_allocation():
-        items = compute_items(open_source(snapshot), names or [], selector)
-    if output is Output.JSON:
-        render.print_json({"items": [{k: v for k, v in it.items() if k != "unit"} for it in items]})
-    elif output is Output.YAML:
-        render.print_yaml({"items": [{k: v for k, v in it.items() if k != "unit"} for it in items]})
-    elif output is Output.NAME:
-        render.print_names("instancetype", [it["name"] for it in items])
-    else:
-        render.print_table(COLUMNS, table_rows(items), wide=output is Output.WIDE, no_headers=no_headers)
+    EX counts whole free cards, SH free shares, SL free percent of card memory for slices, PT partition instances.
+    onceMaxRequest is the most one request can get: per node for EX and SH, per card for SL, 1 or 0 for PT.
+    """
+    if by_node and by_card:
+        raise UsageError("--by-node and --by-card are exclusive: pick one")
+    if watch_flag and snapshot:
+        raise UsageError("--watch needs a live cluster: a snapshot does not change")
+    source = open_source(snapshot, kubeconfig, context, request_timeout)
+
+    def once() -> list[dict[str, Any]]:
+        from gpuctl.cluster.bulk import bulk_allocation
+
+        with bulk_allocation():
+            return compute_items(source, names or [], selector)
+
+    def show(items: list[dict[str, Any]]) -> None:
+        if by_node or by_card:
+            _render_breakdown(items, "node" if by_node else "card", output, no_headers)
+        else:
+            _render(items, output, no_headers, published)
+
+    if watch_flag:
+        import contextlib
+        import io
+
+        def text() -> str:
+            buffer = io.StringIO()
+            with contextlib.redirect_stdout(buffer):
+                show(once())
+            return buffer.getvalue()
+
+        watch(text, interval)
+        return
+    show(once())

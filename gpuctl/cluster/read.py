@@ -9,9 +9,24 @@ from typing import Any, Protocol
 from gpuctl.cluster import kinds
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import Kind
+from gpuctl.core import naming
+from gpuctl.core.explain import ExplainContext
 from gpuctl.core.instancetypes import InstanceType, parse_instancetype
 from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
 from gpuctl.core.nodes import Node, parse_node
+from gpuctl.core.pods import Pod, parse_pod
+from gpuctl.core.workloads import (
+    AdmissionCheck,
+    ClusterQueue,
+    LocalQueue,
+    ResourceFlavor,
+    Workload,
+    parse_admission_check,
+    parse_cluster_queue,
+    parse_local_queue,
+    parse_resource_flavor,
+    parse_workload,
+)
 
 
 class Source(Protocol):
@@ -27,8 +42,10 @@ class Source(Protocol):
         label_selector: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None: ...
 
-def _name(obj: dict[str, Any]) -> str:
+
+def name_of(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
 
 
@@ -38,12 +55,10 @@ def not_found(kind: str, name: str, known: Sequence[str], where: str) -> SourceE
     return SourceError(f'{kind} "{name}" not found in {where}{hint}')
 
 
-def instancetypes(
-    source: Source, names: Sequence[str] = (), *, label_selector: str | None = None
-) -> list[InstanceType]:
+def instancetypes(source: Source, names: Sequence[str] = (), *, label_selector: str | None = None) -> list[InstanceType]:
     """InstanceTypes by name (all when none given), sorted by name; an unknown name is an error naming close ones."""
     objs = source.list(kinds.INSTANCETYPE, label_selector=label_selector)
-    by_name = {_name(o): o for o in objs}
+    by_name = {name_of(o): o for o in objs}
     if names:
         missing = [n for n in names if n not in by_name]
         if missing:
@@ -54,9 +69,9 @@ def instancetypes(
     return [parse_instancetype(o) for o in chosen]
 
 
-def devices(source: Source) -> list[NodeDevices]:
+def devices(source: Source, label_selector: str | None = None) -> list[NodeDevices]:
     out = []
-    for obj in source.list(kinds.DEVICES):
+    for obj in source.list(kinds.DEVICES, label_selector=label_selector):
         try:
             out.append(parse_devices(obj))
         except LedgerError as exc:
@@ -64,9 +79,67 @@ def devices(source: Source) -> list[NodeDevices]:
     return out
 
 
-def nodes(source: Source) -> list[Node]:
-    return [parse_node(o) for o in source.list(kinds.NODE)]
+def nodes(source: Source, label_selector: str | None = None) -> list[Node]:
+    return [parse_node(o) for o in source.list(kinds.NODE, label_selector=label_selector)]
 
 
-def cluster_queues(source: Source) -> dict[str, dict[str, Any]]:
-    return {_name(o): o for o in source.list(kinds.CLUSTERQUEUE)}
+def cluster_queues(source: Source) -> dict[str, ClusterQueue]:
+    return {q.name: q for q in (parse_cluster_queue(o) for o in source.list(kinds.CLUSTERQUEUE))}
+
+
+def flavors(source: Source) -> dict[str, ResourceFlavor]:
+    return {f.name: f for f in (parse_resource_flavor(o) for o in source.list(kinds.RESOURCEFLAVOR))}
+
+
+def workloads(source: Source, namespace: str | None = None) -> list[Workload]:
+    return sorted((parse_workload(o) for o in source.list(kinds.WORKLOAD, namespace=namespace)), key=lambda w: w.key)
+
+
+def workload(source: Source, namespace: str, name: str) -> Workload:
+    obj = source.get(kinds.WORKLOAD, name, namespace)
+    if obj is None:
+        known = [name_of(o) for o in source.list(kinds.WORKLOAD, namespace=namespace)]
+        raise not_found("workload", f"{namespace}/{name}", [f"{namespace}/{k}" for k in known], source.describe())
+    return parse_workload(obj)
+
+
+def pods(source: Source, namespace: str | None = None, label_selector: str | None = None) -> list[Pod]:
+    return [parse_pod(o) for o in source.list(kinds.POD, namespace=namespace, label_selector=label_selector)]
+
+
+def local_queue(source: Source, namespace: str, name: str) -> LocalQueue | None:
+    obj = source.get(kinds.LOCALQUEUE, name, namespace)
+    return parse_local_queue(obj) if obj else None
+
+
+def admission_check(source: Source, name: str) -> AdmissionCheck | None:
+    try:
+        obj = source.get(kinds.ADMISSIONCHECK, name)
+    except SourceError:
+        return None
+    return parse_admission_check(obj) if obj else None
+
+
+def explain_context(source: Source, w: Workload, *, all_workloads: Sequence[Workload] | None = None) -> ExplainContext:
+    """Everything the explanation of one Workload reads, in as few reads as the source allows."""
+    lq = local_queue(source, w.namespace, w.queue_name) if w.queue_name else None
+    cq_name = w.cluster_queue or (lq.cluster_queue if lq else "")
+    queues = cluster_queues(source)
+    cq = queues.get(cq_name)
+    types = {t.name: t for t in instancetypes(source)} if cq_name else {}
+    others = list(all_workloads) if all_workloads is not None else workloads(source)
+    same_queue = [o for o in others if o.cluster_queue == cq_name or o.key == w.key]
+    all_pods = pods(source)
+    node_map = {n.name: n for n in nodes(source)}
+    return ExplainContext(
+        local_queue=lq,
+        cluster_queue=cq,
+        instancetype=types.get(cq_name),
+        admission_check=admission_check(source, naming.NODE_DEVICES_CHECK),
+        flavors=flavors(source),
+        devices={d.node: d for d in devices(source)},
+        nodes=node_map,
+        workloads=same_queue,
+        # The Workload's own Pods, and every bound Pod: held counts and node usage read them.
+        pods=[p for p in all_pods if (p.namespace == w.namespace and p.workload == w.name) or p.node_name],
+    )

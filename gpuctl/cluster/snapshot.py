@@ -130,3 +130,9 @@ class SnapshotSource:
                     continue
             out.append(obj)
         return out
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        for obj in self.list(kind, namespace=namespace):
+            if (obj.get("metadata") or {}).get("name") == name:
+                return obj
+        return None

@@ -98,8 +98,8 @@ def test_malformed_snapshot_names_file_and_line(tmp_path: Path) -> None:
 def test_missing_snapshot_and_no_source() -> None:
     code, _, err = run("views", "--snapshot", "/nonexistent/snap")
     assert code == 1 and err == "error: snapshot /nonexistent/snap: no such file or directory\n"
-    code, _, err = run("views")
-    assert code == 2 and "pass --snapshot PATH" in err
+    code, _, err = run("views", "--kubeconfig", "/nonexistent/kubeconfig")
+    assert code == 1 and err.startswith("error: cannot load /nonexistent/kubeconfig") and "pass --kubeconfig or --context" in err
 
 
 def test_malformed_devices_names_the_field(tmp_path: Path) -> None:

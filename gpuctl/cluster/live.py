@@ -1,0 +1,259 @@
+"""Read from (and write to) a live API server through the official ``kubernetes`` client.
+
+Lists go through the client's raw request path (``call_api`` without preloading models) and are decoded as plain JSON:
+decoding thousands of objects into the client's typed models costs many times a ``json.loads``. Lists are paginated
+(``limit``/``continue``) and selectors are pushed to the server. Every client call of gpuctl lives in this module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.cluster.errors import SourceError
+from gpuctl.cluster.kinds import Kind
+
+PAGE_SIZE = 500
+
+
+class ConflictError(SourceError):
+    """The object changed since it was read (HTTP 409)."""
+
+
+class NotFoundError(SourceError):
+    """The object does not exist (HTTP 404 on a named object)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    kubeconfig: str | None = None
+    context: str | None = None
+    request_timeout: float | None = None
+
+
+def _api_description(kind: Kind) -> str:
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+def _not_served(kind: Kind) -> str:
+    if kind.group == "worker.gpustack.ai":
+        return f"the {kind.kind} API is not served by this cluster: is the operator installed?"
+    if kind.group == "kueue.x-k8s.io":
+        return f"the Kueue {kind.kind} API is not served by this cluster: is Kueue installed?"
+    return f"the {kind.kind} API is not served by this cluster"
+
+
+class LiveSource:
+    """Objects read from the API server named by a kubeconfig (or the in-cluster service account)."""
+
+    def __init__(self, connection: Connection | None = None) -> None:
+        self.connection = connection or Connection()
+        self._client: Any = None
+        self._server = ""
+        self._versions: dict[str, str] = {}
+
+    # ------------------------------------------------------------------------------------------- connection
+
+    def _api(self) -> Any:
+        if self._client is not None:
+            return self._client
+        from kubernetes import client, config
+
+        configuration = client.Configuration()
+        try:
+            if self.connection.kubeconfig is None and self.connection.context is None and _in_cluster():
+                config.load_incluster_config(client_configuration=configuration)
+            else:
+                config.load_kube_config(
+                    config_file=self.connection.kubeconfig,
+                    context=self.connection.context,
+                    client_configuration=configuration,
+                )
+        except (config.ConfigException, OSError, TypeError, ValueError) as exc:
+            where = self.connection.kubeconfig or "the default kubeconfig (~/.kube/config or $KUBECONFIG)"
+            raise SourceError(f"cannot load {where}: {str(exc).splitlines()[0]}; pass --kubeconfig or --context") from None
+        self._server = str(configuration.host)
+        self._client = client.ApiClient(configuration)
+        return self._client
+
+    def describe(self) -> str:
+        self._api()
+        return f"cluster {self._server}"
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        kind: Kind | None = None,
+        name: str | None = None,
+    ) -> Any:
+        api = self._api()
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        try:
+            response = api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=self.connection.request_timeout,
+            )
+        except ApiException as exc:
+            raise self._api_error(exc, method, path, kind, name) from None
+        except (HTTPError, OSError) as exc:
+            raise SourceError(f"cannot reach the API server at {self._server}: {_first_line(exc)}") from None
+        data = response[0].data if isinstance(response, tuple) else response.data
+        return json.loads(data) if data else None
+
+    def _api_error(self, exc: Any, method: str, path: str, kind: Kind | None, name: str | None) -> SourceError:
+        status = int(getattr(exc, "status", 0) or 0)
+        message = ""
+        try:
+            message = json.loads(exc.body or "{}").get("message", "")
+        except (TypeError, ValueError):
+            message = str(exc.body or "")
+        what = _api_description(kind) if kind else path
+        verb = {"GET": "get" if name else "list", "PATCH": "patch", "POST": "create", "DELETE": "delete", "PUT": "update"}.get(method, method)
+        if status == 403:
+            return SourceError(f"forbidden: cannot {verb} {what}{f' {name}' if name else ''}: {message or 'the user lacks the permission'}")
+        if status == 401:
+            return SourceError(f"unauthorized: the API server at {self._server} rejected the credentials; refresh the kubeconfig")
+        if status == 404 and name:
+            return NotFoundError(message or f"{what} {name} not found")
+        if status == 404:
+            return SourceError(_not_served(kind) if kind else f"{path} is not served by this cluster")
+        if status == 409:
+            return ConflictError(message or f"{what} {name} changed since it was read")
+        if status == 422 or status == 400:
+            return SourceError(f"the API server refused the {verb}: {message}")
+        return SourceError(f"the API server answered {status} to {verb} {what}: {message or exc.reason}")
+
+    # ------------------------------------------------------------------------------------------- reading
+
+    def _paths(self, kind: Kind, namespace: str | None) -> Iterator[tuple[str, str]]:
+        """Candidate collection paths, the primary version first."""
+        versions = [self._versions.get(kind.kind, kind.version)]
+        versions += [v for v in (kind.version, *kind.other_versions) if v not in versions]
+        for version in versions:
+            base = f"/api/{version}" if not kind.group else f"/apis/{kind.group}/{version}"
+            scope = f"/namespaces/{namespace}" if kind.namespaced and namespace else ""
+            yield version, f"{base}{scope}/{kind.plural}"
+
+    def list(
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        last: SourceError | None = None
+        for version, path in self._paths(kind, namespace):
+            try:
+                items = list(self._pages(kind, path, label_selector, field_selector))
+            except SourceError as exc:
+                if str(exc) == _not_served(kind) and not isinstance(exc, NotFoundError):
+                    last = exc
+                    continue
+                raise
+            self._versions[kind.kind] = version
+            return items
+        raise last or SourceError(_not_served(kind))
+
+    def _pages(self, kind: Kind, path: str, label_selector: str | None, field_selector: str | None) -> Iterator[dict[str, Any]]:
+        token = ""
+        while True:
+            query = [("limit", str(PAGE_SIZE))]
+            if token:
+                query.append(("continue", token))
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
+            page = self._request("GET", path, query=query, kind=kind)
+            api_version = page.get("apiVersion", kind.api_version)
+            for item in page.get("items") or []:
+                item.setdefault("kind", kind.kind)
+                item.setdefault("apiVersion", api_version if kind.group else kind.version)
+                yield item
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """One object, or None when it does not exist."""
+        for version, path in self._paths(kind, namespace):
+            try:
+                obj = self._request("GET", f"{path}/{name}", kind=kind, name=name)
+            except NotFoundError:
+                return None
+            except SourceError as exc:
+                if str(exc) == _not_served(kind):
+                    continue
+                raise
+            self._versions[kind.kind] = version
+            result: dict[str, Any] = obj
+            return result
+        raise SourceError(_not_served(kind))
+
+    # ------------------------------------------------------------------------------------------- writing
+
+    def patch(
+        self,
+        kind: Kind,
+        name: str,
+        body: Any,
+        *,
+        namespace: str | None = None,
+        patch_type: str = "application/merge-patch+json",
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Patch one object; a JSON patch may carry a ``test`` of ``/metadata/resourceVersion`` as a precondition."""
+        version, path = next(self._paths(kind, namespace))
+        query = [("dryRun", "All")] if dry_run else []
+        url = f"{path}/{name}" + (f"/{subresource}" if subresource else "")
+        result: dict[str, Any] = self._request("PATCH", url, query=query, body=body, content_type=patch_type, kind=kind, name=name)
+        return result
+
+    def create(self, kind: Kind, body: dict[str, Any], *, namespace: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+        _, path = next(self._paths(kind, namespace))
+        query = [("dryRun", "All")] if dry_run else []
+        result: dict[str, Any] = self._request("POST", path, query=query, body=body, content_type="application/json", kind=kind)
+        return result
+
+    def delete(self, kind: Kind, name: str, *, namespace: str | None = None, dry_run: bool = False) -> None:
+        _, path = next(self._paths(kind, namespace))
+        query = [("dryRun", "All")] if dry_run else []
+        try:
+            self._request("DELETE", f"{path}/{name}", query=query, kind=kind, name=name)
+        except NotFoundError:
+            return
+
+    def server_version(self) -> str:
+        data = self._request("GET", "/version")
+        return str((data or {}).get("gitVersion", ""))
+
+
+def _in_cluster() -> bool:
+    import os
+
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not os.environ.get("KUBECONFIG") and not os.path.exists(os.path.expanduser("~/.kube/config"))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:300]
