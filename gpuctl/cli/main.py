@@ -42,11 +42,14 @@ def version_command() -> None:
 
 
 def _register() -> None:
+    from gpuctl.cli.explain import explain_app, workloads_command
     from gpuctl.cli.partitions import partitions_command
     from gpuctl.cli.views import views_command
 
     app.command("views")(views_command)
     app.command("partitions")(partitions_command)
+    app.add_typer(explain_app, name="explain")
+    app.command("workloads")(workloads_command)
 
 
 _register()

@@ -73,7 +73,9 @@ class LiveSource:
                 )
         except (config.ConfigException, OSError, TypeError, ValueError) as exc:
             where = self.connection.kubeconfig or "the default kubeconfig (~/.kube/config or $KUBECONFIG)"
-            raise SourceError(f"cannot load {where}: {str(exc).splitlines()[0]}; pass --kubeconfig or --context") from None
+            raise SourceError(
+                f"cannot load {where}: {str(exc).splitlines()[0]}; pass --kubeconfig or --context"
+            ) from None
         self._server = str(configuration.host)
         self._client = client.ApiClient(configuration)
         return self._client
@@ -126,11 +128,21 @@ class LiveSource:
         except (TypeError, ValueError):
             message = str(exc.body or "")
         what = _api_description(kind) if kind else path
-        verb = {"GET": "get" if name else "list", "PATCH": "patch", "POST": "create", "DELETE": "delete", "PUT": "update"}.get(method, method)
+        verb = {
+            "GET": "get" if name else "list",
+            "PATCH": "patch",
+            "POST": "create",
+            "DELETE": "delete",
+            "PUT": "update",
+        }.get(method, method)
         if status == 403:
-            return SourceError(f"forbidden: cannot {verb} {what}{f' {name}' if name else ''}: {message or 'the user lacks the permission'}")
+            return SourceError(
+                f"forbidden: cannot {verb} {what}{f' {name}' if name else ''}: {message or 'the user lacks the permission'}"
+            )
         if status == 401:
-            return SourceError(f"unauthorized: the API server at {self._server} rejected the credentials; refresh the kubeconfig")
+            return SourceError(
+                f"unauthorized: the API server at {self._server} rejected the credentials; refresh the kubeconfig"
+            )
         if status == 404 and name:
             return NotFoundError(message or f"{what} {name} not found")
         if status == 404:
@@ -173,7 +185,9 @@ class LiveSource:
             return items
         raise last or SourceError(_not_served(kind))
 
-    def _pages(self, kind: Kind, path: str, label_selector: str | None, field_selector: str | None) -> Iterator[dict[str, Any]]:
+    def _pages(
+        self, kind: Kind, path: str, label_selector: str | None, field_selector: str | None
+    ) -> Iterator[dict[str, Any]]:
         token = ""
         while True:
             query = [("limit", str(PAGE_SIZE))]
@@ -223,16 +237,22 @@ class LiveSource:
         dry_run: bool = False,
     ) -> dict[str, Any]:
         """Patch one object; a JSON patch may carry a ``test`` of ``/metadata/resourceVersion`` as a precondition."""
-        version, path = next(self._paths(kind, namespace))
-        query = [("dryRun", "All")] if dry_run else []
-        url = f"{path}/{name}" + (f"/{subresource}" if subresource else "")
-        result: dict[str, Any] = self._request("PATCH", url, query=query, body=body, content_type=patch_type, kind=kind, name=name)
-        return result
-
-    def create(self, kind: Kind, body: dict[str, Any], *, namespace: str | None = None, dry_run: bool = False) -> dict[str, Any]:
         _, path = next(self._paths(kind, namespace))
         query = [("dryRun", "All")] if dry_run else []
-        result: dict[str, Any] = self._request("POST", path, query=query, body=body, content_type="application/json", kind=kind)
+        url = f"{path}/{name}" + (f"/{subresource}" if subresource else "")
+        result: dict[str, Any] = self._request(
+            "PATCH", url, query=query, body=body, content_type=patch_type, kind=kind, name=name
+        )
+        return result
+
+    def create(
+        self, kind: Kind, body: dict[str, Any], *, namespace: str | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        _, path = next(self._paths(kind, namespace))
+        query = [("dryRun", "All")] if dry_run else []
+        result: dict[str, Any] = self._request(
+            "POST", path, query=query, body=body, content_type="application/json", kind=kind
+        )
         return result
 
     def delete(self, kind: Kind, name: str, *, namespace: str | None = None, dry_run: bool = False) -> None:
@@ -251,7 +271,11 @@ class LiveSource:
 def _in_cluster() -> bool:
     import os
 
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not os.environ.get("KUBECONFIG") and not os.path.exists(os.path.expanduser("~/.kube/config"))
+    return (
+        bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        and not os.environ.get("KUBECONFIG")
+        and not os.path.exists(os.path.expanduser("~/.kube/config"))
+    )
 
 
 def _first_line(exc: BaseException) -> str:

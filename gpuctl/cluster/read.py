@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpuctl.cluster import kinds
@@ -55,7 +56,9 @@ def not_found(kind: str, name: str, known: Sequence[str], where: str) -> SourceE
     return SourceError(f'{kind} "{name}" not found in {where}{hint}')
 
 
-def instancetypes(source: Source, names: Sequence[str] = (), *, label_selector: str | None = None) -> list[InstanceType]:
+def instancetypes(
+    source: Source, names: Sequence[str] = (), *, label_selector: str | None = None
+) -> list[InstanceType]:
     """InstanceTypes by name (all when none given), sorted by name; an unknown name is an error naming close ones."""
     objs = source.list(kinds.INSTANCETYPE, label_selector=label_selector)
     by_name = {name_of(o): o for o in objs}
@@ -120,26 +123,50 @@ def admission_check(source: Source, name: str) -> AdmissionCheck | None:
     return parse_admission_check(obj) if obj else None
 
 
-def explain_context(source: Source, w: Workload, *, all_workloads: Sequence[Workload] | None = None) -> ExplainContext:
-    """Everything the explanation of one Workload reads, in as few reads as the source allows."""
-    lq = local_queue(source, w.namespace, w.queue_name) if w.queue_name else None
-    cq_name = w.cluster_queue or (lq.cluster_queue if lq else "")
-    queues = cluster_queues(source)
-    cq = queues.get(cq_name)
-    types = {t.name: t for t in instancetypes(source)} if cq_name else {}
-    others = list(all_workloads) if all_workloads is not None else workloads(source)
-    same_queue = [o for o in others if o.cluster_queue == cq_name or o.key == w.key]
-    all_pods = pods(source)
-    node_map = {n.name: n for n in nodes(source)}
-    return ExplainContext(
-        local_queue=lq,
-        cluster_queue=cq,
-        instancetype=types.get(cq_name),
-        admission_check=admission_check(source, naming.NODE_DEVICES_CHECK),
+@dataclass(frozen=True)
+class AdmissionState:
+    """Every object the explanation of Workloads reads, read once and parsed into records."""
+
+    local_queues: Mapping[tuple[str, str], LocalQueue]
+    cluster_queues: Mapping[str, ClusterQueue]
+    instancetypes: Mapping[str, InstanceType]
+    check: AdmissionCheck | None
+    flavors: Mapping[str, ResourceFlavor]
+    devices: Mapping[str, NodeDevices]
+    nodes: Mapping[str, Node]
+    workloads: Sequence[Workload]
+    pods: Sequence[Pod]
+
+    def cluster_queue_of(self, w: Workload) -> str:
+        lq = self.local_queues.get((w.namespace, w.queue_name))
+        return w.cluster_queue or (lq.cluster_queue if lq else "")
+
+    def context_for(self, w: Workload) -> ExplainContext:
+        cq = self.cluster_queue_of(w)
+        return ExplainContext(
+            local_queue=self.local_queues.get((w.namespace, w.queue_name)),
+            cluster_queue=self.cluster_queues.get(cq),
+            instancetype=self.instancetypes.get(cq),
+            admission_check=self.check,
+            flavors=self.flavors,
+            devices=self.devices,
+            nodes=self.nodes,
+            workloads=[o for o in self.workloads if o.key == w.key or self.cluster_queue_of(o) == cq],
+            pods=self.pods,
+        )
+
+
+def admission_state(source: Source) -> AdmissionState:
+    """Read what explanations need: queues, pools, ledgers, Nodes, Workloads, and the Pods that are bound or owned."""
+    return AdmissionState(
+        local_queues={(q.namespace, q.name): q for q in (parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE))},
+        cluster_queues=cluster_queues(source),
+        instancetypes={t.name: t for t in instancetypes(source)},
+        check=admission_check(source, naming.NODE_DEVICES_CHECK),
         flavors=flavors(source),
         devices={d.node: d for d in devices(source)},
-        nodes=node_map,
-        workloads=same_queue,
-        # The Workload's own Pods, and every bound Pod: held counts and node usage read them.
-        pods=[p for p in all_pods if (p.namespace == w.namespace and p.workload == w.name) or p.node_name],
+        nodes={n.name: n for n in nodes(source)},
+        workloads=workloads(source),
+        # Bound Pods feed node usage and held counts; owned ones gates 4 and 5.
+        pods=[p for p in pods(source) if p.node_name or p.workload],
     )

@@ -145,18 +145,25 @@ class QuotaCheck:
     def summary(self) -> str:
         def cards(credits: int) -> str:
             c = Fraction(credits, M)
-            return str(c.numerator) if c.denominator == 1 else f"{float(c):.2f}"
+            return cards_text(c)
 
         if self.fits:
             return (
-                f"{self.resource}: requests {self.requested} credits ({cards(self.requested)} cards); "
-                f"{self.available} of {self.nominal} free ({cards(self.available)} of {cards(self.nominal)} cards)"
+                f"{self.resource}: requests {self.requested} credits ({cards(self.requested)}); "
+                f"{self.available} of {self.nominal} free ({cards(self.available)} of {cards(self.nominal)})"
             )
         return (
-            f"{self.resource}: requests {self.requested} credits ({cards(self.requested)} cards) but only "
+            f"{self.resource}: requests {self.requested} credits ({cards(self.requested)}) but only "
             f"{self.available} of {self.nominal} are free; short by {self.shortfall} credits "
-            f"({cards(self.shortfall)} cards)"
+            f"({cards(self.shortfall)})"
         )
+
+
+def cards_text(cards: Fraction) -> str:
+    """``1 card``, ``3 cards``, ``0.5 cards``."""
+    if cards.denominator == 1:
+        return f"{cards.numerator} card" + ("" if cards.numerator == 1 else "s")
+    return f"{float(cards):.2f} cards"
 
 
 def check_quota(requested: Mapping[str, int], nominal: Mapping[str, int], used: Mapping[str, int]) -> list[QuotaCheck]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable, pod_shortfalls
-from gpuctl.core.credits import check_quota, workload_credits
+from gpuctl.core.credits import cards_text, check_quota, workload_credits
 from gpuctl.core.fit import READY, RETRY, FitContext, Verdict, judge_workload
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.ledger import NodeDevices
@@ -198,7 +198,7 @@ def gate2(w: Workload, ctx: ExplainContext) -> Gate:
         return Gate(
             2,
             HELD,
-            f"not enough {c.resource} quota: short by {c.shortfall} credits ({float(c.shortfall_cards):g} cards)",
+            f"not enough {c.resource} quota: short by {c.shortfall} credits ({cards_text(c.shortfall_cards)})",
             tuple(evidence),
             "wait for admitted Workloads of this pool to finish, or grow the pool (nominal quota follows nodes x cards x M)",
         )

@@ -99,7 +99,11 @@ def test_missing_snapshot_and_no_source() -> None:
     code, _, err = run("views", "--snapshot", "/nonexistent/snap")
     assert code == 1 and err == "error: snapshot /nonexistent/snap: no such file or directory\n"
     code, _, err = run("views", "--kubeconfig", "/nonexistent/kubeconfig")
-    assert code == 1 and err.startswith("error: cannot load /nonexistent/kubeconfig") and "pass --kubeconfig or --context" in err
+    assert (
+        code == 1
+        and err.startswith("error: cannot load /nonexistent/kubeconfig")
+        and "pass --kubeconfig or --context" in err
+    )
 
 
 def test_malformed_devices_names_the_field(tmp_path: Path) -> None:
