@@ -25,7 +25,7 @@ from gpuctl.core.admission import JSON, Admission, allow
 
 INSTANCETYPE_API_VERSION: Final = "worker.gpustack.ai/v1alpha1"
 INSTANCE_API_VERSION: Final = "worker.gpustack.ai/v1alpha1"
-CLUSTER_QUEUE_API_VERSION: Final = "kueue.x-k8s.io/v1beta1"
+CLUSTER_QUEUE_API_VERSION: Final = "kueue.x-k8s.io/v1beta2"
 
 CANNOT_STOP_STARTING: Final = "cannot stop starting instance"
 CAN_ONLY_START_STOPPED: Final = "can only start stopped instance"
