@@ -36,12 +36,26 @@ def main(
 
 
 @app.command("version")
-def version_command() -> None:
-    """Print the client version."""
+def version_command(
+    cluster: bool = typer.Option(
+        False, "--cluster", help="Also ask the cluster: the API server's and the operator's versions."
+    ),
+    kubeconfig: str | None = typer.Option(
+        None, "--kubeconfig", help="Path to the kubeconfig file.", show_default=False
+    ),
+    context: str | None = typer.Option(None, "--context", help="The kubeconfig context to use.", show_default=False),
+) -> None:
+    """Print the client version (with --cluster, the API server's and the operator's too)."""
     typer.echo(f"gpuctl {__version__}")
+    if cluster:
+        from gpuctl.cli.version import print_cluster_versions
+
+        print_cluster_versions(kubeconfig, context)
 
 
 def _register() -> None:
+    from gpuctl.cli.completion import completion_command
+    from gpuctl.cli.dump import dump_command
     from gpuctl.cli.explain import explain_app, workloads_command
     from gpuctl.cli.partitions import partitions_command
     from gpuctl.cli.views import views_command
@@ -50,10 +64,16 @@ def _register() -> None:
     app.command("partitions")(partitions_command)
     app.add_typer(explain_app, name="explain")
     app.command("workloads")(workloads_command)
+    app.command("dump")(dump_command)
+    app.command("completion")(completion_command)
 
 
 _register()
 
 
 def run() -> None:
+    from gpuctl.cli.completion import completion_requested, enable_completion
+
+    if completion_requested():
+        enable_completion()
     app()

@@ -1,0 +1,10 @@
+_kubectl_gpuctl_completion() {
+    local IFS=$'
+'
+    COMPREPLY=( $( env COMP_WORDS="${COMP_WORDS[*]}" \
+                   COMP_CWORD=$COMP_CWORD \
+                   _KUBECTL_GPUCTL_COMPLETE=complete_bash $1 ) )
+    return 0
+}
+
+complete -o default -F _kubectl_gpuctl_completion kubectl-gpuctl

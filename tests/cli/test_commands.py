@@ -1,0 +1,131 @@
+"""partitions, explain, workloads, completion and the generated files, on the bundled example snapshot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuctl.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAPSHOT = str(ROOT / "examples" / "snapshot")
+GOLDEN = Path(__file__).parent / "golden"
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_partitions_table_matches_golden() -> None:
+    code, out, _ = run("partitions", "--snapshot", SNAPSHOT)
+    assert code == 0 and out == (GOLDEN / "partitions.txt").read_text()
+
+
+def test_partitions_json_keeps_full_profiles_distinct_from_unoffered() -> None:
+    code, out, _ = run("partitions", "--snapshot", SNAPSHOT, "-o", "json", "--by-card")
+    assert code == 0
+    cards = json.loads(out)["items"][0]["cards"]
+    first = cards[0]
+    assert first["allocatedProfiles"] == [{"name": "3g.40gb", "count": 2}]
+    assert {p["name"] for p in first["remainingProfiles"]} == {
+        "1g.10gb",
+        "1g.20gb",
+        "2g.20gb",
+        "3g.40gb",
+        "4g.40gb",
+        "7g.80gb",
+    }
+    assert all(p["count"] == 0 for p in first["remainingProfiles"])
+
+
+@pytest.mark.parametrize(("name", "held_by"), [("chat", None), ("train-big", 2), ("embed", 3), ("batch", 4)])
+def test_explain_workload_json(name: str, held_by: int | None) -> None:
+    code, out, _ = run("explain", "workload", f"team-a/{name}", "--snapshot", SNAPSHOT, "-o", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["kind"] == "Workload" and data["namespace"] == "team-a" and data["name"] == name
+    assert data["heldBy"] == held_by
+    assert [g["verdict"] for g in data["gates"]][: (held_by or 6) - 1] == ["passed"] * ((held_by or 6) - 1)
+
+
+def test_explain_exit_code() -> None:
+    assert run("explain", "workload", "embed", "-n", "team-a", "--snapshot", SNAPSHOT, "--exit-code")[0] == 3
+    assert run("explain", "workload", "chat", "-n", "team-a", "--snapshot", SNAPSHOT, "--exit-code")[0] == 0
+
+
+def test_explain_report_matches_golden() -> None:
+    code, out, _ = run("explain", "workload", "team-a/embed", "--snapshot", SNAPSHOT)
+    assert code == 0 and out == (GOLDEN / "explain-embed.txt").read_text()
+
+
+def test_explain_pod_follows_its_workload() -> None:
+    code, out, _ = run("explain", "pod", "team-a/batch-0", "--snapshot", SNAPSHOT, "-o", "json")
+    data = json.loads(out)
+    assert code == 0 and data["kind"] == "Pod" and data["name"] == "batch-0" and data["heldBy"] == 4
+
+
+def test_explain_unknown_workload_suggests() -> None:
+    code, out, err = run("explain", "workload", "team-a/embedd", "--snapshot", SNAPSHOT)
+    assert code == 1 and out == ""
+    assert err.startswith('error: workload "team-a/embedd" not found') and "did you mean team-a/embed?" in err
+
+
+def test_explain_bad_reference_is_a_usage_error() -> None:
+    code, _, err = run("explain", "workload", "a/b/c", "--snapshot", SNAPSHOT)
+    assert code == 2 and "use NAME or NAMESPACE/NAME" in err
+
+
+def test_workloads_table_matches_golden() -> None:
+    code, out, _ = run("workloads", "-A", "--snapshot", SNAPSHOT)
+    assert code == 0 and out == (GOLDEN / "workloads.txt").read_text()
+
+
+def test_workloads_filters() -> None:
+    _, out, _ = run("workloads", "-n", "team-a", "--held", "--snapshot", SNAPSHOT, "-o", "name")
+    assert out.split() == ["workload/team-a/batch", "workload/team-a/embed", "workload/team-a/train-big"]
+    _, out, _ = run("workloads", "-n", "other", "--snapshot", SNAPSHOT, "-o", "json")
+    assert json.loads(out) == {"items": []}
+    code, _, err = run("workloads", "-n", "x", "-A", "--snapshot", SNAPSHOT)
+    assert code == 2 and "exclusive" in err
+
+
+def test_completion_scripts() -> None:
+    for shell in ("bash", "zsh", "fish"):
+        code, out, _ = run("completion", shell)
+        assert code == 0 and "_GPUCTL_COMPLETE" in out
+    assert run("completion", "tcsh")[0] == 2
+
+
+def test_completion_protocol_completes_commands_and_flags() -> None:
+    env = {
+        "COMP_WORDS": "gpuctl views --by",
+        "COMP_CWORD": "2",
+        "_GPUCTL_COMPLETE": "complete_bash",
+        "PATH": "/usr/bin:/bin",
+    }
+    gpuctl = str(Path(sys.executable).with_name("gpuctl"))
+    out = subprocess.run([gpuctl], env=env, capture_output=True, text=True).stdout
+    assert out.split() == ["--by-node", "--by-card"]
+
+
+def test_generated_man_pages_and_completions_are_fresh(tmp_path: Path) -> None:
+    from gpuctl.cli.docgen import generate
+
+    for path in generate(tmp_path):
+        committed = ROOT / path.relative_to(tmp_path)
+        assert committed.exists(), f"{committed} is missing: run python -m gpuctl.cli.docgen"
+        assert committed.read_text() == path.read_text(), f"{committed} is stale: run python -m gpuctl.cli.docgen"
+
+
+def test_no_traceback_for_a_malformed_snapshot(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text("kind: [\n")
+    for args in (["views"], ["partitions"], ["workloads", "-A"], ["explain", "workload", "a/b"]):
+        code, _, err = run(*args, "--snapshot", str(tmp_path))
+        assert code == 1 and "Traceback" not in err and err.count("\n") == 1
