@@ -16,7 +16,6 @@ from gpuctl.cli.options import ContextOption, KubeconfigOption, NamespaceOption,
 from gpuctl.cluster import kinds
 from gpuctl.cluster.kinds import Kind
 
-KVCACHE = "kvcache.gpustack.ai"
 DUMPED: tuple[Kind, ...] = (
     kinds.NODE,
     kinds.POD,
@@ -29,11 +28,11 @@ DUMPED: tuple[Kind, ...] = (
     kinds.WORKLOAD,
     kinds.ADMISSIONCHECK,
     kinds.TOPOLOGY,
-    Kind("KVCachePoolBinding", KVCACHE, "v1alpha1", "kvcachepoolbindings", True),
-    Kind("KVCachePool", KVCACHE, "v1alpha1", "kvcachepools", False),
-    Kind("KVCacheBackend", KVCACHE, "v1alpha1", "kvcachebackends", False),
+    kinds.KVCACHE_BINDING,
+    kinds.KVCACHE_POOL,
+    kinds.KVCACHE_BACKEND,
 )
-OPTIONAL_GROUPS = (KVCACHE, "kueue.x-k8s.io", "worker.gpustack.ai")
+OPTIONAL_GROUPS = (kinds.KVCACHE, "kueue.x-k8s.io", "worker.gpustack.ai")
 
 
 def keep_pod(pod: dict[str, Any]) -> bool:

@@ -57,8 +57,12 @@ def _register() -> None:
     from gpuctl.cli.completion import completion_command
     from gpuctl.cli.dump import dump_command
     from gpuctl.cli.explain import explain_app, workloads_command
+    from gpuctl.cli.instances import instance_app
+    from gpuctl.cli.instancetypes import instancetype_app
     from gpuctl.cli.partitions import partitions_command
+    from gpuctl.cli.pools import drain_command, hold_command, resume_command
     from gpuctl.cli.views import views_command
+    from gpuctl.cli.webhook import webhook_app
 
     app.command("views")(views_command)
     app.command("partitions")(partitions_command)
@@ -66,6 +70,12 @@ def _register() -> None:
     app.command("workloads")(workloads_command)
     app.command("dump")(dump_command)
     app.command("completion")(completion_command)
+    app.add_typer(webhook_app, name="webhook")
+    app.add_typer(instancetype_app, name="instancetype")
+    app.add_typer(instance_app, name="instance")
+    app.command("hold")(hold_command)
+    app.command("drain")(drain_command)
+    app.command("resume")(resume_command)
 
 
 _register()

@@ -53,3 +53,8 @@ ALL = (
     ADMISSIONCHECK,
     TOPOLOGY,
 )
+
+KVCACHE = "kvcache.gpustack.ai"
+KVCACHE_BINDING = Kind("KVCachePoolBinding", KVCACHE, "v1alpha1", "kvcachepoolbindings", True)
+KVCACHE_POOL = Kind("KVCachePool", KVCACHE, "v1alpha1", "kvcachepools", False)
+KVCACHE_BACKEND = Kind("KVCacheBackend", KVCACHE, "v1alpha1", "kvcachebackends", False)

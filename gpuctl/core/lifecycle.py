@@ -278,6 +278,12 @@ def plan_hold(instancetype: Any) -> PatchPlan:
     return _instancetype_inactive(instancetype, True)
 
 
+def plan_activate(instancetype: Any) -> PatchPlan:
+    """Put a pool back in service on the InstanceType side: ``spec.inactive=false`` (a drained queue stays drained;
+    ``plan_resume`` releases both)."""
+    return _instancetype_inactive(instancetype, False)
+
+
 def plan_drain(instancetype: Any, cluster_queue: Any) -> PatchPlan:
     """Drain a pool: ClusterQueue ``spec.stopPolicy=HoldAndDrain``. Kueue evicts the admitted workloads, and the
     worker stops the type's Instances."""

@@ -1,0 +1,236 @@
+"""``gpuctl instance list|stop|start``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gpuctl.cli import render
+from gpuctl.cli.errors import UsageError, user_errors
+from gpuctl.cli.options import (
+    AllNamespacesOption,
+    ContextOption,
+    KubeconfigOption,
+    NamespaceOption,
+    NoHeadersOption,
+    OutputOption,
+    SelectorOption,
+    SnapshotOption,
+    TimeoutOption,
+    open_source,
+)
+from gpuctl.cli.render import Column, Output
+from gpuctl.cli.writes import DryRunOption, YesOption, confirm_bulk, dry_run_mode, live_source, report
+
+if TYPE_CHECKING:
+    from gpuctl.cluster.read import Source
+
+instance_app = typer.Typer(help="List, stop and start Instances.", no_args_is_help=True, rich_markup_mode=None)
+COLUMNS = (
+    Column("NAMESPACE"),
+    Column("NAME"),
+    Column("TYPE"),
+    Column("PHASE"),
+    Column("NODE"),
+    Column("STOP"),
+    Column("MESSAGE", wide_only=True),
+)
+TypeOption = Annotated[
+    str | None,
+    typer.Option("--instancetype", "-t", help="Only the Instances of this InstanceType.", show_default=False),
+]
+
+
+def _select(
+    source: Source,
+    names: list[str],
+    namespace: str | None,
+    all_namespaces: bool,
+    instancetype: str | None,
+    selector: str | None,
+    everything: bool,
+) -> list[dict[str, Any]]:
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.read import not_found
+
+    if namespace and all_namespaces:
+        raise UsageError("-n and -A are exclusive: pick one")
+    ns = None if all_namespaces else (namespace or "default")
+    objs = source.list(kinds.INSTANCE, namespace=ns, label_selector=selector)
+    if names:
+        by_name = {(o.get("metadata") or {}).get("name"): o for o in objs}
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise not_found("instance", missing[0], sorted(str(k) for k in by_name), source.describe())
+        return [by_name[n] for n in dict.fromkeys(names)]
+    if instancetype:
+        return [o for o in objs if (o.get("spec") or {}).get("type") == instancetype]
+    if selector or everything:
+        return objs
+    return []
+
+
+@instance_app.command("list")
+@user_errors
+def list_command(
+    namespace: NamespaceOption = None,
+    all_namespaces: AllNamespacesOption = False,
+    instancetype: TypeOption = None,
+    selector: SelectorOption = None,
+    output: OutputOption = Output.TABLE,
+    no_headers: NoHeadersOption = False,
+    snapshot: SnapshotOption = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    request_timeout: TimeoutOption = None,
+) -> None:
+    """Instances with their type, phase and node."""
+    source = open_source(snapshot, kubeconfig, context, request_timeout)
+    objs = _select(source, [], namespace, all_namespaces, instancetype, selector, everything=True)
+    if output in (Output.JSON, Output.YAML):
+        (render.print_json if output is Output.JSON else render.print_yaml)(
+            {"apiVersion": "v1", "kind": "List", "items": objs}
+        )
+        return
+    if output is Output.NAME:
+        render.print_names("instance", [str((o.get("metadata") or {}).get("name")) for o in objs])
+        return
+    rows = []
+    for o in sorted(
+        objs, key=lambda x: ((x.get("metadata") or {}).get("namespace", ""), (x.get("metadata") or {}).get("name", ""))
+    ):
+        meta, spec, status = o.get("metadata") or {}, o.get("spec") or {}, o.get("status") or {}
+        rows.append(
+            [
+                str(meta.get("namespace", "")),
+                str(meta.get("name", "")),
+                str(spec.get("type", "")),
+                str(status.get("phase") or "<unknown>"),
+                str(status.get("nodeName") or "<none>"),
+                "true" if spec.get("stop") else "false",
+                str(status.get("phaseMessage") or ""),
+            ]
+        )
+    render.print_table(COLUMNS, rows, wide=output is Output.WIDE, no_headers=no_headers)
+
+
+def _change(
+    stop: bool,
+    names: list[str],
+    namespace: str | None,
+    all_namespaces: bool,
+    instancetype: str | None,
+    selector: str | None,
+    everything: bool,
+    dry_run: str,
+    yes: bool,
+    output: Output,
+    kubeconfig: str | None,
+    context: str | None,
+    request_timeout: str | None,
+) -> None:
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.writer import apply_plan
+    from gpuctl.core.lifecycle import plan_start, plan_stop
+
+    if not (names or instancetype or selector or everything):
+        raise UsageError("name the instances: NAME..., --instancetype T, -l SELECTOR or --all")
+    if names and (instancetype or selector or everything):
+        raise UsageError("give names, or one of --instancetype, -l, --all; not both")
+    mode = dry_run_mode(dry_run)
+    source = live_source(kubeconfig, context, request_timeout)
+    chosen = _select(source, names, namespace, all_namespaces, instancetype, selector, everything)
+    if not chosen:
+        typer.echo("no instance matched; nothing to change")
+        return
+    confirm_bulk(len(chosen), "stop" if stop else "start", yes or mode.value != "none")
+    plan = plan_stop if stop else plan_start
+    outcomes = [
+        apply_plan(
+            source,
+            kinds.INSTANCE,
+            str(o["metadata"]["name"]),
+            str(o["metadata"].get("namespace") or "default"),
+            plan,
+            mode,
+        )
+        for o in chosen
+    ]
+    report(outcomes, output)
+
+
+@instance_app.command("stop")
+@user_errors
+def stop_command(
+    names: Annotated[
+        list[str] | None, typer.Argument(metavar="[NAME]...", help="Instances to stop.", show_default=False)
+    ] = None,
+    namespace: NamespaceOption = None,
+    all_namespaces: AllNamespacesOption = False,
+    instancetype: TypeOption = None,
+    selector: SelectorOption = None,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Every Instance of the namespace (or of all with -A).")
+    ] = False,
+    dry_run: DryRunOption = "none",
+    yes: YesOption = False,
+    output: OutputOption = Output.TABLE,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    request_timeout: TimeoutOption = None,
+) -> None:
+    """Stop Instances (spec.stop=true): their Pods are deleted, phase Stopping → Stopped. Refused while Starting."""
+    _change(
+        True,
+        names or [],
+        namespace,
+        all_namespaces,
+        instancetype,
+        selector,
+        everything,
+        dry_run,
+        yes,
+        output,
+        kubeconfig,
+        context,
+        request_timeout,
+    )
+
+
+@instance_app.command("start")
+@user_errors
+def start_command(
+    names: Annotated[
+        list[str] | None, typer.Argument(metavar="[NAME]...", help="Instances to start.", show_default=False)
+    ] = None,
+    namespace: NamespaceOption = None,
+    all_namespaces: AllNamespacesOption = False,
+    instancetype: TypeOption = None,
+    selector: SelectorOption = None,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Every Instance of the namespace (or of all with -A).")
+    ] = False,
+    dry_run: DryRunOption = "none",
+    yes: YesOption = False,
+    output: OutputOption = Output.TABLE,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    request_timeout: TimeoutOption = None,
+) -> None:
+    """Start stopped Instances (spec.stop=false); only an Instance in phase Stopped can start."""
+    _change(
+        False,
+        names or [],
+        namespace,
+        all_namespaces,
+        instancetype,
+        selector,
+        everything,
+        dry_run,
+        yes,
+        output,
+        kubeconfig,
+        context,
+        request_timeout,
+    )

@@ -1,0 +1,172 @@
+"""``gpuctl hold``, ``gpuctl drain`` and ``gpuctl resume``: take a pool out of service and back."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gpuctl.cli.errors import EXIT_RUNTIME, user_errors
+from gpuctl.cli.options import ContextOption, KubeconfigOption, OutputOption, TimeoutOption
+from gpuctl.cli.render import Output
+from gpuctl.cli.writes import DryRunOption, dry_run_mode, live_source, report
+
+if TYPE_CHECKING:
+    from gpuctl.cluster.live import LiveSource
+
+NameArgument = Annotated[
+    str, typer.Argument(metavar="INSTANCETYPE", help="The pool's InstanceType (its ClusterQueue has the same name).")
+]
+
+
+def _instancetype(source: LiveSource, name: str) -> dict[str, Any]:
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.read import not_found
+
+    obj = source.get(kinds.INSTANCETYPE, name)
+    if obj is None:
+        known = [str((o.get("metadata") or {}).get("name")) for o in source.list(kinds.INSTANCETYPE)]
+        raise not_found("instancetype", name, known, source.describe())
+    return obj
+
+
+def pool_phase(source: LiveSource, name: str) -> tuple[str, str, int, int]:
+    """(phase, stopPolicy, Workloads holding a reservation, Instances of the type not stopped)."""
+    from gpuctl.cluster import kinds
+    from gpuctl.core.lifecycle import instancetype_phase
+
+    cq = source.get(kinds.CLUSTERQUEUE, name) or {}
+    status = cq.get("status") or {}
+    reserving = int(status.get("reservingWorkloads") or 0)  # Kueue counts admitted Workloads among them
+    policy = str((cq.get("spec") or {}).get("stopPolicy") or "None")
+    running = [
+        i
+        for i in source.list(kinds.INSTANCE)
+        if (i.get("spec") or {}).get("type") == name and ((i.get("status") or {}).get("phase") != "Stopped")
+    ]
+    return instancetype_phase(policy, reserving > 0).value, policy, reserving, len(running)
+
+
+def _say_phase(source: LiveSource, name: str, output: Output) -> None:
+    if output is not Output.TABLE and output is not Output.WIDE:
+        return
+    phase, policy, reserving, running = pool_phase(source, name)
+    typer.echo(
+        f"instancetype/{name} phase {phase} (ClusterQueue stopPolicy {policy}, {reserving} workload(s) holding a reservation, {running} instance(s) not stopped)"
+    )
+
+
+@user_errors
+def hold_command(
+    name: NameArgument,
+    dry_run: DryRunOption = "none",
+    output: OutputOption = Output.TABLE,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    request_timeout: TimeoutOption = None,
+) -> None:
+    """Block admission to a pool; running workloads keep running (InstanceType spec.inactive=true → queue Hold)."""
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.writer import apply_plan
+    from gpuctl.core.lifecycle import plan_hold
+
+    source = live_source(kubeconfig, context, request_timeout)
+    _instancetype(source, name)
+    report([apply_plan(source, kinds.INSTANCETYPE, name, None, plan_hold, dry_run_mode(dry_run))], output)
+    _say_phase(source, name, output)
+
+
+@user_errors
+def resume_command(
+    name: NameArgument,
+    dry_run: DryRunOption = "none",
+    output: OutputOption = Output.TABLE,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    request_timeout: TimeoutOption = None,
+) -> None:
+    """Return a pool to service: its ClusterQueue back to stopPolicy None, then InstanceType inactive=false.
+
+    Stopped Instances stay stopped: start them with `gpuctl instance start`.
+    """
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.writer import apply_plan
+    from gpuctl.core.lifecycle import plan_activate, plan_resume
+
+    source = live_source(kubeconfig, context, request_timeout)
+    it = _instancetype(source, name)
+    mode = dry_run_mode(dry_run)
+    queue = apply_plan(source, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_resume(it, cq)[0], mode)
+    outcomes = [queue]
+    if not queue.failed:
+        outcomes.append(apply_plan(source, kinds.INSTANCETYPE, name, None, plan_activate, mode))
+    report(outcomes, output)
+    _say_phase(source, name, output)
+
+
+@user_errors
+def drain_command(
+    name: NameArgument,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait until no workload holds a reservation and every instance is stopped.")
+    ] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait with --wait.", min=1)] = 600,
+    dry_run: DryRunOption = "none",
+    output: OutputOption = Output.TABLE,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    request_timeout: TimeoutOption = None,
+) -> None:
+    """Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts admitted workloads and admits none;
+    the operator stops the type's instances. The pool reads Draining, then Inactive."""
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.writer import DryRun, apply_plan
+    from gpuctl.core.lifecycle import plan_drain
+
+    source = live_source(kubeconfig, context, request_timeout)
+    it = _instancetype(source, name)
+    mode = dry_run_mode(dry_run)
+    report([apply_plan(source, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_drain(it, cq), mode)], output)
+    if wait and mode is DryRun.NONE:
+        _wait_drained(source, name, timeout)
+    _say_phase(source, name, output)
+
+
+def _wait_drained(source: LiveSource, name: str, timeout: float) -> None:
+    import sys
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    _, _, reserving0, running0 = pool_phase(source, name)
+    total = max(reserving0 + running0, 1)
+    deadline = time.monotonic() + timeout
+    with Progress(
+        TextColumn("draining {task.fields[pool]}"),
+        BarColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+    ) as progress:
+        task = progress.add_task("drain", total=total, pool=name, detail="")
+        while True:
+            phase, _, reserving, running = pool_phase(source, name)
+            done = total - min(total, reserving + running)
+            progress.update(
+                task,
+                completed=done,
+                detail=f"{reserving} workload(s) still reserved, {running} instance(s) not stopped",
+            )
+            if reserving == 0 and running == 0:
+                return
+            if time.monotonic() > deadline:
+                progress.stop()
+                from gpuctl.cli import render
+
+                render.error(
+                    f"instancetype/{name} not drained after {timeout:g}s: {reserving} workload(s) still reserved, {running} instance(s) not stopped (phase {phase})"
+                )
+                raise typer.Exit(EXIT_RUNTIME)
+            time.sleep(1)

@@ -1,0 +1,314 @@
+"""``gpuctl webhook dry-run KIND -f FILE``: what the admission webhooks do to a manifest, as an RFC 6902 patch."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gpuctl.cli import render
+from gpuctl.cli.errors import EXIT_NO, UsageError, user_errors
+from gpuctl.cli.options import ContextOption, KubeconfigOption, OutputOption, SnapshotOption, TimeoutOption, open_source
+from gpuctl.cli.render import Output
+
+if TYPE_CHECKING:
+    from gpuctl.cluster.read import Source
+    from gpuctl.core.webhooks import WebhookContext
+
+webhook_app = typer.Typer(
+    help="Run the admission webhooks locally (or on the cluster) without storing anything.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+class WebhookKind(StrEnum):
+    POD = "pod"
+    WORKLOAD = "workload"
+    INSTANCETYPE = "instancetype"
+    INSTANCE = "instance"
+
+
+class Operation(StrEnum):
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+
+
+EXPECTED_KIND = {"pod": "Pod", "workload": "Workload", "instancetype": "InstanceType", "instance": "Instance"}
+SERVER_NOISE = (
+    "/metadata/uid",
+    "/metadata/creationTimestamp",
+    "/metadata/resourceVersion",
+    "/metadata/generation",
+    "/metadata/managedFields",
+    "/status",
+)
+
+
+def read_manifest(path: str, kind: WebhookKind) -> dict[str, Any]:
+    """One object from a YAML or JSON file (``-`` for stdin); a clear error for anything else."""
+    import yaml
+
+    from gpuctl.cluster.errors import SourceError
+
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else path
+        raise SourceError(f"{where}: not valid YAML or JSON: {getattr(exc, 'problem', None) or exc}") from None
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise UsageError(
+            f"{path}: expected exactly one {EXPECTED_KIND[kind.value]} object, found {len(docs)} documents"
+        )
+    obj: dict[str, Any] = docs[0]
+    if obj.get("kind") != EXPECTED_KIND[kind.value]:
+        raise UsageError(
+            f"{path}: kind is {obj.get('kind')!r}, not {EXPECTED_KIND[kind.value]}: use `gpuctl webhook dry-run {_kind_arg(obj.get('kind'))} -f {path}`"
+        )
+    return obj
+
+
+def _kind_arg(kind: Any) -> str:
+    for arg, k in EXPECTED_KIND.items():
+        if k == kind:
+            return arg
+    return "<pod|workload|instancetype|instance>"
+
+
+def webhook_context(source: Source, kind: WebhookKind, obj: dict[str, Any]) -> WebhookContext:
+    """Read only what the webhooks of this kind look up."""
+    from gpuctl.cluster import kinds, read
+    from gpuctl.core.kvcache import (
+        KVCacheContext,
+        parse_kvcache_backend,
+        parse_kvcache_pool,
+        parse_kvcache_pool_binding,
+    )
+    from gpuctl.core.pins import PinContext
+    from gpuctl.core.webhooks import KVCACHE_INJECT_LABEL, WebhookContext
+    from gpuctl.core.workloads import parse_local_queue
+
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    namespace = meta.get("namespace") or "default"
+    if kind is WebhookKind.POD:
+        kv = KVCacheContext()
+        if labels.get(KVCACHE_INJECT_LABEL) == "true":
+            kv = KVCacheContext.of(
+                [parse_kvcache_pool_binding(o) for o in _optional(source, kinds.KVCACHE_BINDING, namespace)],
+                [parse_kvcache_pool(o) for o in _optional(source, kinds.KVCACHE_POOL, None)],
+                [parse_kvcache_backend(o) for o in _optional(source, kinds.KVCACHE_BACKEND, None)],
+                request_namespace=namespace,
+            )
+        types = read.instancetypes(source) if "kueue.x-k8s.io/queue-name" in labels else []
+        return WebhookContext(instancetypes=types, kvcache=kv)
+    if kind is WebhookKind.WORKLOAD:
+        queues = [parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE, namespace=namespace)]
+        cqs = read.cluster_queues(source)
+        by_name = {t.name: t for t in read.instancetypes(source)}
+        pins = PinContext(
+            {(q.namespace, q.name): q.cluster_queue for q in queues}, {n: q.labels for n, q in cqs.items()}, by_name
+        )
+        return WebhookContext(pins=pins)
+    if kind is WebhookKind.INSTANCE:
+        type_name = (obj.get("spec") or {}).get("type")
+        types = read.instancetypes(source, [type_name]) if isinstance(type_name, str) and type_name else []
+        return WebhookContext(instancetypes=types)
+    return WebhookContext()
+
+
+def _optional(source: Source, kind: Any, namespace: str | None) -> list[dict[str, Any]]:
+    from gpuctl.cluster.errors import SourceError
+
+    try:
+        return source.list(kind, namespace=namespace)
+    except SourceError as exc:
+        if "is not served" in str(exc):
+            return []
+        raise
+
+
+def _result(
+    allowed: bool, message: str | None, warnings: list[str], patch: list[dict[str, Any]], obj: dict[str, Any] | None
+) -> dict[str, Any]:
+    return {"allowed": allowed, "message": message, "warnings": warnings, "patch": patch, "object": obj}
+
+
+def _server_dry_run(source: Any, kind: WebhookKind, obj: dict[str, Any]) -> dict[str, Any]:
+    """Create with ``dryRun=All``: the deployed webhooks answer; nothing is stored."""
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.cluster.live import LiveSource
+    from gpuctl.core.admission import json_patch
+
+    if not isinstance(source, LiveSource):
+        raise UsageError("--server needs a live cluster, not a snapshot")
+    k = {"pod": kinds.POD, "workload": kinds.WORKLOAD, "instancetype": kinds.INSTANCETYPE, "instance": kinds.INSTANCE}[
+        kind.value
+    ]
+    namespace = (obj.get("metadata") or {}).get("namespace") or "default" if k.namespaced else None
+    body = dict(obj)
+    body.setdefault("apiVersion", k.api_version)
+    try:
+        stored = source.create(k, body, namespace=namespace, dry_run=True)
+    except SourceError as exc:
+        text = str(exc)
+        if "denied the request" in text or "the API server refused" in text:
+            return _result(False, text.split("refused the create: ", 1)[-1], [], [], None)
+        raise
+    patch = [op for op in json_patch(obj, stored) if not op["path"].startswith(SERVER_NOISE)]
+    return _result(True, None, [], patch, stored)
+
+
+def _resolve(pointer: str, obj: Any) -> tuple[bool, Any]:
+    current = obj
+    for raw in pointer.lstrip("/").split("/") if pointer else []:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        else:
+            return False, None
+    return True, current
+
+
+def compare(local: dict[str, Any], server: dict[str, Any]) -> list[str]:
+    """Where the deployed webhooks and this version disagree (empty when they agree)."""
+    if local["allowed"] != server["allowed"]:
+        return [
+            f"this version {'allows' if local['allowed'] else 'denies'} the object, the cluster {'allows' if server['allowed'] else 'denies'} it"
+            + (f": {server['message']}" if server["message"] else "")
+        ]
+    if not local["allowed"]:
+        return (
+            []
+            if local["message"] == server["message"]
+            else [
+                f"both deny, with different messages: here {local['message']!r}, on the cluster {server['message']!r}"
+            ]
+        )
+    out = []
+    for op in local["patch"]:
+        found, value = _resolve(op["path"], server["object"])
+        if op["op"] == "remove":
+            if found:
+                out.append(f"{op['path']}: removed here, kept on the cluster")
+        elif not found:
+            out.append(f"{op['path']}: set here to {op.get('value')!r}, absent on the cluster")
+        elif value != op.get("value"):
+            out.append(f"{op['path']}: {op.get('value')!r} here, {value!r} on the cluster")
+    return out
+
+
+@webhook_app.command("dry-run")
+@user_errors
+def dry_run_command(
+    kind: Annotated[WebhookKind, typer.Argument(help="The kind of object.")],
+    filename: Annotated[str, typer.Option("--filename", "-f", help="The manifest (YAML or JSON); - reads stdin.")],
+    old: Annotated[
+        str | None, typer.Option("--old", help="The stored object, for --operation UPDATE.", show_default=False)
+    ] = None,
+    operation: Annotated[
+        Operation, typer.Option("--operation", help="The admission operation.", case_sensitive=False)
+    ] = Operation.CREATE,
+    server: Annotated[
+        bool, typer.Option("--server", help="Send a server-side dry-run create: the deployed webhooks answer.")
+    ] = False,
+    compare_flag: Annotated[
+        bool, typer.Option("--compare", help="With --server: do the deployed webhooks and this version agree?")
+    ] = False,
+    show_object: Annotated[bool, typer.Option("--show-object", help="Print the mutated object too.")] = False,
+    output: OutputOption = Output.TABLE,
+    snapshot: SnapshotOption = None,
+    kubeconfig: KubeconfigOption = None,
+    context: ContextOption = None,
+    request_timeout: TimeoutOption = None,
+) -> None:
+    """What the webhooks do to a manifest: verdict, message, RFC 6902 patch (exit 3 when denied).
+
+    The webhooks run here, with their context (the InstanceType behind a queue name, the pool's profiles, the
+    KV-cache binding) read from the cluster or --snapshot. A Pod with both the queue-name and the KV-cache inject
+    labels goes through both webhooks, as on the cluster.
+    """
+    from gpuctl.core.admission import json_patch
+    from gpuctl.core.webhooks import Kind, review
+
+    if operation is Operation.UPDATE and old is None:
+        raise UsageError("--operation UPDATE needs --old FILE (the stored object)")
+    if old is not None and operation is not Operation.UPDATE:
+        raise UsageError("--old goes with --operation UPDATE")
+    if compare_flag and not server:
+        raise UsageError("--compare goes with --server")
+    if server and operation is Operation.UPDATE:
+        raise UsageError("--server sends a dry-run create: it cannot replay an UPDATE")
+    obj = read_manifest(filename, kind)
+    old_obj = read_manifest(old, kind) if old else None
+    source = open_source(snapshot, kubeconfig, context, request_timeout)
+    local: dict[str, Any] | None = None
+    if not server or compare_flag:
+        ctx = webhook_context(source, kind, obj)
+        admission = review(Kind(kind.value), operation.value, obj, old_obj, ctx)
+        local = _result(
+            admission.allowed,
+            admission.message,
+            list(admission.warnings),
+            json_patch(obj, admission.mutated) if admission.allowed else [],
+            admission.mutated,
+        )
+    result = local
+    disagreements: list[str] = []
+    if server:
+        result = _server_dry_run(source, kind, obj)
+        if compare_flag and local is not None:
+            disagreements = compare(local, result)
+            result = {**result, "agrees": not disagreements, "differences": disagreements}
+    assert result is not None
+    if output is Output.JSON:
+        render.print_json(result)
+    elif output is Output.YAML:
+        render.print_yaml(result)
+    else:
+        _print_human(kind, obj, result, show_object, compare_flag)
+    if not result["allowed"] or disagreements:
+        raise typer.Exit(EXIT_NO)
+
+
+def _print_human(
+    kind: WebhookKind, obj: dict[str, Any], result: dict[str, Any], show_object: bool, compared: bool
+) -> None:
+    import json
+
+    meta = obj.get("metadata") or {}
+    name = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+    out = sys.stdout
+    if not result["allowed"]:
+        out.write(f"{kind.value} {name}: denied\n  {result['message']}\n")
+    else:
+        out.write(
+            f"{kind.value} {name}: allowed"
+            + (" unchanged\n" if not result["patch"] else f", {len(result['patch'])} change(s):\n")
+        )
+        for op in result["patch"]:
+            value = "" if op["op"] == "remove" else " " + json.dumps(op.get("value"))
+            out.write(f"  {op['op']:<7} {op['path']}{value}\n")
+    for w in result.get("warnings") or []:
+        out.write(f"  warning: {w}\n")
+    if compared:
+        out.write(
+            "deployed webhooks agree with this version\n"
+            if result.get("agrees")
+            else "deployed webhooks DISAGREE with this version:\n"
+        )
+        for d in result.get("differences") or []:
+            out.write(f"  - {d}\n")
+    if show_object and result.get("object") is not None:
+        render.print_yaml(result["object"])
