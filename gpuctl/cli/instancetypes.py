@@ -192,13 +192,13 @@ def apply_command(
     from gpuctl.cluster.writer import apply_plan
     from gpuctl.core.lifecycle import ObjectRef, PatchPlan, PatchType
 
+    mode = dry_run_mode(dry_run)
     obj = read_manifest(filename, WebhookKind.INSTANCETYPE)
     name = str((obj.get("metadata") or {}).get("name") or "")
     if not name:
         raise UsageError(f"{filename}: metadata.name is required")
     source = live_source(kubeconfig, context, request_timeout)
     current = source.get(kinds.INSTANCETYPE, name)
-    mode = dry_run_mode(dry_run)
     if current is None:
         _reviewed(obj, "CREATE", None)
         if mode.value == "client":

@@ -71,9 +71,10 @@ def hold_command(
     from gpuctl.cluster.writer import apply_plan
     from gpuctl.core.lifecycle import plan_hold
 
+    mode = dry_run_mode(dry_run)
     source = live_source(kubeconfig, context, request_timeout)
     _instancetype(source, name)
-    report([apply_plan(source, kinds.INSTANCETYPE, name, None, plan_hold, dry_run_mode(dry_run))], output)
+    report([apply_plan(source, kinds.INSTANCETYPE, name, None, plan_hold, mode)], output)
     _say_phase(source, name, output)
 
 
@@ -94,9 +95,9 @@ def resume_command(
     from gpuctl.cluster.writer import apply_plan
     from gpuctl.core.lifecycle import plan_activate, plan_resume
 
+    mode = dry_run_mode(dry_run)
     source = live_source(kubeconfig, context, request_timeout)
     it = _instancetype(source, name)
-    mode = dry_run_mode(dry_run)
     queue = apply_plan(source, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_resume(it, cq)[0], mode)
     outcomes = [queue]
     if not queue.failed:
@@ -124,9 +125,9 @@ def drain_command(
     from gpuctl.cluster.writer import DryRun, apply_plan
     from gpuctl.core.lifecycle import plan_drain
 
+    mode = dry_run_mode(dry_run)
     source = live_source(kubeconfig, context, request_timeout)
     it = _instancetype(source, name)
-    mode = dry_run_mode(dry_run)
     report([apply_plan(source, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_drain(it, cq), mode)], output)
     if wait and mode is DryRun.NONE:
         _wait_drained(source, name, timeout)

@@ -43,6 +43,9 @@ def print_table(
 ) -> None:
     """Print rows under columns; wide-only columns appear with ``-o wide``."""
     out = stream or sys.stdout
+    if not rows:
+        sys.stderr.write("No resources found.\n")
+        return
     keep = [i for i, c in enumerate(columns) if wide or not c.wide_only]
     headers = [columns[i].header for i in keep]
     body = [[str(row[i]) for i in keep] for row in rows]
@@ -59,8 +62,6 @@ def print_table(
         Console(file=out, no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=True).print(table)
         return
     lines = body if no_headers else [headers, *body]
-    if not lines:
-        return
     widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
     for line in lines:
         out.write("   ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip() + "\n")

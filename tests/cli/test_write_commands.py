@@ -1,0 +1,164 @@
+"""The write side without a cluster: webhook dry-run on the example snapshot (every request-rule example), client
+dry runs, and refusals before anything is sent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpuctl.cli.main import app
+from gpuctl.core.admission import apply_patch
+from tests.request_examples import EXAMPLES, RuleExample
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAPSHOT = str(ROOT / "examples" / "snapshot")
+runner = CliRunner()
+
+
+def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args), input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def write(tmp_path: Path, obj: dict[str, Any], name: str = "obj.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(obj))
+    return str(path)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.id)
+def test_dry_run_answers_every_request_rule_example(example: RuleExample, tmp_path: Path) -> None:
+    code, out, _ = run(
+        "webhook", "dry-run", "pod", "-f", write(tmp_path, example.pod), "--snapshot", SNAPSHOT, "-o", "json"
+    )
+    result = json.loads(out)
+    assert result["allowed"] is example.allowed
+    assert code == (0 if example.allowed else 3)
+    if example.message:
+        assert result["message"] == example.message
+    if example.allowed:
+        assert apply_patch(example.pod, result["patch"]) == result["object"]
+    assert set(result) == {"allowed", "message", "warnings", "patch", "object"}
+
+
+def test_dry_run_reads_stdin_and_prints_a_readable_patch() -> None:
+    pod = next(e for e in EXAMPLES if e.id == "rule2-accept").pod
+    code, out, _ = run("webhook", "dry-run", "pod", "-f", "-", "--snapshot", SNAPSHOT, stdin=json.dumps(pod))
+    assert code == 0
+    assert out.splitlines() == [
+        "pod default/p: allowed, 2 change(s):",
+        '  add     /spec/containers/0/resources/limits/nvidia.com~1gpu.sliced.units "800000"',
+        '  add     /spec/containers/0/resources/limits/nvidia.com~1gpu.sliced.cores-percentage "100"',
+    ]
+
+
+def test_dry_run_refuses_the_wrong_kind_and_bad_flags(tmp_path: Path) -> None:
+    pod = write(tmp_path, EXAMPLES[0].pod)
+    code, _, err = run("webhook", "dry-run", "instance", "-f", pod, "--snapshot", SNAPSHOT)
+    assert code == 2 and "use `gpuctl webhook dry-run pod" in err
+    code, _, err = run("webhook", "dry-run", "pod", "-f", pod, "--operation", "UPDATE", "--snapshot", SNAPSHOT)
+    assert code == 2 and "needs --old FILE" in err
+    code, _, err = run("webhook", "dry-run", "pod", "-f", pod, "--compare", "--snapshot", SNAPSHOT)
+    assert code == 2 and "--compare goes with --server" in err
+    code, _, err = run("webhook", "dry-run", "pod", "-f", pod, "--server", "--snapshot", SNAPSHOT)
+    assert code == 2 and "--server needs a live cluster" in err
+    code, _, err = run("webhook", "dry-run", "pod", "-f", str(tmp_path / "missing.yaml"), "--snapshot", SNAPSHOT)
+    assert code == 1 and "cannot read" in err
+
+
+def test_dry_run_of_a_workload_pins_it(tmp_path: Path) -> None:
+    from tests.factories import workload
+
+    w = workload(
+        "w",
+        [("main", 1, {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.units": "800000"})],
+        reserved=False,
+        queue="gpustack-fnv64-c4680bb149644f1c",
+    )
+    code, out, _ = run("webhook", "dry-run", "workload", "-f", write(tmp_path, w), "--snapshot", SNAPSHOT, "-o", "json")
+    result = json.loads(out)
+    assert code == 0 and result["allowed"]
+    assert [op["path"] for op in result["patch"]] == ["/spec/podSets/0/template/spec/affinity"]
+
+
+def test_dry_run_of_an_instancetype_update_refuses_a_frozen_field(tmp_path: Path) -> None:
+    from tests.factories import instancetype
+
+    old = instancetype()
+    new = instancetype(unit_cpu="12")
+    code, out, _ = run(
+        "webhook",
+        "dry-run",
+        "instancetype",
+        "-f",
+        write(tmp_path, new, "new.yaml"),
+        "--old",
+        write(tmp_path, old, "old.yaml"),
+        "--operation",
+        "UPDATE",
+        "--snapshot",
+        SNAPSHOT,
+        "-o",
+        "json",
+    )
+    assert code == 3
+    assert json.loads(out)["message"] == "spec: Forbidden: is immutable except displayName, description and inactive"
+
+
+def test_instancetype_create_client_dry_run_validates_before_sending() -> None:
+    code, out, _ = run(
+        "instancetype",
+        "create",
+        "a10g-12c128g",
+        "--accelerator-group",
+        "nvidia-a10g",
+        "--unit-cpu",
+        "12",
+        "--unit-ram",
+        "128Gi",
+        "--dry-run",
+        "client",
+        "-o",
+        "json",
+    )
+    assert code == 0
+    stored = json.loads(out)
+    assert stored["metadata"]["labels"]["schedule.gpustack.ai/queue-entrance"] == "gpustack-fnv64-d4c0e6cd72686015"
+    code, _, err = run(
+        "instancetype",
+        "create",
+        "bad",
+        "--accelerator-group",
+        "nvidia-a10g",
+        "--unit-cpu",
+        "12",
+        "--unit-ram",
+        "128GB",
+        "--dry-run",
+        "client",
+    )
+    assert (
+        code == 2 and 'spec.unitResources.ram: Invalid value: "128GB"' in err and "Gi" in err and err.count("\n") == 1
+    )
+    code, _, err = run("instancetype", "create", "x", "--dry-run", "client")
+    assert code == 2 and "--accelerator-group GROUP" in err
+
+
+def test_bad_dry_run_value_is_a_usage_error() -> None:
+    code, _, err = run("hold", "x", "--dry-run", "maybe", "--kubeconfig", "/nonexistent")
+    assert code == 2 and "--dry-run=maybe: use none, client or server" in err
+
+
+def test_stop_without_a_selection_is_a_usage_error() -> None:
+    code, _, err = run("instance", "stop", "--kubeconfig", "/nonexistent")
+    assert code == 2 and "name the instances" in err
+
+
+def test_instance_list_on_a_snapshot() -> None:
+    code, out, err = run("instance", "list", "-A", "--snapshot", SNAPSHOT)
+    assert code == 0 and out == "" and err == "No resources found.\n"  # the example has no Instances, as kubectl says
