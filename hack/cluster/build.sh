@@ -13,7 +13,9 @@
 # callers can use: BIN_DIR=$(hack/cluster/build.sh | tail -n1)
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+src="${BASH_SOURCE[0]}"
+[[ "$src" == */* ]] || src="./$src"
+HERE="$(cd "${src%/*}" && pwd)"
 
 # Version of module $2 required by the wrapper go.mod $1 (single source of truth).
 modver() {
@@ -52,6 +54,7 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 mkdir -p "$BIN_DIR"
+trap 'rm -f "$BIN_DIR"/*.tmp.$$' EXIT
 
 # Serialise concurrent invocations (e.g. parallel test sessions).
 if command -v flock >/dev/null 2>&1; then

@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _resolve_binaries(tmp_root: Path) -> Path:
     try:
         directory = cpmod.bin_dir()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise cpmod.ControlPlaneError(f"hack/cluster/build.sh --print-dir failed: {exc}") from exc
     if not cpmod.missing_binaries(directory):
         return directory
@@ -61,6 +61,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cpmod.Co
         pytest.fail(str(_STATE["error"]), pytrace=False)
     work = tmp_path_factory.mktemp("controlplane")
     _STATE["logs_dir"] = work / "logs"
+    skip_reason = error = None
     try:
         directory = _resolve_binaries(work)
         cp = cpmod.ControlPlane(work_dir=work, bin_dir=directory)
@@ -68,12 +69,16 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cpmod.Co
         cp.start()
     except cpmod.ControlPlaneUnavailable as exc:
         if _ci():
-            _STATE["error"] = f"control plane unavailable under CI=true: {exc}"
-            pytest.fail(str(_STATE["error"]), pytrace=False)
-        pytest.skip(str(exc))
+            error = f"control plane unavailable under CI=true: {exc}"
+        else:
+            skip_reason = str(exc)
     except cpmod.ControlPlaneError as exc:
-        _STATE["error"] = str(exc)
-        pytest.fail(f"control plane failed to start: {exc}", pytrace=False)
+        error = f"control plane failed to start: {exc}"
+    if skip_reason:
+        pytest.skip(skip_reason)
+    if error:
+        _STATE["error"] = error
+        pytest.fail(error, pytrace=False)
     t = cp.timings
     print(
         f"\ncontrol plane ready in {t['total']:.1f}s "

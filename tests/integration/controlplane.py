@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import re
@@ -100,6 +101,7 @@ def build_binaries(log_path: Path) -> Path:
     return Path(proc.stdout.decode().strip().splitlines()[-1])
 
 
+@functools.cache
 def kueue_crd_dir() -> Path:
     """Kueue's CRD bases in the Go module cache (downloaded if needed)."""
     version = module_version("kueue", "sigs.k8s.io/kueue")
@@ -389,15 +391,11 @@ class ControlPlane:
         (self.pki_dir / "admin.crt").write_bytes(admin.cert_pem)
         (self.pki_dir / "admin.key").write_bytes(admin.key_pem)
 
-        wait_until(
-            "etcd /health",
-            lambda: json.loads(urllib.request.urlopen(f"http://127.0.0.1:{etcd_port}/health", timeout=2).read()).get(
-                "health"
-            )
-            == "true",
-            timeout=START_TIMEOUT,
-            watch=[etcd],
-        )
+        def etcd_healthy() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{etcd_port}/health", timeout=2) as r:
+                return json.loads(r.read()).get("health") == "true"
+
+        wait_until("etcd /health", etcd_healthy, timeout=START_TIMEOUT, watch=[etcd])
         self._mark("etcd_ready", t0)
 
         self.api_port = free_port()

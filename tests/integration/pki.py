@@ -23,7 +23,7 @@ KUEUE_CA_NAME = "kueue-ca"
 
 
 def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _key_pem(key) -> bytes:
@@ -133,9 +133,7 @@ class CertificateAuthority:
                 critical=True,
             )
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
-            )
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
         )
         if hosts:
             builder = builder.add_extension(_san(hosts), critical=False)
@@ -164,7 +162,5 @@ def service_account_keypair() -> tuple[bytes, bytes]:
     priv = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    pub = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
+    pub = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     return priv, pub

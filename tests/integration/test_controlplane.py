@@ -26,7 +26,7 @@ def _uid() -> str:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def instance_type(name: str, **spec) -> dict:
@@ -178,6 +178,7 @@ def test_view_only_user_is_forbidden_to_write(control_plane, api):
     viewer.set_default_header("Impersonate-User", user)
     try:
         core = client.CoreV1Api(viewer)
+
         # view grants reads (once the RBAC informer has seen the binding) ...
         def can_read() -> bool:
             try:
@@ -296,7 +297,10 @@ def make_queues(api, pool: dict, name: str, checks: list[str] | None = None) -> 
     if checks:
         spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
     objs.create_cluster_custom_object(
-        KUEUE, KV, "clusterqueues", {"apiVersion": f"{KUEUE}/{KV}", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+        KUEUE,
+        KV,
+        "clusterqueues",
+        {"apiVersion": f"{KUEUE}/{KV}", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec},
     )
     objs.create_namespaced_custom_object(
         KUEUE,
@@ -470,3 +474,129 @@ def test_admission_check_ready_admits_the_workload(api, tas_pool):
 
     obj = wait_for("Admitted=True after the check turned Ready", admitted)
     assert {c["name"]: c["state"] for c in obj["status"]["admissionChecks"]}[CHECK_NAME] == "Ready"
+
+
+def test_instancetype_table_renders_printer_columns(api):
+    objs = client.CustomObjectsApi(api)
+    name = f"it-table-{_uid()}"
+    objs.create_cluster_custom_object(GROUP, VERSION, "instancetypes", instance_type(name))
+    try:
+        objs.patch_cluster_custom_object_status(
+            GROUP,
+            VERSION,
+            "instancetypes",
+            name,
+            {"status": {"entrance": "gpustack-fnv64-0123456789abcdef", "phase": "Active"}},
+        )
+        resp = api.call_api(
+            f"/apis/{GROUP}/{VERSION}/instancetypes/{name}",
+            "GET",
+            header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+            response_type="object",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+        headers = [c["name"] for c in resp["columnDefinitions"]]
+        row = dict(zip(headers, resp["rows"][0]["cells"], strict=True))
+        assert row["Entrance"] == "gpustack-fnv64-0123456789abcdef"
+        assert row["Phase"] == "Active"
+        assert row["Unit(CPU/RAM)/Storage"] == "8"
+    finally:
+        objs.delete_cluster_custom_object(GROUP, VERSION, "instancetypes", name)
+
+
+def instance(name: str, **spec) -> dict:
+    base = {
+        "type": "gpustack--nvidia-a10g-linux-amd64",
+        "image": "gpuctl-it/none",
+        "volume": {"ephemeral": {"capacity": "10Gi"}},
+    }
+    base.update(spec)
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Instance", "metadata": {"name": name}, "spec": base}
+
+
+def test_instance_schema(api, test_namespace):
+    objs = client.CustomObjectsApi(api)
+    name = f"inst-{_uid()}"
+    created = objs.create_namespaced_custom_object(
+        GROUP, VERSION, test_namespace, "instances", instance(name), field_validation="Strict"
+    )
+    assert created["spec"]["imagePullPolicy"] == "IfNotPresent"  # schema default
+    assert created["spec"]["volumeMount"] == "/workspace"
+    objs.delete_namespaced_custom_object(GROUP, VERSION, test_namespace, "instances", name)
+
+    both = instance(f"inst-{_uid()}", volume={"ephemeral": {"capacity": "1Gi"}, "persistent": {"name": "pvc"}})
+    with pytest.raises(ApiException) as err:
+        objs.create_namespaced_custom_object(GROUP, VERSION, test_namespace, "instances", both)
+    assert err.value.status == 422 and "exactly one of ephemeral or persistent" in err.value.body
+
+    mixed = instance(
+        f"inst-{_uid()}",
+        resources={
+            "accelerator": "1",
+            "acceleratorPartitionedProfile": "3g.40gb",
+            "acceleratorSlicedMemoryPercentage": 50,
+        },
+    )
+    with pytest.raises(ApiException) as err:
+        objs.create_namespaced_custom_object(GROUP, VERSION, test_namespace, "instances", mixed)
+    assert err.value.status == 422
+
+
+def test_devices_ledger_schema(api):
+    objs = client.CustomObjectsApi(api)
+    name = f"node-{_uid()}"
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Devices",
+        "metadata": {"name": name},
+        "spec": {
+            "groups": [
+                {
+                    "id": "a10g",
+                    "manufacturer": "nvidia",
+                    "name": "NVIDIA A10G",
+                    "memory": 23028,
+                    "accelerators": [{"id": "GPU-0", "index": 0, "status": {"logicalSliced": {"count": 128}}}],
+                }
+            ]
+        },
+    }
+    objs.create_cluster_custom_object(GROUP, VERSION, "devices", body, field_validation="Strict")
+    try:
+        ledger = {
+            "status": {
+                "groups": [
+                    {
+                        "id": "a10g",
+                        "manufacturer": "nvidia",
+                        "accelerators": [
+                            {
+                                "id": "GPU-0",
+                                "index": 0,
+                                "mode": 3,
+                                "allocated": 800000,
+                                "remaining": 800000,
+                                "allocatedSlices": 1,
+                            }
+                        ],
+                    }
+                ]
+            }
+        }
+        out = objs.patch_cluster_custom_object_status(GROUP, VERSION, "devices", name, ledger)
+        assert out["status"]["groups"][0]["accelerators"][0]["remaining"] == 800000
+        bad = {
+            "status": {
+                "groups": [{"id": "a10g", "manufacturer": "nvidia", "accelerators": [{"id": "GPU-0", "mode": 9}]}]
+            }
+        }
+        with pytest.raises(ApiException) as err:
+            objs.patch_cluster_custom_object_status(GROUP, VERSION, "devices", name, bad)
+        assert err.value.status == 422
+        dup = {"spec": {"groups": [body["spec"]["groups"][0], body["spec"]["groups"][0]]}}
+        with pytest.raises(ApiException) as err:
+            objs.patch_cluster_custom_object(GROUP, VERSION, "devices", name, dup)
+        assert err.value.status == 422 and "Duplicate value" in err.value.body
+    finally:
+        objs.delete_cluster_custom_object(GROUP, VERSION, "devices", name)
