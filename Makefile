@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint bench venv clean
+.PHONY: demo test unit lint bench venv clean testbin
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check gpuctl tests bench
 	$(BIN)/mypy
 
-## test: lint, then every test suite
-test: lint
+## testbin: build the control plane (etcd, kube-apiserver, Kueue) from Go modules into a cache outside the repo
+testbin:
+	@if command -v go >/dev/null 2>&1; then hack/cluster/build.sh >/dev/null; \
+	else echo "testbin: go not found; integration tests will say so" >&2; fi
+
+## test: lint, then every test suite (unit, CLI, integration on a real control plane)
+test: lint testbin
 	$(BIN)/python -m pytest -q tests
 
 ## unit: the fast suites only
