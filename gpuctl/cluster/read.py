@@ -102,7 +102,9 @@ def workload(source: Source, namespace: str, name: str) -> Workload:
     obj = source.get(kinds.WORKLOAD, name, namespace)
     if obj is None:
         known = [name_of(o) for o in source.list(kinds.WORKLOAD, namespace=namespace)]
-        raise not_found("workload", f"{namespace}/{name}", [f"{namespace}/{k}" for k in known], source.describe())
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.85)
+        hint = f"; did you mean {', '.join(f'{namespace}/{c}' for c in close)}?" if close else ""
+        raise SourceError(f'workload "{namespace}/{name}" not found in {source.describe()}{hint}')
     return parse_workload(obj)
 
 

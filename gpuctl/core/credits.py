@@ -192,3 +192,33 @@ def usage_from_cluster_queue(status: Mapping[str, Any], field: str = "flavorsRes
             name = str(res.get("name", ""))
             total[name] = total.get(name, 0) + int(_quantity(res.get("total", 0)))
     return total
+
+
+def kueue_resources_config() -> dict[str, Any]:
+    """Kueue's ``resources`` configuration that folds every accelerator key into ``credits.gpustack.ai/<mfr>``.
+
+    Whole cards, shares and ``.units`` become credits (strategy ``Replace``); the bare slice and partition tokens only
+    scale or mark a request and count 0; the percent, MiB and per-profile sub-keys and the visibility keys are left
+    out, so a queue that covers only credits never sees an undeclared accelerator key.
+    """
+    transformations: list[dict[str, Any]] = []
+    exclude: list[str] = ["device.gpustack.ai/"]
+
+    def replace(name: str, credits: str, factor: int, multiply_by: str | None = None) -> None:
+        t: dict[str, Any] = {"input": name, "strategy": "Replace", "outputs": {credits: str(factor)}}
+        if multiply_by:
+            t["multiplyBy"] = multiply_by
+        transformations.append(t)
+
+    for mfr in sorted(naming.MANUFACTURERS.values(), key=lambda m: m.name):
+        names = mfr.resources
+        replace(names.base, mfr.credits, M)
+        replace(names.shared, mfr.credits, SHARE)
+        replace(names.sliced_units, mfr.credits, 1, names.sliced)
+        replace(names.sliced, mfr.credits, 0)
+        exclude += [names.sliced + ".cores-", names.sliced + ".memory-"]
+        if mfr.partition_kind is not None:
+            replace(names.partitioned_units, mfr.credits, 1)
+            replace(names.partitioned, mfr.credits, 0)
+            exclude.append(f"{names.partitioned}.{mfr.partition_kind}-")
+    return {"excludeResourcePrefixes": exclude, "transformations": transformations}

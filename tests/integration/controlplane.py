@@ -32,6 +32,8 @@ from pathlib import Path
 
 import yaml
 
+from gpuctl.core.credits import kueue_resources_config
+
 from .pki import CertificateAuthority, KeyPair, service_account_keypair
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -629,6 +631,8 @@ class ControlPlane:
             "manageJobsWithoutQueueName": False,
             "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
             "featureGates": {"TopologyAwareScheduling": True, "VisibilityOnDemand": False},
+            # As deployed: every accelerator key folds into credits.gpustack.ai/<manufacturer>.
+            "resources": kueue_resources_config(),
         }
         cfg_path = self.work_dir / "kueue" / "config.yaml"
         cfg_path.write_text(yaml.safe_dump(kueue_cfg, sort_keys=False))

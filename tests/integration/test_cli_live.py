@@ -1,0 +1,140 @@
+"""The read side on the real control plane with Kueue: the same answers live and on a `gpuctl dump` of the cluster,
+and `explain` naming the gate that holds each Workload."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from typer.testing import CliRunner
+
+from gpuctl.cli.main import app
+from gpuctl.core import naming
+from gpuctl.core.units import M
+from tests.factories import card_row
+
+from .gpucluster import GpuPool, condition, new_pool, wait_for
+
+runner = CliRunner()
+
+
+def gpuctl(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def pool(api: Any, test_namespace: str) -> Iterator[GpuPool]:
+    half = [card_row(c, mode=3, allocated=M // 2, slices=1) for c in range(4)]
+    p = new_pool(api, test_namespace, ledgers={0: half, 1: half})
+    try:
+        p.submit("held-quota", {"nvidia.com/gpu": "9"})
+        p.submit("held-fit", {"nvidia.com/gpu": "2"})
+        p.submit("held-pod", {"nvidia.com/gpu": "1"})
+        wait_for("held-fit and held-pod reserve quota", lambda: all((condition(p.workload(w), "QuotaReserved") or {}).get("status") == "True" for w in ("held-fit", "held-pod")))
+        p.set_check("held-pod", "Ready", "the assigned flavor pool has enough free cards to place the request")
+        wait_for("held-pod admitted", lambda: (condition(p.workload("held-pod"), "Admitted") or {}).get("status") == "True")
+        client.CoreV1Api(api).create_namespaced_pod(
+            test_namespace,
+            {
+                "metadata": {"name": "held-pod-0", "labels": {naming.LABEL_PODSET: "main"}, "annotations": {naming.ANNOTATION_WORKLOAD: "held-pod"}},
+                "spec": {"containers": [{"name": "main", "image": "gpuctl-it/none", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            },
+        )
+        p.created.append(("pod", "held-pod-0", test_namespace))
+        yield p
+    finally:
+        p.cleanup()
+
+
+@pytest.fixture(scope="module")
+def dumped(pool: GpuPool, control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("dump")
+    code, _, err = gpuctl("dump", str(target), "--kubeconfig", str(control_plane.kubeconfig))
+    assert code == 0, err
+    assert "wrote" in err
+    return target
+
+
+def live(control_plane: Any, *args: str) -> Any:
+    code, out, err = gpuctl(*args, "--kubeconfig", str(control_plane.kubeconfig))
+    assert code in (0, 3), err
+    return json.loads(out)
+
+
+def offline(snapshot: Path, *args: str) -> Any:
+    code, out, err = gpuctl(*args, "--snapshot", str(snapshot))
+    assert code in (0, 3), err
+    return json.loads(out)
+
+
+def test_views_are_computed_from_the_live_ledger(pool: GpuPool, control_plane: Any) -> None:
+    [item] = live(control_plane, "views", pool.name, "-o", "json")["items"]
+    assert item["entrance"] == pool.entrance
+    assert item["accelerator"] == {"onceMaxRequest": 0, "remaining": 0, "capacity": 8}
+    assert item["acceleratorSliced"] == {"onceMaxRequest": 50, "remaining": 400, "capacity": 800}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("views", "-o", "json"),
+        ("views", "--by-card", "-o", "json"),
+        ("partitions", "-o", "json"),
+        ("workloads", "-A", "-o", "json"),
+        ("explain", "workload", "held-quota", "-o", "json"),
+        ("explain", "workload", "held-fit", "-o", "json"),
+        ("explain", "workload", "held-pod", "-o", "json"),
+        ("explain", "pod", "held-pod-0", "-o", "json"),
+    ],
+)
+def test_live_and_dump_give_the_same_answer(pool: GpuPool, control_plane: Any, tmp_path: Path, args: tuple[str, ...]) -> None:
+    scoped = (*args, "-n", pool.namespace) if args[0] == "explain" else args
+    # Kueue keeps writing status (requeue counts, messages): compare a live answer with a dump taken right after it,
+    # and read again if the cluster moved in between.
+    for attempt in range(3):
+        answer = live(control_plane, *scoped)
+        target = tmp_path / f"dump-{attempt}"
+        assert gpuctl("dump", str(target), "--kubeconfig", str(control_plane.kubeconfig))[0] == 0
+        if answer == offline(target, *scoped):
+            return
+    assert answer == offline(target, *scoped)
+
+
+@pytest.mark.parametrize(("workload", "gate"), [("held-quota", 2), ("held-fit", 3), ("held-pod", 4)])
+def test_explain_names_the_gate(pool: GpuPool, control_plane: Any, workload: str, gate: int) -> None:
+    data = live(control_plane, "explain", "workload", f"{pool.namespace}/{workload}", "-o", "json")
+    assert data["heldBy"] == gate, data
+    if gate == 3:
+        assert "whole cards" in data["gates"][2]["summary"] and "all 4 hold slices" in data["gates"][2]["summary"]
+
+
+def test_dump_never_writes_secrets_and_reads_back(dumped: Path) -> None:
+    names = sorted(p.name for p in dumped.iterdir())
+    assert "secrets.json" not in names and "devices.json" in names and "workloads.json" in names
+    assert not any("Secret" in p.read_text() for p in dumped.iterdir() if p.suffix == ".json" and p.name != "pods.json")
+
+
+def test_a_user_without_rights_is_told_what_is_forbidden(pool: GpuPool, control_plane: Any, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "nobody.kubeconfig"
+    control_plane.write_kubeconfig(kubeconfig, "nobody", [])
+    code, out, err = gpuctl("views", "--kubeconfig", str(kubeconfig))
+    assert code == 1 and out == ""
+    assert err.startswith("error: forbidden: cannot list instancetypes.worker.gpustack.ai") and err.count("\n") == 1
+
+
+def test_an_unreachable_cluster_is_one_line(tmp_path: Path, control_plane: Any) -> None:
+    text = Path(control_plane.kubeconfig).read_text().replace(control_plane.api_url, "https://127.0.0.1:9")
+    kubeconfig = tmp_path / "down.kubeconfig"
+    kubeconfig.write_text(text)
+    code, _, err = gpuctl("views", "--kubeconfig", str(kubeconfig), "--request-timeout", "2s")
+    assert code == 1 and err.startswith("error: cannot reach the API server at https://127.0.0.1:9") and err.count("\n") == 1
+
+
+def test_unknown_objects_suggest_close_names(pool: GpuPool, control_plane: Any) -> None:
+    code, _, err = gpuctl("explain", "workload", f"{pool.namespace}/held-fitt", "--kubeconfig", str(control_plane.kubeconfig))
+    assert code == 1 and f"did you mean {pool.namespace}/held-fit?" in err
