@@ -82,9 +82,11 @@ class GpuPool:
     def create_nodes(self) -> None:
         core = client.CoreV1Api(self.api)
         for node in self.nodes:
-            core.create_node({"metadata": {"name": node, "labels": {naming.LABEL_HOSTNAME: node, **self.node_labels()}}})
+            core.create_node(
+                {"metadata": {"name": node, "labels": {naming.LABEL_HOSTNAME: node, **self.node_labels()}}}
+            )
             resources = {
-                f"credits.gpustack.ai/nvidia": str(self.cards * M),
+                "credits.gpustack.ai/nvidia": str(self.cards * M),
                 "nvidia.com/gpu": str(self.cards),
                 "nvidia.com/gpu.shared": str(10 * self.cards),
                 "cpu": "48",
@@ -97,7 +99,16 @@ class GpuPool:
                     "status": {
                         "capacity": resources,
                         "allocatable": resources,
-                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test node", "lastHeartbeatTime": now(), "lastTransitionTime": now()}],
+                        "conditions": [
+                            {
+                                "type": "Ready",
+                                "status": "True",
+                                "reason": "KubeletReady",
+                                "message": "test node",
+                                "lastHeartbeatTime": now(),
+                                "lastTransitionTime": now(),
+                            }
+                        ],
                     }
                 },
             )
@@ -116,20 +127,35 @@ class GpuPool:
                 raise
         self.objs.patch_cluster_custom_object_status(WORKER, WV, "devices", node, {"status": status})
 
-    def create_pool_objects(self, nominal_cards: int) -> None:
+    def create_pool_objects(self, nominal_cards: int, *, check: bool = True) -> None:
         it = instancetype(self.name, group_id=self.group_id)
         status = it.pop("status")
         self.objs.create_cluster_custom_object(WORKER, WV, "instancetypes", it)
         self.objs.patch_cluster_custom_object_status(WORKER, WV, "instancetypes", self.name, {"status": status})
         self.created.append(("instancetypes", self.name, None))
-        self.objs.create_cluster_custom_object(KUEUE, KV, "topologies", {"apiVersion": f"{KUEUE}/{KV}", "kind": "Topology", "metadata": {"name": self.topology}, "spec": {"levels": [{"nodeLabel": naming.LABEL_HOSTNAME}]}})
+        self.objs.create_cluster_custom_object(
+            KUEUE,
+            KV,
+            "topologies",
+            {
+                "apiVersion": f"{KUEUE}/{KV}",
+                "kind": "Topology",
+                "metadata": {"name": self.topology},
+                "spec": {"levels": [{"nodeLabel": naming.LABEL_HOSTNAME}]},
+            },
+        )
         self.created.append(("topologies", self.topology, None))
         flavor_labels = {k: v for k, v in self.node_labels().items()}
         self.objs.create_cluster_custom_object(
             KUEUE,
             KV,
             "resourceflavors",
-            {"apiVersion": f"{KUEUE}/{KV}", "kind": "ResourceFlavor", "metadata": {"name": self.flavor, "labels": {naming.LABEL_RESOURCE_TYPE: "nodes"}}, "spec": {"nodeLabels": flavor_labels, "topologyName": self.topology}},
+            {
+                "apiVersion": f"{KUEUE}/{KV}",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": self.flavor, "labels": {naming.LABEL_RESOURCE_TYPE: "nodes"}},
+                "spec": {"nodeLabels": flavor_labels, "topologyName": self.topology},
+            },
         )
         self.created.append(("resourceflavors", self.flavor, None))
         ensure_active_check(self.api)
@@ -140,21 +166,58 @@ class GpuPool:
             {
                 "apiVersion": f"{KUEUE}/{KV}",
                 "kind": "ClusterQueue",
-                "metadata": {"name": self.name, "labels": {naming.LABEL_RESOURCE_TYPE: naming.RESOURCE_TYPE_INSTANCETYPES}},
+                "metadata": {
+                    "name": self.name,
+                    "labels": {naming.LABEL_RESOURCE_TYPE: naming.RESOURCE_TYPE_INSTANCETYPES},
+                },
                 "spec": {
                     "namespaceSelector": {},
                     "stopPolicy": "None",
-                    "resourceGroups": [{"coveredResources": ["credits.gpustack.ai/nvidia"], "flavors": [{"name": self.flavor, "resources": [{"name": "credits.gpustack.ai/nvidia", "nominalQuota": str(nominal_cards * M)}]}]}],
-                    "admissionChecksStrategy": {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK}]},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["credits.gpustack.ai/nvidia"],
+                            "flavors": [
+                                {
+                                    "name": self.flavor,
+                                    "resources": [
+                                        {"name": "credits.gpustack.ai/nvidia", "nominalQuota": str(nominal_cards * M)}
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                    **(
+                        {"admissionChecksStrategy": {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK}]}}
+                        if check
+                        else {}
+                    ),
                 },
             },
         )
         self.created.append(("clusterqueues", self.name, None))
         self.objs.create_namespaced_custom_object(
-            KUEUE, KV, self.namespace, "localqueues", {"apiVersion": f"{KUEUE}/{KV}", "kind": "LocalQueue", "metadata": {"name": self.entrance, "annotations": {naming.ANNOTATION_QUEUE: self.name}}, "spec": {"clusterQueue": self.name}}
+            KUEUE,
+            KV,
+            self.namespace,
+            "localqueues",
+            {
+                "apiVersion": f"{KUEUE}/{KV}",
+                "kind": "LocalQueue",
+                "metadata": {"name": self.entrance, "annotations": {naming.ANNOTATION_QUEUE: self.name}},
+                "spec": {"clusterQueue": self.name},
+            },
         )
         self.created.append(("localqueues", self.entrance, self.namespace))
-        wait_for(f"ClusterQueue {self.name} Active", lambda: (condition(self.objs.get_cluster_custom_object(KUEUE, KV, "clusterqueues", self.name), "Active") or {}).get("status") == "True")
+        wait_for(
+            f"ClusterQueue {self.name} Active",
+            lambda: (
+                (
+                    condition(self.objs.get_cluster_custom_object(KUEUE, KV, "clusterqueues", self.name), "Active")
+                    or {}
+                ).get("status")
+                == "True"
+            ),
+        )
 
     def submit(self, name: str, limits: dict[str, str], *, count: int = 1) -> str:
         """A Workload in the pool's queue, as Kueue's pod-group integration would create it (TAS at hostname)."""
@@ -175,7 +238,18 @@ class GpuPool:
                             "name": "main",
                             "count": count,
                             "topologyRequest": {"required": naming.LABEL_HOSTNAME},
-                            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "gpuctl-it/none", "resources": {"requests": requests, "limits": requests}}]}},
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [
+                                        {
+                                            "name": "main",
+                                            "image": "gpuctl-it/none",
+                                            "resources": {"requests": requests, "limits": requests},
+                                        }
+                                    ],
+                                }
+                            },
                         }
                     ],
                 },
@@ -190,7 +264,42 @@ class GpuPool:
 
     def set_check(self, name: str, state: str, message: str) -> None:
         self.objs.patch_namespaced_custom_object_status(
-            KUEUE, KV, self.namespace, "workloads", name, {"status": {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK, "state": state, "message": message, "lastTransitionTime": now()}]}}
+            KUEUE,
+            KV,
+            self.namespace,
+            "workloads",
+            name,
+            {
+                "status": {
+                    "admissionChecks": [
+                        {
+                            "name": naming.NODE_DEVICES_CHECK,
+                            "state": state,
+                            "message": message,
+                            "lastTransitionTime": now(),
+                        }
+                    ]
+                }
+            },
+        )
+
+    def instance(self, name: str, *, phase: str = "Running", stop: bool = False) -> None:
+        """An Instance of this pool's type, with a phase written through the status subresource."""
+        obj = {
+            "apiVersion": f"{WORKER}/{WV}",
+            "kind": "Instance",
+            "metadata": {"name": name, "labels": {"gpuctl.test/pool": self.name}},
+            "spec": {
+                "type": self.name,
+                "image": "gpuctl-it/none",
+                "stop": stop,
+                "volume": {"ephemeral": {"capacity": "10Gi"}},
+            },
+        }
+        self.objs.create_namespaced_custom_object(WORKER, WV, self.namespace, "instances", obj)
+        self.created.append(("instances", name, self.namespace))
+        self.objs.patch_namespaced_custom_object_status(
+            WORKER, WV, self.namespace, "instances", name, {"status": {"phase": phase}}
         )
 
     def cleanup(self) -> None:
@@ -201,8 +310,12 @@ class GpuPool:
                     core.delete_node(name)
                 elif kind == "pod":
                     core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+                elif kind == "job":
+                    client.BatchV1Api(self.api).delete_namespaced_job(name, ns, propagation_policy="Background")
                 elif kind in ("devices", "instancetypes"):
                     self.objs.delete_cluster_custom_object(WORKER, WV, kind, name)
+                elif kind == "instances":
+                    self.objs.delete_namespaced_custom_object(WORKER, WV, ns, kind, name)
                 elif ns:
                     self.objs.delete_namespaced_custom_object(KUEUE, KV, ns, kind, name)
                 else:
@@ -212,16 +325,51 @@ class GpuPool:
 def ensure_active_check(api: Any) -> None:
     objs = client.CustomObjectsApi(api)
     try:
-        objs.create_cluster_custom_object(KUEUE, KV, "admissionchecks", {"apiVersion": f"{KUEUE}/{KV}", "kind": "AdmissionCheck", "metadata": {"name": naming.NODE_DEVICES_CHECK}, "spec": {"controllerName": naming.NODE_DEVICES_CONTROLLER}})
+        objs.create_cluster_custom_object(
+            KUEUE,
+            KV,
+            "admissionchecks",
+            {
+                "apiVersion": f"{KUEUE}/{KV}",
+                "kind": "AdmissionCheck",
+                "metadata": {"name": naming.NODE_DEVICES_CHECK},
+                "spec": {"controllerName": naming.NODE_DEVICES_CONTROLLER},
+            },
+        )
     except ApiException as exc:
         if exc.status != 409:
             raise
     objs.patch_cluster_custom_object_status(
-        KUEUE, KV, "admissionchecks", naming.NODE_DEVICES_CHECK, {"status": {"conditions": [{"type": "Active", "status": "True", "reason": "Ready", "message": "the node-devices admission check controller is running", "lastTransitionTime": now()}]}}
+        KUEUE,
+        KV,
+        "admissionchecks",
+        naming.NODE_DEVICES_CHECK,
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Active",
+                        "status": "True",
+                        "reason": "Ready",
+                        "message": "the node-devices admission check controller is running",
+                        "lastTransitionTime": now(),
+                    }
+                ]
+            }
+        },
     )
 
 
-def new_pool(api: Any, namespace: str, *, nodes: int = 2, cards: int = 4, nominal_cards: int = 8, ledgers: dict[int, list[dict[str, Any]]] | None = None) -> GpuPool:
+def new_pool(
+    api: Any,
+    namespace: str,
+    *,
+    nodes: int = 2,
+    cards: int = 4,
+    nominal_cards: int = 8,
+    ledgers: dict[int, list[dict[str, Any]]] | None = None,
+    check: bool = True,
+) -> GpuPool:
     suffix = uuid.uuid4().hex[:5]
     pool = GpuPool(api, namespace, f"a10g-{suffix}", [f"gpu-{suffix}-{i}" for i in range(nodes)], cards)
     pool.name = f"gpustack--{pool.accelerator_key}-linux-amd64"
@@ -230,5 +378,5 @@ def new_pool(api: Any, namespace: str, *, nodes: int = 2, cards: int = 4, nomina
     pool.create_nodes()
     for i, node in enumerate(pool.nodes):
         pool.write_ledger(node, (ledgers or {}).get(i, [card_row(c) for c in range(cards)]))
-    pool.create_pool_objects(nominal_cards)
+    pool.create_pool_objects(nominal_cards, check=check)
     return pool

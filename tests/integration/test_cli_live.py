@@ -35,14 +35,30 @@ def pool(api: Any, test_namespace: str) -> Iterator[GpuPool]:
         p.submit("held-quota", {"nvidia.com/gpu": "9"})
         p.submit("held-fit", {"nvidia.com/gpu": "2"})
         p.submit("held-pod", {"nvidia.com/gpu": "1"})
-        wait_for("held-fit and held-pod reserve quota", lambda: all((condition(p.workload(w), "QuotaReserved") or {}).get("status") == "True" for w in ("held-fit", "held-pod")))
+        wait_for(
+            "held-fit and held-pod reserve quota",
+            lambda: all(
+                (condition(p.workload(w), "QuotaReserved") or {}).get("status") == "True"
+                for w in ("held-fit", "held-pod")
+            ),
+        )
         p.set_check("held-pod", "Ready", "the assigned flavor pool has enough free cards to place the request")
-        wait_for("held-pod admitted", lambda: (condition(p.workload("held-pod"), "Admitted") or {}).get("status") == "True")
+        wait_for(
+            "held-pod admitted", lambda: (condition(p.workload("held-pod"), "Admitted") or {}).get("status") == "True"
+        )
         client.CoreV1Api(api).create_namespaced_pod(
             test_namespace,
             {
-                "metadata": {"name": "held-pod-0", "labels": {naming.LABEL_PODSET: "main"}, "annotations": {naming.ANNOTATION_WORKLOAD: "held-pod"}},
-                "spec": {"containers": [{"name": "main", "image": "gpuctl-it/none", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+                "metadata": {
+                    "name": "held-pod-0",
+                    "labels": {naming.LABEL_PODSET: "main"},
+                    "annotations": {naming.ANNOTATION_WORKLOAD: "held-pod"},
+                },
+                "spec": {
+                    "containers": [
+                        {"name": "main", "image": "gpuctl-it/none", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                    ]
+                },
             },
         )
         p.created.append(("pod", "held-pod-0", test_namespace))
@@ -92,7 +108,9 @@ def test_views_are_computed_from_the_live_ledger(pool: GpuPool, control_plane: A
         ("explain", "pod", "held-pod-0", "-o", "json"),
     ],
 )
-def test_live_and_dump_give_the_same_answer(pool: GpuPool, control_plane: Any, tmp_path: Path, args: tuple[str, ...]) -> None:
+def test_live_and_dump_give_the_same_answer(
+    pool: GpuPool, control_plane: Any, tmp_path: Path, args: tuple[str, ...]
+) -> None:
     scoped = (*args, "-n", pool.namespace) if args[0] == "explain" else args
     # Kueue keeps writing status (requeue counts, messages): compare a live answer with a dump taken right after it,
     # and read again if the cluster moved in between.
@@ -132,9 +150,15 @@ def test_an_unreachable_cluster_is_one_line(tmp_path: Path, control_plane: Any) 
     kubeconfig = tmp_path / "down.kubeconfig"
     kubeconfig.write_text(text)
     code, _, err = gpuctl("views", "--kubeconfig", str(kubeconfig), "--request-timeout", "2s")
-    assert code == 1 and err.startswith("error: cannot reach the API server at https://127.0.0.1:9") and err.count("\n") == 1
+    assert (
+        code == 1
+        and err.startswith("error: cannot reach the API server at https://127.0.0.1:9")
+        and err.count("\n") == 1
+    )
 
 
 def test_unknown_objects_suggest_close_names(pool: GpuPool, control_plane: Any) -> None:
-    code, _, err = gpuctl("explain", "workload", f"{pool.namespace}/held-fitt", "--kubeconfig", str(control_plane.kubeconfig))
+    code, _, err = gpuctl(
+        "explain", "workload", f"{pool.namespace}/held-fitt", "--kubeconfig", str(control_plane.kubeconfig)
+    )
     assert code == 1 and f"did you mean {pool.namespace}/held-fit?" in err

@@ -1,0 +1,204 @@
+"""The write side on the real control plane with Kueue: objects really change (or, with --dry-run=server, really do
+not), conflicts are retried, bulk stops report per object, and a drain evicts and ends Inactive."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpuctl.cli.main import app
+from gpuctl.cluster import kinds
+from gpuctl.cluster.live import Connection, LiveSource
+from gpuctl.cluster.writer import DryRun, Result, apply_plan
+from gpuctl.core.lifecycle import plan_hold
+
+from .gpucluster import WORKER, WV, GpuPool, condition, new_pool, wait_for
+
+runner = CliRunner()
+
+
+def gpuctl(control_plane: Any, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, [*args, "--kubeconfig", str(control_plane.kubeconfig)], input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def pool(api: Any, test_namespace: str) -> Iterator[GpuPool]:
+    p = new_pool(api, test_namespace, check=False)
+    try:
+        yield p
+    finally:
+        p.cleanup()
+
+
+def instancetype_obj(pool: GpuPool) -> dict[str, Any]:
+    result: dict[str, Any] = pool.objs.get_cluster_custom_object(WORKER, WV, "instancetypes", pool.name)
+    return result
+
+
+def cluster_queue(pool: GpuPool) -> dict[str, Any]:
+    result: dict[str, Any] = pool.objs.get_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "clusterqueues", pool.name
+    )
+    return result
+
+
+def test_hold_dry_run_server_changes_nothing_then_hold_changes_and_rerun_is_unchanged(
+    pool: GpuPool, control_plane: Any
+) -> None:
+    code, out, _ = gpuctl(control_plane, "hold", pool.name, "--dry-run", "server")
+    assert code == 0 and "would change" in out and "server dry run" in out
+    assert not (instancetype_obj(pool)["spec"].get("inactive"))
+    code, out, _ = gpuctl(control_plane, "hold", pool.name)
+    assert code == 0 and f"instancetype/{pool.name} changed" in out
+    assert instancetype_obj(pool)["spec"]["inactive"] is True
+    code, out, _ = gpuctl(control_plane, "hold", pool.name)
+    assert code == 0 and "unchanged" in out and "nothing to change" in out
+    code, out, _ = gpuctl(control_plane, "instancetype", "activate", pool.name)
+    assert code == 0 and instancetype_obj(pool)["spec"]["inactive"] is False
+
+
+def test_a_concurrent_patch_is_retried(pool: GpuPool, control_plane: Any) -> None:
+    source = LiveSource(Connection(str(control_plane.kubeconfig)))
+    raced = {"done": False}
+
+    def plan_racing(obj: dict[str, Any]) -> Any:
+        if not raced["done"]:  # someone else writes between our read and our patch
+            pool.objs.patch_cluster_custom_object(
+                WORKER, WV, "instancetypes", pool.name, {"spec": {"description": "touched by another writer"}}
+            )
+            raced["done"] = True
+        return plan_hold(obj)
+
+    conflicts: list[int] = []
+    outcome = apply_plan(
+        source, kinds.INSTANCETYPE, pool.name, None, plan_racing, DryRun.NONE, on_conflict=conflicts.append
+    )
+    assert outcome.result is Result.CHANGED and outcome.attempts == 2 and conflicts == [1]
+    stored = instancetype_obj(pool)["spec"]
+    assert stored["inactive"] is True and stored["description"] == "touched by another writer"  # nothing lost
+    assert gpuctl(control_plane, "resume", pool.name)[0] == 0
+
+
+def test_a_frozen_field_is_refused_before_the_server(pool: GpuPool, control_plane: Any, tmp_path: Path) -> None:
+    changed = instancetype_obj(pool)
+    changed["spec"]["unitResources"]["cpu"] = "16"
+    path = tmp_path / "it.yaml"
+    path.write_text(yaml.safe_dump({k: changed[k] for k in ("apiVersion", "kind", "metadata", "spec")}))
+    code, _, err = gpuctl(control_plane, "instancetype", "apply", "-f", str(path))
+    assert code == 2
+    assert "spec: Forbidden: is immutable except displayName, description and inactive" in err
+    assert "create a new InstanceType and move the instances" in err
+    assert instancetype_obj(pool)["spec"]["unitResources"]["cpu"] == "8"
+
+
+def test_rename_and_describe(pool: GpuPool, control_plane: Any) -> None:
+    assert gpuctl(control_plane, "instancetype", "rename", pool.name, "A10G pool")[0] == 0
+    assert instancetype_obj(pool)["spec"]["displayName"] == "A10G pool"
+    code, out, _ = gpuctl(control_plane, "instancetype", "describe", pool.name)
+    assert (
+        code == 0 and "displayName:       A10G pool" in out and f"ClusterQueue:    {pool.name} (stopPolicy None" in out
+    )
+
+
+def test_create_and_delete_an_instancetype(control_plane: Any) -> None:
+    name = "it-cpu-created"
+    code, out, err = gpuctl(control_plane, "instancetype", "create", name, "--cpu-only", "--unit-ram", "2Gi")
+    assert code == 0, err
+    code, _, err = gpuctl(control_plane, "instancetype", "create", name, "--cpu-only", "--unit-ram", "2Gi")
+    assert code == 2 and "already exists" in err
+    code, out, _ = gpuctl(control_plane, "instancetype", "list", "-o", "name")
+    assert f"instancetype/{name}" in out.split()
+    code, out, _ = gpuctl(control_plane, "instancetype", "delete", name, "--wait", "--timeout", "30")
+    assert code == 0 and f"instancetype/{name} deleted" in out
+    code, out, _ = gpuctl(control_plane, "instancetype", "delete", name)
+    assert code == 0 and "nothing to delete" in out
+
+
+def test_bulk_stop_reports_per_object(pool: GpuPool, control_plane: Any) -> None:
+    pool.instance("inst-running", phase="Running")
+    pool.instance("inst-starting", phase="Starting")
+    pool.instance("inst-stopped", phase="Stopped", stop=True)
+    args = ("instance", "stop", "--instancetype", pool.name, "-n", pool.namespace)
+    code, _, err = gpuctl(control_plane, *args)
+    assert code == 2 and "pass --yes" in err  # bulk, not on a terminal
+    code, out, _ = gpuctl(control_plane, *args, "--yes", "--dry-run", "server", "-o", "json")
+    results = {i["object"].rsplit("/", 1)[1]: i["result"] for i in json.loads(out)["items"]}
+    assert results == {"inst-running": "would change", "inst-starting": "failed", "inst-stopped": "unchanged"}
+    stored = pool.objs.get_namespaced_custom_object(WORKER, WV, pool.namespace, "instances", "inst-running")
+    assert stored["spec"]["stop"] is False  # a server dry run stores nothing
+    code, out, err = gpuctl(control_plane, *args, "--yes")
+    assert code == 1 and "1 of 3 failed" in err
+    assert "inst-starting failed: cannot stop starting instance" in out
+    assert (
+        pool.objs.get_namespaced_custom_object(WORKER, WV, pool.namespace, "instances", "inst-running")["spec"]["stop"]
+        is True
+    )
+    code, out, _ = gpuctl(control_plane, "instance", "start", "inst-running", "-n", pool.namespace)
+    assert code == 1 and "can only start stopped instance" in out
+    code, out, _ = gpuctl(
+        control_plane, "instance", "list", "-n", pool.namespace, "--instancetype", pool.name, "-o", "name"
+    )
+    assert sorted(out.split()) == ["instance/inst-running", "instance/inst-starting", "instance/inst-stopped"]
+
+
+def test_drain_evicts_then_resume_admits_again(api: Any, test_namespace: str, control_plane: Any) -> None:
+    from kubernetes import client
+
+    from gpuctl.core import naming
+
+    pool = new_pool(api, test_namespace, check=False)
+    try:
+        job = f"drain-me-{pool.group_id}"
+        client.BatchV1Api(api).create_namespaced_job(
+            test_namespace,
+            {
+                "metadata": {"name": job, "labels": {naming.LABEL_QUEUE_NAME: pool.entrance}},
+                "spec": {
+                    "suspend": True,
+                    "template": {
+                        "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": naming.LABEL_HOSTNAME}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": "gpuctl-it/none",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                                }
+                            ],
+                        },
+                    },
+                },
+            },
+        )
+        pool.created.append(("job", job, test_namespace))
+
+        def admitted() -> bool:
+            wls = pool.objs.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", test_namespace, "workloads")[
+                "items"
+            ]
+            mine = [w for w in wls if any(o.get("name") == job for o in w["metadata"].get("ownerReferences") or [])]
+            return bool(mine) and (condition(mine[0], "Admitted") or {}).get("status") == "True"
+
+        wait_for("the Job's Workload admitted", admitted)
+        code, out, err = gpuctl(control_plane, "drain", pool.name, "--wait", "--timeout", "60")
+        assert code == 0, err
+        assert "spec.stopPolicy=HoldAndDrain" in out and f"instancetype/{pool.name} phase Inactive" in out
+        assert cluster_queue(pool)["spec"]["stopPolicy"] == "HoldAndDrain"
+        assert not admitted()
+        assert client.BatchV1Api(api).read_namespaced_job(job, test_namespace).spec.suspend is True
+        code, out, _ = gpuctl(control_plane, "drain", pool.name)
+        assert "already draining" in out
+        code, out, err = gpuctl(control_plane, "resume", pool.name)
+        assert code == 0, err
+        assert f"instancetype/{pool.name} phase Active" in out
+        wait_for("the Job's Workload admitted again", admitted, timeout=60)
+    finally:
+        pool.cleanup()
