@@ -161,8 +161,10 @@ def _server_dry_run(source: Any, kind: WebhookKind, obj: dict[str, Any]) -> dict
         stored = source.create(k, body, namespace=namespace, dry_run=True)
     except SourceError as exc:
         text = str(exc)
-        if "denied the request" in text or "the API server refused" in text:
-            return _result(False, text.split("refused the create: ", 1)[-1], [], [], None)
+        if "denied the request: " in text:
+            return _result(False, text.split("denied the request: ", 1)[1], [], [], None)
+        if "the API server refused the create: " in text:
+            return _result(False, text.split("the API server refused the create: ", 1)[1], [], [], None)
         raise
     patch = [op for op in json_patch(obj, stored) if not op["path"].startswith(SERVER_NOISE)]
     return _result(True, None, [], patch, stored)
@@ -179,6 +181,24 @@ def _resolve(pointer: str, obj: Any) -> tuple[bool, Any]:
         else:
             return False, None
     return True, current
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equal, or the same Kubernetes quantity (the API server stores ``800000`` as ``800k``)."""
+    if a == b:
+        return True
+    if isinstance(a, str) and isinstance(b, str):
+        from gpuctl.core.units import QuantityError, parse_quantity
+
+        try:
+            return parse_quantity(a) == parse_quantity(b)
+        except QuantityError:
+            return False
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
+    return False
 
 
 def compare(local: dict[str, Any], server: dict[str, Any]) -> list[str]:
@@ -204,7 +224,7 @@ def compare(local: dict[str, Any], server: dict[str, Any]) -> list[str]:
                 out.append(f"{op['path']}: removed here, kept on the cluster")
         elif not found:
             out.append(f"{op['path']}: set here to {op.get('value')!r}, absent on the cluster")
-        elif value != op.get("value"):
+        elif not _same_value(value, op.get("value")):
             out.append(f"{op['path']}: {op.get('value')!r} here, {value!r} on the cluster")
     return out
 

@@ -235,10 +235,17 @@ class LiveSource:
         patch_type: str = "application/merge-patch+json",
         subresource: str | None = None,
         dry_run: bool = False,
+        field_manager: str | None = None,
+        force: bool = False,
     ) -> dict[str, Any]:
-        """Patch one object; a JSON patch may carry a ``test`` of ``/metadata/resourceVersion`` as a precondition."""
+        """Patch one object. A merge patch carrying ``metadata.resourceVersion`` is refused with a conflict when the
+        object moved; a server-side apply patch names its ``field_manager``."""
         _, path = next(self._paths(kind, namespace))
         query = [("dryRun", "All")] if dry_run else []
+        if field_manager:
+            query.append(("fieldManager", field_manager))
+        if force:
+            query.append(("force", "true"))
         url = f"{path}/{name}" + (f"/{subresource}" if subresource else "")
         result: dict[str, Any] = self._request(
             "PATCH", url, query=query, body=body, content_type=patch_type, kind=kind, name=name

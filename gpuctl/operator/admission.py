@@ -19,7 +19,7 @@ from gpuctl.core.webhooks import WebhookContext
 class ContextProvider(Protocol):
     """Where the webhooks' context comes from: the operator's cache, or fixed records in tests."""
 
-    def webhook_context(self, namespace: str) -> WebhookContext: ...
+    def webhook_context(self, namespace: str, obj: Any = None) -> WebhookContext: ...
 
 
 Rule = Callable[[str, JSON, JSON | None, WebhookContext], Admission]
@@ -197,7 +197,7 @@ def answer(webhook: Webhook, body: bytes, contexts: ContextProvider) -> Answer:
         if not isinstance(obj, dict):
             allowed = not webhook.fail_closed
             return Answer(_review(uid, allowed, None if allowed else "request.object is not an object"), allowed, False)
-        ctx = contexts.webhook_context(namespace)
+        ctx = contexts.webhook_context(namespace, obj)
         result = webhook.rule(operation, obj, old if isinstance(old, dict) else None, ctx)
         patch = json_patch(obj, result.mutated) if webhook.mutating and result.allowed else []
         return Answer(_review(uid, result.allowed, result.message, patch, result.warnings), result.allowed, bool(patch))

@@ -129,3 +129,26 @@ def test_no_traceback_for_a_malformed_snapshot(tmp_path: Path) -> None:
     for args in (["views"], ["partitions"], ["workloads", "-A"], ["explain", "workload", "a/b"]):
         code, _, err = run(*args, "--snapshot", str(tmp_path))
         assert code == 1 and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_deploy_manifests_are_fresh(tmp_path: Path) -> None:
+    import shutil
+
+    from gpuctl.operator.manifests import write
+
+    shutil.copytree(ROOT / "deploy" / "crds", tmp_path / "crds")
+    for path in write(tmp_path):
+        committed = ROOT / "deploy" / path.relative_to(tmp_path)
+        assert committed.read_text() == path.read_text(), f"{committed} is stale: run python -m gpuctl.operator.manifests deploy"
+
+
+def test_every_served_webhook_is_registered() -> None:
+    import yaml
+
+    from gpuctl.operator.admission import WEBHOOKS
+
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "base" / "webhooks.yaml").read_text()))
+    registered = {h["name"]: h["clientConfig"]["service"]["path"] for d in docs for h in d["webhooks"]}
+    assert registered == {w.name: w.path for w in WEBHOOKS}
+    assert docs[0]["metadata"]["name"] < "kueue-mutating-webhook-configuration"
+    assert all(h["sideEffects"] == "None" for d in docs for h in d["webhooks"])

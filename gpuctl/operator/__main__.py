@@ -1,0 +1,3 @@
+from gpuctl.operator.main import main
+
+main()

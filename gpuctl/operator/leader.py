@@ -1,0 +1,88 @@
+"""Leader election on a coordination.k8s.io Lease, so two replicas never run the controllers at once.
+
+Both replicas serve webhooks; only the holder of the Lease writes from its controllers.
+"""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import uuid
+
+from gpuctl.cluster.errors import SourceError
+from gpuctl.cluster.kinds import Kind
+from gpuctl.cluster.live import ConflictError, LiveSource
+
+LEASE = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _stamp(t: datetime.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(text: str | None) -> datetime.datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return None
+
+
+class LeaderElector:
+    def __init__(
+        self, source: LiveSource, namespace: str, name: str = "gpuctl-operator", lease_seconds: int = 15
+    ) -> None:
+        self.source = source
+        self.namespace = namespace
+        self.name = name
+        self.lease_seconds = lease_seconds
+        self.identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+
+    def try_acquire(self) -> bool:
+        """Take or renew the Lease; True while this replica holds it."""
+        now = _now()
+        try:
+            lease = self.source.get(LEASE, self.name, self.namespace)
+        except SourceError:
+            return False
+        spec_new = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.lease_seconds,
+            "renewTime": _stamp(now),
+        }
+        try:
+            if lease is None:
+                self.source.create(
+                    LEASE,
+                    {
+                        "apiVersion": "coordination.k8s.io/v1",
+                        "kind": "Lease",
+                        "metadata": {"name": self.name, "namespace": self.namespace},
+                        "spec": {**spec_new, "acquireTime": _stamp(now)},
+                    },
+                    namespace=self.namespace,
+                )
+                return True
+            spec = lease.get("spec") or {}
+            holder = spec.get("holderIdentity")
+            renewed = _parse(spec.get("renewTime"))
+            expired = renewed is None or (now - renewed).total_seconds() > int(
+                spec.get("leaseDurationSeconds") or self.lease_seconds
+            )
+            if holder != self.identity and not expired:
+                return False
+            patch = {
+                "metadata": {"resourceVersion": lease["metadata"]["resourceVersion"]},
+                "spec": spec_new if holder == self.identity else {**spec_new, "acquireTime": _stamp(now)},
+            }
+            self.source.patch(LEASE, self.name, patch, namespace=self.namespace)
+            return True
+        except ConflictError:
+            return False
+        except SourceError:
+            return False

@@ -1,0 +1,297 @@
+"""The operator's Kubernetes manifests, generated from the webhook registry so the served paths and the registered
+ones cannot drift apart.
+
+    python -m gpuctl.operator.manifests deploy/   # writes deploy/base/*.yaml (a kustomize base) and deploy/rbac/
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpuctl import __version__
+from gpuctl.core import naming
+from gpuctl.operator.admission import WEBHOOKS, Webhook
+
+NAMESPACE = "gpuctl-system"
+NAME = "gpuctl-operator"
+MUTATING = (
+    "gpustack-worker-mutation"  # sorts before kueue-mutating-webhook-configuration: units fold before Kueue hashes
+)
+VALIDATING = "gpustack-worker-validation"
+IMAGE = f"gpuctl-operator:{__version__}"
+KVCACHE_INJECT = "kvcache.gpustack.ai/inject"
+
+_RULES = {
+    "pods": {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"},
+    "workloads": {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "apiVersions": ["v1beta2", "v1beta1"],
+        "resources": ["workloads"],
+        "scope": "Namespaced",
+    },
+    "instancetypes": {
+        "apiGroups": ["worker.gpustack.ai"],
+        "apiVersions": ["v1alpha1"],
+        "resources": ["instancetypes"],
+        "scope": "Cluster",
+    },
+    "instances": {
+        "apiGroups": ["worker.gpustack.ai"],
+        "apiVersions": ["v1alpha1"],
+        "resources": ["instances"],
+        "scope": "Namespaced",
+    },
+}
+
+
+def _selectors(w: Webhook) -> dict[str, Any]:
+    if w.name.startswith("pod-accelerators"):
+        return {"objectSelector": {"matchExpressions": [{"key": naming.LABEL_QUEUE_NAME, "operator": "Exists"}]}}
+    if w.name.startswith("pod-kvcache"):
+        return {"objectSelector": {"matchExpressions": [{"key": KVCACHE_INJECT, "operator": "Exists"}]}}
+    if w.name.startswith("workload-fit"):
+        return {
+            "matchConditions": [
+                {
+                    "name": "gpustack-queue",
+                    "expression": f"has(object.spec.queueName) && object.spec.queueName.startsWith('{naming.ENTRANCE_PREFIX}')",
+                }
+            ]
+        }
+    return {}
+
+
+def webhook_entry(w: Webhook, client_config: dict[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": w.name,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail" if w.fail_closed else "Ignore",
+        "timeoutSeconds": 10,
+        "clientConfig": client_config,
+        "rules": [{"operations": list(w.operations), **_RULES[w.resource]}],
+        **_selectors(w),
+    }
+    if w.mutating:
+        entry["reinvocationPolicy"] = "IfNeeded"
+    return entry
+
+
+def webhook_configurations(*, ca_bundle: str = "", url: str | None = None) -> list[dict[str, Any]]:
+    """The mutating and validating configurations: by ``url`` (out of cluster) or by the operator's Service."""
+
+    def client_config(w: Webhook) -> dict[str, Any]:
+        cfg: dict[str, Any] = (
+            {"url": f"{url}{w.path}"}
+            if url
+            else {"service": {"name": NAME, "namespace": NAMESPACE, "path": w.path, "port": 443}}
+        )
+        if ca_bundle:
+            cfg["caBundle"] = ca_bundle
+        return cfg
+
+    mutating = [webhook_entry(w, client_config(w)) for w in WEBHOOKS if w.mutating]
+    validating = [webhook_entry(w, client_config(w)) for w in WEBHOOKS if not w.mutating]
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": MUTATING},
+            "webhooks": mutating,
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": VALIDATING},
+            "webhooks": validating,
+        },
+    ]
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str, Any]:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs}
+
+
+READ = ["get", "list", "watch"]
+
+
+def operator_role() -> dict[str, Any]:
+    """Exactly what the operator reads and writes."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": NAME},
+        "rules": [
+            _rule([""], ["nodes"], [*READ, "patch"]),
+            _rule([""], ["pods"], READ),
+            _rule(["worker.gpustack.ai"], ["devices"], READ),
+            _rule(["worker.gpustack.ai"], ["instancetypes"], READ),
+            _rule(["worker.gpustack.ai"], ["instancetypes/status"], ["patch"]),
+            _rule(["worker.gpustack.ai"], ["instances"], [*READ, "patch"]),
+            _rule(["kueue.x-k8s.io"], ["workloads", "clusterqueues", "localqueues", "resourceflavors"], READ),
+            _rule(["kueue.x-k8s.io"], ["workloads/status"], ["patch"]),
+            _rule(["kueue.x-k8s.io"], ["admissionchecks"], [*READ, "create"]),
+            _rule(["kueue.x-k8s.io"], ["admissionchecks/status"], ["patch"]),
+            _rule(["kvcache.gpustack.ai"], ["kvcachepoolbindings", "kvcachepools", "kvcachebackends"], READ),
+        ],
+    }
+
+
+def cli_roles() -> list[dict[str, Any]]:
+    """A view-only role for the read commands and an admin role for the write commands."""
+    view = [
+        _rule([""], ["nodes", "pods"], READ),
+        _rule(["worker.gpustack.ai"], ["devices", "instancetypes", "instances"], READ),
+        _rule(
+            ["kueue.x-k8s.io"],
+            ["workloads", "clusterqueues", "localqueues", "resourceflavors", "admissionchecks", "topologies"],
+            READ,
+        ),
+        _rule(["kvcache.gpustack.ai"], ["kvcachepoolbindings", "kvcachepools", "kvcachebackends"], READ),
+    ]
+    admin = [
+        *view,
+        _rule(["worker.gpustack.ai"], ["instancetypes"], ["create", "patch", "delete"]),
+        _rule(["worker.gpustack.ai"], ["instances"], ["patch"]),
+        _rule(["kueue.x-k8s.io"], ["clusterqueues"], ["patch"]),
+        _rule([""], ["pods"], ["create"]),
+        _rule(["kueue.x-k8s.io"], ["workloads"], ["create"]),
+    ]
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "gpuctl-view"},
+            "rules": view,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "gpuctl-admin"},
+            "rules": admin,
+        },
+    ]
+
+
+def deployment() -> list[dict[str, Any]]:
+    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/version": __version__}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": NAMESPACE}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": NAME},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": f"{NAME}-leader", "namespace": NAMESPACE},
+            "rules": [_rule(["coordination.k8s.io"], ["leases"], ["get", "create", "patch"])],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": f"{NAME}-leader", "namespace": NAMESPACE},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{NAME}-leader"},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": NAME,
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "containers": [
+                            {
+                                "name": "operator",
+                                "image": IMAGE,
+                                "args": [
+                                    "--tls-cert=/tls/tls.crt",
+                                    "--tls-key=/tls/tls.key",
+                                    "--leader-elect",
+                                    f"--namespace={NAMESPACE}",
+                                ],
+                                "ports": [{"name": "https", "containerPort": 9443}],
+                                "readinessProbe": {"httpGet": {"path": "/readyz", "port": 9443, "scheme": "HTTPS"}},
+                                "livenessProbe": {"httpGet": {"path": "/healthz", "port": 9443, "scheme": "HTTPS"}},
+                                "resources": {
+                                    "requests": {"cpu": "100m", "memory": "128Mi"},
+                                    "limits": {"memory": "512Mi"},
+                                },
+                                "securityContext": {
+                                    "allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                                "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": True}],
+                            }
+                        ],
+                        "volumes": [{"name": "tls", "secret": {"secretName": f"{NAME}-tls"}}],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": NAME, "namespace": NAMESPACE},
+            "spec": {
+                "selector": {"app.kubernetes.io/name": NAME},
+                "ports": [{"name": "https", "port": 443, "targetPort": 9443}],
+            },
+        },
+    ]
+
+
+def write(root: Path) -> list[Path]:
+    """Write the kustomize base and the CLI roles under ``root`` (deploy/); return the files written."""
+    import yaml
+
+    def dump(path: Path, docs: list[dict[str, Any]]) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            "# Generated by python -m gpuctl.operator.manifests; do not edit.\n"
+            + yaml.safe_dump_all(docs, sort_keys=False)
+        )
+        return path
+
+    base = root / "base"
+    files = [
+        dump(base / "operator.yaml", deployment()),
+        dump(base / "rbac.yaml", [operator_role()]),
+        dump(base / "webhooks.yaml", webhook_configurations()),
+        dump(root / "rbac" / "gpuctl-cli.yaml", cli_roles()),
+    ]
+    crds = sorted(p.name for p in (root / "crds").glob("*.yaml"))
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": NAMESPACE,
+        "resources": [*(f"../crds/{c}" for c in crds), "operator.yaml", "rbac.yaml", "webhooks.yaml"],
+    }
+    (base / "kustomization.yaml").write_text(
+        "# Generated by python -m gpuctl.operator.manifests; do not edit.\n"
+        + yaml.safe_dump(kustomization, sort_keys=False)
+    )
+    files.append(base / "kustomization.yaml")
+    return files
+
+
+if __name__ == "__main__":
+    for p in write(Path(sys.argv[1] if len(sys.argv) > 1 else "deploy")):
+        print(p)

@@ -1,0 +1,400 @@
+"""End to end: the operator serves its webhooks to the real API server over TLS (registered by url:) and runs its
+controllers against the real API server and Kueue."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from typer.testing import CliRunner
+
+from gpuctl.cli.main import app
+from gpuctl.core import naming
+from gpuctl.core.units import M
+from gpuctl.operator.manifests import webhook_configurations
+from tests.factories import H100_PROFILES, card_row, container, instancetype, physical_profiles, pod
+from tests.request_examples import EXAMPLES
+
+from .gpucluster import WORKER, WV, GpuPool, condition, new_pool, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Operator:
+    def __init__(self, url: str, ca_file: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
+        self.url, self.ca_file, self.proc, self.log = url, ca_file, proc, log
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=10, context=ctx) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        request = urllib.request.Request(
+            self.url + path, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=ctx) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+
+@pytest.fixture(scope="module")
+def operator(control_plane: Any, api: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    work = tmp_path_factory.mktemp("operator")
+    pair = control_plane.serving_cert(["127.0.0.1", "localhost"])
+    (work / "tls.crt").write_bytes(pair.cert_pem)
+    (work / "tls.key").write_bytes(pair.key_pem)
+    ca = work / "ca.crt"
+    ca.write_bytes(base64.b64decode(control_plane.ca_bundle))
+    port = free_port()
+    log = work / "operator.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpuctl.operator",
+                "--kubeconfig",
+                str(control_plane.kubeconfig),
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--tls-cert",
+                str(work / "tls.crt"),
+                "--tls-key",
+                str(work / "tls.key"),
+                "--resync",
+                "0.5",
+                "--namespace",
+                "default",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    op = Operator(f"https://127.0.0.1:{port}", ca, proc, log)
+    try:
+        wait_for("the operator ready", lambda: _ready(op), timeout=30)
+        adm = client.AdmissionregistrationV1Api(api)
+        configs = webhook_configurations(ca_bundle=control_plane.ca_bundle, url=op.url)
+        adm.create_mutating_webhook_configuration(configs[0])
+        adm.create_validating_webhook_configuration(configs[1])
+        time.sleep(1)  # the API server picks up new webhook configurations asynchronously
+        yield op
+    finally:
+        adm = client.AdmissionregistrationV1Api(api)
+        for delete in (adm.delete_mutating_webhook_configuration, adm.delete_validating_webhook_configuration):
+            name = (
+                "gpustack-worker-mutation"
+                if delete == adm.delete_mutating_webhook_configuration
+                else "gpustack-worker-validation"
+            )
+            with contextlib.suppress(ApiException):
+                delete(name)
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        sys.stdout.write(f"\n--- operator log ({log}) ---\n" + log.read_text()[-6000:])
+
+
+def _ready(op: Operator) -> bool:
+    if op.proc.poll() is not None:
+        raise AssertionError(f"the operator exited: {op.log.read_text()[-3000:]}")
+    try:
+        return op.get("/readyz")[0] == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def pools(operator: Operator, api: Any, test_namespace: str) -> Iterator[dict[str, Any]]:
+    """An A10G type and an H100 (MIG) type behind the entrances the request-rule examples use."""
+    objs = client.CustomObjectsApi(api)
+    made = []
+    for raw in (
+        instancetype(),
+        instancetype(
+            group_id="h100-80gb-hbm3", memory="80Gi", logical_count=0, profiles=physical_profiles(H100_PROFILES)
+        ),
+    ):
+        status = raw.pop("status")
+        raw["metadata"]["labels"] = {}  # the defaulting webhook stamps them
+        objs.create_cluster_custom_object(WORKER, WV, "instancetypes", raw)
+        objs.patch_cluster_custom_object_status(
+            WORKER, WV, "instancetypes", raw["metadata"]["name"], {"status": {"detail": status["detail"]}}
+        )
+        made.append(raw["metadata"]["name"])
+    yield {"names": made, "namespace": test_namespace}
+    for name in made:
+        with contextlib.suppress(ApiException):
+            objs.delete_cluster_custom_object(WORKER, WV, "instancetypes", name)
+
+
+def in_namespace(obj: dict[str, Any], namespace: str, name: str) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], "namespace": namespace, "name": name}}
+
+
+def test_the_defaulting_webhook_stamped_the_pool_labels(pools: dict[str, Any], api: Any) -> None:
+    it = client.CustomObjectsApi(api).get_cluster_custom_object(
+        WORKER, WV, "instancetypes", "gpustack--nvidia-a10g-linux-amd64"
+    )
+    assert it["metadata"]["labels"][naming.LABEL_QUEUE_ENTRANCE] == "gpustack-fnv64-c4680bb149644f1c"
+    assert it["metadata"]["labels"]["acceleratable.feature.gpustack.ai/nvidia-a10g"] == "true"
+
+
+def test_a_sliced_pod_is_stored_with_its_units_folded(pools: dict[str, Any], api: Any) -> None:
+    p = pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "25"})])
+    stored = client.CoreV1Api(api).create_namespaced_pod(
+        pools["namespace"], in_namespace(p, pools["namespace"], "folded")
+    )
+    limits = stored.spec.containers[0].resources.limits
+    assert limits["nvidia.com/gpu.sliced.units"] == "400k" or limits["nvidia.com/gpu.sliced.units"] == "400000"
+    assert limits["nvidia.com/gpu.sliced.cores-percentage"] == "100"
+
+
+def test_a_pod_breaking_a_rule_is_refused_with_its_message(pools: dict[str, Any], api: Any) -> None:
+    example = next(e for e in EXAMPLES if e.id == "rule6-reject")
+    with pytest.raises(ApiException) as info:
+        client.CoreV1Api(api).create_namespaced_pod(
+            pools["namespace"], in_namespace(example.pod, pools["namespace"], "refused")
+        )
+    body = json.loads(info.value.body)
+    assert body["message"] == f'admission webhook "pod-accelerators.gpustack.ai" denied the request: {example.message}'
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.id)
+def test_server_dry_run_agrees_with_this_version(
+    example: Any, pools: dict[str, Any], control_plane: Any, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "pod.json"
+    manifest.write_text(json.dumps(in_namespace(example.pod, pools["namespace"], f"cmp-{example.id}")))
+    result = CliRunner().invoke(
+        app,
+        [
+            "webhook",
+            "dry-run",
+            "pod",
+            "-f",
+            str(manifest),
+            "--server",
+            "--compare",
+            "-o",
+            "json",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+        ],
+    )
+    data = json.loads(result.stdout)
+    assert data["agrees"], data["differences"]
+    assert data["allowed"] is example.allowed
+    assert result.exit_code == (0 if example.allowed else 3)
+
+
+def test_fragmented_cards_retry_then_ready_and_admitted_once_freed(
+    operator: Operator, api: Any, test_namespace: str
+) -> None:
+    pool: GpuPool = new_pool(api, test_namespace, nodes=1, cards=8, nominal_cards=8)
+    core = client.CoreV1Api(api)
+    node = pool.nodes[0]
+    try:
+        # Eight Pods on the node, each holding a 50 % slice of one card (their allocation records).
+        for i in range(8):
+            record = {
+                "main": {
+                    "devices": {
+                        "groups": [
+                            {
+                                "id": pool.group_id,
+                                "manufacturer": "nvidia",
+                                "accelerators": [{"id": f"GPU-{i:04d}", "mode": 3, "allocated": M // 2}],
+                            }
+                        ]
+                    }
+                }
+            }
+            core.create_namespaced_pod(
+                test_namespace,
+                {
+                    "metadata": {
+                        "name": f"slice-{pool.group_id}-{i}",
+                        "annotations": {naming.ANNOTATION_ALLOCATED: json.dumps(record)},
+                    },
+                    "spec": {"nodeName": node, "containers": [{"name": "main", "image": "gpuctl-it/none"}]},
+                },
+            )
+            pool.created.append(("pod", f"slice-{pool.group_id}-{i}", test_namespace))
+        name = pool.submit("five-cards", {"nvidia.com/gpu": "5"})
+
+        def check(state: str) -> Any:
+            checks = {c["name"]: c for c in (pool.workload(name).get("status") or {}).get("admissionChecks") or []}
+            c = checks.get(naming.NODE_DEVICES_CHECK)
+            return c if c and c["state"] == state else None
+
+        retry = wait_for("the check answers Retry", lambda: check("Retry"), timeout=60)
+        assert (
+            retry["message"]
+            == f"needs 5 whole cards, {node} has 0 free of 8: all 8 hold slices; will retry as capacity frees"
+        )
+        assert (condition(pool.workload(name), "QuotaReserved") or {}).get("status") == "True"  # credits passed
+        for i in range(8):
+            core.delete_namespaced_pod(f"slice-{pool.group_id}-{i}", test_namespace, grace_period_seconds=0)
+        wait_for("the check answers Ready", lambda: check("Ready"), timeout=60)
+        wait_for(
+            "Kueue admits the Workload",
+            lambda: (condition(pool.workload(name), "Admitted") or {}).get("status") == "True",
+            timeout=60,
+        )
+    finally:
+        pool.cleanup()
+
+
+def test_instancetype_status_views_follow_the_ledger(operator: Operator, api: Any, test_namespace: str) -> None:
+    pool = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=4)
+    objs = client.CustomObjectsApi(api)
+    try:
+
+        def status() -> dict[str, Any]:
+            result: dict[str, Any] = (
+                objs.get_cluster_custom_object(WORKER, WV, "instancetypes", pool.name).get("status") or {}
+            )
+            return result
+
+        wait_for(
+            "free views published",
+            lambda: status().get("accelerator") == {"onceMaxRequest": 4, "remaining": 4, "capacity": 4},
+            timeout=30,
+        )
+        assert status()["entrance"] == pool.entrance and status()["phase"] == "Active"
+        pool.write_ledger(
+            pool.nodes[0],
+            [
+                card_row(0, mode=3, allocated=M // 2, slices=1),
+                card_row(1, mode=1, allocated=M),
+                card_row(2),
+                card_row(3),
+            ],
+        )
+        wait_for(
+            "views moved",
+            lambda: status().get("accelerator") == {"onceMaxRequest": 2, "remaining": 2, "capacity": 4},
+            timeout=30,
+        )
+        s = status()
+        assert s["acceleratorSliced"] == {"onceMaxRequest": 100, "remaining": 250, "capacity": 400}
+        assert s["acceleratorShared"]["remaining"] == 20
+        node = client.CoreV1Api(api).read_node(pool.nodes[0])
+        assert node.metadata.labels[naming.sliced_fit_label(pool.accelerator_key)] == str(M)
+        assert node.metadata.labels[naming.shared_fit_label(pool.accelerator_key)] == "2"
+    finally:
+        pool.cleanup()
+
+
+def test_a_hold_and_drain_queue_stops_its_instances(operator: Operator, api: Any, test_namespace: str) -> None:
+    pool = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=4, check=False)
+    objs = client.CustomObjectsApi(api)
+    try:
+        pool.instance("drained-instance", phase="Running")
+        time.sleep(2)
+        assert (
+            objs.get_namespaced_custom_object(WORKER, WV, test_namespace, "instances", "drained-instance")["spec"][
+                "stop"
+            ]
+            is False
+        )
+        objs.patch_cluster_custom_object(
+            "kueue.x-k8s.io", "v1beta2", "clusterqueues", pool.name, {"spec": {"stopPolicy": "HoldAndDrain"}}
+        )
+        wait_for(
+            "the operator stops the instance",
+            lambda: (
+                objs.get_namespaced_custom_object(WORKER, WV, test_namespace, "instances", "drained-instance")["spec"][
+                    "stop"
+                ]
+                is True
+            ),
+            timeout=30,
+        )
+    finally:
+        pool.cleanup()
+
+
+MALFORMED = [
+    b"",
+    b"not json",
+    b"[]",
+    b"{}",
+    b'{"request": null}',
+    b'{"request": {"uid": "u1"}}',
+    b'{"request": {"uid": "u2", "operation": "CREATE", "object": "a string"}}',
+    b'{"request": {"uid": "u3", "operation": "CREATE", "object": {"kind": "Pod", "metadata": {"labels": {"kueue.x-k8s.io/queue-name": 5}}, "spec": {"containers": "x"}}}}',
+    json.dumps(
+        {
+            "request": {
+                "uid": "u4",
+                "operation": "CREATE",
+                "object": {
+                    "kind": "Pod",
+                    "metadata": {"labels": {"kueue.x-k8s.io/queue-name": "q"}},
+                    "spec": {
+                        "containers": [
+                            {"name": str(i), "resources": {"limits": {"nvidia.com/gpu": "1"}}} for i in range(20000)
+                        ]
+                    },
+                },
+            }
+        }
+    ).encode(),
+]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/mutate-pod-accelerators",
+        "/mutate-workloads",
+        "/validate-instancetypes",
+        "/mutate-instances",
+        "/validate-pod-kvcache",
+    ],
+)
+def test_malformed_reviews_get_well_formed_answers(operator: Operator, path: str) -> None:
+    for body in MALFORMED:
+        code, raw = operator.post(path, body)
+        assert code == 200
+        review = json.loads(raw)
+        assert review["apiVersion"] == "admission.k8s.io/v1" and review["kind"] == "AdmissionReview"
+        assert isinstance(review["response"]["allowed"], bool) and "uid" in review["response"]
+    assert operator.get("/healthz") == (200, b"ok")
+    metrics = operator.get("/metrics")[1].decode()
+    assert "gpuctl_webhook_requests_total" in metrics and "gpuctl_webhook_duration_seconds_bucket" in metrics
