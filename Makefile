@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint bench venv clean testbin
+.PHONY: demo test unit lint bench venv clean testbin image image-test docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,9 +37,22 @@ test: lint testbin
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit tests/cli
 
+## image: the operator image as an OCI archive in build/image, built without a Docker engine (needs root)
+image: $(STAMP)
+	hack/image/build.sh build/image
+
+## image-test: build the image, then start its entrypoint from the unpacked rootfs: --help and a health check
+image-test: image
+	hack/image/check.sh build/image
+
+## docs: regenerate man pages, completions and deploy manifests from the code
+docs: $(STAMP)
+	$(BIN)/python -m gpuctl.cli.docgen .
+	$(BIN)/python -m gpuctl.operator.manifests deploy
+
 ## bench: measure against reference runs and write docs/benchmarks.md
 bench: $(STAMP)
 	$(BIN)/python -m bench.run --write docs/benchmarks.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis
