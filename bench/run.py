@@ -197,11 +197,183 @@ def bench_gate3(nodes: int) -> list[Row]:
     return rows
 
 
+def _tls_files(directory: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a loopback serving certificate (cert, key, CA)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench-ca")])
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    import ipaddress
+
+    cert = (
+        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])).issuer_name(ca_name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False).sign(ca_key, hashes.SHA256())
+    )
+    paths = (directory / "tls.crt", directory / "tls.key", directory / "ca.crt")
+    paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    paths[2].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    return paths
+
+
+def _load(url_host: str, port: int, ca: Path, path: str, body: bytes, rate: float, seconds: float, workers: int) -> tuple[list[float], int, float]:
+    """Send ``body`` at ``rate`` requests/s (0: as fast as ``workers`` keep-alive connections go) for ``seconds``.
+
+    Returns the latencies, the errors and the elapsed time. Bounded in count and time; loopback only.
+    """
+    import http.client
+    import ssl
+    import threading
+
+    ctx = ssl.create_default_context(cafile=str(ca))
+    latencies: list[float] = []
+    errors = 0
+    lock = threading.Lock()
+    start = time.perf_counter()
+    deadline = start + seconds
+    interval = workers / rate if rate else 0.0
+
+    def worker(offset: float) -> None:
+        nonlocal errors
+        conn = http.client.HTTPSConnection(url_host, port, context=ctx, timeout=10)
+        next_at = start + offset
+        while True:
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+            if interval and now < next_at:
+                time.sleep(next_at - now)
+            sent = time.perf_counter()
+            try:
+                conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+                response = conn.getresponse()
+                data = response.read()
+                ok = response.status == 200 and b'"allowed"' in data
+            except OSError:
+                ok = False
+                conn.close()
+                conn = http.client.HTTPSConnection(url_host, port, context=ctx, timeout=10)
+            took = time.perf_counter() - sent
+            with lock:
+                latencies.append(took)
+                errors += 0 if ok else 1
+            next_at += interval
+        conn.close()
+
+    threads = [threading.Thread(target=worker, args=(i * interval / workers if interval else 0.0,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies, errors, time.perf_counter() - start
+
+
+def bench_webhook(_nodes: int) -> list[Row]:
+    """The Pod webhook's round trip over TLS on loopback at 200 requests/s, and what the server sustains."""
+    from gpuctl.core.instancetypes import parse_instancetype
+    from gpuctl.core.webhooks import WebhookContext
+    from gpuctl.operator.metrics import Metrics
+    from gpuctl.operator.server import CertificateReloader, serve
+    from tests.request_examples import EXAMPLES
+
+    class Fixed:
+        def __init__(self) -> None:
+            self.ctx = WebhookContext(instancetypes=(parse_instancetype(instancetype()),))
+
+        def webhook_context(self, namespace: str, obj: Any = None) -> WebhookContext:
+            return self.ctx
+
+    pod = next(e for e in EXAMPLES if e.id == "rule2-accept").pod
+    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "bench", "operation": "CREATE", "namespace": "default", "object": pod}}).encode()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key, ca = _tls_files(Path(tmp))
+        server = serve(("127.0.0.1", 0), CertificateReloader(str(cert), str(key)), Fixed(), Metrics(), lambda: True)
+        port = server.server_address[1]
+        try:
+            # Reference: the same transport answering /healthz (TLS, HTTP, keep-alive; no admission work).
+            ref, _, _ = _load("127.0.0.1", port, ca, "/healthz", b"", 200, 5, 8)
+            lat, errors, _ = _load("127.0.0.1", port, ca, "/mutate-pod-accelerators", body, 200, 10, 8)
+            p50, p99 = _percentile(lat, 50), _percentile(lat, 99)
+            ref_p99 = _percentile(ref, 99)
+            rows.append(Row("Pod webhook round trip at 200 req/s, 10 s, TLS loopback", f"p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, {errors} errors of {len(lat)}", f"transport only (GET /healthz): p99 {ref_p99 * 1000:.1f} ms", p99 / ref_p99, "p99 < 20 ms, 0 errors", p99 < 0.020 and errors == 0))
+            lat, errors, took = _load("127.0.0.1", port, ca, "/mutate-pod-accelerators", body, 0, 5, 8)
+            rows.append(Row("Pod webhook sustained, 8 keep-alive clients, 5 s", f"{len(lat) / took:.0f} req/s, {errors} errors", "-", None, "informational", None))
+        finally:
+            server.shutdown()
+    return rows
+
+
+def _percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))] if ordered else float("nan")
+
+
+def bench_live(nodes: int) -> list[Row]:
+    """`gpuctl views -o json` against a real API server holding ``nodes`` Devices, against
+    `kubectl get devices -o json` on the same server (whole processes); and `--help` of both."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.live import Connection, LiveSource
+    from tests.integration.controlplane import ControlPlane, bin_dir
+
+    binaries = bin_dir()
+    kubectl = binaries / "kubectl"
+    gpuctl = str(Path(sys.executable).with_name("gpuctl"))
+    rows = []
+    bare, _ = _median_run([sys.executable, "-c", "pass"], repeat=9)
+    k_help, _ = _median_run([str(kubectl), "--help"], repeat=9)
+    for args in (["--help"], ["version"]):
+        t, _ = _median_run([gpuctl, *args], repeat=9)
+        rows.append(Row(f"gpuctl {' '.join(args)}", f"{t * 1000:.0f} ms", f"kubectl --help: {k_help * 1000:.0f} ms (python -c pass: {bare * 1000:.0f} ms)", t / k_help, "< 2x kubectl --help", t / k_help < 2.0))
+    with tempfile.TemporaryDirectory() as tmp:
+        cp = ControlPlane(work_dir=Path(tmp), bin_dir=binaries, with_kueue=False)
+        cp.start()
+        try:
+            source = LiveSource(Connection(str(cp.kubeconfig)))
+            it = instancetype()
+            it_status = it.pop("status")
+            source.create(kinds.INSTANCETYPE, it)
+            source.patch(kinds.INSTANCETYPE, it["metadata"]["name"], {"status": it_status}, subresource="status")
+
+            def put(obj: dict[str, Any]) -> None:
+                status = obj.pop("status")
+                source.create(kinds.DEVICES, obj)
+                source.patch(kinds.DEVICES, obj["metadata"]["name"], {"status": status}, subresource="status")
+
+            started = time.perf_counter()
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(put, synthetic_devices(nodes)))
+            print(f"loaded {nodes} Devices in {time.perf_counter() - started:.0f}s", file=sys.stderr)
+            kc = str(cp.kubeconfig)
+            ref, ref_rss = _median_run([str(kubectl), "--kubeconfig", kc, "get", "devices", "-o", "json"], repeat=3)
+            got, rss = _median_run([gpuctl, "views", "-o", "json", "--kubeconfig", kc], repeat=3)
+            rows.append(Row(f"gpuctl views -o json, live, {nodes} Devices", f"{got * 1000:.0f} ms (peak RSS {rss / 1024:.0f} MiB)", f"kubectl get devices -o json: {ref * 1000:.0f} ms (peak RSS {ref_rss / 1024:.0f} MiB)", got / ref, "< 1x", got / ref < 1.0))
+        finally:
+            cp.stop()
+    return rows
+
+
 BENCHMARKS: dict[str, Callable[[int], list[Row]]] = {
+    "live": bench_live,
+    "webhook": bench_webhook,
     "gate3": bench_gate3,
     "views-core": bench_views_core,
     "views-process": bench_views_process,
-    "startup": lambda _nodes: bench_startup(),
 }
 
 

@@ -73,6 +73,8 @@ class OperatorServer(ThreadingHTTPServer):
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, addr = super().get_request()
+        # Answers are small: send them at once instead of waiting on the peer's delayed acknowledgement.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.certs is None:
             return sock, addr
         sock.settimeout(10)
@@ -99,8 +101,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        # Headers and body in one write.
+        self._headers_buffer.append(b"\r\n" + body)
+        self.flush_headers()
 
     def do_GET(self) -> None:
         if self.path == "/healthz":

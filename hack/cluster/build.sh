@@ -42,11 +42,11 @@ for arg in "$@"; do
     --print-dir) echo "$BIN_DIR"; exit 0 ;;
     --force) force=1 ;;
     -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    etcd|kube-apiserver|kueue) targets+=("$arg") ;;
+    etcd|kube-apiserver|kubectl|kueue) targets+=("$arg") ;;
     *) echo "build.sh: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
-[[ ${#targets[@]} -gt 0 ]] || targets=(etcd kube-apiserver kueue)
+[[ ${#targets[@]} -gt 0 ]] || targets=(etcd kube-apiserver kubectl kueue)
 
 if ! command -v go >/dev/null 2>&1; then
   echo "build.sh: 'go' not found in PATH" >&2
@@ -112,6 +112,10 @@ for t in "${targets[@]}"; do
       ;;
     kube-apiserver)
       build kube-apiserver "$HERE/kubernetes" k8s.io/kubernetes/cmd/kube-apiserver \
+        "$(k8s_ldflags "$K8S_VERSION")"
+      ;;
+    kubectl)
+      build kubectl "$HERE/kubernetes" k8s.io/kubernetes/cmd/kubectl \
         "$(k8s_ldflags "$K8S_VERSION")"
       ;;
     kueue)

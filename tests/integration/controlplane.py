@@ -40,7 +40,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_DIR = REPO_ROOT / "hack" / "cluster"
 BUILD_SH = CLUSTER_DIR / "build.sh"
 OUR_CRDS_DIR = REPO_ROOT / "deploy" / "crds"
-BINARIES = ("etcd", "kube-apiserver", "kueue")
+BINARIES = ("etcd", "kube-apiserver", "kubectl", "kueue")
 
 KUEUE_NAMESPACE = "kueue-system"
 KUEUE_WEBHOOK_SERVICE = "kueue-webhook-service"
