@@ -322,6 +322,18 @@ def _percentile(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))] if ordered else float("nan")
 
 
+def _installed_gpuctl() -> Path:
+    """gpuctl as users install it (a regular, not an editable, install), in a venv of its own under build/."""
+    venv = ROOT / "build" / "bench-venv"
+    script = venv / "bin" / "gpuctl"
+    if not script.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(ROOT)], check=True)
+    else:
+        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", "--force-reinstall", str(ROOT)], check=True)
+    return script
+
+
 def bench_live(nodes: int) -> list[Row]:
     """`gpuctl views -o json` against a real API server holding ``nodes`` Devices, against
     `kubectl get devices -o json` on the same server (whole processes); and `--help` of both."""
@@ -335,11 +347,6 @@ def bench_live(nodes: int) -> list[Row]:
     kubectl = binaries / "kubectl"
     gpuctl = str(Path(sys.executable).with_name("gpuctl"))
     rows = []
-    bare, _ = _median_run([sys.executable, "-c", "pass"], repeat=9)
-    k_help, _ = _median_run([str(kubectl), "--help"], repeat=9)
-    for args in (["--help"], ["version"]):
-        t, _ = _median_run([gpuctl, *args], repeat=9)
-        rows.append(Row(f"gpuctl {' '.join(args)}", f"{t * 1000:.0f} ms", f"kubectl --help: {k_help * 1000:.0f} ms (python -c pass: {bare * 1000:.0f} ms)", t / k_help, "< 2x kubectl --help", t / k_help < 2.0))
     with tempfile.TemporaryDirectory() as tmp:
         cp = ControlPlane(work_dir=Path(tmp), bin_dir=binaries, with_kueue=False)
         cp.start()
@@ -368,7 +375,31 @@ def bench_live(nodes: int) -> list[Row]:
     return rows
 
 
+def bench_startup(_nodes: int) -> list[Row]:
+    """`gpuctl --help`, `gpuctl version` and a shell completion, as users install gpuctl, against `kubectl --help`."""
+    from tests.integration.controlplane import bin_dir
+
+    kubectl = bin_dir() / "kubectl"
+    gpuctl = str(_installed_gpuctl())
+    bare, _ = _median_run([sys.executable, "-c", "pass"], repeat=9)
+    k_help, _ = _median_run([str(kubectl), "--help"], repeat=9)
+    rows = []
+    for args in (["--help"], ["version"]):
+        t, _ = _median_run([gpuctl, *args], repeat=9)
+        rows.append(Row(f"gpuctl {' '.join(args)}", f"{t * 1000:.0f} ms", f"kubectl --help: {k_help * 1000:.0f} ms (python -c pass: {bare * 1000:.0f} ms)", t / k_help, "< 2x kubectl --help", t / k_help < 2.0))
+    env = {**os.environ, "COMP_WORDS": "gpuctl views --by", "COMP_CWORD": "2", "_GPUCTL_COMPLETE": "complete_bash"}
+    runs = []
+    for _ in range(9):
+        started = time.perf_counter()
+        subprocess.run([gpuctl], env=env, capture_output=True, check=True)
+        runs.append(time.perf_counter() - started)
+    t = statistics.median(runs)
+    rows.append(Row("shell completion (gpuctl views --by<TAB>)", f"{t * 1000:.0f} ms", f"kubectl --help: {k_help * 1000:.0f} ms", t / k_help, "< 2x kubectl --help", t / k_help < 2.0))
+    return rows
+
+
 BENCHMARKS: dict[str, Callable[[int], list[Row]]] = {
+    "startup": bench_startup,
     "live": bench_live,
     "webhook": bench_webhook,
     "gate3": bench_gate3,

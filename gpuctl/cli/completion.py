@@ -1,7 +1,5 @@
 """``gpuctl completion bash|zsh|fish``: the shell completion script; and the generated files shipped in the repo."""
 
-from __future__ import annotations
-
 import os
 from enum import StrEnum
 from typing import Annotated

@@ -1,11 +1,8 @@
 """``gpuctl dump DIR``: write every object gpuctl reads into a snapshot directory (never Secrets)."""
 
-from __future__ import annotations
-
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -63,6 +60,8 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_atomically(path: Path, text: str) -> None:
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

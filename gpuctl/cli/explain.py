@@ -1,7 +1,5 @@
 """``gpuctl explain workload|pod|instance`` and ``gpuctl workloads``: which gate holds a workload, and why."""
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -50,7 +48,7 @@ def split_name(ref: str, namespace: str | None) -> tuple[str, str]:
     return namespace or "default", ref
 
 
-def render_explanation(e: Explanation, output: Output, *, title: str | None = None) -> None:
+def render_explanation(e: "Explanation", output: Output, *, title: str | None = None) -> None:
     if output is Output.JSON:
         render.print_json(e.to_dict())
         return
@@ -80,7 +78,7 @@ def render_explanation(e: Explanation, output: Output, *, title: str | None = No
     sys.stdout.write("\n".join(lines) + "\n")
 
 
-def _explain_workload(source: Source, namespace: str, name: str) -> Explanation:
+def _explain_workload(source: "Source", namespace: str, name: str) -> "Explanation":
     from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core.explain import explain_workload
@@ -90,7 +88,7 @@ def _explain_workload(source: Source, namespace: str, name: str) -> Explanation:
         return explain_workload(w, read.admission_state(source).context_for(w))
 
 
-def _finish(e: Explanation, output: Output, exit_code: bool) -> None:
+def _finish(e: "Explanation", output: Output, exit_code: bool) -> None:
     render_explanation(e, output)
     if exit_code and e.held_by is not None:
         raise typer.Exit(EXIT_NO)
@@ -113,10 +111,25 @@ def explain_workload_command(
     _finish(_explain_workload(open_source(snapshot, kubeconfig, context, request_timeout), ns, name), output, exit_code)
 
 
-def _as(e: Explanation, kind: str, namespace: str, name: str) -> Explanation:
+def _as(e: "Explanation", kind: str, namespace: str, name: str) -> "Explanation":
     from gpuctl.core.explain import Explanation as E
 
     return E(namespace, name, e.gates, kind)
+
+
+def _workload_of_pod(source: "Source", ns: str, name: str, missing: str, unowned: str) -> str:
+    """The Workload a Pod belongs to (its ``kueue.x-k8s.io/workload`` annotation)."""
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.core.pods import parse_pod
+
+    obj = source.get(kinds.POD, name, ns)
+    if obj is None:
+        raise SourceError(missing)
+    pod = parse_pod(obj)
+    if not pod.workload:
+        raise SourceError(unowned)
+    return pod.workload
 
 
 @explain_app.command("pod")
@@ -132,23 +145,16 @@ def explain_pod_command(
     request_timeout: TimeoutOption = None,
 ) -> None:
     """The gates for the Workload a Pod belongs to (its ``kueue.x-k8s.io/workload`` annotation)."""
-    from gpuctl.cluster import kinds
-    from gpuctl.cluster.read import not_found
-    from gpuctl.core.pods import parse_pod
-
     ns, name = split_name(ref, namespace)
     source = open_source(snapshot, kubeconfig, context, request_timeout)
-    obj = source.get(kinds.POD, name, ns)
-    if obj is None:
-        raise not_found("pod", f"{ns}/{name}", [], source.describe())
-    pod = parse_pod(obj)
-    if not pod.workload:
-        from gpuctl.cluster.errors import SourceError
-
-        raise SourceError(
-            f"pod {ns}/{name} belongs to no Kueue Workload (no kueue.x-k8s.io/workload annotation): the gates do not apply to it"
-        )
-    _finish(_as(_explain_workload(source, ns, pod.workload), "Pod", ns, name), output, exit_code)
+    workload = _workload_of_pod(
+        source,
+        ns,
+        name,
+        f'pod "{ns}/{name}" not found in {source.describe()}',
+        f"pod {ns}/{name} belongs to no Kueue Workload (no kueue.x-k8s.io/workload annotation): the gates do not apply to it",
+    )
+    _finish(_as(_explain_workload(source, ns, workload), "Pod", ns, name), output, exit_code)
 
 
 @explain_app.command("instance")
@@ -166,32 +172,26 @@ def explain_instance_command(
     """The gates for an Instance: its Pod (same name) and that Pod's Workload."""
     from gpuctl.cluster import kinds
     from gpuctl.cluster.errors import SourceError
-    from gpuctl.cluster.read import not_found
-    from gpuctl.core.pods import parse_pod
 
     ns, name = split_name(ref, namespace)
     source = open_source(snapshot, kubeconfig, context, request_timeout)
     instance = source.get(kinds.INSTANCE, name, ns)
     if instance is None:
-        raise not_found("instance", f"{ns}/{name}", [], source.describe())
+        raise SourceError(f'instance "{ns}/{name}" not found in {source.describe()}')
     spec = instance.get("spec") or {}
-    status = instance.get("status") or {}
+    phase = (instance.get("status") or {}).get("phase", "unknown")
     if spec.get("stop"):
         raise SourceError(
-            f"instance {ns}/{name} is stopped (spec.stop=true, phase {status.get('phase', 'unknown')}): `gpuctl instance start {name} -n {ns}` starts it"
+            f"instance {ns}/{name} is stopped (spec.stop=true, phase {phase}): `gpuctl instance start {name} -n {ns}` starts it"
         )
-    obj = source.get(kinds.POD, name, ns)
-    if obj is None:
-        raise SourceError(
-            f"instance {ns}/{name} has no Pod yet (phase {status.get('phase', 'unknown')}): its Pod is created once InstanceType "
-            f"{spec.get('type', '?')} publishes its detail and entrance"
-        )
-    pod = parse_pod(obj)
-    if not pod.workload:
-        raise SourceError(
-            f"the Pod of instance {ns}/{name} carries no Kueue Workload annotation yet: Kueue has not picked it up"
-        )
-    _finish(_as(_explain_workload(source, ns, pod.workload), "Instance", ns, name), output, exit_code)
+    workload = _workload_of_pod(
+        source,
+        ns,
+        name,
+        f"instance {ns}/{name} has no Pod yet (phase {phase}): its Pod is created once InstanceType {spec.get('type', '?')} publishes its detail and entrance",
+        f"the Pod of instance {ns}/{name} carries no Kueue Workload annotation yet: Kueue has not picked it up",
+    )
+    _finish(_as(_explain_workload(source, ns, workload), "Instance", ns, name), output, exit_code)
 
 
 WORKLOAD_COLUMNS = (

@@ -1,7 +1,6 @@
 """``gpuctl instance list|stop|start``."""
 
-from __future__ import annotations
-
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -43,7 +42,7 @@ TypeOption = Annotated[
 
 
 def _select(
-    source: Source,
+    source: "Source",
     names: list[str],
     namespace: str | None,
     all_namespaces: bool,
@@ -160,77 +159,51 @@ def _change(
     report(outcomes, output)
 
 
-@instance_app.command("stop")
-@user_errors
-def stop_command(
-    names: Annotated[
-        list[str] | None, typer.Argument(metavar="[NAME]...", help="Instances to stop.", show_default=False)
-    ] = None,
-    namespace: NamespaceOption = None,
-    all_namespaces: AllNamespacesOption = False,
-    instancetype: TypeOption = None,
-    selector: SelectorOption = None,
-    everything: Annotated[
-        bool, typer.Option("--all", help="Every Instance of the namespace (or of all with -A).")
-    ] = False,
-    dry_run: DryRunOption = "none",
-    yes: YesOption = False,
-    output: OutputOption = Output.TABLE,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
-) -> None:
-    """Stop Instances (spec.stop=true): their Pods are deleted, phase Stopping → Stopped. Refused while Starting."""
-    _change(
-        True,
-        names or [],
-        namespace,
-        all_namespaces,
-        instancetype,
-        selector,
-        everything,
-        dry_run,
-        yes,
-        output,
-        kubeconfig,
-        context,
-        request_timeout,
+def _change_command(stop: bool) -> Callable[..., None]:
+    verb = "stop" if stop else "start"
+
+    def command(
+        names: Annotated[
+            list[str] | None, typer.Argument(metavar="[NAME]...", help="The Instances, by name.", show_default=False)
+        ] = None,
+        namespace: NamespaceOption = None,
+        all_namespaces: AllNamespacesOption = False,
+        instancetype: TypeOption = None,
+        selector: SelectorOption = None,
+        everything: Annotated[
+            bool, typer.Option("--all", help="Every Instance of the namespace (or of all with -A).")
+        ] = False,
+        dry_run: DryRunOption = "none",
+        yes: YesOption = False,
+        output: OutputOption = Output.TABLE,
+        kubeconfig: KubeconfigOption = None,
+        context: ContextOption = None,
+        request_timeout: TimeoutOption = None,
+    ) -> None:
+        _change(
+            stop,
+            names or [],
+            namespace,
+            all_namespaces,
+            instancetype,
+            selector,
+            everything,
+            dry_run,
+            yes,
+            output,
+            kubeconfig,
+            context,
+            request_timeout,
+        )
+
+    command.__doc__ = (
+        "Stop Instances (spec.stop=true): their Pods are deleted, phase Stopping → Stopped. Refused while Starting."
+        if stop
+        else "Start stopped Instances (spec.stop=false); only an Instance in phase Stopped can start."
     )
+    command.__name__ = f"{verb}_command"
+    return user_errors(command)
 
 
-@instance_app.command("start")
-@user_errors
-def start_command(
-    names: Annotated[
-        list[str] | None, typer.Argument(metavar="[NAME]...", help="Instances to start.", show_default=False)
-    ] = None,
-    namespace: NamespaceOption = None,
-    all_namespaces: AllNamespacesOption = False,
-    instancetype: TypeOption = None,
-    selector: SelectorOption = None,
-    everything: Annotated[
-        bool, typer.Option("--all", help="Every Instance of the namespace (or of all with -A).")
-    ] = False,
-    dry_run: DryRunOption = "none",
-    yes: YesOption = False,
-    output: OutputOption = Output.TABLE,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
-) -> None:
-    """Start stopped Instances (spec.stop=false); only an Instance in phase Stopped can start."""
-    _change(
-        False,
-        names or [],
-        namespace,
-        all_namespaces,
-        instancetype,
-        selector,
-        everything,
-        dry_run,
-        yes,
-        output,
-        kubeconfig,
-        context,
-        request_timeout,
-    )
+instance_app.command("stop")(_change_command(True))
+instance_app.command("start")(_change_command(False))

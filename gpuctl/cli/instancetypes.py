@@ -1,7 +1,5 @@
 """``gpuctl instancetype create|apply|rename|describe|list|deactivate|activate|delete``."""
 
-from __future__ import annotations
-
 import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any

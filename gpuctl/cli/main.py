@@ -3,8 +3,6 @@
 Command modules are imported when their command runs, so ``gpuctl --help`` stays fast.
 """
 
-from __future__ import annotations
-
 import typer
 
 from gpuctl import __version__

@@ -1,7 +1,5 @@
 """``gpuctl partitions``: per partition profile, what a pool offers, has carved, and can still carve."""
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -52,7 +50,7 @@ CARD_COLUMNS = (
 )
 
 
-def profile_rows(cards: list[tuple[str, Card]], manufacturer: str) -> list[dict[str, Any]]:
+def profile_rows(cards: list[tuple[str, "Card"]], manufacturer: str) -> list[dict[str, Any]]:
     """Per profile across cards: offered (capability ceilings), allocated (ledger) and remaining (ledger)."""
     from gpuctl.core import naming
 
@@ -79,11 +77,11 @@ def profile_rows(cards: list[tuple[str, Card]], manufacturer: str) -> list[dict[
     return rows
 
 
-def _cards(pool: list[NodeDevices], key: str) -> list[tuple[str, Card]]:
+def _cards(pool: list["NodeDevices"], key: str) -> list[tuple[str, "Card"]]:
     return [(n.node, c) for n in pool for c in n.cards(key) if c.partitioned]
 
 
-def _placements(source: Any, pool: list[NodeDevices]) -> dict[tuple[str, str], list[str]]:
+def _placements(source: Any, pool: list["NodeDevices"]) -> dict[tuple[str, str], list[str]]:
     """Carved placements per (node, card), from the allocation records of the Pods bound to the pool's nodes."""
     from gpuctl.cluster import read
 

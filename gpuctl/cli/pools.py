@@ -1,7 +1,5 @@
 """``gpuctl hold``, ``gpuctl drain`` and ``gpuctl resume``: take a pool out of service and back."""
 
-from __future__ import annotations
-
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,7 +18,7 @@ NameArgument = Annotated[
 ]
 
 
-def _instancetype(source: LiveSource, name: str) -> dict[str, Any]:
+def _instancetype(source: "LiveSource", name: str) -> dict[str, Any]:
     from gpuctl.cluster import kinds
     from gpuctl.cluster.read import not_found
 
@@ -31,7 +29,7 @@ def _instancetype(source: LiveSource, name: str) -> dict[str, Any]:
     return obj
 
 
-def pool_phase(source: LiveSource, name: str) -> tuple[str, str, int, int]:
+def pool_phase(source: "LiveSource", name: str) -> tuple[str, str, int, int]:
     """(phase, stopPolicy, Workloads holding a reservation, Instances of the type not stopped)."""
     from gpuctl.cluster import kinds
     from gpuctl.core.lifecycle import instancetype_phase
@@ -48,7 +46,7 @@ def pool_phase(source: LiveSource, name: str) -> tuple[str, str, int, int]:
     return instancetype_phase(policy, reserving > 0).value, policy, reserving, len(running)
 
 
-def _say_phase(source: LiveSource, name: str, output: Output) -> None:
+def _say_phase(source: "LiveSource", name: str, output: Output) -> None:
     if output is not Output.TABLE and output is not Output.WIDE:
         return
     phase, policy, reserving, running = pool_phase(source, name)
@@ -134,7 +132,7 @@ def drain_command(
     _say_phase(source, name, output)
 
 
-def _wait_drained(source: LiveSource, name: str, timeout: float) -> None:
+def _wait_drained(source: "LiveSource", name: str, timeout: float) -> None:
     import sys
 
     from rich.console import Console

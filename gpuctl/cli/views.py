@@ -1,7 +1,5 @@
 """``gpuctl views``: the EX/SH/SL/PT views of InstanceTypes, computed from the Devices ledger."""
 
-from __future__ import annotations
-
 import sys
 import time
 from collections.abc import Callable
@@ -69,7 +67,7 @@ VIEW_SHORT = {
 }
 
 
-def compute_items(source: Source, names: list[str], selector: str | None) -> list[dict[str, Any]]:
+def compute_items(source: "Source", names: list[str], selector: str | None) -> list[dict[str, Any]]:
     """The views of each InstanceType as DESIGN.md's JSON contract states them (plus the internal ``_type``)."""
     from gpuctl.cluster import read
     from gpuctl.core import views

@@ -1,7 +1,5 @@
 """``gpuctl webhook dry-run KIND -f FILE``: what the admission webhooks do to a manifest, as an RFC 6902 patch."""
 
-from __future__ import annotations
-
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -83,7 +81,7 @@ def _kind_arg(kind: Any) -> str:
     return "<pod|workload|instancetype|instance>"
 
 
-def webhook_context(source: Source, kind: WebhookKind, obj: dict[str, Any]) -> WebhookContext:
+def webhook_context(source: "Source", kind: WebhookKind, obj: dict[str, Any]) -> "WebhookContext":
     """Read only what the webhooks of this kind look up."""
     from gpuctl.cluster import kinds, read
     from gpuctl.core.kvcache import (
@@ -125,7 +123,7 @@ def webhook_context(source: Source, kind: WebhookKind, obj: dict[str, Any]) -> W
     return WebhookContext()
 
 
-def _optional(source: Source, kind: Any, namespace: str | None) -> list[dict[str, Any]]:
+def _optional(source: "Source", kind: Any, namespace: str | None) -> list[dict[str, Any]]:
     from gpuctl.cluster.errors import SourceError
 
     try:

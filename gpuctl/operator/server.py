@@ -98,12 +98,12 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def _send(self, code: int, body: bytes, content_type: str = "application/json") -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        # Headers and body in one write.
-        self._headers_buffer.append(b"\r\n" + body)
-        self.flush_headers()
+        reason = self.responses.get(code, ("",))[0]
+        head = f"HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+        if self.close_connection:
+            head += "Connection: close\r\n"
+        # Status, headers and body in one write.
+        self.wfile.write(head.encode("latin-1") + b"\r\n" + body)
 
     def do_GET(self) -> None:
         if self.path == "/healthz":
