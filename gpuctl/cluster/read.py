@@ -73,6 +73,11 @@ def instancetypes(
 
 
 def devices(source: Source, label_selector: str | None = None) -> list[NodeDevices]:
+    records = getattr(source, "device_records", None)
+    if records is not None and label_selector is None:
+        # A snapshot parses its Devices while it reads them (a large list is never held as dicts).
+        result: list[NodeDevices] = records()
+        return result
     out = []
     for obj in source.list(kinds.DEVICES, label_selector=label_selector):
         try:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from gpuctl.cluster.errors import SourceError
-from gpuctl.cluster.kinds import Kind
+from gpuctl.cluster.kinds import DEVICES, Kind
 from gpuctl.cluster.selectors import parse_selector
+from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
 
 SUFFIXES = (".json", ".yaml", ".yml")
 
@@ -45,6 +47,23 @@ def _yaml_documents(path: Path, text: str) -> Iterator[Any]:
         raise SourceError(f"{where}: not valid YAML: {problem}") from None
 
 
+def read_objects(path: Path) -> Iterator[dict[str, Any]]:
+    """Every object of one file (``List`` items one by one)."""
+    if path.suffix == ".json":
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SourceError(f"{path}: cannot read: {exc}") from None
+        if text.lstrip().startswith(("{", "[")):
+            try:
+                yield from iter_json_objects(text, path)
+            except json.JSONDecodeError as exc:
+                raise SourceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+            return
+    for doc in read_documents(path):
+        yield from flatten(doc, path)
+
+
 def read_documents(path: Path) -> Iterator[Any]:
     """Every top-level document of one file."""
     try:
@@ -60,6 +79,65 @@ def read_documents(path: Path) -> Iterator[Any]:
                 raise SourceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
             return
     yield from _yaml_documents(path, text)
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def iter_json_objects(text: str, path: Path) -> Iterator[dict[str, Any]]:
+    """The objects of one JSON document, a ``List``'s items decoded one at a time.
+
+    A 5,000-node Devices list is then never held as one tree of dicts: each item can be turned into records and
+    dropped before the next is decoded.
+    """
+    decoder = json.JSONDecoder()
+
+    def skip(i: int) -> int:
+        match = _SPACE.match(text, i)
+        return match.end() if match else i
+
+    i = skip(0)
+    if not text.startswith("{", i):
+        yield from flatten(json.loads(text), path)
+        return
+    top: dict[str, Any] = {}
+    waiting: list[dict[str, Any]] = []
+    i = skip(i + 1)
+    while not text.startswith("}", i):
+        key, i = decoder.raw_decode(text, i)
+        i = skip(i)
+        if not text.startswith(":", i):
+            raise json.JSONDecodeError("Expecting ':' delimiter", text, i)
+        i = skip(i + 1)
+        if key == "items" and text.startswith("[", i):
+            i = skip(i + 1)
+            while not text.startswith("]", i):
+                item, i = decoder.raw_decode(text, i)
+                if isinstance(item, dict) and "kind" not in item and "kind" not in top:
+                    waiting.append(item)  # a typed list naming its kind after its items
+                else:
+                    yield from flatten({**top, "items": [item]} if "kind" in top else item, path)
+                i = skip(i)
+                if text.startswith(",", i):
+                    i = skip(i + 1)
+                elif not text.startswith("]", i):
+                    raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+            i = skip(i + 1)
+            top["_streamed"] = True
+        else:
+            top[key], i = decoder.raw_decode(text, i)
+            i = skip(i)
+        if text.startswith(",", i):
+            i = skip(i + 1)
+        elif not text.startswith("}", i):
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+    if skip(i + 1) != len(text):
+        raise json.JSONDecodeError("Extra data", text, skip(i + 1))
+    if top.pop("_streamed", False):
+        if waiting:
+            yield from flatten({**top, "items": waiting}, path)
+        return
+    yield from flatten(top, path)
 
 
 def flatten(doc: Any, path: Path) -> Iterator[dict[str, Any]]:
@@ -96,15 +174,29 @@ class SnapshotSource:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._objects: list[dict[str, Any]] | None = None
+        self._devices: list[NodeDevices] = []
 
     def _load(self) -> list[dict[str, Any]]:
+        """Every object but the Devices, which are parsed into records as they are read and not kept as dicts."""
         if self._objects is None:
             objects: list[dict[str, Any]] = []
+            devices: list[NodeDevices] = []
             for f in snapshot_files(self.path):
-                for doc in read_documents(f):
-                    objects.extend(flatten(doc, f))
-            self._objects = objects
+                for obj in read_objects(f):
+                    if DEVICES.matches(obj.get("apiVersion", ""), obj.get("kind", "")):
+                        try:
+                            devices.append(parse_devices(obj))
+                        except LedgerError as exc:
+                            raise SourceError(f"{f}: {exc}") from None
+                    else:
+                        objects.append(obj)
+            self._objects, self._devices = objects, devices
         return self._objects
+
+    def device_records(self) -> list[NodeDevices]:
+        """The Devices of the snapshot, as records."""
+        self._load()
+        return self._devices
 
     def describe(self) -> str:
         return f"snapshot {self.path}"
@@ -118,7 +210,12 @@ class SnapshotSource:
     ) -> list[dict[str, Any]]:
         out = []
         requirements = parse_selector(label_selector) if label_selector else []
-        for obj in self._load():
+        if kind is DEVICES:
+            # Devices are kept as records; read their objects again for the rare caller that wants them raw.
+            objects: Iterable[dict[str, Any]] = (o for f in snapshot_files(self.path) for o in read_objects(f))
+        else:
+            objects = self._load()
+        for obj in objects:
             if not kind.matches(obj.get("apiVersion", ""), obj.get("kind", "")):
                 continue
             meta = obj.get("metadata") or {}
