@@ -147,26 +147,6 @@ def bench_views_process(nodes: int) -> list[Row]:
     ]
 
 
-def bench_startup() -> list[Row]:
-    """``gpuctl --help`` and ``gpuctl version`` against a bare interpreter start."""
-    gpuctl = str(Path(sys.executable).with_name("gpuctl"))
-    bare, _ = _median_run([sys.executable, "-c", "pass"], repeat=9)
-    rows = []
-    for args in (["--help"], ["version"]):
-        t, _ = _median_run([gpuctl, *args], repeat=9)
-        rows.append(
-            Row(
-                f"gpuctl {' '.join(args)}",
-                f"{t * 1000:.0f} ms",
-                f"python -c pass: {bare * 1000:.0f} ms",
-                t / bare,
-                "informational",
-                None,
-            )
-        )
-    return rows
-
-
 def bench_gate3(nodes: int) -> list[Row]:
     """One gate-3 verdict on a pool of ``nodes`` nodes: TAS-assigned, and a whole-pool search that finds no room."""
     from gpuctl.core.fit import FitContext, judge_workload
@@ -210,26 +190,42 @@ def _tls_files(directory: Path) -> tuple[Path, Path, Path]:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench-ca")])
     ca = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(ca_key, hashes.SHA256())
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
     import ipaddress
 
     cert = (
-        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])).issuer_name(ca_name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False).sign(ca_key, hashes.SHA256())
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(ca_key, hashes.SHA256())
     )
     paths = (directory / "tls.crt", directory / "tls.key", directory / "ca.crt")
     paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    paths[1].write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     paths[2].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     return paths
 
 
-def _load(url_host: str, port: int, ca: Path, path: str, body: bytes, rate: float, seconds: float, workers: int) -> tuple[list[float], int, float]:
+def _load(
+    url_host: str, port: int, ca: Path, path: str, body: bytes, rate: float, seconds: float, workers: int
+) -> tuple[list[float], int, float]:
     """Send ``body`` at ``rate`` requests/s (0: as fast as ``workers`` keep-alive connections go) for ``seconds``.
 
     Returns the latencies, the errors and the elapsed time. Bounded in count and time; loopback only.
@@ -273,7 +269,9 @@ def _load(url_host: str, port: int, ca: Path, path: str, body: bytes, rate: floa
             next_at += interval
         conn.close()
 
-    threads = [threading.Thread(target=worker, args=(i * interval / workers if interval else 0.0,)) for i in range(workers)]
+    threads = [
+        threading.Thread(target=worker, args=(i * interval / workers if interval else 0.0,)) for i in range(workers)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -297,7 +295,13 @@ def bench_webhook(_nodes: int) -> list[Row]:
             return self.ctx
 
     pod = next(e for e in EXAMPLES if e.id == "rule2-accept").pod
-    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "bench", "operation": "CREATE", "namespace": "default", "object": pod}}).encode()
+    body = json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"uid": "bench", "operation": "CREATE", "namespace": "default", "object": pod},
+        }
+    ).encode()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cert, key, ca = _tls_files(Path(tmp))
@@ -309,9 +313,27 @@ def bench_webhook(_nodes: int) -> list[Row]:
             lat, errors, _ = _load("127.0.0.1", port, ca, "/mutate-pod-accelerators", body, 200, 10, 8)
             p50, p99 = _percentile(lat, 50), _percentile(lat, 99)
             ref_p99 = _percentile(ref, 99)
-            rows.append(Row("Pod webhook round trip at 200 req/s, 10 s, TLS loopback", f"p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, {errors} errors of {len(lat)}", f"transport only (GET /healthz): p99 {ref_p99 * 1000:.1f} ms", p99 / ref_p99, "p99 < 20 ms, 0 errors", p99 < 0.020 and errors == 0))
+            rows.append(
+                Row(
+                    "Pod webhook round trip at 200 req/s, 10 s, TLS loopback",
+                    f"p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, {errors} errors of {len(lat)}",
+                    f"transport only (GET /healthz): p99 {ref_p99 * 1000:.1f} ms",
+                    p99 / ref_p99,
+                    "p99 < 20 ms, 0 errors",
+                    p99 < 0.020 and errors == 0,
+                )
+            )
             lat, errors, took = _load("127.0.0.1", port, ca, "/mutate-pod-accelerators", body, 0, 5, 8)
-            rows.append(Row("Pod webhook sustained, 8 keep-alive clients, 5 s", f"{len(lat) / took:.0f} req/s, {errors} errors", "-", None, "informational", None))
+            rows.append(
+                Row(
+                    "Pod webhook sustained, 8 keep-alive clients, 5 s",
+                    f"{len(lat) / took:.0f} req/s, {errors} errors",
+                    "-",
+                    None,
+                    "informational",
+                    None,
+                )
+            )
         finally:
             server.shutdown()
     return rows
@@ -330,7 +352,9 @@ def _installed_gpuctl() -> Path:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(ROOT)], check=True)
     else:
-        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", "--force-reinstall", str(ROOT)], check=True)
+        subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", "--force-reinstall", str(ROOT)], check=True
+        )
     return script
 
 
@@ -369,7 +393,16 @@ def bench_live(nodes: int) -> list[Row]:
             kc = str(cp.kubeconfig)
             ref, ref_rss = _median_run([str(kubectl), "--kubeconfig", kc, "get", "devices", "-o", "json"], repeat=3)
             got, rss = _median_run([gpuctl, "views", "-o", "json", "--kubeconfig", kc], repeat=3)
-            rows.append(Row(f"gpuctl views -o json, live, {nodes} Devices", f"{got * 1000:.0f} ms (peak RSS {rss / 1024:.0f} MiB)", f"kubectl get devices -o json: {ref * 1000:.0f} ms (peak RSS {ref_rss / 1024:.0f} MiB)", got / ref, "< 1x", got / ref < 1.0))
+            rows.append(
+                Row(
+                    f"gpuctl views -o json, live, {nodes} Devices",
+                    f"{got * 1000:.0f} ms (peak RSS {rss / 1024:.0f} MiB)",
+                    f"kubectl get devices -o json: {ref * 1000:.0f} ms (peak RSS {ref_rss / 1024:.0f} MiB)",
+                    got / ref,
+                    "< 1x",
+                    got / ref < 1.0,
+                )
+            )
         finally:
             cp.stop()
     return rows
@@ -386,7 +419,16 @@ def bench_startup(_nodes: int) -> list[Row]:
     rows = []
     for args in (["--help"], ["version"]):
         t, _ = _median_run([gpuctl, *args], repeat=9)
-        rows.append(Row(f"gpuctl {' '.join(args)}", f"{t * 1000:.0f} ms", f"kubectl --help: {k_help * 1000:.0f} ms (python -c pass: {bare * 1000:.0f} ms)", t / k_help, "< 2x kubectl --help", t / k_help < 2.0))
+        rows.append(
+            Row(
+                f"gpuctl {' '.join(args)}",
+                f"{t * 1000:.0f} ms",
+                f"kubectl --help: {k_help * 1000:.0f} ms (python -c pass: {bare * 1000:.0f} ms)",
+                t / k_help,
+                "< 2x kubectl --help",
+                t / k_help < 2.0,
+            )
+        )
     env = {**os.environ, "COMP_WORDS": "gpuctl views --by", "COMP_CWORD": "2", "_GPUCTL_COMPLETE": "complete_bash"}
     runs = []
     for _ in range(9):
@@ -394,7 +436,16 @@ def bench_startup(_nodes: int) -> list[Row]:
         subprocess.run([gpuctl], env=env, capture_output=True, check=True)
         runs.append(time.perf_counter() - started)
     t = statistics.median(runs)
-    rows.append(Row("shell completion (gpuctl views --by<TAB>)", f"{t * 1000:.0f} ms", f"kubectl --help: {k_help * 1000:.0f} ms", t / k_help, "< 2x kubectl --help", t / k_help < 2.0))
+    rows.append(
+        Row(
+            "shell completion (gpuctl views --by<TAB>)",
+            f"{t * 1000:.0f} ms",
+            f"kubectl --help: {k_help * 1000:.0f} ms",
+            t / k_help,
+            "< 2x kubectl --help",
+            t / k_help < 2.0,
+        )
+    )
     return rows
 
 

@@ -139,7 +139,9 @@ def test_deploy_manifests_are_fresh(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "deploy" / "crds", tmp_path / "crds")
     for path in write(tmp_path):
         committed = ROOT / "deploy" / path.relative_to(tmp_path)
-        assert committed.read_text() == path.read_text(), f"{committed} is stale: run python -m gpuctl.operator.manifests deploy"
+        assert committed.read_text() == path.read_text(), (
+            f"{committed} is stale: run python -m gpuctl.operator.manifests deploy"
+        )
 
 
 def test_every_served_webhook_is_registered() -> None:

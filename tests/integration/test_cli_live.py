@@ -162,3 +162,15 @@ def test_unknown_objects_suggest_close_names(pool: GpuPool, control_plane: Any) 
         "explain", "workload", f"{pool.namespace}/held-fitt", "--kubeconfig", str(control_plane.kubeconfig)
     )
     assert code == 1 and f"did you mean {pool.namespace}/held-fit?" in err
+
+
+def test_an_api_that_is_not_served_names_the_missing_piece(control_plane: Any) -> None:
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.cluster.kinds import Kind
+    from gpuctl.cluster.live import Connection, LiveSource
+
+    source = LiveSource(Connection(str(control_plane.kubeconfig)))
+    with pytest.raises(
+        SourceError, match=r"^the Gadget API is not served by this cluster: is the operator installed\?$"
+    ):
+        source.list(Kind("Gadget", "worker.gpustack.ai", "v1alpha1", "gadgets", False))

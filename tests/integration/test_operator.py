@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from gpuctl.cli.main import app
 from gpuctl.core import naming
 from gpuctl.core.units import M
-from gpuctl.operator.manifests import webhook_configurations
+from gpuctl.operator.manifests import cli_roles, webhook_configurations
 from tests.factories import H100_PROFILES, card_row, container, instancetype, physical_profiles, pod
 from tests.request_examples import EXAMPLES
 
@@ -398,3 +398,38 @@ def test_malformed_reviews_get_well_formed_answers(operator: Operator, path: str
     assert operator.get("/healthz") == (200, b"ok")
     metrics = operator.get("/metrics")[1].decode()
     assert "gpuctl_webhook_requests_total" in metrics and "gpuctl_webhook_duration_seconds_bucket" in metrics
+
+
+def test_read_commands_work_with_the_view_role_and_writes_are_forbidden(
+    operator: Operator, api: Any, control_plane: Any, tmp_path: Path, test_namespace: str
+) -> None:
+    rbac = client.RbacAuthorizationV1Api(api)
+    view = next(r for r in cli_roles() if r["metadata"]["name"] == "gpuctl-view")
+    with contextlib.suppress(ApiException):
+        rbac.create_cluster_role(view)
+    with contextlib.suppress(ApiException):
+        rbac.create_cluster_role_binding(
+            {
+                "metadata": {"name": "it-gpuctl-viewer"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpuctl-view"},
+                "subjects": [{"kind": "User", "name": "viewer", "apiGroup": "rbac.authorization.k8s.io"}],
+            }
+        )
+    kubeconfig = str(control_plane.write_kubeconfig(tmp_path / "viewer.kubeconfig", "viewer", []))
+    runner = CliRunner()
+    for args in (
+        ["views", "-o", "json"],
+        ["partitions", "-o", "json"],
+        ["workloads", "-A", "-o", "json"],
+        ["instance", "list", "-A", "-o", "json"],
+        ["instancetype", "list", "-o", "json"],
+    ):
+        result = runner.invoke(app, [*args, "--kubeconfig", kubeconfig])
+        assert result.exit_code == 0, (args, result.stderr)
+        json.loads(result.stdout)
+    result = runner.invoke(app, ["hold", "gpustack--nvidia-a10g-linux-amd64", "--kubeconfig", kubeconfig])
+    assert result.exit_code == 1
+    assert (
+        "forbidden: cannot patch instancetypes.worker.gpustack.ai gpustack--nvidia-a10g-linux-amd64"
+        in result.stdout + result.stderr
+    )
