@@ -154,3 +154,34 @@ def test_every_served_webhook_is_registered() -> None:
     assert registered == {w.name: w.path for w in WEBHOOKS}
     assert docs[0]["metadata"]["name"] < "kueue-mutating-webhook-configuration"
     assert all(h["sideEffects"] == "None" for d in docs for h in d["webhooks"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("views",),
+        ("views", "--by-node"),
+        ("views", "--by-card"),
+        ("partitions",),
+        ("partitions", "--by-node"),
+        ("partitions", "--by-card"),
+        ("workloads", "-A"),
+        ("instancetype", "list"),
+        ("explain", "workload", "team-a/chat"),
+    ],
+)
+@pytest.mark.parametrize("output", ["table", "wide", "json", "yaml", "name"])
+def test_every_read_command_speaks_every_output_format(args: tuple[str, ...], output: str) -> None:
+    import yaml
+
+    code, out, err = run(*args, "--snapshot", SNAPSHOT, "-o", output)
+    assert code == 0, err
+    assert out.strip()
+    if output == "json":
+        json.loads(out)
+    elif output == "yaml":
+        assert isinstance(yaml.safe_load(out), dict)
+    elif output == "name":
+        assert all("/" in line for line in out.splitlines())
+    else:
+        assert "\x1b[" not in out  # piped: plain text, no escape codes
