@@ -91,12 +91,11 @@ def devices(
     arch: str = "amd64",
     managed: bool = True,
     extra_labels: dict[str, str] | None = None,
-    card_ids: list[str] | None = None,
 ) -> JSON:
     """A ``Devices`` object with one accelerator group; ``rows`` is the ledger (absent rows mean none written)."""
     akey = naming.accelerator_key(manufacturer, group_id)
     slots = naming.MANUFACTURERS[manufacturer].slice_slots if logical_slots is None else logical_slots
-    ids = card_ids or [f"GPU-{i:04d}" for i in range(cards)]
+    ids = [f"GPU-{i:04d}" for i in range(cards)]
     accelerators = []
     for i in range(cards):
         status: JSON = {}

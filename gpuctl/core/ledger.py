@@ -8,7 +8,7 @@ its catalog ceilings: free, every profile at its per-card count.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from types import MappingProxyType
@@ -553,7 +553,3 @@ def _parse_checked(obj: Mapping[str, Any]) -> NodeDevices:
     return NodeDevices(
         node=name, labels=labels, groups=tuple(groups), resource_version=str(meta.get("resourceVersion", ""))
     )
-
-
-def parse_devices_list(objs: Iterable[Mapping[str, Any]]) -> list[NodeDevices]:
-    return [parse_devices(o) for o in objs]

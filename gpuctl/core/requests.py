@@ -26,7 +26,7 @@ from gpuctl.core.admission import (
     required,
 )
 from gpuctl.core.instancetypes import InstanceType, find_by_entrance
-from gpuctl.core.naming import Family, KeyKind, Manufacturer, ResourceKey
+from gpuctl.core.naming import Family, KeyKind, ResourceKey
 from gpuctl.core.units import M, QuantityError, mib_to_units, parse_quantity, percent_to_units
 
 
@@ -492,11 +492,3 @@ def admit_pod(pod: JSON, instancetypes: Sequence[InstanceType]) -> Admission:
     except FoldError as exc:
         return deny(str(exc))
     return allow(mutated)
-
-
-def manufacturers_of(containers: Sequence[ContainerAccelerators]) -> list[Manufacturer]:
-    seen: dict[str, Manufacturer] = {}
-    for c in containers:
-        for v in c.values:
-            seen.setdefault(v.key.manufacturer.name, v.key.manufacturer)
-    return list(seen.values())

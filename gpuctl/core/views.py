@@ -92,22 +92,32 @@ def accelerator_views(pool: Iterable[NodeDevices], accelerator_key: str) -> tupl
             continue
         node_free = node_shareable = 0
         for card in group.cards:
-            if card.partitioned:
-                pt_cap += card.partition_ceiling
+            capability = card.capability
+            if capability.partition_ceiling > 0:
+                pt_cap += capability.partition_ceiling
                 pt_rem += card.partition_free
                 _add_profiles(card, group.manufacturer, remaining_by_profile, allocated_by_profile, profile_memory)
                 continue
             ex_cap += 1
             sh_cap += SHARES_PER_CARD
-            if card.free:
+            sliceable = capability.logical_slots > 0
+            if sliceable:
+                sl_cap += 100
+            if card.free and card.allocated_slices == 0:
+                # The common case, read once: a free card gives one whole card, all its shares, a whole slice.
                 ex_rem += 1
                 node_free += 1
+                sh_rem += SHARES_PER_CARD
+                node_shareable += 1
+                if sliceable:
+                    sl_rem += 100
+                    sl_once = 100 if sl_once < 100 else sl_once
+                continue
             shares = card.free_shares
             sh_rem += shares
             if shares:
                 node_shareable += 1
-            if card.sliceable:
-                sl_cap += 100
+            if sliceable:
                 pct = card.free_slice_percent
                 sl_rem += pct
                 sl_once = max(sl_once, pct)

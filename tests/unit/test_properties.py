@@ -186,3 +186,20 @@ def test_the_fast_ledger_reader_agrees_with_the_checked_one(raw: list[dict[str, 
         except Exception:  # noqa: BLE001 - an unusual shape is the checked reader's to read
             continue
         assert fast == _parse_checked(d)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pool())
+def test_views_equal_the_per_card_definitions(raw: list[dict[str, Any]]) -> None:
+    parsed = [parse_devices(d) for d in raw]
+    ex, sh, sl, _ = accelerator_views(parsed, A10G)
+    cards = [(n.node, c) for n in parsed for c in n.cards(A10G) if not c.partitioned]
+    per_node: dict[str, list[Any]] = {}
+    for node, c in cards:
+        per_node.setdefault(node, []).append(c)
+    assert ex.remaining == sum(c.free for _, c in cards)
+    assert ex.once_max_request == max((sum(c.free for c in cs) for cs in per_node.values()), default=0)
+    assert sh.remaining == sum(c.free_shares for _, c in cards)
+    assert sh.once_max_request == max((sum(c.free_shares > 0 for c in cs) for cs in per_node.values()), default=0)
+    assert sl.remaining == sum(c.free_slice_percent for _, c in cards if c.sliceable)
+    assert sl.once_max_request == max((c.free_slice_percent for _, c in cards if c.sliceable), default=0)
