@@ -4,32 +4,39 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+if TYPE_CHECKING:
+    from gpuctl.cluster.kinds import Kind
+
 from gpuctl.cli.errors import UsageError, user_errors
 from gpuctl.cli.options import ContextOption, KubeconfigOption, NamespaceOption, TimeoutOption, open_source
-from gpuctl.cluster import kinds
-from gpuctl.cluster.kinds import Kind
 
-DUMPED: tuple[Kind, ...] = (
-    kinds.NODE,
-    kinds.POD,
-    kinds.DEVICES,
-    kinds.INSTANCETYPE,
-    kinds.INSTANCE,
-    kinds.RESOURCEFLAVOR,
-    kinds.CLUSTERQUEUE,
-    kinds.LOCALQUEUE,
-    kinds.WORKLOAD,
-    kinds.ADMISSIONCHECK,
-    kinds.TOPOLOGY,
-    kinds.KVCACHE_BINDING,
-    kinds.KVCACHE_POOL,
-    kinds.KVCACHE_BACKEND,
-)
-OPTIONAL_GROUPS = (kinds.KVCACHE, "kueue.x-k8s.io", "worker.gpustack.ai")
+OPTIONAL_GROUPS = ("kvcache.gpustack.ai", "kueue.x-k8s.io", "worker.gpustack.ai")
+
+
+def dumped_kinds() -> tuple["Kind", ...]:
+    """Every kind a dump writes (Secrets never)."""
+    from gpuctl.cluster import kinds
+
+    return (
+        kinds.NODE,
+        kinds.POD,
+        kinds.DEVICES,
+        kinds.INSTANCETYPE,
+        kinds.INSTANCE,
+        kinds.RESOURCEFLAVOR,
+        kinds.CLUSTERQUEUE,
+        kinds.LOCALQUEUE,
+        kinds.WORKLOAD,
+        kinds.ADMISSIONCHECK,
+        kinds.TOPOLOGY,
+        kinds.KVCACHE_BINDING,
+        kinds.KVCACHE_POOL,
+        kinds.KVCACHE_BACKEND,
+    )
 
 
 def keep_pod(pod: dict[str, Any]) -> bool:
@@ -106,8 +113,9 @@ def dump_command(
         transient=True,
         console=_stderr_console(),
     ) as progress:
-        task = progress.add_task("dumping", total=len(DUMPED))
-        for kind in DUMPED:
+        dumped = dumped_kinds()
+        task = progress.add_task("dumping", total=len(dumped))
+        for kind in dumped:
             progress.update(task, description=f"reading {kind.plural}")
             try:
                 objs = source.list(kind, namespace=namespace if kind.namespaced else None)
@@ -117,7 +125,7 @@ def dump_command(
                     progress.advance(task)
                     continue
                 raise
-            if kind is kinds.POD:
+            if kind.kind == "Pod":
                 objs = [o for o in objs if keep_pod(o)]
             items = [slim(o) for o in objs]
             doc = {"apiVersion": "v1", "kind": "List", "items": items}
