@@ -174,3 +174,44 @@ def test_an_api_that_is_not_served_names_the_missing_piece(control_plane: Any) -
         SourceError, match=r"^the Gadget API is not served by this cluster: is the operator installed\?$"
     ):
         source.list(Kind("Gadget", "worker.gpustack.ai", "v1alpha1", "gadgets", False))
+
+
+def test_watch_redraws_when_the_ledger_moves(api: Any, test_namespace: str, control_plane: Any) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=4)
+    gpuctl_bin = str(Path(sys.executable).with_name("gpuctl"))
+    proc = subprocess.Popen(
+        [
+            gpuctl_bin,
+            "views",
+            p.name,
+            "-w",
+            "--interval",
+            "0.3",
+            "--no-headers",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().decode()
+        assert "4/4 4/40 100/400 0/0" in first
+        p.write_ledger(p.nodes[0], [card_row(0, mode=1, allocated=M), card_row(1), card_row(2), card_row(3)])
+        deadline = time.monotonic() + 20
+        line = ""
+        while time.monotonic() < deadline and "3/3 3/30 100/300 0/0" not in line:
+            line = proc.stdout.readline().decode()
+        assert "3/3 3/30 100/300 0/0" in line
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 0
+        p.cleanup()
