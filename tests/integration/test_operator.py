@@ -433,3 +433,18 @@ def test_read_commands_work_with_the_view_role_and_writes_are_forbidden(
         "forbidden: cannot patch instancetypes.worker.gpustack.ai gpustack--nvidia-a10g-linux-amd64"
         in result.stdout + result.stderr
     )
+
+
+def test_only_one_replica_leads_and_a_stale_lease_is_taken_over(control_plane: Any) -> None:
+    from gpuctl.cluster.live import Connection, LiveSource
+    from gpuctl.operator.leader import LeaderElector
+
+    source = LiveSource(Connection(str(control_plane.kubeconfig)))
+    first = LeaderElector(source, "default", name="it-leader", lease_seconds=2)
+    second = LeaderElector(source, "default", name="it-leader", lease_seconds=2)
+    assert first.try_acquire() is True
+    assert second.try_acquire() is False
+    assert first.try_acquire() is True  # renewing
+    time.sleep(2.5)  # the first replica stops renewing
+    assert second.try_acquire() is True
+    assert first.try_acquire() is False
