@@ -80,11 +80,7 @@ class GpuPool:
         }
 
     def create_nodes(self) -> None:
-        core = client.CoreV1Api(self.api)
         for node in self.nodes:
-            core.create_node(
-                {"metadata": {"name": node, "labels": {naming.LABEL_HOSTNAME: node, **self.node_labels()}}}
-            )
             resources = {
                 "credits.gpustack.ai/nvidia": str(self.cards * M),
                 "nvidia.com/gpu": str(self.cards),
@@ -93,26 +89,7 @@ class GpuPool:
                 "memory": "192Gi",
                 "pods": "110",
             }
-            core.patch_node_status(
-                node,
-                {
-                    "status": {
-                        "capacity": resources,
-                        "allocatable": resources,
-                        "conditions": [
-                            {
-                                "type": "Ready",
-                                "status": "True",
-                                "reason": "KubeletReady",
-                                "message": "test node",
-                                "lastHeartbeatTime": now(),
-                                "lastTransitionTime": now(),
-                            }
-                        ],
-                    }
-                },
-            )
-            core.patch_node(node, {"spec": {"taints": None}})
+            create_ready_node(self.api, node, self.node_labels(), resources)
             self.created.append(("node", node, None))
 
     def write_ledger(self, node: str, rows: list[dict[str, Any]]) -> None:
@@ -320,6 +297,24 @@ class GpuPool:
                     self.objs.delete_namespaced_custom_object(KUEUE, KV, ns, kind, name)
                 else:
                     self.objs.delete_cluster_custom_object(KUEUE, KV, kind, name)
+
+
+def create_ready_node(api: Any, name: str, labels: dict[str, str], resources: dict[str, str]) -> None:
+    """A Node as a kubelet would report it: Ready, with capacity and allocatable, untainted."""
+    core = client.CoreV1Api(api)
+    core.create_node({"metadata": {"name": name, "labels": {naming.LABEL_HOSTNAME: name, **labels}}})
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "message": "test node",
+        "lastHeartbeatTime": now(),
+        "lastTransitionTime": now(),
+    }
+    core.patch_node_status(name, {"status": {"capacity": resources, "allocatable": resources, "conditions": [ready]}})
+    # The API server's TaintNodesByCondition admission adds the not-ready taint on create; with no node lifecycle
+    # controller, drop it here.
+    core.patch_node(name, {"spec": {"taints": None}})
 
 
 def ensure_active_check(api: Any) -> None:

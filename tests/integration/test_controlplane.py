@@ -11,6 +11,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from .gpucluster import create_ready_node
+
 GROUP, VERSION = "worker.gpustack.ai", "v1alpha1"
 KUEUE, KV = "kueue.x-k8s.io", "v1beta2"
 CREDITS = "credits.gpustack.ai/nvidia"
@@ -241,30 +243,7 @@ def tas_pool(api, test_namespace):
     )
     nodes = [f"{pool}-node-{i}" for i in range(2)]
     for node in nodes:
-        core.create_node({"metadata": {"name": node, "labels": {HOSTNAME: node, POOL_LABEL: pool}}})
-        resources = {CREDITS: str(M), "cpu": "8", "memory": "32Gi", "pods": "110"}
-        core.patch_node_status(
-            node,
-            {
-                "status": {
-                    "capacity": resources,
-                    "allocatable": resources,
-                    "conditions": [
-                        {
-                            "type": "Ready",
-                            "status": "True",
-                            "reason": "KubeletReady",
-                            "message": "test node",
-                            "lastHeartbeatTime": _now(),
-                            "lastTransitionTime": _now(),
-                        }
-                    ],
-                }
-            },
-        )
-        # The API server's TaintNodesByCondition admission adds the not-ready
-        # taint on create; with no node lifecycle controller, drop it here.
-        core.patch_node(node, {"spec": {"taints": None}})
+        create_ready_node(api, node, {POOL_LABEL: pool}, {CREDITS: str(M), "cpu": "8", "memory": "32Gi", "pods": "110"})
     state = {"flavor": pool, "topology": topology, "nodes": nodes, "namespace": test_namespace, "cleanup": []}
     yield state
     # Best effort, newest first: Workloads, queues, then the pool itself.
