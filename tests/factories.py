@@ -335,14 +335,14 @@ def bound_pod(
     node_name: str,
     limits: dict[str, Any],
     *,
-    workload_name: str,
+    workload_name: str | None,
     podset: str = "main",
     namespace: str = "team-a",
     allocations: dict[str, list[JSON]] | None = None,
     phase: str = "Running",
 ) -> JSON:
     """A Pod of a Workload bound to a node, with its allocation record (container → accelerators) when Allocate ran."""
-    annotations = {naming.ANNOTATION_WORKLOAD: workload_name}
+    annotations = {naming.ANNOTATION_WORKLOAD: workload_name} if workload_name else {}
     if allocations is not None:
         record = {
             c: {"devices": {"groups": [{"id": "a10g", "manufacturer": "nvidia", "accelerators": accs}]}}

@@ -46,7 +46,12 @@ def keep_pod(pod: dict[str, Any]) -> bool:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
-    if naming.LABEL_QUEUE_NAME in labels or naming.LABEL_PODSET in labels or naming.ANNOTATION_WORKLOAD in annotations:
+    if (
+        naming.LABEL_QUEUE_NAME in labels
+        or naming.LABEL_PODSET in labels
+        or naming.ANNOTATION_WORKLOAD in annotations
+        or naming.ANNOTATION_ALLOCATED in annotations
+    ):
         return True
     spec = pod.get("spec") or {}
     for section in ("initContainers", "containers"):

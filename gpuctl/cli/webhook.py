@@ -67,6 +67,20 @@ def read_manifest(path: str, kind: WebhookKind) -> dict[str, Any]:
             f"{path}: expected exactly one {EXPECTED_KIND[kind.value]} object, found {len(docs)} documents"
         )
     obj: dict[str, Any] = docs[0]
+    for field, value in (
+        ("metadata", obj.get("metadata")),
+        ("spec", obj.get("spec")),
+        (
+            "metadata.labels",
+            (obj.get("metadata") or {}).get("labels") if isinstance(obj.get("metadata"), dict) else None,
+        ),
+        (
+            "metadata.annotations",
+            (obj.get("metadata") or {}).get("annotations") if isinstance(obj.get("metadata"), dict) else None,
+        ),
+    ):
+        if value is not None and not isinstance(value, dict):
+            raise UsageError(f"{path}: {field} must be a mapping, not {type(value).__name__}")
     if obj.get("kind") != EXPECTED_KIND[kind.value]:
         raise UsageError(
             f"{path}: kind is {obj.get('kind')!r}, not {EXPECTED_KIND[kind.value]}: use `gpuctl webhook dry-run {_kind_arg(obj.get('kind'))} -f {path}`"

@@ -143,8 +143,10 @@ class LiveSource:
             return SourceError(
                 f"unauthorized: the API server at {self._server} rejected the credentials; refresh the kubeconfig"
             )
-        if status == 404 and name:
-            return NotFoundError(message or f"{what} {name} not found")
+        if status == 404 and name and f'"{name}" not found' in message:
+            # The object is missing; a 404 without it ("the server could not find the requested resource") means the
+            # API itself is not served at this version.
+            return NotFoundError(message)
         if status == 404:
             return SourceError(_not_served(kind) if kind else f"{path} is not served by this cluster")
         if status == 409:

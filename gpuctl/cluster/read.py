@@ -163,17 +163,35 @@ class AdmissionState:
         )
 
 
+def judged_ledgers(published: Sequence[NodeDevices], pods_read: Sequence[Pod]) -> dict[str, NodeDevices]:
+    """The ledgers gate 3 judges on, as the check does: rebuilt from the allocation records of the Pods bound to each
+    node. A node none of whose Pods in the read carries a record keeps its published Devices ledger (a snapshot
+    written by hand, or one without Pods)."""
+    from gpuctl.core.fit import rebuild_ledger
+
+    by_node: dict[str, list[Pod]] = {}
+    for p in pods_read:
+        if p.node_name:
+            by_node.setdefault(p.node_name, []).append(p)
+    out = {}
+    for d in published:
+        bound = by_node.get(d.node, [])
+        out[d.node] = rebuild_ledger(d, bound) if any(p.allocations for p in bound) else d
+    return out
+
+
 def admission_state(source: Source) -> AdmissionState:
     """Read what explanations need: queues, pools, ledgers, Nodes, Workloads, and the Pods that are bound or owned."""
+    pods_read = [p for p in pods(source) if p.node_name or p.workload]
     return AdmissionState(
         local_queues={(q.namespace, q.name): q for q in (parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE))},
         cluster_queues=cluster_queues(source),
         instancetypes={t.name: t for t in instancetypes(source)},
         check=admission_check(source, naming.NODE_DEVICES_CHECK),
         flavors=flavors(source),
-        devices={d.node: d for d in devices(source)},
+        devices=judged_ledgers(devices(source), pods_read),
         nodes={n.name: n for n in nodes(source)},
         workloads=workloads(source),
-        # Bound Pods feed node usage and held counts; owned ones gates 4 and 5.
-        pods=[p for p in pods(source) if p.node_name or p.workload],
+        # Bound Pods feed the ledgers, node usage and held counts; owned ones gates 4 and 5.
+        pods=pods_read,
     )

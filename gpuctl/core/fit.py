@@ -19,7 +19,7 @@ from gpuctl.core import naming
 from gpuctl.core.ledger import Card, Group, Mode, NodeDevices
 from gpuctl.core.naming import Family, KeyKind
 from gpuctl.core.nodes import Node
-from gpuctl.core.pods import Pod
+from gpuctl.core.pods import CardAllocation, Pod
 from gpuctl.core.units import PERCENT, SHARE, M, QuantityError, parse_quantity
 from gpuctl.core.workloads import PodSet, ResourceFlavor, Workload
 
@@ -473,6 +473,8 @@ def judge_workload(w: Workload, ctx: FitContext, *, check: str = naming.NODE_DEV
     for other in sorted(ctx.workloads, key=lambda x: x.key):
         if other.key == w.key:
             continue
+        if other.finished or other.evicted or not other.active:
+            continue  # its Pods are gone or going; the ledger holds whatever they still have
         state = other.check(check)
         if other.admitted or (other.quota_reserved and state is not None and state.state == READY):
             inflight.extend(_charge_inflight(other, ctx, budget))
@@ -586,12 +588,12 @@ def rebuild_ledger(node: NodeDevices, pods: Iterable[Pod]) -> NodeDevices:
 
     Finished Pods are not charged: the kubelet took their cards back.
     """
-    per_card: dict[tuple[str, str, str], list[tuple[int, int, str]]] = {}
+    per_card: dict[tuple[str, str, str], list[CardAllocation]] = {}
     for p in pods:
         if p.node_name != node.node or p.finished:
             continue
         for a in p.allocations:
-            per_card.setdefault((a.manufacturer, a.group, a.card_id), []).append((a.mode, a.allocated, a.profile))
+            per_card.setdefault((a.manufacturer, a.group, a.card_id), []).append(a)
     groups = []
     for g in node.groups:
         cards = []
@@ -609,14 +611,14 @@ def rebuild_ledger(node: NodeDevices, pods: Iterable[Pod]) -> NodeDevices:
                     )
                 )
                 continue
-            modes = [Mode(m) if 0 <= m <= 5 else Mode.NONE for m, _, _ in records]
+            modes = [Mode(r.mode) if 0 <= r.mode <= 5 else Mode.NONE for r in records]
             mode = next((m for m in modes if m not in (Mode.NONE, Mode.VISIBILITY)), Mode.NONE)
-            allocated = min(M, sum(u for _, u, _ in records))
+            allocated = min(M, sum(max(0, r.allocated) for r in records))
             profiles: dict[str, int] = {}
-            for _, _, prof in records:
-                if prof:
-                    profiles[prof] = profiles.get(prof, 0) + 1
-            remaining_profiles = _remaining_after(c, profiles) if c.partitioned else {}
+            for r in records:
+                if r.profile:
+                    profiles[r.profile] = profiles.get(r.profile, 0) + 1
+            remaining_profiles = _remaining_after(c, [r for r in records if r.profile]) if c.partitioned else {}
             cards.append(
                 c._replace(
                     mode=mode,
@@ -632,11 +634,16 @@ def rebuild_ledger(node: NodeDevices, pods: Iterable[Pod]) -> NodeDevices:
     return NodeDevices(node.node, node.labels, tuple(groups), node.resource_version)
 
 
-def _remaining_after(card: Card, carved: Mapping[str, int]) -> dict[str, int]:
-    """Per-profile free instances after carving, by geometry: the instances are packed at their lowest legal starts."""
-    taken: list[tuple[int, int]] = []
+def _remaining_after(card: Card, carved: list[CardAllocation]) -> dict[str, int]:
+    """Per-profile free instances after carving, by geometry: instances sit where their records say, and those
+    whose record names no placement are packed at their lowest legal start."""
     by_name = {p.name: p for p in card.profiles}
-    for name, n in sorted(carved.items(), key=lambda x: -(by_name[x[0]].memory_slices if x[0] in by_name else 0)):
+    taken: list[tuple[int, int]] = [(s, s + n) for r in carved for s, n in r.placements if n > 0]
+    unplaced: dict[str, int] = {}
+    for r in carved:
+        if not any(n > 0 for _, n in r.placements):
+            unplaced[r.profile] = unplaced.get(r.profile, 0) + 1
+    for name, n in sorted(unplaced.items(), key=lambda x: -(by_name[x[0]].memory_slices if x[0] in by_name else 0)):
         p = by_name.get(name)
         if p is None:
             continue

@@ -70,6 +70,11 @@ class Pod:
         return self.labels.get(naming.LABEL_QUEUE_NAME, "")
 
 
+def _int(value: Any) -> int:
+    """An integer field of an allocation record; anything else reads as 0 (Pod annotations are user-writable)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def parse_allocation_annotation(raw: str) -> tuple[CardAllocation, ...]:
     """The ``device.gpustack.ai/accelerator.allocated`` annotation: a JSON map keyed by container name."""
     try:
@@ -83,7 +88,7 @@ def parse_allocation_annotation(raw: str) -> tuple[CardAllocation, ...]:
             for a in _l(g.get("accelerators")):
                 a = _m(a)
                 placements = tuple(
-                    (int(_m(p).get("start", 0)), int(_m(p).get("length", 0)))
+                    (_int(_m(p).get("start")), _int(_m(p).get("length")))
                     for p in _l(a.get("allocatedPhysicalPlacements"))
                 )
                 out.append(
@@ -92,8 +97,8 @@ def parse_allocation_annotation(raw: str) -> tuple[CardAllocation, ...]:
                         manufacturer=str(g.get("manufacturer", "")),
                         group=str(g.get("id", "")),
                         card_id=str(a.get("id", "")),
-                        mode=int(a.get("mode", 0)) if isinstance(a.get("mode"), int) else 0,
-                        allocated=int(a.get("allocated", 0)) if isinstance(a.get("allocated"), int) else 0,
+                        mode=_int(a.get("mode")),
+                        allocated=_int(a.get("allocated")),
                         profile=str(a.get("allocatedPhysicalProfile") or ""),
                         placements=placements,
                     )

@@ -66,6 +66,8 @@ def parse_quantity(value: str | int | float) -> Fraction:
         raise QuantityError(
             f"{value!r} is not a quantity: use a number with an optional suffix such as 64Gi, 500m or 2"
         )
+    if len(text) > 64:
+        raise QuantityError(f"{value[:20]!r}...: a quantity has at most 64 characters")
     match = _QUANTITY.match(text)
     if match is None:
         raise QuantityError(
@@ -76,7 +78,10 @@ def parse_quantity(value: str | int | float) -> Fraction:
     if match["bin"]:
         return number * _BINARY[match["bin"]]
     if match["exp"]:
-        return number * Fraction(10) ** int(match["exp"][1:])
+        exponent = int(match["exp"][1:])
+        if abs(exponent) > 64:
+            raise QuantityError(f"{value!r}: the exponent is out of range (at most 64)")
+        return number * Fraction(10) ** exponent
     return number * _DECIMAL[match["dec"] or ""]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +53,8 @@ class Controllers:
         self.metrics = metrics
         self.memory = Memory()
 
-    def run_once(self, state: ClusterState) -> None:
+    def run_once(self, state: ClusterState, still_leading: Callable[[], bool] = lambda: True) -> None:
+        """One pass of every controller; each step's failure is logged and the next pass retries."""
         for name, step in (
             ("admission-check-active", self.keep_check_active),
             ("node-devices-check", self.judge_workloads),
@@ -60,12 +62,17 @@ class Controllers:
             ("fit-labels", self.publish_fit_labels),
             ("instance-stop", self.stop_instances),
         ):
+            if not still_leading():
+                log.warning("the leader lease may have lapsed: stopping this pass")
+                return
             try:
                 step(state)
             except ConflictError:
                 log.info("%s: an object moved under a write; the next pass retries", name)
             except SourceError as exc:
                 log.warning("%s: %s", name, exc)
+            except Exception:
+                log.exception("%s failed; the next pass retries", name)
 
     # ------------------------------------------------------------------------------------------- the check itself
 

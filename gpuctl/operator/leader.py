@@ -42,6 +42,11 @@ class LeaderElector:
         self.name = name
         self.lease_seconds = lease_seconds
         self.identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        self._renewed: datetime.datetime | None = None
+
+    def holds(self, margin: float = 2.0) -> bool:
+        """Whether the Lease this replica last renewed is certainly still its own (the renewal not yet stale)."""
+        return self._renewed is not None and (_now() - self._renewed).total_seconds() < self.lease_seconds - margin
 
     def try_acquire(self) -> bool:
         """Take or renew the Lease; True while this replica holds it."""
@@ -81,6 +86,7 @@ class LeaderElector:
                 "spec": spec_new if holder == self.identity else {**spec_new, "acquireTime": _stamp(now)},
             }
             self.source.patch(LEASE, self.name, patch, namespace=self.namespace)
+            self._renewed = now
             return True
         except ConflictError:
             return False

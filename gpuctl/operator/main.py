@@ -92,9 +92,11 @@ def run(argv: list[str] | None = None) -> int:
             leading = not args.no_controllers and (elector is None or elector.try_acquire())
             state = cache.refresh(webhook_only=not leading)
             if leading:
-                controllers.run_once(state)
+                controllers.run_once(state, elector.holds if elector is not None else lambda: True)
         except SourceError as exc:
             log.warning("pass skipped: %s", exc)
+        except Exception:
+            log.exception("pass failed; the next one retries")
         stop.wait(max(0.1, args.resync - (time.monotonic() - started)))
     server.shutdown()
     return 0

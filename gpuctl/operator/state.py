@@ -15,7 +15,7 @@ from gpuctl.cluster.live import LiveSource
 from gpuctl.core import naming
 from gpuctl.core.instancetypes import InstanceType, parse_instancetype
 from gpuctl.core.kvcache import KVCacheContext, parse_kvcache_backend, parse_kvcache_pool, parse_kvcache_pool_binding
-from gpuctl.core.ledger import NodeDevices, parse_devices
+from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
 from gpuctl.core.nodes import Node, parse_node
 from gpuctl.core.pins import PinContext
 from gpuctl.core.pods import Pod, parse_pod
@@ -86,13 +86,29 @@ def read_state(source: LiveSource, *, webhook_only: bool = False) -> ClusterStat
         cluster_queues=queues,
         kvcache=kv,
         flavors={f.name: f for f in (parse_resource_flavor(o) for o in _optional(source, kinds.RESOURCEFLAVOR))},
-        devices={d.node: d for d in (parse_devices(o) for o in _optional(source, kinds.DEVICES))},
+        devices=_parsed_devices(_optional(source, kinds.DEVICES)),
         nodes={n.name: n for n in (parse_node(o) for o in source.list(kinds.NODE))},
         workloads=tuple(parse_workload(o) for o in _optional(source, kinds.WORKLOAD)),
         pods=tuple(p for p in (parse_pod(o) for o in source.list(kinds.POD)) if p.node_name or p.workload),
         instances=tuple(_optional(source, kinds.INSTANCE)),
         read_at=base.read_at,
     )
+
+
+def _parsed_devices(objs: list[dict[str, Any]]) -> dict[str, NodeDevices]:
+    """Each readable Devices; one that cannot be read is logged and left out (its node serves nothing) rather than
+    stopping every controller."""
+    import logging
+
+    out = {}
+    for o in objs:
+        try:
+            d = parse_devices(o)
+        except LedgerError as exc:
+            logging.getLogger("gpuctl.operator").warning("skipping an unreadable Devices: %s", exc)
+            continue
+        out[d.node] = d
+    return out
 
 
 class StateCache:
@@ -107,6 +123,8 @@ class StateCache:
         self.fit_affinity = fit_affinity
         self._state = ClusterState()
         self._lock = threading.Lock()
+        self._miss_lock = threading.Lock()
+        self._miss_refreshed = 0.0
         self.loaded = threading.Event()
 
     @property
@@ -139,8 +157,16 @@ class StateCache:
     def webhook_context(self, namespace: str, obj: Any = None) -> WebhookContext:
         state = self._state
         if _names_unknown_queue(obj, state):
-            # A Pod or Workload naming a queue this cache has not seen yet: read again before answering.
-            state = self.refresh(webhook_only=True)
+            # An object naming one of this operator's queues (or types) that this cache has not seen yet: read again
+            # before answering, at most once a second however many requests ask.
+            with self._miss_lock:
+                if time.monotonic() - self._miss_refreshed > 1.0:
+                    try:
+                        state = self.refresh(webhook_only=True)
+                    finally:
+                        self._miss_refreshed = time.monotonic()
+                else:
+                    state = self._state
         kv = state.kvcache
         kv = KVCacheContext(kv.bindings, kv.pools, kv.backends, namespace, kv.kv_cache_dtype_owned)
         cq_labels = {n: q.labels for n, q in state.cluster_queues.items()}
@@ -160,6 +186,8 @@ def _names_unknown_queue(obj: Any, state: ClusterState) -> bool:
     labels = _mapping(meta.get("labels"))
     queue = labels.get(naming.LABEL_QUEUE_NAME)
     if isinstance(queue, str):
+        if not queue.startswith(naming.ENTRANCE_PREFIX):
+            return False  # another tenant's queue: no InstanceType of ours fronts it
         return not any(t.labels.get(naming.LABEL_QUEUE_ENTRANCE) == queue for t in state.instancetypes.values())
     spec = _mapping(obj.get("spec"))
     workload_queue = spec.get("queueName")

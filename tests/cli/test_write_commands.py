@@ -162,3 +162,18 @@ def test_stop_without_a_selection_is_a_usage_error() -> None:
 def test_instance_list_on_a_snapshot() -> None:
     code, out, err = run("instance", "list", "-A", "--snapshot", SNAPSHOT)
     assert code == 0 and out == "" and err == "No resources found.\n"  # the example has no Instances, as kubectl says
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ("kind: Pod\napiVersion: v1\nmetadata: foo\n", "metadata"),
+        ("kind: Pod\napiVersion: v1\nmetadata: {labels: x}\n", "metadata.labels"),
+        ("kind: Pod\napiVersion: v1\nmetadata: {}\nspec: x\n", "spec"),
+    ],
+)
+def test_a_malformed_manifest_is_one_line(doc: str, field: str, tmp_path: Path) -> None:
+    path = tmp_path / "pod.yaml"
+    path.write_text(doc)
+    code, _, err = run("webhook", "dry-run", "pod", "-f", str(path), "--snapshot", SNAPSHOT)
+    assert code == 2 and err == f"error: {path}: {field} must be a mapping, not str\n"

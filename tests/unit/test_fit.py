@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gpuctl.core.credits import check_quota, workload_credits
@@ -368,3 +369,76 @@ def test_rebuilt_partition_ledger_uses_the_geometry() -> None:
         "4g.40gb": 0,
         "7g.80gb": 0,
     }
+
+
+def test_rebuilt_partition_ledger_keeps_instances_where_their_records_put_them() -> None:
+    base = parse_devices(h100_devices("node-p", cards=1, rows=[]))
+    pods = []
+    for i, start in enumerate((1, 2)):  # start 0 freed: the two instances sit at 1 and 2
+        p = bound_pod(f"p{i}", "node-p", mig("1g.10gb"), workload_name="w")
+        p["metadata"]["annotations"]["device.gpustack.ai/accelerator.allocated"] = json.dumps(
+            {
+                "main": {
+                    "devices": {
+                        "groups": [
+                            {
+                                "id": "h100-80gb-hbm3",
+                                "manufacturer": "nvidia",
+                                "accelerators": [
+                                    {
+                                        "id": "GPU-0000",
+                                        "mode": 4,
+                                        "allocated": 192500,
+                                        "allocatedPhysicalProfile": "1g.10gb",
+                                        "allocatedPhysicalPlacements": [{"start": start, "length": 1}],
+                                    }
+                                ],
+                            }
+                        ]
+                    }
+                }
+            }
+        )
+        pods.append(parse_pod(p))
+    card = rebuild_ledger(base, pods).cards("nvidia-h100-80gb-hbm3")[0]
+    assert card.remaining_profiles["2g.20gb"] == 1  # only 4-5; 0-1 and 2-3 are each half taken
+    assert card.remaining_profiles["1g.10gb"] == 5
+
+
+def test_garbage_in_an_allocation_record_reads_as_nothing() -> None:
+    p = bound_pod("p", "node-x", {"nvidia.com/gpu": "1"}, workload_name="w")
+    p["metadata"]["annotations"]["device.gpustack.ai/accelerator.allocated"] = json.dumps(
+        {
+            "main": {
+                "devices": {
+                    "groups": [
+                        {
+                            "accelerators": [
+                                {
+                                    "id": "GPU-0000",
+                                    "mode": "x",
+                                    "allocated": None,
+                                    "allocatedPhysicalPlacements": [{"start": "x"}, None],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    [record] = parse_pod(p).allocations
+    assert (record.mode, record.allocated, record.placements) == (0, 0, ((0, 0), (0, 0)))
+
+
+def test_a_finished_workload_holds_no_cards() -> None:
+    done = workload(
+        "done",
+        [("main", 1, {"nvidia.com/gpu": "1"})],
+        hosts={"main": [("node-x", 1)]},
+        admitted=True,
+        conditions={"Finished": "True"},
+    )
+    w = workload("w", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [("node-x", 1)]})
+    v = judge_workload(parse_workload(w), ctx(one_card(), workloads=[done, w]))
+    assert v.state == READY and v.inflight == ()

@@ -194,3 +194,9 @@ def test_pool_labels() -> None:
         acceleratable=False, accelerator_group="", general_group="amd-epyc-7r32", os="linux", arch="amd64"
     )
     assert cpu["general.feature.gpustack.ai/amd-epyc-7r32"] == "true"
+
+
+@pytest.mark.parametrize("text", ["1e10000000", "1e-65", "9" * 65])
+def test_quantities_out_of_range_are_refused_quickly(text: str) -> None:
+    with pytest.raises(QuantityError, match=r"out of range|at most 64 characters"):
+        parse_quantity(text)
