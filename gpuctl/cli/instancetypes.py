@@ -19,7 +19,7 @@ from gpuctl.cli.options import (
     open_source,
 )
 from gpuctl.cli.render import Column, Output
-from gpuctl.cli.writes import DryRunOption, dry_run_mode, live_source, report
+from gpuctl.cli.writes import DryRunOption, apply_to_instancetype, dry_run_mode, live_source, report
 
 if TYPE_CHECKING:
     pass
@@ -188,7 +188,7 @@ def apply_command(
     from gpuctl.cli.webhook import WebhookKind, read_manifest
     from gpuctl.cluster import kinds
     from gpuctl.cluster.writer import apply_plan
-    from gpuctl.core.lifecycle import ObjectRef, PatchPlan, PatchType
+    from gpuctl.core.lifecycle import PatchPlan, plan_instancetype_spec
 
     mode = dry_run_mode(dry_run)
     obj = read_manifest(filename, WebhookKind.INSTANCETYPE)
@@ -208,26 +208,9 @@ def apply_command(
     wanted = obj.get("spec") or {}
 
     def plan(stored: dict[str, Any]) -> PatchPlan:
-        merged = {**stored, "spec": {**(stored.get("spec") or {}), **wanted}}
-        _reviewed(merged, "UPDATE", stored)
-        change = {
-            k: wanted[k]
-            for k in ("displayName", "description", "inactive")
-            if k in wanted and wanted[k] != (stored.get("spec") or {}).get(k)
-        }
-        ref = ObjectRef("worker.gpustack.ai/v1alpha1", "InstanceType", None, name)
-        what = (
-            f"set {ref} " + ", ".join(f"spec.{k}={v!r}" for k, v in change.items())
-            if change
-            else f"{ref} already matches; nothing to change"
-        )
-        return PatchPlan(
-            ref,
-            PatchType.MERGE,
-            {"spec": change},
-            (stored.get("metadata") or {}).get("resourceVersion"),
-            not change,
-            what,
+        _reviewed({**stored, "spec": {**(stored.get("spec") or {}), **wanted}}, "UPDATE", stored)
+        return plan_instancetype_spec(
+            stored, {k: wanted[k] for k in ("displayName", "description", "inactive") if k in wanted}
         )
 
     report([apply_plan(source, kinds.INSTANCETYPE, name, None, plan, mode)], output)
@@ -247,42 +230,18 @@ def rename_command(
     request_timeout: TimeoutOption = None,
 ) -> None:
     """Change an InstanceType's display name (its name, the ClusterQueue's, never changes)."""
-    from gpuctl.cluster import kinds
-    from gpuctl.cluster.writer import apply_plan
-    from gpuctl.core.lifecycle import ObjectRef, PatchPlan, PatchType
+    from gpuctl.core.lifecycle import plan_instancetype_spec
 
     if len(display_name) > 64:
         raise UsageError("DISPLAY-NAME: at most 64 characters")
-
-    def plan(stored: dict[str, Any]) -> PatchPlan:
-        ref = ObjectRef("worker.gpustack.ai/v1alpha1", "InstanceType", None, name)
-        same = (stored.get("spec") or {}).get("displayName") == display_name
-        what = (
-            f"{ref} is already named {display_name!r}; nothing to change"
-            if same
-            else f"set {ref} spec.displayName={display_name!r}"
-        )
-        return PatchPlan(
-            ref,
-            PatchType.MERGE,
-            {"spec": {"displayName": display_name}},
-            (stored.get("metadata") or {}).get("resourceVersion"),
-            same,
-            what,
-        )
-
-    report(
-        [
-            apply_plan(
-                live_source(kubeconfig, context, request_timeout),
-                kinds.INSTANCETYPE,
-                name,
-                None,
-                plan,
-                dry_run_mode(dry_run),
-            )
-        ],
+    apply_to_instancetype(
+        name,
+        lambda stored: plan_instancetype_spec(stored, {"displayName": display_name}),
+        dry_run,
         output,
+        kubeconfig,
+        context,
+        request_timeout,
     )
 
 
@@ -297,23 +256,9 @@ def deactivate_command(
     request_timeout: TimeoutOption = None,
 ) -> None:
     """Take a type out of service (spec.inactive=true: its queue holds; running Pods keep running)."""
-    from gpuctl.cluster import kinds
-    from gpuctl.cluster.writer import apply_plan
     from gpuctl.core.lifecycle import plan_hold
 
-    report(
-        [
-            apply_plan(
-                live_source(kubeconfig, context, request_timeout),
-                kinds.INSTANCETYPE,
-                name,
-                None,
-                plan_hold,
-                dry_run_mode(dry_run),
-            )
-        ],
-        output,
-    )
+    apply_to_instancetype(name, plan_hold, dry_run, output, kubeconfig, context, request_timeout)
 
 
 @instancetype_app.command("activate")
@@ -327,23 +272,9 @@ def activate_command(
     request_timeout: TimeoutOption = None,
 ) -> None:
     """Put a type back in service (spec.inactive=false). A drained queue stays drained: see `gpuctl resume`."""
-    from gpuctl.cluster import kinds
-    from gpuctl.cluster.writer import apply_plan
     from gpuctl.core.lifecycle import plan_activate
 
-    report(
-        [
-            apply_plan(
-                live_source(kubeconfig, context, request_timeout),
-                kinds.INSTANCETYPE,
-                name,
-                None,
-                plan_activate,
-                dry_run_mode(dry_run),
-            )
-        ],
-        output,
-    )
+    apply_to_instancetype(name, plan_activate, dry_run, output, kubeconfig, context, request_timeout)
 
 
 @instancetype_app.command("delete")

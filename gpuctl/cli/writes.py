@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,6 +15,7 @@ from gpuctl.cli.render import Column, Output
 if TYPE_CHECKING:
     from gpuctl.cluster.live import LiveSource
     from gpuctl.cluster.writer import DryRun, Outcome
+    from gpuctl.core.lifecycle import PatchPlan
 
 DryRunOption = Annotated[
     str,
@@ -45,6 +46,26 @@ def live_source(kubeconfig: str | None, context: str | None, request_timeout: st
     source = open_source(None, kubeconfig, context, request_timeout)
     assert isinstance(source, LiveSource)
     return source
+
+
+def apply_to_instancetype(
+    name: str,
+    plan_for: Callable[[dict[str, Any]], PatchPlan],
+    dry_run: str,
+    output: Output,
+    kubeconfig: str | None,
+    context: str | None,
+    request_timeout: str | None,
+) -> None:
+    """Read the InstanceType, plan, patch with the version read (retrying conflicts), and say what happened."""
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.writer import apply_plan
+
+    mode = dry_run_mode(dry_run)
+    report(
+        [apply_plan(live_source(kubeconfig, context, request_timeout), kinds.INSTANCETYPE, name, None, plan_for, mode)],
+        output,
+    )
 
 
 def confirm_bulk(count: int, what: str, yes: bool) -> None:

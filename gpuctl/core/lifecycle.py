@@ -272,6 +272,20 @@ def _cluster_queue_of(instancetype: Any, cluster_queue: Any) -> ObjectRef:
     return cq
 
 
+def plan_instancetype_spec(instancetype: Any, change: Mapping[str, Any]) -> PatchPlan:
+    """Set InstanceType spec fields (the mutable ones: displayName, description, inactive); only what differs is
+    sent, and nothing when all already match."""
+    target = _ref(instancetype, INSTANCETYPE_API_VERSION, "InstanceType", namespaced=False)
+    spec = _spec(instancetype)
+    delta = {k: v for k, v in change.items() if spec.get(k) != v}
+    what = (
+        f"set {target} " + ", ".join(f"spec.{k}={v!r}" for k, v in delta.items())
+        if delta
+        else f"{target} already matches; nothing to change"
+    )
+    return _plan(instancetype, target, {"spec": delta}, not delta, what)
+
+
 def plan_hold(instancetype: Any) -> PatchPlan:
     """Take a pool out of service: InstanceType ``spec.inactive=true``; the InstanceType reconciler puts the queue
     on ``Hold``. Running workloads keep running."""

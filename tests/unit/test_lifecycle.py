@@ -309,3 +309,18 @@ def test_a_plan_applied_reaches_its_state_and_replanning_is_a_no_op(stop: bool, 
         after = applied(obj, plan)
         after["status"] = {"phase": "Stopped" if after["spec"]["stop"] else "Ready"}
         assert planner(after).no_op
+
+
+def test_plan_instancetype_spec_sends_only_what_differs() -> None:
+    from gpuctl.core.lifecycle import plan_instancetype_spec
+
+    it = {
+        "apiVersion": "worker.gpustack.ai/v1alpha1",
+        "kind": "InstanceType",
+        "metadata": {"name": "t", "resourceVersion": "7"},
+        "spec": {"displayName": "A", "inactive": False},
+    }
+    plan = plan_instancetype_spec(it, {"displayName": "B", "inactive": False})
+    assert plan.body() == {"spec": {"displayName": "B"}, "metadata": {"resourceVersion": "7"}} and not plan.no_op
+    same = plan_instancetype_spec(it, {"displayName": "A"})
+    assert same.no_op and same.description == "InstanceType t already matches; nothing to change"
