@@ -45,6 +45,7 @@ NODE_COLUMNS = (
     Column("SL"),
     Column("PT"),
     Column("PARTITIONS", wide_only=True),
+    Column("FIT-LABELS", wide_only=True),
 )
 CARD_COLUMNS = (
     Column("NAME"),
@@ -163,7 +164,9 @@ def table_rows(items: list[dict[str, Any]], published: bool) -> list[list[str]]:
 
 
 def node_breakdown(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per node of the pool: its views, and the per-card fit labels the operator publishes for the pool's model."""
     from gpuctl.core import views
+    from gpuctl.core.pins import node_fit_labels
 
     t: InstanceType = item["_type"]
     out = []
@@ -171,8 +174,14 @@ def node_breakdown(item: dict[str, Any]) -> list[dict[str, Any]]:
     for node in pool:
         ex, sh, sl, pt = views.accelerator_views([node], t.accelerator_group)
         status = views.views_to_status(views.PoolViews(ex, sh, sl, pt, views.ZERO))
+        fit = {k: v for k, v in node_fit_labels(node).items() if k.endswith("/" + t.accelerator_group)}
         out.append(
-            {"node": node.node, "cards": len(node.cards(t.accelerator_group)), **{k: status[k] for k in VIEW_KEYS[:4]}}
+            {
+                "node": node.node,
+                "cards": len(node.cards(t.accelerator_group)),
+                **{k: status[k] for k in VIEW_KEYS[:4]},
+                "fitLabels": fit,
+            }
         )
     return out
 
@@ -202,6 +211,11 @@ def card_breakdown(item: dict[str, Any]) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def _fit_cell(labels: dict[str, str]) -> str:
+    """The fit labels as ``sliced-max-free-units=U,shared-free-cards=N`` (the label names without their model)."""
+    return ",".join(f"{k.partition('.')[0]}={v}" for k, v in sorted(labels.items())) or "<none>"
 
 
 def _free_cell(card: dict[str, Any]) -> str:
@@ -237,6 +251,7 @@ def _render_breakdown(items: list[dict[str, Any]], by: str, output: Output, no_h
                         str(n["cards"]),
                         *(_cell(n[k]) for k in VIEW_KEYS[:4]),
                         _profiles_cell(n["acceleratorPartitioned"]["remainingProfiles"]),
+                        _fit_cell(n["fitLabels"]),
                     ]
                 )
         else:

@@ -12,6 +12,7 @@ from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import Kind
 from gpuctl.core import naming
 from gpuctl.core.explain import ExplainContext
+from gpuctl.core.fit import FitContext, check_inputs
 from gpuctl.core.instancetypes import InstanceType, parse_instancetype
 from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
 from gpuctl.core.nodes import Node, parse_node
@@ -138,11 +139,12 @@ class AdmissionState:
     cluster_queues: Mapping[str, ClusterQueue]
     instancetypes: Mapping[str, InstanceType]
     check: AdmissionCheck | None
-    flavors: Mapping[str, ResourceFlavor]
-    devices: Mapping[str, NodeDevices]
-    nodes: Mapping[str, Node]
-    workloads: Sequence[Workload]
-    pods: Sequence[Pod]
+    inputs: FitContext
+    """Gate 3's inputs, built as the operator's check builds them (every Workload, ledgers rebuilt from Pods)."""
+
+    @property
+    def workloads(self) -> Sequence[Workload]:
+        return self.inputs.workloads
 
     def cluster_queue_of(self, w: Workload) -> str:
         lq = self.local_queues.get((w.namespace, w.queue_name))
@@ -155,43 +157,29 @@ class AdmissionState:
             cluster_queue=self.cluster_queues.get(cq),
             instancetype=self.instancetypes.get(cq),
             admission_check=self.check,
-            flavors=self.flavors,
-            devices=self.devices,
-            nodes=self.nodes,
-            workloads=[o for o in self.workloads if o.key == w.key or self.cluster_queue_of(o) == cq],
-            pods=self.pods,
+            check=self.inputs,
         )
 
 
-def judged_ledgers(published: Sequence[NodeDevices], pods_read: Sequence[Pod]) -> dict[str, NodeDevices]:
-    """The ledgers gate 3 judges on, as the check does: rebuilt from the allocation records of the Pods bound to each
-    node. A node none of whose Pods in the read carries a record keeps its published Devices ledger (a snapshot
-    written by hand, or one without Pods)."""
-    from gpuctl.core.fit import rebuild_ledger
-
-    by_node: dict[str, list[Pod]] = {}
-    for p in pods_read:
-        if p.node_name:
-            by_node.setdefault(p.node_name, []).append(p)
-    out = {}
-    for d in published:
-        bound = by_node.get(d.node, [])
-        out[d.node] = rebuild_ledger(d, bound) if any(p.allocations for p in bound) else d
-    return out
-
-
 def admission_state(source: Source) -> AdmissionState:
-    """Read what explanations need: queues, pools, ledgers, Nodes, Workloads, and the Pods that are bound or owned."""
-    pods_read = [p for p in pods(source) if p.node_name or p.workload]
+    """Read what explanations need: queues, pools, ledgers, Nodes, Workloads, and the Pods that are bound or owned.
+
+    Gate 3's inputs come from :func:`gpuctl.core.fit.check_inputs`, the function the operator's check calls. Only a
+    snapshot that holds no Pods at all keeps the published ledgers (and the explanation says so)."""
+    all_pods = pods(source)
+    pods_read = [p for p in all_pods if p.node_name or p.workload]
     return AdmissionState(
         local_queues={(q.namespace, q.name): q for q in (parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE))},
         cluster_queues=cluster_queues(source),
         instancetypes={t.name: t for t in instancetypes(source)},
         check=admission_check(source, naming.NODE_DEVICES_CHECK),
-        flavors=flavors(source),
-        devices=judged_ledgers(devices(source), pods_read),
-        nodes={n.name: n for n in nodes(source)},
-        workloads=workloads(source),
         # Bound Pods feed the ledgers, node usage and held counts; owned ones gates 4 and 5.
-        pods=pods_read,
+        inputs=check_inputs(
+            flavors(source),
+            devices(source),
+            {n.name: n for n in nodes(source)},
+            workloads(source),
+            pods_read,
+            pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
+        ),
     )

@@ -7,22 +7,20 @@ evidence it rests on (conditions, messages, per-node and per-card figures) and a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable, pod_shortfalls
 from gpuctl.core.credits import cards_text, check_quota, workload_credits
-from gpuctl.core.fit import READY, RETRY, FitContext, Verdict, judge_workload
+from gpuctl.core.fit import LEDGER_PUBLISHED, READY, RETRY, FitContext, Verdict, judge_workload
 from gpuctl.core.instancetypes import InstanceType
-from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.naming import Family
-from gpuctl.core.nodes import Node
 from gpuctl.core.pins import has_fit_pin
 from gpuctl.core.pods import Pod
 from gpuctl.core.requests import pod_containers, validate_request_rules
-from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, LocalQueue, ResourceFlavor, Workload
+from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, LocalQueue, Workload
 
 PASSED = "passed"
 HELD = "held"
@@ -46,13 +44,15 @@ class Gate:
     summary: str
     evidence: tuple[str, ...] = ()
     hint: str = ""
+    check: tuple[str, str] | None = None
+    """Gate 3 only: the (state, message) the check computes on the same inputs, when it judges the Workload."""
 
     @property
     def name(self) -> str:
         return GATE_NAMES[self.gate]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "gate": self.gate,
             "name": self.name,
             "verdict": self.verdict,
@@ -60,6 +60,9 @@ class Gate:
             "evidence": list(self.evidence),
             "hint": self.hint,
         }
+        if self.check is not None:
+            out["check"] = {"state": self.check[0], "message": self.check[1]}
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +97,13 @@ class ExplainContext:
     cluster_queue: ClusterQueue | None = None
     instancetype: InstanceType | None = None
     admission_check: AdmissionCheck | None = None
-    flavors: Mapping[str, ResourceFlavor] = field(default_factory=dict)
-    devices: Mapping[str, NodeDevices] = field(default_factory=dict)
-    nodes: Mapping[str, Node] | None = None
-    workloads: Sequence[Workload] = ()
-    pods: Sequence[Pod] = ()
-    """Every Pod read (the Workload's own and those bound to its nodes)."""
+    check: FitContext = field(default_factory=lambda: FitContext({}, {}))
+    """Gate 3's inputs, built by :func:`gpuctl.core.fit.check_inputs` exactly as the operator's check builds them."""
+
+    @property
+    def pods(self) -> Sequence[Pod]:
+        """Every Pod read (the Workload's own and those bound to its nodes)."""
+        return self.check.pods
 
 
 def _own_pods(w: Workload, ctx: ExplainContext) -> list[Pod]:
@@ -214,10 +218,6 @@ def gate2(w: Workload, ctx: ExplainContext) -> Gate:
 # ----------------------------------------------------------------------------------------------- gate 3
 
 
-def _fit_context(ctx: ExplainContext) -> FitContext:
-    return FitContext(ctx.flavors, ctx.devices, ctx.nodes, ctx.workloads, ctx.pods)
-
-
 def _gate3_hints(w: Workload, verdict: Verdict) -> tuple[list[str], str]:
     """Recognise the known behaviours behind a Retry: evidence lines and the hint."""
     evidence: list[str] = []
@@ -250,6 +250,20 @@ def _gate3_hints(w: Workload, verdict: Verdict) -> tuple[list[str], str]:
     return evidence, "will retry every 30 s; it passes when the assigned node's cards free up"
 
 
+def check_verdict(w: Workload, ctx: ExplainContext) -> Verdict:
+    """The verdict the ``gpustack-node-devices`` check computes for this Workload on the same inputs."""
+    return judge_workload(w, ctx.check)
+
+
+def _ledger_evidence(ctx: ExplainContext) -> list[str]:
+    if ctx.check.ledger == LEDGER_PUBLISHED:
+        return [
+            "judged on the published Devices ledgers: the read holds no Pods, so the ledgers could not be rebuilt "
+            "from allocation records as the check rebuilds them"
+        ]
+    return []
+
+
 def gate3(w: Workload, ctx: ExplainContext) -> Gate:
     cq = ctx.cluster_queue
     state = w.check(naming.NODE_DEVICES_CHECK)
@@ -262,8 +276,13 @@ def gate3(w: Workload, ctx: ExplainContext) -> Gate:
         evidence.append(f"check state {state.state}" + (f": {state.message}" if state.message else ""))
     if ctx.admission_check is not None and not ctx.admission_check.active:
         evidence.append(f"AdmissionCheck {ctx.admission_check.name} is not Active")
+    verdict = check_verdict(w, ctx)
+    if verdict.judged:
+        evidence.append(f"recomputed from the ledger: {verdict.state}: {verdict.message}")
+        evidence.extend(_ledger_evidence(ctx))
+    recomputed = (verdict.state, verdict.message) if verdict.judged else None
     if w.admitted or (state is not None and state.state == READY):
-        return Gate(3, PASSED, "every assigned node holds the demand card by card", tuple(evidence))
+        return Gate(3, PASSED, "every assigned node holds the demand card by card", tuple(evidence), "", recomputed)
     if state is not None and state.state == "Rejected":
         return Gate(
             3,
@@ -271,10 +290,8 @@ def gate3(w: Workload, ctx: ExplainContext) -> Gate:
             "the check rejected the Workload",
             tuple(evidence),
             "this check never rejects; another controller wrote the state",
+            recomputed,
         )
-    verdict = judge_workload(w, _fit_context(ctx))
-    if verdict.judged:
-        evidence.append(f"recomputed from the ledger: {verdict.state}: {verdict.message}")
     if verdict.state == READY:
         return Gate(
             3,
@@ -282,6 +299,7 @@ def gate3(w: Workload, ctx: ExplainContext) -> Gate:
             "the ledger now fits the demand; the check has not written Ready yet",
             tuple(evidence),
             "the controller writes Ready on its next pass (Retry requeues after 30 s)",
+            recomputed,
         )
     extra, hint = _gate3_hints(w, verdict)
     summary = (
@@ -289,7 +307,7 @@ def gate3(w: Workload, ctx: ExplainContext) -> Gate:
         if verdict.state == RETRY
         else (state.message if state and state.message else "waiting for the check")
     )
-    return Gate(3, HELD, summary, tuple(evidence + extra), hint)
+    return Gate(3, HELD, summary, tuple(evidence + extra), hint, recomputed)
 
 
 # ----------------------------------------------------------------------------------------------- gates 4 and 5
@@ -318,7 +336,7 @@ def gate4(w: Workload, pods: list[Pod], ctx: ExplainContext) -> Gate:
         evidence.append(line)
     if pending:
         for node_name in sorted({n for a in w.assignments for n, _ in (a.hostnames or [])}):
-            d = ctx.devices.get(node_name)
+            d = ctx.check.devices.get(node_name)
             if d is None:
                 continue
             others = [p.requests for p in ctx.pods if p.node_name == node_name and not p.finished]

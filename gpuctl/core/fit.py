@@ -12,7 +12,7 @@ The fit is greedy and deterministic (nodes by name, cards by index): it may repo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gpuctl.core import naming
@@ -55,6 +55,9 @@ class Demand:
     profile: str = ""
     """Published profile name of a partition."""
     pods: int = 1
+    shares: tuple[int, ...] = ()
+    """A shared demand's distinct-card count per container, largest first: each container's ``.shared: N`` names N
+    distinct cards, and two containers may hold shares on the same card."""
 
     @property
     def sort_key(self) -> tuple[int, int, str]:
@@ -65,6 +68,9 @@ class Demand:
         if self.family is Family.EXCLUSIVE:
             return f"{self.cards} whole card{'s' if self.cards != 1 else ''}"
         if self.family is Family.SHARED:
+            if len(self.shares) > 1:
+                sets = " and ".join(str(n) for n in self.shares)
+                return f"a share on each of {sets} distinct cards (one set per container)"
             return f"a share on each of {self.cards} distinct card{'s' if self.cards != 1 else ''}"
         if self.family is Family.SLICED:
             return f"a slice of {self.units} units ({_pct(self.units)} of a card)"
@@ -103,13 +109,16 @@ class _Asked:
     cards: int = 0
     units: int = 0
     profiles: set[str] = field(default_factory=set)
+    shares: list[int] = field(default_factory=list)
 
 
 def podset_demands(podset: PodSet) -> list[Demand]:
     """One Demand per manufacturer and family a Pod of this PodSet asks for (init and app containers).
 
     The family's card key adds to the card count; ``.units`` give the per-card units (the largest of any container);
-    a per-profile key names the profile (the smallest name if several). Cards scale by the PodSet's count.
+    a per-profile key names the profile (the smallest name if several). A shared request is judged per container:
+    each container's ``.shared: N`` names N distinct cards, so the demand's card count is the largest N (the count
+    the fit pin uses) and its ``shares`` list every container's N. Cards scale by the PodSet's count.
     """
     asked: dict[tuple[str, Family], _Asked] = {}
     for section in ("initContainers", "containers"):
@@ -122,7 +131,11 @@ def podset_demands(podset: PodSet) -> list[Demand]:
                 if key is None or key.family is None:
                     continue
                 a = asked.setdefault((key.manufacturer.name, key.family), _Asked())
-                if key.kind in (KeyKind.EXCLUSIVE, KeyKind.SHARED, KeyKind.SLICED, KeyKind.PARTITIONED):
+                if key.kind is KeyKind.SHARED:
+                    n = _whole(raw)
+                    if n > 0:
+                        a.shares.append(n)
+                elif key.kind in (KeyKind.EXCLUSIVE, KeyKind.SLICED, KeyKind.PARTITIONED):
                     a.cards += _whole(raw)
                 elif key.kind in (KeyKind.SLICED_UNITS, KeyKind.PARTITIONED_UNITS):
                     a.units = max(a.units, _whole(raw))
@@ -130,6 +143,11 @@ def podset_demands(podset: PodSet) -> list[Demand]:
                     a.profiles.add(key.profile)
     out = []
     for (mfr, family), a in asked.items():
+        if family is Family.SHARED:
+            if a.shares:
+                shares = tuple(sorted(a.shares, reverse=True))
+                out.append(Demand(podset.name, family, mfr, shares[0], SHARE, "", podset.count, shares))
+            continue
         if a.cards <= 0:
             continue
         if family is Family.PARTITIONED:
@@ -139,9 +157,7 @@ def podset_demands(podset: PodSet) -> list[Demand]:
         elif family is Family.SLICED:
             out.append(Demand(podset.name, family, mfr, 1, a.units, "", podset.count * a.cards))
         else:
-            out.append(
-                Demand(podset.name, family, mfr, a.cards, M if family is Family.EXCLUSIVE else SHARE, "", podset.count)
-            )
+            out.append(Demand(podset.name, family, mfr, a.cards, M, "", podset.count))
     return sorted(out, key=lambda d: d.sort_key)
 
 
@@ -275,6 +291,14 @@ def _describe_cards(states: list[_CardState]) -> str:
     )
 
 
+def _shared_detail(node: str, open_cards: int, whole: int, asked: int, per_container: bool) -> Callable[[], str]:
+    def detail() -> str:
+        text = f"{node} has {open_cards} card{'s' if open_cards != 1 else ''} with a free share of {whole}"
+        return text + (f" left for a container asking {asked}" if per_container else "")
+
+    return detail
+
+
 def _fit_pod(
     d: Demand, cards: list[_CardState], flavor: ResourceFlavor | None, node: str, workload: str
 ) -> list[Charge] | _Shortfall:
@@ -299,17 +323,23 @@ def _fit_pod(
     if d.family is Family.SHARED:
         whole = [s for s in own if not s.card.partitioned]
         shareable = [s for s in whole if s.healthy and s.mode in (Mode.NONE, Mode.SHARED) and s.remaining >= SHARE]
-        if len(shareable) < d.cards:
-            return _Shortfall(
-                node,
-                lambda: (
-                    f"{node} has {len(shareable)} card{'s' if len(shareable) != 1 else ''} with a free share of {len(whole)}"
-                ),
-            )
-        taken = sorted(shareable, key=lambda s: (s.remaining, s.card.index))[: d.cards]
-        for s in taken:
+        taken_here: dict[int, int] = {}  # position in ``shareable`` → shares this Pod takes there
+        picks: list[_CardState] = []
+        for n in d.shares or (d.cards,):
+            # Each container takes its own N distinct cards; a card may serve several containers while shares last.
+            open_cards = [
+                (s.remaining - SHARE * taken_here.get(i, 0), s.card.index, i)
+                for i, s in enumerate(shareable)
+                if s.remaining - SHARE * taken_here.get(i, 0) >= SHARE
+            ]
+            if len(open_cards) < n:
+                return _Shortfall(node, _shared_detail(node, len(open_cards), len(whole), n, len(d.shares) > 1))
+            for _, _, i in sorted(open_cards)[:n]:
+                taken_here[i] = taken_here.get(i, 0) + 1
+                picks.append(shareable[i])
+        for s in picks:
             s.mode, s.remaining = Mode.SHARED, s.remaining - SHARE
-        return [Charge(workload, d.podset, node, s.card.id, d.family, SHARE) for s in taken]
+        return [Charge(workload, d.podset, node, s.card.id, d.family, SHARE) for s in picks]
     if d.family is Family.SLICED:
         sliceable = [s for s in own if s.card.sliceable]
         if not sliceable:
@@ -395,15 +425,80 @@ def judgeable(w: Workload) -> str | None:
     return None
 
 
+LEDGER_REBUILT = "rebuilt"
+"""The ledgers were rebuilt from the allocation records of the Pods bound to each node, as the check does."""
+LEDGER_PUBLISHED = "published"
+"""The ledgers are the published ``Devices.status`` (a read that holds no Pods at all, e.g. a hand-written file)."""
+
+
 @dataclass(frozen=True, slots=True)
 class FitContext:
-    """What the check reads: flavors, per-node ledgers, Nodes (None when unknown), other Workloads and Pods."""
+    """What the check reads: flavors, per-node ledgers, Nodes (None when unknown), other Workloads and Pods.
+
+    Build it with :func:`check_inputs`, which the operator's check and the CLI both call."""
 
     flavors: Mapping[str, ResourceFlavor]
     devices: Mapping[str, NodeDevices]
     nodes: Mapping[str, Node] | None = None
     workloads: Sequence[Workload] = ()
     pods: Sequence[Pod] = ()
+    ledger: str = LEDGER_REBUILT
+    held: Mapping[tuple[str, str, str, str], int] | None = None
+    """Pods allocated (or finished) per (namespace, Workload, PodSet, node); computed from ``pods`` when None."""
+
+    def held_pods(self, w: Workload, podset: str, node: str) -> int:
+        held = self.held if self.held is not None else held_pod_counts(self.pods)
+        return held.get((w.namespace, w.name, podset, node), 0)
+
+
+def held_pod_counts(pods: Iterable[Pod]) -> dict[tuple[str, str, str, str], int]:
+    """How many Pods of each Workload's PodSet each node holds: allocated by ``Allocate``, or finished (its cards
+    were charged, and the kubelet took them back)."""
+    out: dict[tuple[str, str, str, str], int] = {}
+    for p in pods:
+        if p.workload and p.node_name and (p.held or p.finished):
+            key = (p.namespace, p.workload, p.podset, p.node_name)
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+def check_inputs(
+    flavors: Mapping[str, ResourceFlavor],
+    devices: Iterable[NodeDevices],
+    nodes: Mapping[str, Node] | None,
+    workloads: Iterable[Workload],
+    pods: Iterable[Pod],
+    *,
+    pods_read: bool = True,
+) -> FitContext:
+    """The check's inputs, the one way both the operator and the CLI build them.
+
+    - Every node's ledger is rebuilt from the Pods bound to it with the device manager's aggregation (never the
+      published ``Devices.status``), from the same read as the held Pods, so no Pod is counted twice or missed.
+    - Every Workload counts, whatever its ClusterQueue: two InstanceTypes (a derived and a custom one) can serve the
+      same cards through different queues, so one queue's in-flight Workloads take room from the other's.
+
+    ``pods_read=False`` says the read holds no Pods at all (a hand-written snapshot): the published ledgers are used
+    as they are, and the context says so (``ledger`` is :data:`LEDGER_PUBLISHED`).
+    """
+    pods = tuple(pods)
+    if pods_read:
+        by_node: dict[str, list[Pod]] = {}
+        for p in pods:
+            if p.node_name:
+                by_node.setdefault(p.node_name, []).append(p)
+        ledgers = {d.node: rebuild_ledger(d, by_node.get(d.node, ())) for d in devices}
+    else:
+        ledgers = {d.node: d for d in devices}
+    return FitContext(
+        flavors,
+        ledgers,
+        nodes,
+        tuple(workloads),
+        pods,
+        LEDGER_REBUILT if pods_read else LEDGER_PUBLISHED,
+        held_pod_counts(pods),
+    )
 
 
 def _role_clause(w: Workload, podsets: Iterable[str]) -> str:
@@ -422,18 +517,6 @@ def _pool_nodes(flavor: ResourceFlavor, ctx: FitContext) -> list[str]:
     return sorted(name for name, d in ctx.devices.items() if all(d.labels.get(k) == v for k, v in selector.items()))
 
 
-def _held_pods(ctx: FitContext, w: Workload, podset: str, node: str) -> int:
-    return sum(
-        1
-        for p in ctx.pods
-        if p.namespace == w.namespace
-        and p.workload == w.name
-        and p.podset == podset
-        and p.node_name == node
-        and (p.held or p.finished)
-    )
-
-
 def _charge_inflight(w: Workload, ctx: FitContext, budget: _Budget) -> list[Charge]:
     """Charge the Pods of an admitted (or check-Ready) Workload that Allocate has not recorded yet."""
     charges: list[Charge] = []
@@ -448,11 +531,11 @@ def _charge_inflight(w: Workload, ctx: FitContext, budget: _Budget) -> list[Char
             cards = budget.node_cards(node)
             if cards is None:
                 continue
-            missing = max(0, pods - _held_pods(ctx, w, ps.name, node))
+            missing = max(0, pods - ctx.held_pods(w, ps.name, node))
             for d in podset_demands(PodSet(ps.name, 1, ps.spec)):
                 for _ in range(missing * d.pods):
                     got = _fit_pod(
-                        Demand(d.podset, d.family, d.manufacturer, d.cards, d.units, d.profile),
+                        replace(d, pods=1),
                         cards,
                         flavor,
                         node,
@@ -545,7 +628,7 @@ def _fit_demand(
 ) -> list[Charge] | str:
     """Fit every Pod of a demand: on its TAS-assigned node, or on any node of the flavor's pool."""
     charges: list[Charge] = []
-    one = Demand(d.podset, d.family, d.manufacturer, d.cards, d.units, d.profile)
+    one = replace(d, pods=1)
     per_pod = max(1, d.pods // max(ps.count, 1))
     if hosts is not None:
         for node, pods in hosts:

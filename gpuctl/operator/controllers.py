@@ -23,7 +23,7 @@ from gpuctl.cluster import kinds
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.live import ConflictError, LiveSource
 from gpuctl.core import naming
-from gpuctl.core.fit import READY, FitContext, Verdict, judge_workload, rebuild_ledger
+from gpuctl.core.fit import READY, Verdict, check_inputs, judge_workload
 from gpuctl.core.lifecycle import PlanRefused, instancetype_phase, phase_message, plan_stop, should_stop_instance
 from gpuctl.core.pins import fit_label_changes, node_fit_labels
 from gpuctl.core.views import in_pool, instancetype_views, views_to_status
@@ -112,33 +112,24 @@ class Controllers:
 
     # ------------------------------------------------------------------------------------------- gate 3
 
-    @staticmethod
-    def rebuilt_ledgers(state: ClusterState) -> dict[str, Any]:
-        """Each node's ledger rebuilt from the Pods bound to it, with the device manager's aggregation, from the same
-        read as the held Pods."""
-        by_node: dict[str, list[Any]] = {}
-        for p in state.pods:
-            if p.node_name:
-                by_node.setdefault(p.node_name, []).append(p)
-        return {name: rebuild_ledger(d, by_node.get(name, [])) for name, d in state.devices.items()}
-
     def judge_workloads(self, state: ClusterState) -> None:
-        ledgers = self.rebuilt_ledgers(state)
         # Remembered Ready verdicts count as written until the state shows them.
         workloads = [self._remembered(w) for w in state.workloads]
-        for w in sorted(workloads, key=lambda x: x.key):
+        inputs = check_inputs(state.flavors, state.devices.values(), state.nodes, workloads, state.pods)
+        for i, w in sorted(enumerate(workloads), key=lambda x: x[1].key):
             current = w.check(naming.NODE_DEVICES_CHECK)
             if current is None:
                 continue
-            verdict = judge_workload(w, FitContext(state.flavors, ledgers, state.nodes, workloads, state.pods))
+            verdict = judge_workload(w, dataclasses.replace(inputs, workloads=tuple(workloads)))
             if not verdict.judged:
                 continue
             if current.state != verdict.state or current.message != verdict.message:
                 self._write_verdict(w, verdict)
             if verdict.state == READY:
                 self.memory.ready_written[w.key] = w.uid
-                index = workloads.index(w)
-                workloads[index] = _with_check(w, READY, verdict.message)
+                workloads[i] = _with_check(w, READY, verdict.message)
+            elif current.state == READY:
+                workloads[i] = _with_check(w, verdict.state, verdict.message)
         seen = {w.key: w for w in state.workloads}
         for key in list(self.memory.ready_written):
             stored = seen.get(key)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.core.explain import FAILED, HELD, NOT_REACHED, PASSED, ExplainContext, explain_workload
+from gpuctl.core.fit import check_inputs
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.nodes import parse_node
 from gpuctl.core.pods import parse_pod
@@ -65,11 +66,14 @@ def context(
     return ExplainContext(
         local_queue=parse_local_queue(LOCAL_QUEUE),
         cluster_queue=parse_cluster_queue(cq),
-        flavors={"f-a10g": parse_resource_flavor(flavor("f-a10g"))},
-        devices={d.node: d},
-        nodes={d.node: parse_node(node(d.node, labels=labels))},
-        workloads=[parse_workload(w) for w in workloads],
-        pods=[parse_pod(p) for p in pods],
+        check=check_inputs(
+            {"f-a10g": parse_resource_flavor(flavor("f-a10g"))},
+            [d],
+            {d.node: parse_node(node(d.node, labels=labels))},
+            [parse_workload(w) for w in workloads],
+            [parse_pod(p) for p in pods],
+            pods_read=bool(pods),
+        ),
     )
 
 

@@ -1,0 +1,143 @@
+"""An in-memory cluster for unit tests: a ``Source`` for the CLI's read path and the write calls the operator's
+controllers make (merge patches, the check's server-side apply of its own ``status.admissionChecks`` entry).
+
+It is a test double, not an API server: it keeps objects by kind, namespace and name, applies merge patches as RFC 7386
+says, and merges an applied ``admissionChecks`` entry by name. The integration suites use the real API server.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.cluster import kinds
+from gpuctl.cluster.kinds import Kind
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Write:
+    kind: str
+    namespace: str | None
+    name: str
+    body: JSON
+    subresource: str | None
+    patch_type: str
+
+
+def _kind_of(obj: JSON) -> Kind:
+    for k in (*kinds.ALL, kinds.KVCACHE_BINDING, kinds.KVCACHE_POOL, kinds.KVCACHE_BACKEND):
+        if k.matches(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))):
+            return k
+    raise ValueError(f"unknown kind {obj.get('apiVersion')}/{obj.get('kind')}")
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+class MemoryCluster:
+    """Objects by (kind, namespace, name); every write is logged in order."""
+
+    is_snapshot = False
+
+    def __init__(self, objects: Iterable[JSON] = ()) -> None:
+        self.objects: dict[tuple[str, str | None, str], JSON] = {}
+        self.writes: list[Write] = []
+        self._version = 0
+        for o in objects:
+            self.put(o)
+
+    # ------------------------------------------------------------------------------------------- storage
+
+    def put(self, obj: JSON) -> None:
+        kind = _kind_of(obj)
+        meta = obj.setdefault("metadata", {})
+        ns = str(meta.get("namespace") or "default") if kind.namespaced else None
+        self._version += 1
+        meta["resourceVersion"] = str(self._version)
+        self.objects[(kind.kind, ns, str(meta["name"]))] = obj
+
+    def copy(self) -> MemoryCluster:
+        clone = MemoryCluster()
+        clone.objects = copy.deepcopy(self.objects)
+        clone._version = self._version
+        return clone
+
+    # ------------------------------------------------------------------------------------------- the Source protocol
+
+    def describe(self) -> str:
+        return "the in-memory cluster"
+
+    def list(
+        self, kind: Kind, *, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        wanted = dict(p.split("=", 1) for p in label_selector.split(",")) if label_selector else {}
+        out = []
+        for (k, ns, _), obj in sorted(self.objects.items(), key=lambda x: (x[0][0], x[0][1] or "", x[0][2])):
+            if k != kind.kind or (namespace is not None and ns != namespace):
+                continue
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if all(labels.get(a) == b for a, b in wanted.items()):
+                out.append(copy.deepcopy(obj))
+        return out
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        obj = self.objects.get((kind.kind, (namespace or "default") if kind.namespaced else None, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    # ------------------------------------------------------------------------------------------- the writes
+
+    def create(self, kind: Kind, body: JSON, *, namespace: str | None = None, dry_run: bool = False) -> JSON:
+        obj = copy.deepcopy(body)
+        if namespace:
+            obj.setdefault("metadata", {})["namespace"] = namespace
+        self.put(obj)
+        self.writes.append(Write(kind.kind, namespace, str(obj["metadata"]["name"]), body, None, "create"))
+        return obj
+
+    def patch(
+        self,
+        kind: Kind,
+        name: str,
+        body: JSON,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        patch_type: str = "application/merge-patch+json",
+        field_manager: str | None = None,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> JSON:
+        key = (kind.kind, (namespace or "default") if kind.namespaced else None, name)
+        stored = self.objects[key]
+        self.writes.append(Write(kind.kind, key[1], name, copy.deepcopy(body), subresource, patch_type))
+        if patch_type == "application/apply-patch+yaml":
+            updated = copy.deepcopy(stored)
+            status = updated.setdefault("status", {})
+            checks = status.setdefault("admissionChecks", [])
+            for entry in (body.get("status") or {}).get("admissionChecks") or []:
+                for i, c in enumerate(checks):
+                    if c.get("name") == entry["name"]:
+                        checks[i] = dict(entry)
+                        break
+                else:
+                    checks.append(dict(entry))
+        else:
+            patch = copy.deepcopy(body)
+            patch.get("metadata", {}).pop("resourceVersion", None)
+            updated = merge_patch(stored, patch)
+        self.put(updated)
+        return copy.deepcopy(updated)
