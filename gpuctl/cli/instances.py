@@ -23,6 +23,7 @@ from gpuctl.cli.render import Column, Output
 from gpuctl.cli.writes import DryRunOption, YesOption, confirm_bulk, dry_run_mode, live_source, report
 
 if TYPE_CHECKING:
+    from gpuctl.cluster.live import LiveSource
     from gpuctl.cluster.read import Source
 
 instance_app = typer.Typer(help="List, stop and start Instances.", no_args_is_help=True, rich_markup_mode=None)
@@ -114,6 +115,23 @@ def list_command(
     render.print_table(COLUMNS, rows, wide=output is Output.WIDE, no_headers=no_headers)
 
 
+def _running_instance_stop(source: "LiveSource", instances: list[dict[str, Any]]) -> dict[str, bool]:
+    """Per InstanceType of these Instances: whether the running-instance stop applies (the type is gone or being
+    deleted, or its queue drains), which may stop an Instance that is still ``Starting``."""
+    from gpuctl.cluster import kinds
+    from gpuctl.core.instancetypes import parse_instancetype
+    from gpuctl.core.lifecycle import should_stop_instance
+
+    out = {}
+    for name in sorted({str((o.get("spec") or {}).get("type") or "") for o in instances} - {""}):
+        raw = source.get(kinds.INSTANCETYPE, name)
+        queue = source.get(kinds.CLUSTERQUEUE, name) if raw is not None else None
+        it = parse_instancetype(raw) if raw is not None else None
+        policy = str(((queue or {}).get("spec") or {}).get("stopPolicy") or "None")
+        out[name] = should_stop_instance(it is not None, bool(it and it.deleting), policy).stop
+    return out
+
+
 def _change(
     stop: bool,
     names: list[str],
@@ -131,7 +149,7 @@ def _change(
 ) -> None:
     from gpuctl.cluster import kinds
     from gpuctl.cluster.writer import apply_plan
-    from gpuctl.core.lifecycle import plan_start, plan_stop
+    from gpuctl.core.lifecycle import PatchPlan, plan_start, plan_stop
 
     if not (names or instancetype or selector or everything):
         raise UsageError("name the instances: NAME..., --instancetype T, -l SELECTOR or --all")
@@ -144,7 +162,13 @@ def _change(
         typer.echo("no instance matched; nothing to change")
         return
     confirm_bulk(len(chosen), "stop" if stop else "start", yes or mode.value != "none")
-    plan = plan_stop if stop else plan_start
+    plan: Callable[[dict[str, Any]], PatchPlan] = plan_start
+    if stop:
+        stoppable = _running_instance_stop(source, chosen)
+
+        def plan(obj: dict[str, Any]) -> PatchPlan:
+            return plan_stop(obj, running_instance_stop=stoppable.get(str((obj.get("spec") or {}).get("type")), False))
+
     outcomes = [
         apply_plan(
             source,

@@ -38,7 +38,7 @@ LIST_COLUMNS = (
     Column("PHASE"),
     Column("ENTRANCE", wide_only=True),
 )
-FREEZE_WAY_OUT = "the spec is frozen after create except displayName, description and inactive: create a new InstanceType and move the instances to it (spec.type)"
+FREEZE_WAY_OUT = "the spec is frozen after create except displayName and inactive: create a new InstanceType and move the instances to it (spec.type)"
 
 
 def _refuse(message: str) -> None:
@@ -181,13 +181,14 @@ def apply_command(
     context: ContextOption = None,
     request_timeout: TimeoutOption = None,
 ) -> None:
-    """Create the InstanceType, or change its mutable fields (displayName, description, inactive).
+    """Create the InstanceType, or change its mutable fields (displayName, inactive).
 
     A change to a frozen field is refused here, before it reaches the server.
     """
     from gpuctl.cli.webhook import WebhookKind, read_manifest
     from gpuctl.cluster import kinds
     from gpuctl.cluster.writer import apply_plan
+    from gpuctl.core.instancetype_rules import MUTABLE_SPEC_FIELDS
     from gpuctl.core.lifecycle import PatchPlan, plan_instancetype_spec
 
     mode = dry_run_mode(dry_run)
@@ -209,9 +210,7 @@ def apply_command(
 
     def plan(stored: dict[str, Any]) -> PatchPlan:
         _reviewed({**stored, "spec": {**(stored.get("spec") or {}), **wanted}}, "UPDATE", stored)
-        return plan_instancetype_spec(
-            stored, {k: wanted[k] for k in ("displayName", "description", "inactive") if k in wanted}
-        )
+        return plan_instancetype_spec(stored, {k: wanted[k] for k in MUTABLE_SPEC_FIELDS if k in wanted})
 
     report([apply_plan(source, kinds.INSTANCETYPE, name, None, plan, mode)], output)
 

@@ -133,7 +133,10 @@ def webhook_context(source: "Source", kind: WebhookKind, obj: dict[str, Any]) ->
     if kind is WebhookKind.INSTANCE:
         type_name = (obj.get("spec") or {}).get("type")
         types = read.instancetypes(source, [type_name]) if isinstance(type_name, str) and type_name else []
-        return WebhookContext(instancetypes=types)
+        backing = read.cluster_queues(source) if types else {}
+        return WebhookContext(
+            instancetypes=types, stop_policies={n: q.stop_policy for n, q in backing.items() if n == type_name}
+        )
     return WebhookContext()
 
 

@@ -35,6 +35,7 @@ from gpuctl.core.lifecycle import (
     InstancePhase,
     Operation,
     deletion_guard,
+    should_stop_instance,
 )
 from gpuctl.core.units import QuantityError, format_quantity, parse_quantity
 
@@ -493,8 +494,9 @@ def _phase(obj: Mapping[str, Any]) -> str:
     return _text(_mapping(obj.get("status")).get("phase"))
 
 
-def update_errors(spec: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
-    """Immutability and the stop/start transitions."""
+def update_errors(spec: Mapping[str, Any], old: Mapping[str, Any], *, stop_while_starting: bool = False) -> list[str]:
+    """Immutability and the stop/start transitions. A ``Starting`` Instance may be stopped only by the running-instance
+    stop (``stop_while_starting``): its InstanceType is gone or being deleted, or its queue is ``HoldAndDrain``."""
     old_spec = _mapping(old.get("spec"))
     errors: list[str] = []
     if spec.get("volume") != old_spec.get("volume"):
@@ -509,7 +511,7 @@ def update_errors(spec: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
     phase = _phase(old)
     if was_stopped and not stops and phase != InstancePhase.STOPPED:
         errors.append(forbidden("spec.stop", CAN_ONLY_START_STOPPED))
-    if not was_stopped and stops and phase == InstancePhase.STARTING:
+    if not was_stopped and stops and phase == InstancePhase.STARTING and not stop_while_starting:
         errors.append(forbidden("spec.stop", CANNOT_STOP_STARTING))
     return errors
 
@@ -546,8 +548,10 @@ def instance_errors(
     privileged_allowed: bool = False,
     host_path_allowed: bool = False,
     reserved_namespaces: frozenset[str] = RESERVED_NAMESPACES,
+    stop_policy: str = "None",
 ) -> list[str]:
-    """Every field error of an Instance on CREATE (``old`` None) or UPDATE."""
+    """Every field error of an Instance on CREATE (``old`` None) or UPDATE. ``stop_policy`` is the stop policy of the
+    ClusterQueue behind its InstanceType (the running-instance stop reads it)."""
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return [required("spec", "must be specified")]
@@ -563,7 +567,8 @@ def instance_errors(
         spec, old_spec, privileged_allowed=privileged_allowed, host_path_allowed=host_path_allowed
     )
     if old is not None:
-        errors += update_errors(spec, old)
+        stop = should_stop_instance(instancetype is not None, bool(instancetype and instancetype.deleting), stop_policy)
+        errors += update_errors(spec, old, stop_while_starting=stop.stop)
     return errors
 
 
@@ -577,8 +582,10 @@ def validate_instance(
     privileged_allowed: bool = False,
     host_path_allowed: bool = False,
     reserved_namespaces: frozenset[str] = RESERVED_NAMESPACES,
+    stop_policy: str = "None",
 ) -> Admission:
-    """The validating webhook. ``instancetype`` is the record named by ``spec.type`` (None when there is none)."""
+    """The validating webhook. ``instancetype`` is the record named by ``spec.type`` (None when there is none), and
+    ``stop_policy`` its ClusterQueue's."""
     if operation not in ("CREATE", "UPDATE"):
         return allow()
     if not isinstance(obj, dict):
@@ -592,6 +599,7 @@ def validate_instance(
         privileged_allowed=privileged_allowed,
         host_path_allowed=host_path_allowed,
         reserved_namespaces=reserved_namespaces,
+        stop_policy=stop_policy,
     )
     return deny(aggregate(errors)) if errors else allow()
 
@@ -720,6 +728,7 @@ def _validating_handler(
     privileged_allowed: bool = False,
     host_path_allowed: bool = False,
     reserved_namespaces: frozenset[str] = RESERVED_NAMESPACES,
+    stop_policy: str = "None",
 ) -> Admission:
     return validate_instance(
         obj,
@@ -729,6 +738,7 @@ def _validating_handler(
         privileged_allowed=privileged_allowed,
         host_path_allowed=host_path_allowed,
         reserved_namespaces=reserved_namespaces,
+        stop_policy=stop_policy,
     )
 
 

@@ -32,8 +32,10 @@ from gpuctl.core.lifecycle import Operation, deletion_guard
 RECEIVES_DELETION_UPDATES: Final = True
 """InstanceType opts out of the deletion guard."""
 
-MUTABLE_SPEC_FIELDS: Final = ("displayName", "description", "inactive")
-IMMUTABLE_MESSAGE: Final = "is immutable except displayName, description and inactive"
+MUTABLE_SPEC_FIELDS: Final = ("displayName", "inactive")
+"""The design text: every spec field is frozen after create except ``displayName`` (a rename) and ``inactive`` (in or
+out of service); ``description`` is frozen too."""
+IMMUTABLE_MESSAGE: Final = "is immutable except displayName and inactive"
 GI_SUFFIX_DETAIL: Final = 'must be a positive integer with a case-sensitive "Gi" suffix'
 UNITLESS_CPU_DETAIL: Final = "must be a positive integer with no unit suffix"
 CPU_ONLY_CPU_DETAIL: Final = "must be 1 when acceleratable is false"

@@ -46,7 +46,8 @@ class InstanceType:
     inactive: bool
     display_name: str
     memory: str
-    """Per-card memory as written (``status.detail.memory``, falling back to ``spec.memory``)."""
+    """Per-card memory as written: ``spec.memory`` (the design text's divisor), falling back to
+    ``status.detail.memory`` when the spec has none."""
     manufacturer: str
     product: str
     logical_slices: int
@@ -170,7 +171,7 @@ def parse_instancetype(obj: Mapping[str, Any]) -> InstanceType:
         local_storage=str(spec.get("localStorage") or ""),
         inactive=bool(spec.get("inactive", False)),
         display_name=str(spec.get("displayName") or ""),
-        memory=str(detail.get("memory") or spec.get("memory") or ""),
+        memory=str(spec.get("memory") or detail.get("memory") or ""),
         manufacturer=manufacturer,
         product=str(detail.get("product") or spec.get("product") or ""),
         logical_slices=_i(_m(sliced.get("logical")).get("count")),

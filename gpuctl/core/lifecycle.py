@@ -273,7 +273,7 @@ def _cluster_queue_of(instancetype: Any, cluster_queue: Any) -> ObjectRef:
 
 
 def plan_instancetype_spec(instancetype: Any, change: Mapping[str, Any]) -> PatchPlan:
-    """Set InstanceType spec fields (the mutable ones: displayName, description, inactive); only what differs is
+    """Set InstanceType spec fields (the mutable ones: displayName and inactive); only what differs is
     sent, and nothing when all already match."""
     target = _ref(instancetype, INSTANCETYPE_API_VERSION, "InstanceType", namespaced=False)
     spec = _spec(instancetype)
@@ -337,14 +337,16 @@ def _instance_phase(instance: Any) -> str:
     return phase if isinstance(phase, str) else ""
 
 
-def plan_stop(instance: Any) -> PatchPlan:
-    """Stop an Instance: ``spec.stop=true`` (its Pod is deleted). Refused while it is ``Starting``."""
+def plan_stop(instance: Any, *, running_instance_stop: bool = False) -> PatchPlan:
+    """Stop an Instance: ``spec.stop=true`` (its Pod is deleted). Refused while it is ``Starting``, except for the
+    running-instance stop (``running_instance_stop``: its InstanceType is gone or being deleted, or its queue drains),
+    which stops an Instance whose Pod can never be admitted however far it got."""
     target = _ref(instance, INSTANCE_API_VERSION, "Instance", namespaced=True)
     if _spec(instance).get("stop") is True:
         return _plan(
             instance, target, {"spec": {"stop": True}}, True, f"{target} is already stopped; nothing to change"
         )
-    if _instance_phase(instance) == InstancePhase.STARTING:
+    if _instance_phase(instance) == InstancePhase.STARTING and not running_instance_stop:
         raise PlanRefused(CANNOT_STOP_STARTING)
     what = f"set {target} spec.stop=true: its Pod is deleted and the instance ends Stopped"
     return _plan(instance, target, {"spec": {"stop": True}}, False, what)

@@ -295,8 +295,8 @@ def card_memory_mib(instancetype: InstanceType) -> int:
     mib = instancetype.card_mib
     if mib is None:
         raise FoldError(
-            f"InstanceType {instancetype.name} publishes no readable card memory (status.detail.memory) yet; "
-            "retry once its detail is ready"
+            f"InstanceType {instancetype.name} has no readable card memory (spec.memory, or status.detail.memory "
+            "once the operator publishes the pool's detail); retry once its detail is ready"
         )
     return mib
 
@@ -324,10 +324,17 @@ def _set_resource(container: JSON, name: str, value: str, sections: Sequence[str
         target[name] = value
 
 
-def _sections(container: Mapping[str, Any], marker: str) -> list[str]:
-    """Where a container declares an accelerator key: the folded keys go to the same maps."""
+def _family_sections(container: Mapping[str, Any], key: ResourceKey) -> list[str]:
+    """The maps (``limits``, ``requests``) where the container requests this manufacturer's family: the folded value
+    goes to each of them, replacing whatever a client set there, so the two maps never disagree."""
     resources = _mapping(container.get("resources"))
-    out = [s for s in ("limits", "requests") if marker in _mapping(resources.get(s))]
+    out = []
+    for section in ("limits", "requests"):
+        for name in _mapping(resources.get(section)):
+            other = naming.classify_resource(str(name))
+            if other is not None and other.family is key.family and other.manufacturer is key.manufacturer:
+                out.append(section)
+                break
     return out or ["limits"]
 
 
@@ -348,7 +355,7 @@ def _fold(pod: JSON, containers: Sequence[ContainerAccelerators], context: _Cont
             kinds = {x.key.kind: x for x in c.values if x.key.manufacturer is v.key.manufacturer}
             pct = kinds.get(KeyKind.SLICED_MEMORY_PERCENT)
             mib = kinds.get(KeyKind.SLICED_MEMORY_MIB)
-            sections = _sections(raw, v.resource)
+            sections = _family_sections(raw, v.key)
             if pct is not None:
                 units = sliced_units(_count(pct.raw), None, None)
             else:
@@ -403,7 +410,7 @@ def _fold(pod: JSON, containers: Sequence[ContainerAccelerators], context: _Cont
                         f"cannot derive a positive {names.partitioned_units} from the requested memory",
                     )
                 )
-            _set_resource(raw, names.partitioned_units, str(min(units, M)), _sections(raw, names.partitioned))
+            _set_resource(raw, names.partitioned_units, str(min(units, M)), _family_sections(raw, v.key))
 
 
 def shared_pin_count(containers: Sequence[ContainerAccelerators]) -> int:

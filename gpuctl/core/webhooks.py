@@ -7,7 +7,7 @@ webhook on its own path from the same functions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -42,9 +42,14 @@ class WebhookContext:
     """Setting ``instance-type-aware-cpu-manufacturer``."""
     overcommit: bool = True
     """Setting ``instance-general-resources-overcommit``."""
+    stop_policies: Mapping[str, str] = field(default_factory=dict)
+    """ClusterQueue name → ``spec.stopPolicy`` (a queue shares its InstanceType's name)."""
 
     def instancetype(self, name: str) -> InstanceType | None:
         return next((t for t in self.instancetypes if t.name == name), None)
+
+    def stop_policy(self, instancetype: str) -> str:
+        return self.stop_policies.get(instancetype, "None")
 
 
 def _labels(obj: JSON) -> dict[str, str]:
@@ -103,7 +108,12 @@ def review(kind: Kind, operation: str, obj: JSON, old: JSON | None, ctx: Webhook
         obj,
         [
             lambda i: instance_mutating_webhook(operation, i, old, it, overcommit=ctx.overcommit),
-            lambda i: _validated(instance_validating_webhook(operation, i, old, it), i),
+            lambda i: _validated(
+                instance_validating_webhook(
+                    operation, i, old, it, stop_policy=ctx.stop_policy(type_name if isinstance(type_name, str) else "")
+                ),
+                i,
+            ),
         ],
     )
 

@@ -88,7 +88,12 @@ def _instance_default(op: str, obj: JSON, old: JSON | None, ctx: WebhookContext)
 def _instance_validate(op: str, obj: JSON, old: JSON | None, ctx: WebhookContext) -> Admission:
     from gpuctl.core.instances import instance_validating_webhook
 
-    return instance_validating_webhook(op, obj, old, _instance_type(obj, ctx))
+    it = _instance_type(obj, ctx)
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    name = spec.get("type") if isinstance(spec, dict) else None
+    return instance_validating_webhook(
+        op, obj, old, it, stop_policy=ctx.stop_policy(name if isinstance(name, str) else "")
+    )
 
 
 WEBHOOKS: tuple[Webhook, ...] = (

@@ -238,9 +238,9 @@ class Controllers:
             if not decision.stop:
                 continue
             try:
-                plan = plan_stop(raw)
+                plan = plan_stop(raw, running_instance_stop=True)
             except PlanRefused:
-                continue  # Starting: the next pass stops it once it started
+                continue
             meta = raw.get("metadata") or {}
             self.source.patch(
                 kinds.INSTANCE, str(meta.get("name")), plan.body(), namespace=str(meta.get("namespace") or "default")

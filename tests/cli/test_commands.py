@@ -185,3 +185,20 @@ def test_every_read_command_speaks_every_output_format(args: tuple[str, ...], ou
         assert all("/" in line for line in out.splitlines())
     else:
         assert "\x1b[" not in out  # piped: plain text, no escape codes
+
+
+def test_explain_on_a_snapshot_without_pods_says_it_judged_the_published_ledger(tmp_path: Path) -> None:
+    import shutil
+
+    for f in Path(SNAPSHOT).iterdir():
+        if f.name != "pods.json":
+            shutil.copy(f, tmp_path / f.name)
+    code, out, _ = run("explain", "workload", "team-a/embed", "--snapshot", str(tmp_path), "-o", "json")
+    assert code == 0
+    gate3 = json.loads(out)["gates"][2]
+    assert any("judged on the published Devices ledgers" in e for e in gate3["evidence"])
+    # With the Pods, the ledger is rebuilt from their allocation records, as the check does, and nothing is said.
+    code, out, _ = run("explain", "workload", "team-a/embed", "--snapshot", SNAPSHOT, "-o", "json")
+    gate3 = json.loads(out)["gates"][2]
+    assert gate3["check"]["state"] == "Retry"
+    assert not any("published Devices ledgers" in e for e in gate3["evidence"])

@@ -107,7 +107,7 @@ def test_dry_run_of_an_instancetype_update_refuses_a_frozen_field(tmp_path: Path
         "json",
     )
     assert code == 3
-    assert json.loads(out)["message"] == "spec: Forbidden: is immutable except displayName, description and inactive"
+    assert json.loads(out)["message"] == "spec: Forbidden: is immutable except displayName and inactive"
 
 
 def test_instancetype_create_client_dry_run_validates_before_sending() -> None:

@@ -71,7 +71,7 @@ def test_a_concurrent_patch_is_retried(pool: GpuPool, control_plane: Any) -> Non
     def plan_racing(obj: dict[str, Any]) -> Any:
         if not raced["done"]:  # someone else writes between our read and our patch
             pool.objs.patch_cluster_custom_object(
-                WORKER, WV, "instancetypes", pool.name, {"spec": {"description": "touched by another writer"}}
+                WORKER, WV, "instancetypes", pool.name, {"metadata": {"labels": {"team": "touched-by-another-writer"}}}
             )
             raced["done"] = True
         return plan_hold(obj)
@@ -81,8 +81,9 @@ def test_a_concurrent_patch_is_retried(pool: GpuPool, control_plane: Any) -> Non
         source, kinds.INSTANCETYPE, pool.name, None, plan_racing, DryRun.NONE, on_conflict=conflicts.append
     )
     assert outcome.result is Result.CHANGED and outcome.attempts == 2 and conflicts == [1]
-    stored = instancetype_obj(pool)["spec"]
-    assert stored["inactive"] is True and stored["description"] == "touched by another writer"  # nothing lost
+    stored = instancetype_obj(pool)
+    assert stored["spec"]["inactive"] is True
+    assert stored["metadata"]["labels"]["team"] == "touched-by-another-writer"  # nothing lost
     assert gpuctl(control_plane, "resume", pool.name)[0] == 0
 
 
@@ -93,7 +94,7 @@ def test_a_frozen_field_is_refused_before_the_server(pool: GpuPool, control_plan
     path.write_text(yaml.safe_dump({k: changed[k] for k in ("apiVersion", "kind", "metadata", "spec")}))
     code, _, err = gpuctl(control_plane, "instancetype", "apply", "-f", str(path))
     assert code == 2
-    assert "spec: Forbidden: is immutable except displayName, description and inactive" in err
+    assert "spec: Forbidden: is immutable except displayName and inactive" in err
     assert "create a new InstanceType and move the instances" in err
     assert instancetype_obj(pool)["spec"]["unitResources"]["cpu"] == "8"
 

@@ -442,3 +442,77 @@ def test_a_finished_workload_holds_no_cards() -> None:
     w = workload("w", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [("node-x", 1)]})
     v = judge_workload(parse_workload(w), ctx(one_card(), workloads=[done, w]))
     assert v.state == READY and v.inflight == ()
+
+
+# ----------------------------------------------------------------------------------------------- shared, per container
+
+
+def shared_workload(name: str, counts: list[int], node_name: str = "node-x") -> dict[str, Any]:
+    w = workload(name, [("main", 1, {})], hosts={"main": [(node_name, 1)]})
+    w["spec"]["podSets"][0]["template"]["spec"]["containers"] = [
+        {"name": f"c{i}", "resources": {"limits": {"nvidia.com/gpu.shared": str(n)}}} for i, n in enumerate(counts)
+    ]
+    return w
+
+
+def test_a_shared_request_is_judged_per_container() -> None:
+    """Two containers asking ``.shared: 2`` each name 2 distinct cards apiece; they may share cards, so a node with 2
+    free cards holds them (as the pin's N = 2 lets TAS place it there)."""
+    w = shared_workload("shared", [2, 2])
+    [d] = podset_demands(parse_workload(w).podsets[0])
+    assert (d.family, d.cards, d.shares) == (Family.SHARED, 2, (2, 2))
+    v = judge_workload(parse_workload(w), ctx(devices("node-x", cards=2, rows=[card_row(0), card_row(1)])))
+    assert v.state == READY
+    assert sorted(c.card_id for c in v.charges) == ["GPU-0000", "GPU-0000", "GPU-0001", "GPU-0001"]
+
+
+def test_a_container_cannot_take_two_shares_on_one_card() -> None:
+    # Card 0 has one share left: the first container takes it and card 1; the second finds only card 1 open.
+    rows = [card_row(0, mode=2, allocated=M - 160_000), card_row(1)]
+    v = judge_workload(parse_workload(shared_workload("shared", [2, 2])), ctx(devices("node-x", cards=2, rows=rows)))
+    assert v.state == RETRY
+    assert v.message == (
+        "needs a share on each of 2 and 2 distinct cards (one set per container), node-x has 1 card with a free share "
+        "of 2 left for a container asking 2; will retry as capacity frees"
+    )
+
+
+def test_the_shared_pin_and_the_verdict_agree_on_n() -> None:
+    """A node whose ``shared-free-cards`` label passes the pin (``Gt N-1``) holds the request of N."""
+    from gpuctl.core.pins import node_fit_labels, podset_pins
+
+    node_devices = devices("node-x", cards=3, rows=[card_row(0, mode=1, allocated=M), card_row(1), card_row(2)])
+    w = shared_workload("shared", [1, 2])
+    [pin] = podset_pins(parse_workload(w).podsets[0], "nvidia-a10g")
+    label = node_fit_labels(parse_devices(node_devices))[pin["key"]]
+    assert int(label) > int(pin["values"][0])
+    assert judge_workload(parse_workload(w), ctx(node_devices)).state == READY
+
+
+# ----------------------------------------------------------------------------------------------- the check's inputs
+
+
+def test_in_flight_counts_whatever_the_cluster_queue() -> None:
+    """A custom InstanceType's queue and a derived one serve the same cards: an admitted Workload of one holds them
+    against the other, through the inputs both the operator and the CLI build."""
+    from gpuctl.core.fit import check_inputs
+
+    custom = workload("custom", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [("node-x", 1)]}, admitted=True)
+    custom["status"]["admission"]["clusterQueue"] = "a10g-custom"
+    custom["spec"]["queueName"] = "gpustack-fnv64-d4c0e6cd72686015"
+    derived = workload("derived", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [("node-x", 1)]})
+    c = ctx(one_card(), workloads=[custom, derived])
+    inputs = check_inputs(c.flavors, c.devices.values(), c.nodes, c.workloads, [])
+    v = judge_workload(parse_workload(derived), inputs)
+    assert v.state == RETRY and [x.workload for x in v.inflight] == ["team-a/custom"]
+
+
+def test_the_check_rebuilds_every_ledger_from_the_pods_read() -> None:
+    from gpuctl.core.fit import LEDGER_PUBLISHED, LEDGER_REBUILT, check_inputs
+
+    published = parse_devices(one_card([card_row(0, mode=1, allocated=M)]))  # no Pod carries this allocation
+    rebuilt = check_inputs(FLAVORS, [published], None, [], [parse_pod(bound_pod("p", "node-y", {}, workload_name=None))])
+    assert rebuilt.ledger == LEDGER_REBUILT
+    assert rebuilt.devices["node-x"].cards("nvidia-a10g")[0].remaining == M
+    kept = check_inputs(FLAVORS, [published], None, [], [], pods_read=False)
+    assert kept.ledger == LEDGER_PUBLISHED and kept.devices["node-x"] is published

@@ -3,6 +3,7 @@ deletion guard, and any-input robustness."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -393,6 +394,21 @@ def test_stop_while_ready_is_accepted() -> None:
 def test_stop_while_starting_is_rejected() -> None:
     old = instance(phase="Starting")
     assert refused(update(old, edited(old, stop=True))) == "spec.stop: Forbidden: cannot stop starting instance"
+
+
+@pytest.mark.parametrize(
+    ("policy", "deleting", "gone"), [("HoldAndDrain", False, False), ("None", True, False), ("None", False, True)]
+)
+def test_the_running_instance_stop_may_stop_a_starting_instance(policy: str, deleting: bool, gone: bool) -> None:
+    """A Starting Instance whose Pod its queue can never admit (draining, or its type deleted or gone) is stopped
+    too; a user's stop of a Starting Instance in a queue that admits (or merely holds) is still refused."""
+    old = instance(phase="Starting")
+    it = None if gone else dataclasses.replace(A10G, deleting=deleting)
+    result = validate_instance(edited(old, stop=True), old, it, "UPDATE", stop_policy=policy)
+    assert result.allowed
+    for admitting in ("None", "Hold"):
+        held = validate_instance(edited(old, stop=True), old, A10G, "UPDATE", stop_policy=admitting)
+        assert refused(held) == "spec.stop: Forbidden: cannot stop starting instance"
 
 
 def test_stop_is_accepted_when_the_instance_type_is_gone_or_the_pool_shrank() -> None:

@@ -31,7 +31,7 @@ from gpuctl.core.instancetype_rules import (
 from gpuctl.core.instancetypes import parse_instancetype
 
 A10G_NAME = "gpustack--nvidia-a10g-linux-amd64"
-IMMUTABLE = "spec: Forbidden: is immutable except displayName, description and inactive"
+IMMUTABLE = "spec: Forbidden: is immutable except displayName and inactive"
 GI = 'must be a positive integer with a case-sensitive "Gi" suffix'
 
 
@@ -159,10 +159,15 @@ def test_create_rejects_a_non_boolean_acceleratable() -> None:
 # ----------------------------------------------------------------------------------------------- update
 
 
-def test_update_accepts_a_rename_a_description_and_deactivation() -> None:
+def test_update_accepts_a_rename_and_deactivation() -> None:
     old = accelerated()
-    new = accelerated(displayName="A10G pool", description="for the demo", inactive=True)
+    new = accelerated(displayName="A10G pool", inactive=True)
     assert validate_instancetype_update(old, new).allowed
+
+
+def test_update_freezes_the_description_as_the_design_text_says() -> None:
+    """Upstream code lets ``description`` change; the design text freezes every field but displayName and inactive."""
+    assert refused(validate_instancetype_update(accelerated(), accelerated(description="for the demo"))) == IMMUTABLE
 
 
 def test_update_rejects_a_resize() -> None:

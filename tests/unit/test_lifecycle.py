@@ -261,6 +261,11 @@ def test_plan_stop_refuses_a_starting_instance() -> None:
         plan_stop(instance(stop=False, phase="Starting"))
 
 
+def test_the_running_instance_stop_plans_a_stop_of_a_starting_instance() -> None:
+    plan = plan_stop(instance(stop=False, phase="Starting"), running_instance_stop=True)
+    assert plan.patch == {"spec": {"stop": True}} and not plan.no_op
+
+
 def test_plan_stop_of_a_stopped_instance_is_a_no_op() -> None:
     assert plan_stop(instance(stop=True, phase="Stopped")).no_op
 

@@ -326,6 +326,60 @@ def test_fold_writes_requests_too_when_the_container_declares_them() -> None:
     assert res["requests"]["nvidia.com/gpu.sliced.units"] == res["limits"]["nvidia.com/gpu.sliced.units"] == "400000"
 
 
+CLIENT_UNITS = "77"
+
+
+def sliced_container(where: str) -> dict[str, Any]:
+    """A 50 % slice whose client set ``.sliced.units`` in ``requests``, ``limits`` or both."""
+    c = container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "50"})
+    if where in ("limits", "both"):
+        c["resources"]["limits"]["nvidia.com/gpu.sliced.units"] = CLIENT_UNITS
+    if where in ("requests", "both"):
+        c["resources"]["requests"] = {"nvidia.com/gpu.sliced.units": CLIENT_UNITS}
+    return c
+
+
+@pytest.mark.parametrize("where", ["requests", "limits", "both"])
+def test_a_client_set_sliced_fold_is_replaced_in_every_map_that_requests_the_family(where: str) -> None:
+    r = admit(pod([sliced_container(where)]))
+    resources = r.mutated["spec"]["containers"][0]["resources"]
+    for section in ("limits", "requests"):
+        if section in resources:
+            assert resources[section]["nvidia.com/gpu.sliced.units"] == "800000", section
+    assert all(v != CLIENT_UNITS for m in resources.values() for v in m.values())
+
+
+@pytest.mark.parametrize("where", ["requests", "limits", "both"])
+def test_a_client_set_partition_fold_is_replaced_in_every_map_that_requests_the_family(where: str) -> None:
+    c = container("main", {"nvidia.com/gpu.partitioned": "1", "nvidia.com/gpu.partitioned.mig-3g.40gb": "1"})
+    if where in ("limits", "both"):
+        c["resources"]["limits"]["nvidia.com/gpu.partitioned.units"] = CLIENT_UNITS
+    if where in ("requests", "both"):
+        c["resources"]["requests"] = {"nvidia.com/gpu.partitioned.units": CLIENT_UNITS}
+    r = admit(pod([c], queue=H100_QUEUE), [H100])
+    resources = r.mutated["spec"]["containers"][0]["resources"]
+    expected = str(40192 * 1_600_000 // 81920)
+    assert resources["limits"]["nvidia.com/gpu.partitioned.units"] == expected
+    if where != "limits":
+        assert resources["requests"]["nvidia.com/gpu.partitioned.units"] == expected
+
+
+def test_the_divisor_is_spec_memory_before_status_detail() -> None:
+    """The design text: the divisor is the InstanceType's ``spec.memory``; ``status.detail.memory`` only without it."""
+    raw = instancetype(memory="48Gi")
+    raw["spec"]["memory"] = "24Gi"
+    r = admit(
+        pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "12288"})]),
+        [parse_instancetype(raw)],
+    )
+    assert limits_of(r)["nvidia.com/gpu.sliced.units"] == "800000"
+    detail_only = admit(
+        pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "12288"})]),
+        [parse_instancetype(instancetype(memory="48Gi"))],
+    )
+    assert limits_of(detail_only)["nvidia.com/gpu.sliced.units"] == "400000"
+
+
 def test_card_memory_comes_from_the_spec_when_detail_is_absent() -> None:
     raw = instancetype(memory=None)
     raw["spec"]["memory"] = "24Gi"
