@@ -137,6 +137,8 @@ def webhook_context(source: "Source", kind: WebhookKind, obj: dict[str, Any]) ->
         return WebhookContext(
             instancetypes=types, stop_policies={n: q.stop_policy for n, q in backing.items() if n == type_name}
         )
+    if kind is WebhookKind.INSTANCETYPE:
+        return WebhookContext(flavors=tuple(read.flavors(source).values()))
     return WebhookContext()
 
 

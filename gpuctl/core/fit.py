@@ -713,7 +713,7 @@ def rebuild_ledger(node: NodeDevices, pods: Iterable[Pod]) -> NodeDevices:
                     has_ledger=True,
                 )
             )
-        groups.append(Group(g.id, g.manufacturer, g.product, g.memory_mib, tuple(cards), g.family))
+        groups.append(replace(g, cards=tuple(cards)))
     return NodeDevices(node.node, node.labels, tuple(groups), node.resource_version)
 
 

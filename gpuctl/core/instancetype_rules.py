@@ -7,8 +7,9 @@ the type is being deleted.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Final
@@ -28,6 +29,8 @@ from gpuctl.core.admission import (
 )
 from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.lifecycle import Operation, deletion_guard
+from gpuctl.core.units import QuantityError, parse_quantity
+from gpuctl.core.workloads import ResourceFlavor
 
 RECEIVES_DELETION_UPDATES: Final = True
 """InstanceType opts out of the deletion guard."""
@@ -251,10 +254,80 @@ def restamp_labels(labels: Mapping[str, str], desired: Mapping[str, str]) -> dic
     return {**kept, **desired}
 
 
+def matching_flavor(spec: Mapping[str, Any], flavors: Sequence[ResourceFlavor]) -> ResourceFlavor | None:
+    """The ResourceFlavor describing this type's nodes: the same os and arch, the type's accelerator group (an
+    accelerated type) and its general group (unless ``generic``); the first by name when several match (flavors of
+    one model differ only in cards per node)."""
+    os, arch = spec.get("os"), spec.get("arch")
+    group, general = spec.get("acceleratorGroup"), spec.get("generalGroup") or naming.GENERIC
+    accelerated = _acceleratable(spec)
+    if accelerated and not group:
+        return None
+    for f in sorted(flavors, key=lambda f: f.name):
+        labels = f.node_labels
+        if labels.get(naming.LABEL_OS) != os or labels.get(naming.LABEL_ARCH) != arch:
+            continue
+        if accelerated != bool(f.accelerator_keys) or (accelerated and f.accelerator_keys != (group,)):
+            continue
+        if general != naming.GENERIC and labels.get(naming.general_label(str(general))) != "true":
+            continue
+        if not accelerated and general == naming.GENERIC:
+            return None  # a generic CPU pool spans every CPU model: no one flavor describes it
+        return f
+    return None
+
+
+def _cpu_detail(note: str) -> JSON | None:
+    try:
+        value = json.loads(note)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def enrich_descriptors(spec: JSON, flavor: ResourceFlavor, *, cpu_aware: bool) -> list[str]:
+    """Fill the type's empty descriptors from its flavor's ``note.gpustack.ai/*`` annotations: ``product``,
+    ``memory`` and ``cores`` of an accelerated type, and with CPU awareness on the ``cpuDetail`` note folded into
+    ``spec.accelerator.cpu`` (accelerated) or ``spec.cpu`` (generic). A value the user set is never replaced; an
+    unreadable note is skipped with a warning."""
+    warnings: list[str] = []
+    notes = flavor.notes
+    if _acceleratable(spec):
+        if notes.get("product") and _is_empty(spec.get("product")):
+            spec["product"] = notes["product"]
+        memory = notes.get("memory")
+        if memory and _is_empty(spec.get("memory")):
+            try:
+                parse_quantity(memory)
+                spec["memory"] = memory
+            except QuantityError:
+                warnings.append(f"ResourceFlavor {flavor.name}: note.gpustack.ai/memory {memory!r} is no quantity")
+        cores = notes.get("cores")
+        if cores and _is_empty(spec.get("cores")):
+            if cores.isdigit():
+                spec["cores"] = int(cores)
+            else:
+                warnings.append(f"ResourceFlavor {flavor.name}: note.gpustack.ai/cores {cores!r} is no whole number")
+    if cpu_aware and notes.get("cpuDetail"):
+        detail = _cpu_detail(notes["cpuDetail"])
+        if detail is None:
+            warnings.append(f"ResourceFlavor {flavor.name}: note.gpustack.ai/cpuDetail is not a JSON object")
+        elif _acceleratable(spec):
+            accelerator = spec.setdefault("accelerator", {})
+            if isinstance(accelerator, dict) and _is_empty(accelerator.get("cpu")):
+                accelerator["cpu"] = detail
+        elif _is_empty(spec.get("cpu")):
+            spec["cpu"] = detail
+    return warnings
+
+
 @fail_closed
-def default_instancetype(obj: Any, *, cpu_aware: bool = False) -> Admission:
+def default_instancetype(
+    obj: Any, *, cpu_aware: bool = False, flavors: Sequence[ResourceFlavor] = (), enrich: bool = False
+) -> Admission:
     """The mutating webhook: ``generalGroup`` defaults to ``generic``, an absent ``acceleratable`` is written as
-    inferred, and the pool labels and queue entrance are stamped (stale feature keys pruned)."""
+    inferred, and the pool labels and queue entrance are stamped (stale feature keys pruned). With ``enrich`` (a
+    CREATE: the spec is frozen after it), empty descriptors are filled from the matching ResourceFlavor's notes."""
     if not isinstance(obj, dict):
         return deny("the request object is not an InstanceType")
     mutated = deep_copy(obj)
@@ -273,6 +346,15 @@ def default_instancetype(obj: Any, *, cpu_aware: bool = False) -> Admission:
         spec["acceleratable"] = _acceleratable(spec)
     metadata["labels"] = restamp_labels(labels or {}, desired_labels(mutated, cpu_aware=cpu_aware))
     warnings = [] if metadata.get("name") else ["metadata.name is empty: no queue entrance label was stamped"]
+    if enrich:
+        flavor = matching_flavor(spec, flavors)
+        if flavor is not None:
+            warnings += enrich_descriptors(spec, flavor, cpu_aware=cpu_aware)
+        elif _acceleratable(spec) and spec.get("acceleratorGroup"):
+            warnings.append(
+                f"no ResourceFlavor describes {spec.get('acceleratorGroup')} nodes yet: the card memory comes from "
+                "status.detail once the operator publishes the pool's detail"
+            )
     return allow(mutated, warnings=warnings)
 
 
@@ -287,9 +369,11 @@ def _validating_handler(operation: Operation, obj: Any, old: Any = None) -> Admi
     return allow()
 
 
-def _mutating_handler(operation: Operation, obj: Any, *, cpu_aware: bool = False) -> Admission:
+def _mutating_handler(
+    operation: Operation, obj: Any, *, cpu_aware: bool = False, flavors: Sequence[ResourceFlavor] = ()
+) -> Admission:
     if operation in ("CREATE", "UPDATE"):
-        return default_instancetype(obj, cpu_aware=cpu_aware)
+        return default_instancetype(obj, cpu_aware=cpu_aware, flavors=flavors, enrich=operation == "CREATE")
     return allow()
 
 
@@ -301,7 +385,7 @@ instancetype_validating_webhook = fail_closed(
 instancetype_mutating_webhook = fail_closed(
     deletion_guard(_mutating_handler, receives_deletion_updates=RECEIVES_DELETION_UPDATES)
 )
-"""``(operation, object, *, cpu_aware) -> Admission``: the registered mutating handler."""
+"""``(operation, object, *, cpu_aware, flavors) -> Admission``: the registered mutating handler."""
 
 
 # ----------------------------------------------------------------------------------------------- unit presets

@@ -179,6 +179,8 @@ class Group:
     memory_mib: int
     cards: tuple[Card, ...]
     family: str = ""
+    cores: int = 0
+    compute_capability: str = ""
 
     accelerator_key: str = field(init=False, compare=False)
     """``<manufacturer>-<group id>``: the model's node key."""
@@ -416,6 +418,16 @@ class _Unusual(Exception):
     """The object is not in the common shape: read it with the checked parser."""
 
 
+def _descriptor_int(value: Any) -> int:
+    """A descriptor (cores) that no gate reads: anything but a whole number reads as 0 rather than refusing the
+    ledger."""
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return 0
+
+
 def _plain_int(value: Any) -> int:
     if type(value) is int:
         return value
@@ -496,7 +508,16 @@ def _parse_well_formed(obj: Mapping[str, Any]) -> NodeDevices:
                 )
             )
         groups.append(
-            Group(gid, mfr, g.get("name", ""), _plain_int(g.get("memory")), tuple(cards), g.get("family", ""))
+            Group(
+                gid,
+                mfr,
+                g.get("name", ""),
+                _plain_int(g.get("memory")),
+                tuple(cards),
+                g.get("family", ""),
+                _plain_int(g.get("cores")),
+                str(g.get("computeCapability") or ""),
+            )
         )
     labels = meta.get("labels") or {}
     return NodeDevices(
@@ -547,6 +568,8 @@ def _parse_checked(obj: Mapping[str, Any]) -> NodeDevices:
                 memory_mib=_int(g.get("memory"), (*gwhere, "memory")),
                 cards=tuple(cards),
                 family=str(g.get("family", "")),
+                cores=_descriptor_int(g.get("cores")),
+                compute_capability=str(g.get("computeCapability") or ""),
             )
         )
     labels = {str(k): str(v) for k, v in _mapping(meta.get("labels"), (top, "metadata", "labels")).items()}

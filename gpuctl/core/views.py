@@ -193,3 +193,52 @@ def views_to_status(views: PoolViews) -> dict[str, object]:
         "acceleratorPartitioned": pt,
         "cpu": plain(views.cpu),
     }
+
+
+def instancetype_detail(instancetype: InstanceType, devices: Iterable[NodeDevices]) -> dict[str, object] | None:
+    """``status.detail`` of an accelerated InstanceType, from its pool's Devices: the model's descriptors (product,
+    memory, cores, family, compute capability) and the slicing **capability** catalog — logical slots and partition
+    profiles summed over the pool's cards, from the spec side, so it does not move as instances are carved and
+    released. None for a CPU-only type, or while no node of the pool reports the model.
+
+    Every accelerated type gets it, derived or custom, so a custom type's Pods fold ``memory-mib`` and partitions."""
+    if not instancetype.acceleratable or not instancetype.accelerator_group:
+        return None
+    groups = [
+        g
+        for d in pool_devices(devices, instancetype)
+        for g in d.groups
+        if g.accelerator_key == instancetype.accelerator_group
+    ]
+    if not groups:
+        return None
+    first = groups[0]
+    cards = [c for g in groups for c in g.cards]
+    profiles: dict[str, list[int]] = {}
+    for c in cards:
+        for p in c.profiles:
+            entry = profiles.setdefault(p.name, [0, p.memory_mib])
+            entry[0] += p.count
+    logical = sum(c.logical_slots for c in cards if not c.partitioned)
+    detail: dict[str, object] = {"manufacturer": first.manufacturer, "product": first.product}
+    if first.family:
+        detail["family"] = first.family
+    if first.memory_mib > 0:
+        detail["memory"] = f"{first.memory_mib}Mi"
+    if first.cores > 0:
+        detail["cores"] = first.cores
+    if first.compute_capability:
+        detail["computeCapability"] = first.compute_capability
+    detail["slicedDetail"] = {
+        "logical": {
+            "count": logical,
+            "coresPercentageOvercommit": any(c.cores_overcommit for c in cards if c.sliceable),
+        },
+        "physical": {
+            "count": sum(c.partition_ceiling for c in cards),
+            "profiles": [
+                {"name": name, "count": count, "memoryMib": mib} for name, (count, mib) in sorted(profiles.items())
+            ],
+        },
+    }
+    return detail

@@ -19,6 +19,7 @@ from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.kvcache import KVCacheContext, admit_kvcache_pod, validate_kvcache_update
 from gpuctl.core.pins import PinContext, pin_workload
 from gpuctl.core.requests import admit_pod
+from gpuctl.core.workloads import ResourceFlavor
 
 
 class Kind(StrEnum):
@@ -42,6 +43,8 @@ class WebhookContext:
     """Setting ``instance-type-aware-cpu-manufacturer``."""
     overcommit: bool = True
     """Setting ``instance-general-resources-overcommit``."""
+    flavors: Sequence[ResourceFlavor] = ()
+    """ResourceFlavors with their notes (the InstanceType defaulting webhook enriches descriptors from them)."""
     stop_policies: Mapping[str, str] = field(default_factory=dict)
     """ClusterQueue name → ``spec.stopPolicy`` (a queue shares its InstanceType's name)."""
 
@@ -97,7 +100,7 @@ def review(kind: Kind, operation: str, obj: JSON, old: JSON | None, ctx: Webhook
         return chain(
             obj,
             [
-                lambda t: instancetype_mutating_webhook(operation, t, cpu_aware=ctx.cpu_aware),
+                lambda t: instancetype_mutating_webhook(operation, t, cpu_aware=ctx.cpu_aware, flavors=ctx.flavors),
                 lambda t: _validated(instancetype_validating_webhook(operation, t, old), t),
             ],
         )

@@ -235,6 +235,8 @@ class ResourceFlavor:
     name: str
     node_labels: Mapping[str, str]
     topology_name: str = ""
+    notes: Mapping[str, str] = field(default_factory=dict)
+    """The ``note.gpustack.ai/*`` annotations, without their prefix (``product``, ``memory``, ``cpuDetail``, ...)."""
 
     accelerator_keys: tuple[str, ...] = field(init=False, compare=False)
     """Accelerator node keys the flavor pins (``acceleratable.feature.gpustack.ai/<aKey>: "true"``)."""
@@ -269,6 +271,11 @@ def parse_resource_flavor(obj: Mapping[str, Any]) -> ResourceFlavor:
         name=str(meta.get("name", "")),
         node_labels={str(k): str(v) for k, v in _m(spec.get("nodeLabels")).items()},
         topology_name=str(spec.get("topologyName") or ""),
+        notes={
+            str(k)[len(naming.NOTE_PREFIX) :]: str(v)
+            for k, v in _m(meta.get("annotations")).items()
+            if str(k).startswith(naming.NOTE_PREFIX)
+        },
     )
 
 

@@ -64,7 +64,7 @@ def _workload_fit(op: str, obj: JSON, old: JSON | None, ctx: WebhookContext) -> 
 def _instancetype_default(op: str, obj: JSON, old: JSON | None, ctx: WebhookContext) -> Admission:
     from gpuctl.core.instancetype_rules import instancetype_mutating_webhook
 
-    return instancetype_mutating_webhook(op, obj, cpu_aware=ctx.cpu_aware)
+    return instancetype_mutating_webhook(op, obj, cpu_aware=ctx.cpu_aware, flavors=ctx.flavors)
 
 
 def _instancetype_validate(op: str, obj: JSON, old: JSON | None, ctx: WebhookContext) -> Admission:

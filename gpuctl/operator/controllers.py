@@ -26,7 +26,7 @@ from gpuctl.core import naming
 from gpuctl.core.fit import READY, Verdict, check_inputs, judge_workload
 from gpuctl.core.lifecycle import PlanRefused, instancetype_phase, phase_message, plan_stop, should_stop_instance
 from gpuctl.core.pins import fit_label_changes, node_fit_labels
-from gpuctl.core.views import in_pool, instancetype_views, views_to_status
+from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, views_to_status
 from gpuctl.core.workloads import CheckState, Workload
 from gpuctl.operator.metrics import Metrics
 from gpuctl.operator.state import ClusterState
@@ -190,6 +190,10 @@ class Controllers:
         status: dict[str, Any] = views_to_status(
             instancetype_views(it, state.devices.values(), node_cores=cores, cpu_reserved=reserved)
         )
+        detail = instancetype_detail(it, state.devices.values())
+        if detail is not None:
+            # The operator publishes the pool's detail for every accelerated type; fields it does not compute stay.
+            status["detail"] = {**((state.raw_instancetypes[name].get("status") or {}).get("detail") or {}), **detail}
         status["entrance"] = naming.queue_entrance(name)
         policy = queue.stop_policy if queue else "None"
         outstanding = bool(queue and (queue.reserving or any(v for v in queue.reserved.values())))

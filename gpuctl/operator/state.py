@@ -176,6 +176,7 @@ class StateCache:
             pins=PinContext(state.local_queues, cq_labels, state.instancetypes, enabled=self.fit_affinity),
             cpu_aware=self.cpu_aware,
             overcommit=self.overcommit,
+            flavors=tuple(state.flavors.values()),
             stop_policies={n: q.stop_policy for n, q in state.cluster_queues.items()},
         )
 
