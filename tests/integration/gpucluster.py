@@ -196,6 +196,14 @@ class GpuPool:
             ),
         )
 
+    def sibling(self, name: str) -> GpuPool:
+        """A second InstanceType over the same nodes' cards (a custom type beside a derived one): its own flavor,
+        ClusterQueue and LocalQueue."""
+        other = GpuPool(self.api, self.namespace, self.group_id, self.nodes, self.cards, name=name)
+        other.flavor = f"{name}-flavor"
+        other.topology = f"{name}-hostname"
+        return other
+
     def submit(self, name: str, limits: dict[str, str], *, count: int = 1) -> str:
         """A Workload in the pool's queue, as Kueue's pod-group integration would create it (TAS at hostname)."""
         requests = dict(limits)  # Kueue's resource transformation folds them into credits

@@ -279,6 +279,52 @@ def test_fragmented_cards_retry_then_ready_and_admitted_once_freed(
         pool.cleanup()
 
 
+def test_two_instancetypes_over_one_nodes_cards_hold_each_other(
+    operator: Operator, api: Any, test_namespace: str, control_plane: Any
+) -> None:
+    """A custom InstanceType and a derived one serve the same node's cards through different queues. A Workload
+    admitted through one (no Pods yet) holds the cards: the check answers Retry to the other's, and `explain` — which
+    judges on the same inputs — says Retry too."""
+    derived = new_pool(api, test_namespace, nodes=1, cards=2, nominal_cards=2)
+    custom = derived.sibling(f"custom-{derived.group_id}")
+    try:
+        custom.create_pool_objects(2)
+        first = custom.submit("custom-two-cards", {"nvidia.com/gpu": "2"})
+        wait_for(
+            "the custom type's Workload admitted",
+            lambda: (condition(custom.workload(first), "Admitted") or {}).get("status") == "True",
+            timeout=60,
+        )
+        second = derived.submit("derived-one-card", {"nvidia.com/gpu": "1"})
+
+        def check_state() -> Any:
+            checks = {c["name"]: c for c in (derived.workload(second).get("status") or {}).get("admissionChecks") or []}
+            c = checks.get(naming.NODE_DEVICES_CHECK)
+            return c if c and c["state"] == "Retry" else None
+
+        retry = wait_for("the check answers Retry", check_state, timeout=60)
+        result = CliRunner().invoke(
+            app,
+            [
+                "explain",
+                "workload",
+                f"{test_namespace}/{second}",
+                "-o",
+                "json",
+                "--kubeconfig",
+                str(control_plane.kubeconfig),
+            ],
+        )
+        assert result.exit_code == 0, result.stderr
+        gate3 = json.loads(result.stdout)["gates"][2]
+        assert gate3["verdict"] == "held"
+        assert gate3["check"] == {"state": "Retry", "message": retry["message"]}
+        assert any(f"{test_namespace}/{first}" in e for e in gate3["evidence"])
+    finally:
+        custom.cleanup()
+        derived.cleanup()
+
+
 def test_instancetype_status_views_follow_the_ledger(operator: Operator, api: Any, test_namespace: str) -> None:
     pool = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=4)
     objs = client.CustomObjectsApi(api)
