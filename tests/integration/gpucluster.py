@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -195,6 +196,23 @@ class GpuPool:
                 == "True"
             ),
         )
+
+    def allocated_pod(self, name: str, node: str, accelerators: list[dict[str, Any]]) -> None:
+        """A Pod outside Kueue bound to a node, holding cards by its allocation record (as ``Allocate`` leaves it):
+        the check rebuilds the node's ledger from such records."""
+        record = {
+            "main": {
+                "devices": {"groups": [{"id": self.group_id, "manufacturer": "nvidia", "accelerators": accelerators}]}
+            }
+        }
+        client.CoreV1Api(self.api).create_namespaced_pod(
+            self.namespace,
+            {
+                "metadata": {"name": name, "annotations": {naming.ANNOTATION_ALLOCATED: json.dumps(record)}},
+                "spec": {"nodeName": node, "containers": [{"name": "main", "image": "gpuctl-it/none"}]},
+            },
+        )
+        self.created.append(("pod", name, self.namespace))
 
     def sibling(self, name: str) -> GpuPool:
         """A second InstanceType over the same nodes' cards (a custom type beside a derived one): its own flavor,

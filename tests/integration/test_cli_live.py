@@ -32,6 +32,10 @@ def pool(api: Any, test_namespace: str) -> Iterator[GpuPool]:
     half = [card_row(c, mode=3, allocated=M // 2, slices=1) for c in range(4)]
     p = new_pool(api, test_namespace, ledgers={0: half, 1: half})
     try:
+        # The published ledgers and the allocation records of the Pods holding the slices agree.
+        for node in p.nodes:
+            for c in range(4):
+                p.allocated_pod(f"slice-{node}-{c}", node, [{"id": f"GPU-{c:04d}", "mode": 3, "allocated": M // 2}])
         p.submit("held-quota", {"nvidia.com/gpu": "9"})
         p.submit("held-fit", {"nvidia.com/gpu": "2"})
         p.submit("held-pod", {"nvidia.com/gpu": "1"})
