@@ -511,7 +511,9 @@ def test_the_check_rebuilds_every_ledger_from_the_pods_read() -> None:
     from gpuctl.core.fit import LEDGER_PUBLISHED, LEDGER_REBUILT, check_inputs
 
     published = parse_devices(one_card([card_row(0, mode=1, allocated=M)]))  # no Pod carries this allocation
-    rebuilt = check_inputs(FLAVORS, [published], None, [], [parse_pod(bound_pod("p", "node-y", {}, workload_name=None))])
+    rebuilt = check_inputs(
+        FLAVORS, [published], None, [], [parse_pod(bound_pod("p", "node-y", {}, workload_name=None))]
+    )
     assert rebuilt.ledger == LEDGER_REBUILT
     assert rebuilt.devices["node-x"].cards("nvidia-a10g")[0].remaining == M
     kept = check_inputs(FLAVORS, [published], None, [], [], pods_read=False)
