@@ -292,7 +292,7 @@ def bench_webhook(_nodes: int) -> list[Row]:
     from gpuctl.core.instancetypes import parse_instancetype
     from gpuctl.core.webhooks import WebhookContext
     from gpuctl.operator.metrics import Metrics
-    from gpuctl.operator.server import CertificateReloader, serve
+    from gpuctl.operator.server import CertificateReloader, WebhookServer
     from tests.request_examples import EXAMPLES
 
     class Fixed:
@@ -313,8 +313,15 @@ def bench_webhook(_nodes: int) -> list[Row]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cert, key, ca = _tls_files(Path(tmp))
-        server = serve(("127.0.0.1", 0), CertificateReloader(str(cert), str(key)), Fixed(), Metrics(), lambda: True)
-        port = server.server_address[1]
+        server = WebhookServer(
+            ("127.0.0.1", 0),
+            CertificateReloader(str(cert), str(key)),
+            Fixed(),
+            Metrics(),
+            ready=lambda: [],
+            healthy=lambda: [],
+        ).start()
+        port = server.port
         try:
             # Reference: the same transport answering /healthz (TLS, HTTP, keep-alive; no admission work).
             ref, _, _ = _load("127.0.0.1", port, ca, "/healthz", b"", 200, 5, 8)

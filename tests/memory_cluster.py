@@ -1,14 +1,16 @@
-"""An in-memory cluster for unit tests: a ``Source`` for the CLI's read path and the write calls the operator's
-controllers make (merge patches, the check's server-side apply of its own ``status.admissionChecks`` entry).
+"""An in-memory cluster for unit tests: a ``Source`` for the CLI's read path, the paged list an informer reads, and
+the write calls the operator's controllers make (merge patches, the check's server-side apply of its own
+``status.admissionChecks`` entry).
 
 It is a test double, not an API server: it keeps objects by kind, namespace and name, applies merge patches as RFC 7386
-says, and merges an applied ``admissionChecks`` entry by name. The integration suites use the real API server.
+says, merges an applied ``admissionChecks`` entry by name, and tells its watchers of every change synchronously (so a
+test can feed an operator cache without threads). The integration suites use the real API server.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,13 @@ def _kind_of(obj: JSON) -> Kind:
     raise ValueError(f"unknown kind {obj.get('apiVersion')}/{obj.get('kind')}")
 
 
+def _field(obj: JSON, path: str) -> Any:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else value
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386."""
     if not isinstance(patch, dict):
@@ -48,6 +57,16 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
+@dataclass(frozen=True)
+class Page:
+    items: list[JSON]
+    resource_version: str
+
+
+Watcher = Callable[[Kind, str, JSON], None]
+"""``(kind, event type, object)`` after every change."""
+
+
 class MemoryCluster:
     """Objects by (kind, namespace, name); every write is logged in order."""
 
@@ -56,9 +75,23 @@ class MemoryCluster:
     def __init__(self, objects: Iterable[JSON] = ()) -> None:
         self.objects: dict[tuple[str, str | None, str], JSON] = {}
         self.writes: list[Write] = []
+        self.watchers: list[Watcher] = []
         self._version = 0
         for o in objects:
             self.put(o)
+
+    def feed(self, cache: Any) -> None:
+        """Fill an operator cache from this cluster (each kind's list, synchronously) and keep it fed with every
+        later change, as its watches would."""
+        for informer in cache.informers.values():
+            informer.relist()
+
+        def deliver(kind: Kind, event: str, obj: JSON) -> None:
+            for k, informer in cache.informers.items():
+                if k.kind == kind.kind:
+                    informer.apply_event({"type": event, "object": copy.deepcopy(obj)})
+
+        self.watchers.append(deliver)
 
     # ------------------------------------------------------------------------------------------- storage
 
@@ -66,9 +99,15 @@ class MemoryCluster:
         kind = _kind_of(obj)
         meta = obj.setdefault("metadata", {})
         ns = str(meta.get("namespace") or "default") if kind.namespaced else None
+        if kind.namespaced:
+            meta["namespace"] = ns
         self._version += 1
         meta["resourceVersion"] = str(self._version)
-        self.objects[(kind.kind, ns, str(meta["name"]))] = obj
+        key = (kind.kind, ns, str(meta["name"]))
+        event = "MODIFIED" if key in self.objects else "ADDED"
+        self.objects[key] = obj
+        for watcher in self.watchers:
+            watcher(kind, event, obj)
 
     def copy(self) -> MemoryCluster:
         clone = MemoryCluster()
@@ -82,17 +121,32 @@ class MemoryCluster:
         return "the in-memory cluster"
 
     def list(
-        self, kind: Kind, *, namespace: str | None = None, label_selector: str | None = None
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[dict[str, Any]]:
         wanted = dict(p.split("=", 1) for p in label_selector.split(",")) if label_selector else {}
+        fields = dict(p.split("=", 1) for p in field_selector.split(",")) if field_selector else {}
         out = []
         for (k, ns, _), obj in sorted(self.objects.items(), key=lambda x: (x[0][0], x[0][1] or "", x[0][2])):
             if k != kind.kind or (namespace is not None and ns != namespace):
                 continue
             labels = (obj.get("metadata") or {}).get("labels") or {}
-            if all(labels.get(a) == b for a, b in wanted.items()):
-                out.append(copy.deepcopy(obj))
+            if not all(labels.get(a) == b for a, b in wanted.items()):
+                continue
+            if not all(_field(obj, path) == value for path, value in fields.items()):
+                continue
+            out.append(copy.deepcopy(obj))
         return out
+
+    def list_pages(self, kind: Kind, **_: Any) -> Iterator[Page]:
+        yield Page(self.list(kind), str(self._version))
+
+    def watch(self, kind: Kind, resource_version: str, **_: Any) -> Iterator[JSON]:
+        return iter(())
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         obj = self.objects.get((kind.kind, (namespace or "default") if kind.namespaced else None, name))

@@ -298,7 +298,7 @@ def dry_run_command(
             admission.allowed,
             admission.message,
             list(admission.warnings),
-            json_patch(obj, admission.mutated) if admission.allowed else [],
+            json_patch(obj, admission.mutated, admission.changed) if admission.allowed else [],
             admission.mutated,
         )
     result = local

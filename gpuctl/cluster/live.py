@@ -8,7 +8,7 @@ decoding thousands of objects into the client's typed models costs many times a 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,18 @@ from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import Kind
 
 PAGE_SIZE = 500
+DEFAULT_TIMEOUT = 30.0
+"""Seconds an API call may take when no timeout is given: every call has one."""
+CONNECT_TIMEOUT = 10.0
+WATCH_SECONDS = 60
+"""How long the API server keeps one watch open (``timeoutSeconds``); the watch is then re-opened from the last
+resourceVersion seen, so a stream that stalls silently is noticed within this window plus a margin."""
+MAX_WATCH_LINE = 64 * 1024 * 1024
+"""The longest watch event accepted (an object is at most a few MiB; anything longer is a broken stream)."""
+
+
+class WatchExpired(SourceError):
+    """The watch's resourceVersion is too old (HTTP 410 Gone): re-list."""
 
 
 class ConflictError(SourceError):
@@ -31,6 +43,12 @@ class Connection:
     kubeconfig: str | None = None
     context: str | None = None
     request_timeout: float | None = None
+    """Seconds one API call may take (connect and every read); :data:`DEFAULT_TIMEOUT` when None."""
+
+    def timeouts(self, read: float | None = None) -> tuple[float, float]:
+        """``(connect, read)`` as the client applies them: it ignores a bare float, so a tuple is always passed."""
+        total = self.request_timeout if self.request_timeout and self.request_timeout > 0 else DEFAULT_TIMEOUT
+        return (min(CONNECT_TIMEOUT, total), read if read is not None else total)
 
 
 def _api_description(kind: Kind) -> str:
@@ -77,6 +95,8 @@ class LiveSource:
                 f"cannot load {where}: {str(exc).splitlines()[0]}; pass --kubeconfig or --context"
             ) from None
         self._server = str(configuration.host)
+        # Watches hold a connection each for their whole window: room for every kind's watch and the writes besides.
+        configuration.connection_pool_maxsize = 32
         self._client = client.ApiClient(configuration)
         return self._client
 
@@ -95,9 +115,31 @@ class LiveSource:
         kind: Kind | None = None,
         name: str | None = None,
     ) -> Any:
+        response = self._call(method, path, query=query, body=body, content_type=content_type, kind=kind, name=name)
+        try:
+            data = response.data
+        except Exception as exc:  # noqa: BLE001 - a read that fails mid-body is an unreachable server
+            raise self._unreachable(exc) from None
+        try:
+            return json.loads(data) if data else None
+        except ValueError:
+            raise SourceError(f"the API server at {self._server} answered {path} with invalid JSON") from None
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        kind: Kind | None = None,
+        name: str | None = None,
+        read_timeout: float | None = None,
+    ) -> Any:
+        """One request on the client's raw path, with a real timeout; the urllib3 response, unread."""
         api = self._api()
         from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
 
         headers = {"Accept": "application/json"}
         if content_type:
@@ -111,14 +153,16 @@ class LiveSource:
                 body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
-                _request_timeout=self.connection.request_timeout,
+                _request_timeout=self.connection.timeouts(read_timeout),
             )
         except ApiException as exc:
             raise self._api_error(exc, method, path, kind, name) from None
-        except (HTTPError, OSError) as exc:
-            raise SourceError(f"cannot reach the API server at {self._server}: {_first_line(exc)}") from None
-        data = response[0].data if isinstance(response, tuple) else response.data
-        return json.loads(data) if data else None
+        except Exception as exc:  # noqa: BLE001 - urllib3 and socket errors: the server cannot be reached
+            raise self._unreachable(exc) from None
+        return response[0] if isinstance(response, tuple) else response
+
+    def _unreachable(self, exc: BaseException) -> SourceError:
+        return SourceError(f"cannot reach the API server at {self._server}: {_first_line(exc)}")
 
     def _api_error(self, exc: Any, method: str, path: str, kind: Kind | None, name: str | None) -> SourceError:
         status = int(getattr(exc, "status", 0) or 0)
@@ -174,25 +218,48 @@ class LiveSource:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> list[dict[str, Any]]:
-        last: SourceError | None = None
+        return [
+            item
+            for page in self.list_pages(
+                kind, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+            )
+            for item in page.items
+        ]
+
+    def list_pages(
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = PAGE_SIZE,
+    ) -> Iterator[Page]:
+        """The list page by page (``limit``/``continue``): each page's items and the list's resourceVersion, the point
+        a watch resumes from. A page is decoded only when the caller asks for it, so a large list is never held whole."""
+        first = True
         for version, path in self._paths(kind, namespace):
             try:
-                items = list(self._pages(kind, path, label_selector, field_selector))
+                for page in self._pages(kind, path, label_selector, field_selector, page_size):
+                    if first:
+                        self._versions[kind.kind] = version
+                        first = False
+                    yield page
             except SourceError as exc:
-                if str(exc) == _not_served(kind) and not isinstance(exc, NotFoundError):
-                    last = exc
+                if first and str(exc) == _not_served(kind) and not isinstance(exc, NotFoundError):
                     continue
                 raise
-            self._versions[kind.kind] = version
-            return items
-        raise last or SourceError(_not_served(kind))
+            if first:  # an empty list
+                self._versions[kind.kind] = version
+            return
+        raise SourceError(_not_served(kind))
 
     def _pages(
-        self, kind: Kind, path: str, label_selector: str | None, field_selector: str | None
-    ) -> Iterator[dict[str, Any]]:
+        self, kind: Kind, path: str, label_selector: str | None, field_selector: str | None, page_size: int
+    ) -> Iterator[Page]:
         token = ""
         while True:
-            query = [("limit", str(PAGE_SIZE))]
+            query = [("limit", str(page_size))]
             if token:
                 query.append(("continue", token))
             if label_selector:
@@ -200,14 +267,66 @@ class LiveSource:
             if field_selector:
                 query.append(("fieldSelector", field_selector))
             page = self._request("GET", path, query=query, kind=kind)
+            if not isinstance(page, dict):
+                raise SourceError(f"the API server answered a list of {_api_description(kind)} with no object")
             api_version = page.get("apiVersion", kind.api_version)
-            for item in page.get("items") or []:
+            items = page.get("items") or []
+            for item in items:
                 item.setdefault("kind", kind.kind)
                 item.setdefault("apiVersion", api_version if kind.group else kind.version)
-                yield item
-            token = (page.get("metadata") or {}).get("continue") or ""
+            meta = page.get("metadata") or {}
+            yield Page(items, str(meta.get("resourceVersion") or ""))
+            token = meta.get("continue") or ""
             if not token:
                 return
+
+    def watch(
+        self,
+        kind: Kind,
+        resource_version: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = WATCH_SECONDS,
+        opened: Callable[[Any], None] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Watch events from ``resource_version`` (with bookmarks) until the server ends the window.
+
+        Each event is ``{"type": ADDED|MODIFIED|DELETED|BOOKMARK, "object": {...}}``. A 410 (the version expired)
+        raises :class:`WatchExpired`; a stream that stalls longer than the window plus a margin, or breaks, raises
+        :class:`SourceError`. ``opened`` receives the response, so another thread can close it to stop the watch.
+        """
+        _, path = next(self._paths(kind, namespace))
+        query = [
+            ("watch", "1"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        response = self._call("GET", path, query=query, kind=kind, read_timeout=timeout_seconds + 15.0)
+        if opened is not None:
+            opened(response)
+        try:
+            for line in _lines(response, self._unreachable):
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    raise SourceError(f"a watch of {_api_description(kind)} sent a line that is not JSON") from None
+                if not isinstance(event, dict):
+                    continue
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    if int(status.get("code") or 0) == 410:
+                        raise WatchExpired(str(status.get("message") or "resourceVersion too old"))
+                    raise SourceError(f"a watch of {_api_description(kind)} failed: {status.get('message') or status}")
+                yield event
+        finally:
+            response.release_conn()
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """One object, or None when it does not exist."""
@@ -275,6 +394,33 @@ class LiveSource:
     def server_version(self) -> str:
         data = self._request("GET", "/version")
         return str((data or {}).get("gitVersion", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: list[dict[str, Any]]
+    resource_version: str
+    """The list's resourceVersion (the same on every page of one list)."""
+
+
+def _lines(response: Any, unreachable: Callable[[BaseException], SourceError]) -> Iterator[bytes]:
+    """The lines of a streamed response, each bounded by :data:`MAX_WATCH_LINE`."""
+    buffer = b""
+    try:
+        for chunk in response.stream(65536, decode_content=True):
+            buffer += chunk
+            while b"\n" in buffer:
+                line, _, buffer = buffer.partition(b"\n")
+                if line.strip():
+                    yield line
+            if len(buffer) > MAX_WATCH_LINE:
+                raise SourceError("a watch event is larger than 64 MiB: the stream is broken")
+    except SourceError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a read timeout, a reset or a closed stream
+        raise unreachable(exc) from None
+    if buffer.strip():
+        yield buffer
 
 
 def _in_cluster() -> bool:

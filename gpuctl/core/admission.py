@@ -1,7 +1,9 @@
 """The answer every webhook rule gives, field errors in Kubernetes' wording, and the one JSON-patch builder.
 
 A webhook rule is a function ``(request object, context records) -> Admission``. The RFC 6902 patch is always
-``json_patch(original, admission.mutated)``, so the CLI's dry-run and the operator's webhook answer the same bytes.
+``json_patch(original, admission.mutated, admission.changed)``, so the CLI's dry-run and the operator's webhook answer
+the same bytes. A rule names the paths it may have changed; the patch compares only those subtrees, so a review's
+time and memory follow what the rule touched, not the size of the object.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec
 
 JSON = dict[str, Any]
+Path = tuple[str | int, ...]
+"""A location in a JSON object: keys and list indexes from the root (``()`` is the whole object)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,23 +28,86 @@ class Admission:
     mutated: JSON | None = None
     """The object after mutation; None when the rule does not mutate (or denies)."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    changed: tuple[Path, ...] | None = None
+    """The subtrees the rule may have changed (the patch compares only those); None: anywhere."""
 
 
-def allow(mutated: JSON | None = None, *, message: str | None = None, warnings: Sequence[str] = ()) -> Admission:
-    return Admission(True, message, mutated, tuple(warnings))
+def allow(
+    mutated: JSON | None = None,
+    *,
+    message: str | None = None,
+    warnings: Sequence[str] = (),
+    changed: Sequence[Path] | None = None,
+) -> Admission:
+    return Admission(True, message, mutated, tuple(warnings), None if changed is None else tuple(changed))
 
 
 def deny(message: str, *, warnings: Sequence[str] = ()) -> Admission:
     return Admission(False, message, None, tuple(warnings))
 
 
-def json_patch(original: JSON, mutated: JSON | None) -> list[JSON]:
-    """The RFC 6902 operations that turn ``original`` into ``mutated`` (empty when nothing changed)."""
-    if mutated is None or mutated == original:
-        return []
-    import jsonpatch  # deferred: a pure library, but only webhook paths need it
+_MISSING: Any = object()
 
-    ops: list[JSON] = jsonpatch.make_patch(original, mutated).patch
+
+def _at(obj: Any, path: Path) -> Any:
+    for part in path:
+        if isinstance(obj, dict) and isinstance(part, str):
+            obj = obj.get(part, _MISSING)
+        elif isinstance(obj, list) and isinstance(part, int) and 0 <= part < len(obj):
+            obj = obj[part]
+        else:
+            return _MISSING
+        if obj is _MISSING:
+            return _MISSING
+    return obj
+
+
+def _pointer(path: Path) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def _diff(a: Any, b: Any, path: Path, ops: list[JSON]) -> None:
+    if a is b:
+        return
+    if b is _MISSING:
+        ops.append({"op": "remove", "path": _pointer(path)})
+        return
+    if a is _MISSING:
+        ops.append({"op": "add", "path": _pointer(path), "value": b})
+        return
+    if type(a) is type(b) and a == b:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in a:
+            if k not in b:
+                ops.append({"op": "remove", "path": _pointer((*path, k))})
+        for k, v in b.items():
+            _diff(a.get(k, _MISSING), v, (*path, k), ops)
+        return
+    if isinstance(a, list) and isinstance(b, list) and len(b) >= len(a):
+        for i, v in enumerate(b):
+            _diff(a[i] if i < len(a) else _MISSING, v, (*path, i), ops)
+        return
+    ops.append({"op": "replace", "path": _pointer(path), "value": b})
+
+
+def _outermost(paths: Sequence[Path]) -> list[Path]:
+    """The paths none of which lies inside another, in their first-seen order."""
+    unique = list(dict.fromkeys(paths))
+    return [p for p in unique if not any(q != p and p[: len(q)] == q for q in unique)]
+
+
+def json_patch(original: JSON, mutated: JSON | None, changed: Sequence[Path] | None = None) -> list[JSON]:
+    """The RFC 6902 operations that turn ``original`` into ``mutated`` (empty when nothing changed).
+
+    Only the subtrees at ``changed`` are compared (the whole object when None): a key present in one and not the
+    other is added or removed, a list that grew gets its new items added, anything else that differs is replaced at
+    the deepest point where the two differ. Comparing is linear in the compared subtrees."""
+    if mutated is None:
+        return []
+    ops: list[JSON] = []
+    for path in _outermost(list(changed)) if changed is not None else [()]:
+        _diff(_at(original, path), _at(mutated, path), path, ops)
     return ops
 
 

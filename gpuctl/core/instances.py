@@ -699,7 +699,7 @@ def default_instance(obj: Any, instancetype: InstanceType | None, *, overcommit:
     else:
         _default_cpu_only(resources, request, instancetype, overcommit)
     _default_local_storage(resources, request, instancetype)
-    return allow(mutated)
+    return allow(mutated, changed=[("spec", "resources")])
 
 
 # ----------------------------------------------------------------------------------------------- handlers

@@ -355,7 +355,7 @@ def default_instancetype(
                 f"no ResourceFlavor describes {spec.get('acceleratorGroup')} nodes yet: the card memory comes from "
                 "status.detail once the operator publishes the pool's detail"
             )
-    return allow(mutated, warnings=warnings)
+    return allow(mutated, warnings=warnings, changed=[("metadata",), ("spec",)])
 
 
 # ----------------------------------------------------------------------------------------------- handlers

@@ -149,7 +149,7 @@ def pin_workload(workload: JSON, old: JSON | None, ctx: PinContext) -> Admission
             add_required_node_expression(pod_spec, expression)
     if mutated == workload:
         return allow(workload)
-    return allow(mutated)
+    return allow(mutated, changed=[("spec", "podSets")])
 
 
 def has_fit_pin(podset: PodSet) -> bool:

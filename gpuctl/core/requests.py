@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from gpuctl.core import naming
 from gpuctl.core.admission import (
@@ -467,6 +467,10 @@ class _Context:
         return card_memory_mib(self.instancetype())
 
 
+POD_FOLD_PATHS: Final = (("spec", "initContainers"), ("spec", "containers"), ("spec", "affinity"))
+"""What the Pod webhook may change: the containers' resources (folds) and the node affinity (the card-count pin)."""
+
+
 @fail_closed
 def admit_pod(pod: JSON, instancetypes: Sequence[InstanceType]) -> Admission:
     """The Pod accelerator webhook (CREATE, ``failurePolicy: Fail``): rules, folds and the shared card-count pin."""
@@ -498,4 +502,4 @@ def admit_pod(pod: JSON, instancetypes: Sequence[InstanceType]) -> Admission:
             add_required_node_expression(mutated["spec"], count_pin(group, n))
     except FoldError as exc:
         return deny(str(exc))
-    return allow(mutated)
+    return allow(mutated, changed=POD_FOLD_PATHS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import socket
+import threading
 import uuid
 
 from gpuctl.cluster.errors import SourceError
@@ -72,6 +73,7 @@ class LeaderElector:
                     },
                     namespace=self.namespace,
                 )
+                self._renewed = now  # the creator holds it: its first pass runs
                 return True
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
@@ -92,3 +94,9 @@ class LeaderElector:
             return False
         except SourceError:
             return False
+
+    def run(self, stop: threading.Event) -> None:
+        """Take and renew the Lease every third of its duration until stopped."""
+        while not stop.is_set():
+            self.try_acquire()
+            stop.wait(max(0.5, self.lease_seconds / 3))

@@ -7,7 +7,7 @@ import logging
 import signal
 import sys
 import threading
-import time
+from typing import Any
 
 from gpuctl import __version__
 
@@ -26,7 +26,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tls-cert", help="serving certificate (PEM); reloaded when the file changes")
     p.add_argument("--tls-key", help="serving key (PEM)")
     p.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (tests and local benchmarks only)")
-    p.add_argument("--resync", type=float, default=2.0, help="seconds between controller passes (default 2)")
+    p.add_argument(
+        "--resync",
+        type=float,
+        default=300.0,
+        help="seconds between resyncs from the cache, the safety net behind the watches (default 300)",
+    )
+    p.add_argument("--request-timeout", type=float, default=10.0, help="seconds any one API call may take (default 10)")
+    p.add_argument(
+        "--watch-seconds", type=int, default=60, help="seconds the API server keeps one watch open (default 60)"
+    )
+    p.add_argument(
+        "--stale-after",
+        type=float,
+        default=180.0,
+        help="readiness fails once the webhooks' watches have not heard the API server for this long (default 180)",
+    )
+    p.add_argument(
+        "--review-deadline",
+        type=float,
+        default=8.0,
+        help="seconds a review may take before it is answered by failure policy (default 8, under the 10 s timeout)",
+    )
     p.add_argument("--no-controllers", action="store_true", help="serve webhooks only")
     p.add_argument("--leader-elect", action="store_true", help="run the controllers only while holding the Lease")
     p.add_argument("--namespace", default="gpuctl-system", help="namespace of the leader Lease (default gpuctl-system)")
@@ -66,39 +87,96 @@ def run(argv: list[str] | None = None) -> int:
     if args.health_check:
         return health_check(args.health_check)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from gpuctl.cluster.errors import SourceError
     from gpuctl.cluster.live import Connection, LiveSource
+    from gpuctl.operator.cache import WEBHOOK_KINDS, OperatorCache
     from gpuctl.operator.controllers import Controllers
     from gpuctl.operator.leader import LeaderElector
-    from gpuctl.operator.metrics import Metrics
-    from gpuctl.operator.server import CertificateReloader, serve
-    from gpuctl.operator.state import StateCache
+    from gpuctl.operator.metrics import Metrics, gauge_family
+    from gpuctl.operator.server import CertificateReloader, Limits, WebhookServer
 
-    source = LiveSource(Connection(args.kubeconfig, args.context, 10.0))
-    cache = StateCache(source, cpu_aware=args.cpu_aware, fit_affinity=not args.no_fit_affinity)
+    source = LiveSource(Connection(args.kubeconfig, args.context, args.request_timeout))
+    cache = OperatorCache(
+        source,
+        cpu_aware=args.cpu_aware,
+        fit_affinity=not args.no_fit_affinity,
+        watch_seconds=args.watch_seconds,
+    )
     metrics = Metrics()
-    certs = None if args.insecure_http else CertificateReloader(args.tls_cert, args.tls_key)
-    server = serve((args.bind, args.port), certs, cache, metrics, cache.loaded.is_set)
-    log = logging.getLogger("gpuctl.operator")
-    log.info("serving on %s:%d (%s)", args.bind, args.port, "http" if certs is None else "https")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    controllers = Controllers(source, metrics)
-    elector = LeaderElector(source, args.namespace) if args.leader_elect else None
-    while not stop.is_set():
-        started = time.monotonic()
-        try:
-            leading = not args.no_controllers and (elector is None or elector.try_acquire())
-            state = cache.refresh(webhook_only=not leading)
-            if leading:
-                controllers.run_once(state, elector.holds if elector is not None else lambda: True)
-        except SourceError as exc:
-            log.warning("pass skipped: %s", exc)
-        except Exception:
-            log.exception("pass failed; the next one retries")
-        stop.wait(max(0.1, args.resync - (time.monotonic() - started)))
+    log = logging.getLogger("gpuctl.operator")
+
+    controllers = None if args.no_controllers else Controllers(cache, source, metrics, resync_seconds=args.resync)
+    elector = LeaderElector(source, args.namespace) if args.leader_elect and controllers else None
+
+    def leading() -> bool:
+        return elector.holds() if elector is not None else True
+
+    def cache_checks() -> list[tuple[str, bool, str]]:
+        age = cache.contact_age(WEBHOOK_KINDS)
+        return [
+            ("webhook-cache", cache.webhooks_synced(), "the kinds the webhooks read are synced"),
+            (
+                "api-contact",
+                age <= args.stale_after,
+                f"the API server last answered the webhooks' watches {age:.0f}s ago (limit {args.stale_after:.0f}s)",
+            ),
+        ]
+
+    def controller_checks() -> list[tuple[str, bool, str]]:
+        if controllers is None:
+            return []
+        stuck = controllers.stuck()
+        return [("controllers", stuck is None, stuck or "every controller is making progress")]
+
+    def ready() -> list[tuple[str, bool, str]]:
+        synced = cache.synced()
+        return [
+            *cache_checks(),
+            *controller_checks(),
+            ("controller-cache", True, "synced" if synced else "still syncing (the webhooks do not wait for it)"),
+            (
+                "leader",
+                True,
+                "leading" if controllers and leading() else "standing by" if controllers else "webhooks only",
+            ),
+        ]
+
+    def healthy() -> list[tuple[str, bool, str]]:
+        return controller_checks() or [("process", True, "serving")]
+
+    def cache_gauges() -> list[Any]:
+        return [
+            gauge_family(
+                "gpuctl_cache_synced",
+                "Whether each kind's store holds its first list.",
+                ["kind"],
+                (([k.plural], 1.0 if i.synced.is_set() else 0.0) for k, i in cache.informers.items()),
+            ),
+            gauge_family(
+                "gpuctl_cache_contact_age_seconds",
+                "Seconds since the API server last answered each kind's watch.",
+                ["kind"],
+                (([k.plural], min(i.contact_age(), 1e9)) for k, i in cache.informers.items()),
+            ),
+        ]
+
+    metrics.gauge(cache_gauges)
+    certs = None if args.insecure_http else CertificateReloader(args.tls_cert, args.tls_key)
+    limits = Limits(deadline=args.review_deadline)
+    server = WebhookServer((args.bind, args.port), certs, cache, metrics, ready=ready, healthy=healthy, limits=limits)
+    cache.start()
+    server.start()
+    log.info("serving on %s:%d (%s)", args.bind, server.port, "http" if certs is None else "https")
+    if elector is not None:
+        threading.Thread(target=elector.run, args=(stop,), name="leader-election", daemon=True).start()
+    if controllers is not None:
+        controllers.start(stop, leading)
+    stop.wait()
+    log.info("stopping")
     server.shutdown()
+    cache.stop()
     return 0
 
 

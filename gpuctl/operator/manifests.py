@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl import __version__
-from gpuctl.core import naming
-from gpuctl.operator.admission import WEBHOOKS, Webhook
+from gpuctl.core.webhooks import REGISTRY, Webhook
 
 NAMESPACE = "gpuctl-system"
 NAME = "gpuctl-operator"
@@ -21,46 +20,16 @@ MUTATING = (
 )
 VALIDATING = "gpustack-worker-validation"
 IMAGE = f"gpuctl-operator:{__version__}"
-KVCACHE_INJECT = "kvcache.gpustack.ai/inject"
-
-_RULES = {
-    "pods": {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"},
-    "workloads": {
-        "apiGroups": ["kueue.x-k8s.io"],
-        "apiVersions": ["v1beta2", "v1beta1"],
-        "resources": ["workloads"],
-        "scope": "Namespaced",
-    },
-    "instancetypes": {
-        "apiGroups": ["worker.gpustack.ai"],
-        "apiVersions": ["v1alpha1"],
-        "resources": ["instancetypes"],
-        "scope": "Cluster",
-    },
-    "instances": {
-        "apiGroups": ["worker.gpustack.ai"],
-        "apiVersions": ["v1alpha1"],
-        "resources": ["instances"],
-        "scope": "Namespaced",
-    },
-}
 
 
-def _selectors(w: Webhook) -> dict[str, Any]:
-    if w.name.startswith("pod-accelerators"):
-        return {"objectSelector": {"matchExpressions": [{"key": naming.LABEL_QUEUE_NAME, "operator": "Exists"}]}}
-    if w.name.startswith("pod-kvcache"):
-        return {"objectSelector": {"matchExpressions": [{"key": KVCACHE_INJECT, "operator": "Exists"}]}}
-    if w.name.startswith("workload-fit"):
-        return {
-            "matchConditions": [
-                {
-                    "name": "gpustack-queue",
-                    "expression": f"has(object.spec.queueName) && object.spec.queueName.startsWith('{naming.ENTRANCE_PREFIX}')",
-                }
-            ]
-        }
-    return {}
+def _rules(w: Webhook) -> dict[str, Any]:
+    r = w.resource
+    return {
+        "apiGroups": [r.group],
+        "apiVersions": list(r.versions),
+        "resources": [r.plural],
+        "scope": "Namespaced" if r.namespaced else "Cluster",
+    }
 
 
 def webhook_entry(w: Webhook, client_config: dict[str, Any]) -> dict[str, Any]:
@@ -68,11 +37,11 @@ def webhook_entry(w: Webhook, client_config: dict[str, Any]) -> dict[str, Any]:
         "name": w.name,
         "admissionReviewVersions": ["v1"],
         "sideEffects": "None",
-        "failurePolicy": "Fail" if w.fail_closed else "Ignore",
-        "timeoutSeconds": 10,
+        "failurePolicy": w.failure_policy.value,
+        "timeoutSeconds": w.timeout_seconds,
         "clientConfig": client_config,
-        "rules": [{"operations": list(w.operations), **_RULES[w.resource]}],
-        **_selectors(w),
+        "rules": [{"operations": list(w.operations), **_rules(w)}],
+        **w.selector.selector(),
     }
     if w.mutating:
         entry["reinvocationPolicy"] = "IfNeeded"
@@ -92,8 +61,8 @@ def webhook_configurations(*, ca_bundle: str = "", url: str | None = None) -> li
             cfg["caBundle"] = ca_bundle
         return cfg
 
-    mutating = [webhook_entry(w, client_config(w)) for w in WEBHOOKS if w.mutating]
-    validating = [webhook_entry(w, client_config(w)) for w in WEBHOOKS if not w.mutating]
+    mutating = [webhook_entry(w, client_config(w)) for w in REGISTRY if w.mutating]
+    validating = [webhook_entry(w, client_config(w)) for w in REGISTRY if not w.mutating]
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",

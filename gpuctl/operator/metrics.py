@@ -1,69 +1,101 @@
-"""Prometheus metrics in the text exposition format: requests, denials and a latency histogram per webhook, and
-controller writes."""
+"""The operator's Prometheus metrics (``prometheus_client``, one registry per process):
+
+- webhooks: requests by outcome, denials, mutations and a latency histogram per webhook; open and refused connections;
+- the check: verdicts by state, and the latency from seeing a Workload's quota reserved to writing its verdict;
+- controllers: writes, API errors, work-queue depth and retries;
+- the cache: whether each kind is synced and how long since the API server last answered its watch.
+"""
 
 from __future__ import annotations
 
-import threading
-from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
-BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+VERDICT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+class _Gauges(Collector):
+    """Gauges read at scrape time from the running parts (the cache, the work queues, the server)."""
+
+    def __init__(self) -> None:
+        self.sources: list[Callable[[], Iterable[GaugeMetricFamily]]] = []
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        for source in self.sources:
+            yield from source()
 
 
 class Metrics:
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.requests: dict[str, int] = defaultdict(int)
-        self.denials: dict[str, int] = defaultdict(int)
-        self.mutations: dict[str, int] = defaultdict(int)
-        self.buckets: dict[str, list[int]] = defaultdict(lambda: [0] * len(BUCKETS))
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.writes: dict[str, int] = defaultdict(int)
-        self.connection_errors = 0
+        self.registry = CollectorRegistry(auto_describe=False)
+        r = self.registry
+        self.requests = Counter(
+            "gpuctl_webhook_requests",
+            "AdmissionReviews answered, by webhook and outcome.",
+            ["webhook", "outcome"],
+            registry=r,
+        )
+        self.denials = Counter("gpuctl_webhook_denials", "Reviews denied, by webhook.", ["webhook"], registry=r)
+        self.mutations = Counter("gpuctl_webhook_mutations", "Reviews answered with a patch.", ["webhook"], registry=r)
+        self.duration = Histogram(
+            "gpuctl_webhook_duration_seconds",
+            "Time from a review's arrival to its answer, by webhook.",
+            ["webhook"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.connections_refused = Counter(
+            "gpuctl_webhook_connections_refused",
+            "Connections closed for exceeding a limit, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.verdicts = Counter("gpuctl_check_verdicts", "Gate-3 verdicts computed, by state.", ["state"], registry=r)
+        self.verdict_latency = Histogram(
+            "gpuctl_check_verdict_latency_seconds",
+            "From seeing a Workload's quota reserved to writing its check state.",
+            buckets=VERDICT_BUCKETS,
+            registry=r,
+        )
+        self.writes = Counter(
+            "gpuctl_controller_writes", "Writes to the API server, by controller.", ["controller"], registry=r
+        )
+        self.api_errors = Counter(
+            "gpuctl_api_errors", "API calls that failed, by controller (or informer).", ["component"], registry=r
+        )
+        self.retries = Counter(
+            "gpuctl_workqueue_retries", "Keys requeued after a failure, by controller.", ["controller"], registry=r
+        )
+        self.gauges = _Gauges()
+        r.register(self.gauges)
 
-    def observe(self, webhook: str, seconds: float, allowed: bool, mutated: bool) -> None:
-        with self._lock:
-            self.requests[webhook] += 1
-            self.seconds[webhook] += seconds
-            if not allowed:
-                self.denials[webhook] += 1
-            if mutated:
-                self.mutations[webhook] += 1
-            counts = self.buckets[webhook]
-            for i, bound in enumerate(BUCKETS):
-                if seconds <= bound:
-                    counts[i] += 1
+    # ------------------------------------------------------------------------------------------- recording
+
+    def observe(self, webhook: str, seconds: float, allowed: bool, mutated: bool, outcome: str = "answered") -> None:
+        self.requests.labels(webhook, outcome).inc()
+        self.duration.labels(webhook).observe(seconds)
+        if not allowed:
+            self.denials.labels(webhook).inc()
+        if mutated:
+            self.mutations.labels(webhook).inc()
 
     def wrote(self, controller: str) -> None:
-        with self._lock:
-            self.writes[controller] += 1
+        self.writes.labels(controller).inc()
 
-    def render(self) -> str:
-        with self._lock:
-            lines = [
-                "# HELP gpuctl_webhook_requests_total Admission reviews answered, per webhook.",
-                "# TYPE gpuctl_webhook_requests_total counter",
-                *(f'gpuctl_webhook_requests_total{{webhook="{w}"}} {n}' for w, n in sorted(self.requests.items())),
-                "# HELP gpuctl_webhook_denials_total Admission reviews denied, per webhook.",
-                "# TYPE gpuctl_webhook_denials_total counter",
-                *(f'gpuctl_webhook_denials_total{{webhook="{w}"}} {n}' for w, n in sorted(self.denials.items())),
-                "# HELP gpuctl_webhook_mutations_total Admission reviews answered with a patch, per webhook.",
-                "# TYPE gpuctl_webhook_mutations_total counter",
-                *(f'gpuctl_webhook_mutations_total{{webhook="{w}"}} {n}' for w, n in sorted(self.mutations.items())),
-                "# HELP gpuctl_webhook_duration_seconds Time to answer an admission review.",
-                "# TYPE gpuctl_webhook_duration_seconds histogram",
-            ]
-            for w in sorted(self.requests):
-                for bound, count in zip(BUCKETS, self.buckets[w], strict=True):
-                    lines.append(f'gpuctl_webhook_duration_seconds_bucket{{webhook="{w}",le="{bound}"}} {count}')
-                lines.append(f'gpuctl_webhook_duration_seconds_bucket{{webhook="{w}",le="+Inf"}} {self.requests[w]}')
-                lines.append(f'gpuctl_webhook_duration_seconds_sum{{webhook="{w}"}} {self.seconds[w]:.6f}')
-                lines.append(f'gpuctl_webhook_duration_seconds_count{{webhook="{w}"}} {self.requests[w]}')
-            lines += [
-                "# HELP gpuctl_controller_writes_total Objects written by a controller.",
-                "# TYPE gpuctl_controller_writes_total counter",
-                *(f'gpuctl_controller_writes_total{{controller="{c}"}} {n}' for c, n in sorted(self.writes.items())),
-                "# HELP gpuctl_webhook_connection_errors_total Connections dropped before an answer (TLS or client errors).",
-                "# TYPE gpuctl_webhook_connection_errors_total counter",
-                f"gpuctl_webhook_connection_errors_total {self.connection_errors}",
-            ]
-        return "\n".join(lines) + "\n"
+    def gauge(self, source: Callable[[], Iterable[GaugeMetricFamily]]) -> None:
+        self.gauges.sources.append(source)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def gauge_family(name: str, documentation: str, labels: list[str], values: Iterable[tuple[list[str], float]]) -> Any:
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for label_values, value in values:
+        family.add_metric(label_values, value)
+    return family

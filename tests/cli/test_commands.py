@@ -147,7 +147,7 @@ def test_deploy_manifests_are_fresh(tmp_path: Path) -> None:
 def test_every_served_webhook_is_registered() -> None:
     import yaml
 
-    from gpuctl.operator.admission import WEBHOOKS
+    from gpuctl.core.webhooks import REGISTRY as WEBHOOKS
 
     docs = list(yaml.safe_load_all((ROOT / "deploy" / "base" / "webhooks.yaml").read_text()))
     registered = {h["name"]: h["clientConfig"]["service"]["path"] for d in docs for h in d["webhooks"]}

@@ -91,8 +91,6 @@ def operator(control_plane: Any, api: Any, tmp_path_factory: pytest.TempPathFact
                 str(work / "tls.crt"),
                 "--tls-key",
                 str(work / "tls.key"),
-                "--resync",
-                "0.5",
                 "--namespace",
                 "default",
             ],

@@ -14,9 +14,9 @@ from gpuctl.core.ledger import parse_devices
 from gpuctl.core.requests import admit_pod
 from gpuctl.core.views import instancetype_detail
 from gpuctl.core.workloads import parse_resource_flavor
+from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers import Controllers
 from gpuctl.operator.metrics import Metrics
-from gpuctl.operator.state import read_state
 from tests.factories import H100_PROFILES, container, devices, flavor, h100_devices, node, physical_profiles, pod
 from tests.memory_cluster import MemoryCluster
 
@@ -146,8 +146,9 @@ def test_a_custom_types_pods_fold_once_the_detail_is_published() -> None:
     before = admit_pod(partition, [parse_instancetype(h100)])
     assert not before.allowed and "publishes no partition profiles" in (before.message or "")
     cluster = MemoryCluster(objects)
-    controllers = Controllers(cluster, Metrics())  # type: ignore[arg-type]
-    controllers.write_instancetype_status(read_state(cluster))  # type: ignore[arg-type]
+    cache = OperatorCache(cluster)
+    cluster.feed(cache)
+    Controllers(cache, cluster, Metrics()).status.reconcile("h100-custom")
     published = parse_instancetype(cluster.list(kinds.INSTANCETYPE)[0])
     assert published.card_mib == 81920
     after = admit_pod(partition, [published])

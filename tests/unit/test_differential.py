@@ -2,12 +2,12 @@
 
 Each state has several pools sharing nodes (a derived and a custom InstanceType over the same A10G cards, a
 partitioned H100 pool), Workloads in every phase (pending, reserved, Ready, admitted, evicted, finished,
-deactivated) and Pods with and without allocation records. The operator side runs its own read and its controllers'
-passes against an in-memory cluster; the CLI side reads the same objects through its ``Source`` path.
+deactivated) and Pods with and without allocation records. The operator side runs its own watch-fed cache (its
+informers list the in-memory cluster and receive every later change as an event) and its controllers' reconciles,
+with the check's uncached read of the judged nodes' Pods; the CLI side reads the same objects through its ``Source``.
 
-- Gate 3, pass by pass: for each Workload in the order the check judges them, the CLI's verdict on the cluster as the
-  operator's earlier writes of that pass left it equals the operator's verdict; and once the passes settle, the CLI's
-  recomputation equals every stored verdict.
+- Gate 3, Workload by Workload in key order: the CLI's verdict on the cluster as the operator's earlier writes left it
+  equals the operator's verdict; and once repeated rounds settle, the CLI's recomputation equals every stored verdict.
 - The four views the status writer publishes equal ``views -o json``.
 - The fit labels the operator writes on each Node equal the ones ``views --by-node`` shows for it.
 """
@@ -27,9 +27,9 @@ from gpuctl.core import naming
 from gpuctl.core.fit import judgeable
 from gpuctl.core.units import SHARE, M
 from gpuctl.core.workloads import parse_workload
+from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers import Controllers
 from gpuctl.operator.metrics import Metrics
-from gpuctl.operator.state import read_state
 from tests.factories import (
     H100_PROFILES,
     card_row,
@@ -324,10 +324,18 @@ def cluster_states(draw: st.DrawFn) -> list[JSON]:
 # ----------------------------------------------------------------------------------------------- the two sides
 
 
-def operator_pass(cluster: MemoryCluster, controllers: Controllers) -> int:
-    """One pass of the check against the cluster; returns the number of verdicts written."""
+def operator(cluster: MemoryCluster) -> Controllers:
+    """The operator's cache, fed by the cluster, and its controllers."""
+    cache = OperatorCache(cluster)
+    cluster.feed(cache)
+    return Controllers(cache, cluster, Metrics())
+
+
+def operator_round(cluster: MemoryCluster, controllers: Controllers) -> int:
+    """The check reconciles every Workload once, in key order; returns the number of verdicts written."""
     before = len(cluster.writes)
-    controllers.judge_workloads(read_state(cluster))  # type: ignore[arg-type]
+    for key in sorted(controllers.cache.keys(kinds.WORKLOAD)):
+        controllers.check.reconcile(key)
     return len(cluster.writes) - before
 
 
@@ -348,11 +356,11 @@ def stored_check(cluster: MemoryCluster, namespace: str, name: str) -> tuple[str
 @given(cluster_states())
 def test_the_cli_and_the_operator_give_the_same_gate3_verdicts(objects: list[JSON]) -> None:
     cluster = MemoryCluster(objects)
-    controllers = Controllers(cluster, Metrics())  # type: ignore[arg-type]
-    # Pass 1, Workload by Workload: the CLI on the cluster as the operator's earlier writes left it.
+    controllers = operator(cluster)
+    # Round 1, Workload by Workload: the CLI on the cluster as the operator's earlier writes left it.
     replay = MemoryCluster(json.loads(json.dumps(objects)))
     workloads = sorted((parse_workload(o) for o in cluster.list(kinds.WORKLOAD)), key=lambda w: w.key)
-    operator_pass(cluster, controllers)
+    operator_round(cluster, controllers)
     writes = {(w.namespace, w.name): w for w in cluster.writes if w.kind == "Workload"}
     for w in workloads:
         expected = cli_check(replay, w.namespace, w.name)
@@ -375,12 +383,12 @@ def test_the_cli_and_the_operator_give_the_same_gate3_verdicts(objects: list[JSO
                 subresource="status",
                 patch_type=write.patch_type,
             )
-    # Passes until nothing changes: the check is level-triggered, so it settles.
+    # Rounds until nothing changes: the check is level-triggered, so it settles.
     for _ in range(8):
-        if operator_pass(cluster, controllers) == 0:
+        if operator_round(cluster, controllers) == 0:
             break
     else:
-        raise AssertionError("the check's passes never settle")
+        raise AssertionError("the check's rounds never settle")
     # Settled: the CLI recomputes every stored verdict.
     for w in workloads:
         got = cli_check(cluster, w.namespace, w.name)
@@ -392,10 +400,11 @@ def test_the_cli_and_the_operator_give_the_same_gate3_verdicts(objects: list[JSO
 @given(cluster_states())
 def test_the_status_writer_and_fit_labels_equal_the_cli_views(objects: list[JSON]) -> None:
     cluster = MemoryCluster(objects)
-    controllers = Controllers(cluster, Metrics())  # type: ignore[arg-type]
-    state = read_state(cluster)  # type: ignore[arg-type]
-    controllers.write_instancetype_status(state)
-    controllers.publish_fit_labels(state)
+    controllers = operator(cluster)
+    for name in controllers.cache.keys(kinds.INSTANCETYPE):
+        controllers.status.reconcile(name)
+    for name in controllers.cache.keys(kinds.NODE):
+        controllers.fit_labels.reconcile(name)
     items = compute_items(cluster, [], None)
     for item in items:
         published = (cluster.get(kinds.INSTANCETYPE, item["name"]) or {})["status"]

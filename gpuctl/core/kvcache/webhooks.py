@@ -54,7 +54,10 @@ def admit_kvcache_pod(pod: JSON, context: KVCacheContext) -> Admission:
         return deny(target.message)
     argv = [*as_list(container.get("command")), *as_list(container.get("args"))]
     injection = plan_injection(request, target, verdict, argv, context.kv_cache_dtype_owned)
-    return allow(apply_injection(pod, index, injection, verdict.append_to))
+    return allow(
+        apply_injection(pod, index, injection, verdict.append_to),
+        changed=[("spec", "containers", index), ("spec", "volumes"), ("metadata", "annotations")],
+    )
 
 
 FROZEN_WHY: Final[Mapping[str, str]] = {

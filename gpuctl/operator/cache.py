@@ -1,0 +1,389 @@
+"""What the operator knows of the cluster: one watch-fed store per kind, parsed into core records as events arrive,
+with the indexes the controllers need, so judging one Workload costs what its own nodes hold, never a scan.
+
+- Stores: Nodes, Pods (those bound to a node or owned by a Workload), Devices, InstanceTypes, Instances, Kueue's
+  flavors, queues, Workloads and AdmissionChecks, and the KV-cache objects.
+- Indexes: Pods and Workloads by node, Pods by Workload, Devices by accelerator model, Instances by InstanceType.
+- Listeners: every applied event is passed on (under the cache lock) so controllers can map it to work; a listener only
+  queues keys.
+- Webhooks read an immutable context rebuilt when one of the kinds they read changes, so a review never waits on a
+  controller; they are ready once those kinds are synced, whatever the rest of the cache is doing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.cluster import kinds
+from gpuctl.cluster.informer import Informer, WatchSource
+from gpuctl.cluster.kinds import Kind
+from gpuctl.core import naming
+from gpuctl.core.instancetypes import InstanceType, parse_instancetype
+from gpuctl.core.kvcache import KVCacheContext, parse_kvcache_backend, parse_kvcache_pool, parse_kvcache_pool_binding
+from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
+from gpuctl.core.nodes import Node, parse_node
+from gpuctl.core.pins import PinContext
+from gpuctl.core.pods import Pod, parse_pod
+from gpuctl.core.webhooks import WebhookContext
+from gpuctl.core.workloads import (
+    AdmissionCheck,
+    ClusterQueue,
+    LocalQueue,
+    ResourceFlavor,
+    Workload,
+    parse_admission_check,
+    parse_cluster_queue,
+    parse_local_queue,
+    parse_resource_flavor,
+    parse_workload,
+)
+
+log = logging.getLogger("gpuctl.operator")
+
+
+@dataclass(frozen=True, slots=True)
+class CachedInstanceType:
+    """An InstanceType's record, with its stored status and resourceVersion (what the status writer compares)."""
+
+    record: InstanceType
+    status: Mapping[str, Any]
+    resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class CachedCheck:
+    record: AdmissionCheck
+    conditions: tuple[Mapping[str, Any], ...]
+
+
+def _instancetype(obj: dict[str, Any]) -> CachedInstanceType:
+    meta = obj.get("metadata") or {}
+    return CachedInstanceType(
+        parse_instancetype(obj), dict(obj.get("status") or {}), str(meta.get("resourceVersion") or "")
+    )
+
+
+def _devices(obj: dict[str, Any]) -> NodeDevices | None:
+    try:
+        return parse_devices(obj)
+    except LedgerError as exc:
+        log.warning("skipping an unreadable Devices: %s", exc)
+        return None
+
+
+def _pod(obj: dict[str, Any]) -> Pod | None:
+    """A Pod the controllers read: bound to a node (its allocation record feeds the ledger) or owned by a Workload."""
+    pod = parse_pod(obj)
+    return pod if pod.node_name or pod.workload else None
+
+
+def _check(obj: dict[str, Any]) -> CachedCheck:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return CachedCheck(parse_admission_check(obj), tuple(c for c in conditions if isinstance(c, dict)))
+
+
+def _instance(obj: dict[str, Any]) -> dict[str, Any]:
+    """An Instance as the stop rule reads it: metadata, spec and the status phase (its allocations are dropped)."""
+    status = obj.get("status") or {}
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": obj.get("metadata") or {},
+        "spec": obj.get("spec") or {},
+        "status": {"phase": status.get("phase")} if isinstance(status, dict) else {},
+    }
+
+
+WEBHOOK_KINDS: tuple[Kind, ...] = (
+    kinds.INSTANCETYPE,
+    kinds.LOCALQUEUE,
+    kinds.CLUSTERQUEUE,
+    kinds.RESOURCEFLAVOR,
+    kinds.KVCACHE_BINDING,
+    kinds.KVCACHE_POOL,
+    kinds.KVCACHE_BACKEND,
+)
+"""The kinds the webhooks read: the webhooks are ready once these are synced."""
+
+PARSERS: dict[Kind, Callable[[dict[str, Any]], Any]] = {
+    kinds.INSTANCETYPE: _instancetype,
+    kinds.LOCALQUEUE: parse_local_queue,
+    kinds.CLUSTERQUEUE: parse_cluster_queue,
+    kinds.RESOURCEFLAVOR: parse_resource_flavor,
+    kinds.KVCACHE_BINDING: parse_kvcache_pool_binding,
+    kinds.KVCACHE_POOL: parse_kvcache_pool,
+    kinds.KVCACHE_BACKEND: parse_kvcache_backend,
+    kinds.ADMISSIONCHECK: _check,
+    kinds.NODE: parse_node,
+    kinds.DEVICES: _devices,
+    kinds.WORKLOAD: parse_workload,
+    kinds.POD: _pod,
+    kinds.INSTANCE: _instance,
+}
+OPTIONAL = frozenset(
+    {kinds.KVCACHE_BINDING, kinds.KVCACHE_POOL, kinds.KVCACHE_BACKEND, kinds.INSTANCE, kinds.INSTANCETYPE}
+)
+"""Kinds a cluster may not serve yet (their APIs installed separately): a missing API reads as empty."""
+
+Listener = Callable[[Kind, str, str, Any, Any], None]
+"""``(kind, event, key, old record, new record)``."""
+
+
+def _add(index: dict[str, set[str]], key: str, value: str) -> None:
+    index.setdefault(key, set()).add(value)
+
+
+def _drop(index: dict[str, set[str]], key: str, value: str) -> None:
+    values = index.get(key)
+    if values is not None:
+        values.discard(value)
+        if not values:
+            del index[key]
+
+
+def workload_nodes(w: Workload) -> set[str]:
+    """The nodes a Workload's topology assignment names (hostname level)."""
+    return {node for a in w.assignments for node, _ in (a.hostnames or [])}
+
+
+def devices_models(d: NodeDevices) -> set[str]:
+    return {g.accelerator_key for g in d.groups}
+
+
+class OperatorCache:
+    """The watch-fed stores of every kind the operator reads, their indexes, and the webhooks' context."""
+
+    def __init__(
+        self,
+        source: WatchSource,
+        *,
+        cpu_aware: bool = False,
+        overcommit: bool = True,
+        fit_affinity: bool = True,
+        watch_seconds: int = 60,
+        page_size: int = 500,
+    ) -> None:
+        self.cpu_aware = cpu_aware
+        self.overcommit = overcommit
+        self.fit_affinity = fit_affinity
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.listeners: list[Listener] = []
+        self.pods_by_node: dict[str, set[str]] = {}
+        self.pods_by_workload: dict[str, set[str]] = {}
+        self.workloads_by_node: dict[str, set[str]] = {}
+        self.devices_by_model: dict[str, set[str]] = {}
+        self.instances_by_type: dict[str, set[str]] = {}
+        self._webhook_version = 0
+        self._webhook_context: tuple[int, WebhookContext] | None = None
+        self.informers: dict[Kind, Informer[Any]] = {
+            kind: Informer(
+                source,
+                kind,
+                parse,
+                handler=self._handler(kind),
+                lock=self.lock,
+                watch_seconds=watch_seconds,
+                optional=kind in OPTIONAL,
+                page_size=page_size,
+            )
+            for kind, parse in PARSERS.items()
+        }
+
+    # ------------------------------------------------------------------------------------------- running
+
+    def start(self) -> None:
+        # The webhooks' kinds first: they are small, and the webhooks wait on nothing else.
+        for kind in (*WEBHOOK_KINDS, *(k for k in self.informers if k not in WEBHOOK_KINDS)):
+            self.informers[kind].start()
+
+    def stop(self) -> None:
+        for informer in self.informers.values():
+            informer.stop()
+
+    def webhooks_synced(self) -> bool:
+        return all(self.informers[k].synced.is_set() for k in WEBHOOK_KINDS)
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers.values())
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return all(informer.synced.wait(timeout) for informer in self.informers.values())
+
+    def contact_age(self, kinds_: Iterable[Kind] | None = None) -> float:
+        """Seconds since the least recently heard-from informer (of ``kinds_``, all by default) heard the API."""
+        chosen = [self.informers[k] for k in kinds_] if kinds_ is not None else list(self.informers.values())
+        return max((i.contact_age() for i in chosen), default=0.0)
+
+    # ------------------------------------------------------------------------------------------- events
+
+    def _handler(self, kind: Kind) -> Callable[[str, str, Any, Any], None]:
+        def handle(event: str, key: str, old: Any, new: Any) -> None:
+            self._index(kind, key, old, new)
+            if kind in WEBHOOK_KINDS:
+                self._webhook_version += 1
+                self.changed.notify_all()
+            for listener in self.listeners:
+                listener(kind, event, key, old, new)
+
+        return handle
+
+    def _index(self, kind: Kind, key: str, old: Any, new: Any) -> None:
+        if kind == kinds.POD:
+            for pod, index in ((old, _drop), (new, _add)):
+                if pod is None:
+                    continue
+                if pod.node_name:
+                    index(self.pods_by_node, pod.node_name, key)
+                if pod.workload:
+                    index(self.pods_by_workload, f"{pod.namespace}/{pod.workload}", key)
+        elif kind == kinds.WORKLOAD:
+            for node in workload_nodes(old) if old is not None else ():
+                _drop(self.workloads_by_node, node, key)
+            for node in workload_nodes(new) if new is not None else ():
+                _add(self.workloads_by_node, node, key)
+        elif kind == kinds.DEVICES:
+            for model in devices_models(old) if old is not None else ():
+                _drop(self.devices_by_model, model, old.node)
+            for model in devices_models(new) if new is not None else ():
+                _add(self.devices_by_model, model, new.node)
+        elif kind == kinds.INSTANCE:
+            for obj, index in ((old, _drop), (new, _add)):
+                if obj is not None:
+                    index(self.instances_by_type, str(obj["spec"].get("type") or ""), key)
+
+    # ------------------------------------------------------------------------------------------- reads
+
+    def store(self, kind: Kind) -> dict[str, Any]:
+        return self.informers[kind].store
+
+    def node(self, name: str) -> Node | None:
+        node: Node | None = self.store(kinds.NODE).get(name)
+        return node
+
+    def devices(self, node: str) -> NodeDevices | None:
+        devices: NodeDevices | None = self.store(kinds.DEVICES).get(node)
+        return devices
+
+    def workload(self, key: str) -> Workload | None:
+        w: Workload | None = self.store(kinds.WORKLOAD).get(key)
+        return w
+
+    def workloads_on(self, nodes: Iterable[str]) -> list[Workload]:
+        with self.lock:
+            keys = {k for n in nodes for k in self.workloads_by_node.get(n, ())}
+            store = self.store(kinds.WORKLOAD)
+            return [store[k] for k in sorted(keys) if k in store]
+
+    def pods_on(self, node: str) -> list[Pod]:
+        with self.lock:
+            store = self.store(kinds.POD)
+            return [store[k] for k in self.pods_by_node.get(node, ()) if k in store]
+
+    def pool_devices(self, accelerator_key: str) -> list[NodeDevices]:
+        with self.lock:
+            store = self.store(kinds.DEVICES)
+            return [store[n] for n in sorted(self.devices_by_model.get(accelerator_key, ())) if n in store]
+
+    def instancetypes(self) -> dict[str, CachedInstanceType]:
+        with self.lock:
+            return dict(self.store(kinds.INSTANCETYPE))
+
+    def cluster_queue(self, name: str) -> ClusterQueue | None:
+        q: ClusterQueue | None = self.store(kinds.CLUSTERQUEUE).get(name)
+        return q
+
+    def flavors(self) -> dict[str, ResourceFlavor]:
+        with self.lock:
+            return dict(self.store(kinds.RESOURCEFLAVOR))
+
+    def nodes(self) -> dict[str, Node]:
+        with self.lock:
+            return dict(self.store(kinds.NODE))
+
+    def all_devices(self) -> list[NodeDevices]:
+        with self.lock:
+            return list(self.store(kinds.DEVICES).values())
+
+    def instances_of(self, instancetype: str) -> list[dict[str, Any]]:
+        with self.lock:
+            store = self.store(kinds.INSTANCE)
+            return [store[k] for k in sorted(self.instances_by_type.get(instancetype, ())) if k in store]
+
+    def keys(self, kind: Kind) -> list[str]:
+        with self.lock:
+            return list(self.store(kind))
+
+    # ------------------------------------------------------------------------------------------- webhooks
+
+    def _build_webhook_context(self) -> WebhookContext:
+        types = [c.record for c in self.store(kinds.INSTANCETYPE).values()]
+        queues: dict[str, ClusterQueue] = self.store(kinds.CLUSTERQUEUE)
+        local: dict[str, LocalQueue] = self.store(kinds.LOCALQUEUE)
+        kv = KVCacheContext.of(
+            self.store(kinds.KVCACHE_BINDING).values(),
+            self.store(kinds.KVCACHE_POOL).values(),
+            self.store(kinds.KVCACHE_BACKEND).values(),
+        )
+        return WebhookContext(
+            instancetypes=tuple(types),
+            kvcache=kv,
+            pins=PinContext(
+                {(q.namespace, q.name): q.cluster_queue for q in local.values()},
+                {n: q.labels for n, q in queues.items()},
+                {t.name: t for t in types},
+                enabled=self.fit_affinity,
+            ),
+            cpu_aware=self.cpu_aware,
+            overcommit=self.overcommit,
+            flavors=tuple(self.store(kinds.RESOURCEFLAVOR).values()),
+            stop_policies={n: q.stop_policy for n, q in queues.items()},
+        )
+
+    def _context(self) -> WebhookContext:
+        with self.lock:
+            cached = self._webhook_context
+            if cached is None or cached[0] != self._webhook_version:
+                cached = (self._webhook_version, self._build_webhook_context())
+                self._webhook_context = cached
+            return cached[1]
+
+    def webhook_context(self, namespace: str, obj: Any = None, *, wait: float = 0.5) -> WebhookContext:
+        """The webhooks' context. An object naming one of this operator's queues or types the cache has not seen yet
+        waits up to ``wait`` seconds for the watch to deliver it (an object created a moment before its Pod)."""
+        ctx = self._context()
+        if wait > 0 and _names_unknown(obj, ctx):
+            with self.changed:
+                self.changed.wait_for(lambda: not _names_unknown(obj, self._context()), timeout=wait)
+            ctx = self._context()
+        return ctx.for_namespace(namespace)
+
+
+def _names_unknown(obj: Any, ctx: WebhookContext) -> bool:
+    """Whether a reviewed object names a queue entrance or InstanceType of this operator that the context lacks."""
+    if not isinstance(obj, dict):
+        return False
+    meta = _mapping(obj.get("metadata"))
+    labels = _mapping(meta.get("labels"))
+    queue = labels.get(naming.LABEL_QUEUE_NAME)
+    if isinstance(queue, str):
+        return queue.startswith(naming.ENTRANCE_PREFIX) and not any(
+            t.labels.get(naming.LABEL_QUEUE_ENTRANCE) == queue for t in ctx.instancetypes
+        )
+    spec = _mapping(obj.get("spec"))
+    workload_queue = spec.get("queueName")
+    if isinstance(workload_queue, str) and workload_queue.startswith(naming.ENTRANCE_PREFIX):
+        namespace = str(meta.get("namespace") or "default")
+        return (namespace, workload_queue) not in ctx.pins.local_queues
+    type_name = spec.get("type")
+    if obj.get("kind") == "Instance" and isinstance(type_name, str):
+        return ctx.instancetype(type_name) is None
+    return False
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
