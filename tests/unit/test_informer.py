@@ -1,0 +1,195 @@
+"""The watch-fed informer and the work queue: their guarantees, against a scripted API."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.cluster import kinds
+from gpuctl.cluster.errors import SourceError
+from gpuctl.cluster.informer import Informer
+from gpuctl.cluster.live import WatchExpired
+from gpuctl.operator.workqueue import WorkQueue
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[dict[str, Any]]
+    resource_version: str
+
+
+def obj(name: str, rv: str, value: int = 0) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": rv}, "value": value}
+
+
+class Scripted:
+    """Lists come from ``lists`` in turn; each watch plays the next script (events, then an outcome)."""
+
+    def __init__(self, lists: list[list[dict[str, Any]]], watches: list[tuple[list[dict[str, Any]], Exception | None]]):
+        self.lists = lists
+        self.watches = watches
+        self.list_calls = 0
+        self.watch_from: list[str] = []
+
+    def list_pages(self, kind: Any, **_: Any) -> Iterator[Page]:
+        items = self.lists[min(self.list_calls, len(self.lists) - 1)]
+        self.list_calls += 1
+        rv = max((int(o["metadata"]["resourceVersion"]) for o in items), default=1)
+        yield Page(items[:1], str(rv))
+        yield Page(items[1:], str(rv))
+
+    def watch(self, kind: Any, resource_version: str, **_: Any) -> Iterator[dict[str, Any]]:
+        self.watch_from.append(resource_version)
+        if not self.watches:
+            time.sleep(0.05)
+            return
+        events, outcome = self.watches.pop(0)
+        yield from events
+        if outcome is not None:
+            raise outcome
+
+
+def recording(informer_events: list[tuple[str, str, Any, Any]]) -> Any:
+    def handler(event: str, key: str, old: Any, new: Any) -> None:
+        informer_events.append((event, key, old, new))
+
+    return handler
+
+
+def run_until(informer: Informer[Any], source: Scripted, done: Any, timeout: float = 5.0) -> None:
+    informer.start()
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    informer.stop()
+    assert done(), "the informer did not get there"
+
+
+def test_list_then_watch_resumes_from_the_last_version_and_keeps_order() -> None:
+    source = Scripted(
+        [[obj("a", "1"), obj("b", "2")]],
+        [
+            (
+                [
+                    {"type": "MODIFIED", "object": obj("a", "3", 1)},
+                    {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "7"}}},
+                ],
+                None,
+            ),
+            ([{"type": "DELETED", "object": obj("b", "8")}, {"type": "ADDED", "object": obj("c", "9")}], None),
+        ],
+    )
+    events: list[tuple[str, str, Any, Any]] = []
+    informer: Informer[Any] = Informer(source, kinds.NODE, lambda o: o["value"], handler=recording(events))
+    run_until(informer, source, lambda: len(events) >= 5)
+    assert [(e, k) for e, k, _, _ in events] == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+        ("MODIFIED", "a"),
+        ("DELETED", "b"),
+        ("ADDED", "c"),
+    ]
+    assert source.watch_from[:2] == ["2", "7"]  # the second window resumes from the bookmark
+    assert informer.store == {"a": 1, "c": 0} and informer.synced.is_set() and source.list_calls == 1
+
+
+def test_a_410_relists_and_reconciles_what_changed_meanwhile() -> None:
+    source = Scripted(
+        [[obj("a", "1"), obj("b", "2")], [obj("a", "5", 9), obj("c", "6")]],
+        [([], WatchExpired("too old"))],
+    )
+    events: list[tuple[str, str, Any, Any]] = []
+    informer: Informer[Any] = Informer(source, kinds.NODE, lambda o: o["value"], handler=recording(events))
+    run_until(informer, source, lambda: len(events) >= 5)
+    assert sorted((e, k) for e, k, _, _ in events[2:]) == [("ADDED", "c"), ("DELETED", "b"), ("MODIFIED", "a")]
+    assert informer.store == {"a": 9, "c": 0} and informer.relists == 1
+
+
+def test_a_broken_stream_resumes_without_relisting() -> None:
+    source = Scripted(
+        [[obj("a", "1")]],
+        [
+            ([{"type": "MODIFIED", "object": obj("a", "2", 1)}], SourceError("connection reset")),
+            ([{"type": "MODIFIED", "object": obj("a", "3", 2)}], None),
+        ],
+    )
+    events: list[tuple[str, str, Any, Any]] = []
+    informer: Informer[Any] = Informer(source, kinds.NODE, lambda o: o["value"], handler=recording(events))
+    run_until(informer, source, lambda: informer.store.get("a") == 2)
+    assert source.list_calls == 1 and source.watch_from[:2] == ["1", "2"]
+    assert "connection reset" in informer.last_error
+
+
+def test_an_object_that_stops_parsing_is_delivered_as_deleted() -> None:
+    source = Scripted([[obj("a", "1", 1)]], [([{"type": "MODIFIED", "object": obj("a", "2", 0)}], None)])
+    events: list[tuple[str, str, Any, Any]] = []
+    informer: Informer[Any] = Informer(source, kinds.NODE, lambda o: o["value"] or None, handler=recording(events))
+    run_until(informer, source, lambda: len(events) >= 2)
+    assert [(e, k) for e, k, _, _ in events] == [("ADDED", "a"), ("DELETED", "a")] and informer.store == {}
+
+
+def test_an_api_not_served_counts_as_an_empty_synced_list_when_optional() -> None:
+    class NotServed(Scripted):
+        def list_pages(self, kind: Any, **_: Any) -> Iterator[Page]:
+            raise SourceError("the KVCachePool API is not served by this cluster")
+            yield  # pragma: no cover
+
+    informer: Informer[Any] = Informer(NotServed([], []), kinds.KVCACHE_POOL, lambda o: o, optional=True)
+    run_until(informer, NotServed([], []), lambda: informer.synced.is_set())
+    assert informer.store == {} and informer.contact_age() < 5
+
+
+def test_a_handlers_failure_does_not_stop_the_stream() -> None:
+    source = Scripted([[obj("a", "1")]], [([{"type": "ADDED", "object": obj("b", "2")}], None)])
+    seen: list[str] = []
+
+    def handler(event: str, key: str, old: Any, new: Any) -> None:
+        seen.append(key)
+        if key == "a":
+            raise RuntimeError("a bug in a listener")
+
+    informer: Informer[Any] = Informer(source, kinds.NODE, lambda o: o["value"], handler=handler)
+    run_until(informer, source, lambda: "b" in informer.store)
+    assert seen == ["a", "b"]
+
+
+# ----------------------------------------------------------------------------------------------- the work queue
+
+
+def test_a_queued_key_is_queued_once_and_never_handed_to_two_workers() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    for _ in range(3):
+        q.add("k")
+    q.add("j")
+    assert len(q) == 2
+    key = q.get(timeout=0)
+    assert key == "k"
+    q.add("k")  # added while processed: queued again only when done
+    assert q.get(timeout=0) == "j"
+    assert q.get(timeout=0.05) is None
+    q.done("k")
+    assert q.get(timeout=0) == "k"
+
+
+def test_delays_coalesce_and_backoff_grows_per_key() -> None:
+    q: WorkQueue[str] = WorkQueue("t", base_delay=0.02, max_delay=1.0)
+    q.add_after("k", 0.1)
+    q.add_after("k", 0.05)  # the earlier wins
+    q.add_after("k", 0.3)
+    started = time.monotonic()
+    assert q.get(timeout=1) == "k" and 0.04 <= time.monotonic() - started < 0.25
+    q.done("k")
+    assert [q.add_rate_limited("f") for _ in range(4)] == [0.02, 0.04, 0.08, 0.16]
+    q.forget("f")
+    assert q.add_rate_limited("f") == 0.02
+
+
+def test_get_wakes_for_a_key_added_by_another_thread() -> None:
+    q: WorkQueue[str] = WorkQueue("t")
+    threading.Timer(0.05, q.add, args=("k",)).start()
+    assert q.get(timeout=2) == "k"
+    q.shut_down()
+    assert q.get(timeout=2) is None
