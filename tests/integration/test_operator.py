@@ -3,17 +3,9 @@ controllers against the real API server and Kueue."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
-import os
-import socket
-import ssl
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,108 +23,29 @@ from tests.factories import H100_PROFILES, card_row, container, instancetype, ph
 from tests.request_examples import EXAMPLES
 
 from .gpucluster import WORKER, WV, GpuPool, condition, new_pool, wait_for
+from .operator_process import Operator, running_operator
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Operator:
-    def __init__(self, url: str, ca_file: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
-        self.url, self.ca_file, self.proc, self.log = url, ca_file, proc, log
-
-    def get(self, path: str) -> tuple[int, bytes]:
-        ctx = ssl.create_default_context(cafile=str(self.ca_file))
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=10, context=ctx) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
-
-    def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        ctx = ssl.create_default_context(cafile=str(self.ca_file))
-        request = urllib.request.Request(
-            self.url + path, data=body, headers={"Content-Type": "application/json"}, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=10, context=ctx) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
 
 
 @pytest.fixture(scope="module")
 def operator(control_plane: Any, api: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     work = tmp_path_factory.mktemp("operator")
-    pair = control_plane.serving_cert(["127.0.0.1", "localhost"])
-    (work / "tls.crt").write_bytes(pair.cert_pem)
-    (work / "tls.key").write_bytes(pair.key_pem)
-    ca = work / "ca.crt"
-    ca.write_bytes(base64.b64decode(control_plane.ca_bundle))
-    port = free_port()
-    log = work / "operator.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gpuctl.operator",
-                "--kubeconfig",
-                str(control_plane.kubeconfig),
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--tls-cert",
-                str(work / "tls.crt"),
-                "--tls-key",
-                str(work / "tls.key"),
-                "--namespace",
-                "default",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    op = Operator(f"https://127.0.0.1:{port}", ca, proc, log)
-    try:
-        wait_for("the operator ready", lambda: _ready(op), timeout=30)
+    with running_operator(control_plane, work) as op:
         adm = client.AdmissionregistrationV1Api(api)
         configs = webhook_configurations(ca_bundle=control_plane.ca_bundle, url=op.url)
         adm.create_mutating_webhook_configuration(configs[0])
         adm.create_validating_webhook_configuration(configs[1])
         time.sleep(1)  # the API server picks up new webhook configurations asynchronously
-        yield op
-    finally:
-        adm = client.AdmissionregistrationV1Api(api)
-        for delete in (adm.delete_mutating_webhook_configuration, adm.delete_validating_webhook_configuration):
-            name = (
-                "gpustack-worker-mutation"
-                if delete == adm.delete_mutating_webhook_configuration
-                else "gpustack-worker-validation"
-            )
-            with contextlib.suppress(ApiException):
-                delete(name)
-        proc.terminate()
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        sys.stdout.write(f"\n--- operator log ({log}) ---\n" + log.read_text()[-6000:])
-
-
-def _ready(op: Operator) -> bool:
-    if op.proc.poll() is not None:
-        raise AssertionError(f"the operator exited: {op.log.read_text()[-3000:]}")
-    try:
-        return op.get("/readyz")[0] == 200
-    except OSError:
-        return False
+            yield op
+        finally:
+            for delete, name in (
+                (adm.delete_mutating_webhook_configuration, "gpustack-worker-mutation"),
+                (adm.delete_validating_webhook_configuration, "gpustack-worker-validation"),
+            ):
+                with contextlib.suppress(ApiException):
+                    delete(name)
 
 
 @pytest.fixture(scope="module")

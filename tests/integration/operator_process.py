@@ -1,0 +1,117 @@
+"""The operator as a separate process against the test control plane, and an HTTPS client for it."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .gpucluster import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Operator:
+    def __init__(self, url: str, ca_file: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
+        self.url, self.ca_file, self.proc, self.log = url, ca_file, proc, log
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=10, context=ctx) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        request = urllib.request.Request(
+            self.url + path, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=ctx) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+
+def ready(op: Operator) -> bool:
+    if op.proc.poll() is not None:
+        raise AssertionError(f"the operator exited: {op.log.read_text()[-3000:]}")
+    try:
+        return op.get("/readyz")[0] == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def running_operator(control_plane: Any, work: Path, *args: str, kubeconfig: Path | None = None) -> Iterator[Operator]:
+    """Start ``python -m gpuctl.operator`` on a free port with a serving certificate of the run's CA; stop it after."""
+    pair = control_plane.serving_cert(["127.0.0.1", "localhost"])
+    (work / "tls.crt").write_bytes(pair.cert_pem)
+    (work / "tls.key").write_bytes(pair.key_pem)
+    ca = work / "ca.crt"
+    ca.write_bytes(base64.b64decode(control_plane.ca_bundle))
+    port = free_port()
+    log = work / "operator.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpuctl.operator",
+                "--kubeconfig",
+                str(kubeconfig or control_plane.kubeconfig),
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--tls-cert",
+                str(work / "tls.crt"),
+                "--tls-key",
+                str(work / "tls.key"),
+                "--namespace",
+                "default",
+                *args,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    op = Operator(f"https://127.0.0.1:{port}", ca, proc, log)
+    try:
+        wait_for("the operator ready", lambda: ready(op), timeout=30)
+        yield op
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        sys.stdout.write(f"\n--- operator log ({log}) ---\n" + log.read_text()[-6000:])
