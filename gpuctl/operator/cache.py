@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -129,6 +130,9 @@ OPTIONAL = frozenset(
 )
 """Kinds a cluster may not serve yet (their APIs installed separately): a missing API reads as empty."""
 
+MISS_MEMORY = 30.0
+"""Seconds a queue or type name that stayed unknown is answered from the cache without waiting again."""
+
 Listener = Callable[[Kind, str, str, Any, Any], None]
 """``(kind, event, key, old record, new record)``."""
 
@@ -180,6 +184,8 @@ class OperatorCache:
         self.instances_by_type: dict[str, set[str]] = {}
         self._webhook_version = 0
         self._webhook_context: tuple[int, WebhookContext] | None = None
+        self._waiting = threading.Lock()
+        self._miss_until: dict[str, float] = {}
         self.informers: dict[Kind, Informer[Any]] = {
             kind: Informer(
                 source,
@@ -345,6 +351,9 @@ class OperatorCache:
         )
 
     def _context(self) -> WebhookContext:
+        cached = self._webhook_context
+        if cached is not None and cached[0] == self._webhook_version:
+            return cached[1]  # the common case takes no lock: a review never waits on an informer
         with self.lock:
             cached = self._webhook_context
             if cached is None or cached[0] != self._webhook_version:
@@ -353,36 +362,50 @@ class OperatorCache:
             return cached[1]
 
     def webhook_context(self, namespace: str, obj: Any = None, *, wait: float = 0.5) -> WebhookContext:
-        """The webhooks' context. An object naming one of this operator's queues or types the cache has not seen yet
-        waits up to ``wait`` seconds for the watch to deliver it (an object created a moment before its Pod)."""
+        """The webhooks' context.
+
+        An object naming one of this operator's queues or types the cache has not seen yet waits up to ``wait`` seconds
+        for the watch to deliver it (a type created a moment before its Pod). One review waits at a time, and a name
+        that stayed unknown is not waited for again for :data:`MISS_MEMORY` seconds, so Pods naming a queue that does
+        not exist cannot tie up the reviewers."""
         ctx = self._context()
-        if wait > 0 and _names_unknown(obj, ctx):
-            with self.changed:
-                self.changed.wait_for(lambda: not _names_unknown(obj, self._context()), timeout=wait)
+        unknown = _unknown_name(obj, ctx) if wait > 0 else None
+        if unknown is not None and self._miss_until.get(unknown, 0.0) < time.monotonic():
+            if self._waiting.acquire(blocking=False):
+                try:
+                    with self.changed:
+                        found = self.changed.wait_for(lambda: _unknown_name(obj, self._context()) is None, timeout=wait)
+                    if not found:
+                        self._miss_until[unknown] = time.monotonic() + MISS_MEMORY
+                        if len(self._miss_until) > 10_000:
+                            self._miss_until.clear()
+                finally:
+                    self._waiting.release()
             ctx = self._context()
         return ctx.for_namespace(namespace)
 
 
-def _names_unknown(obj: Any, ctx: WebhookContext) -> bool:
-    """Whether a reviewed object names a queue entrance or InstanceType of this operator that the context lacks."""
+def _unknown_name(obj: Any, ctx: WebhookContext) -> str | None:
+    """The queue entrance or InstanceType of this operator a reviewed object names and the context lacks, or None."""
     if not isinstance(obj, dict):
-        return False
+        return None
     meta = _mapping(obj.get("metadata"))
     labels = _mapping(meta.get("labels"))
     queue = labels.get(naming.LABEL_QUEUE_NAME)
     if isinstance(queue, str):
-        return queue.startswith(naming.ENTRANCE_PREFIX) and not any(
+        known = not queue.startswith(naming.ENTRANCE_PREFIX) or any(
             t.labels.get(naming.LABEL_QUEUE_ENTRANCE) == queue for t in ctx.instancetypes
         )
+        return None if known else queue
     spec = _mapping(obj.get("spec"))
     workload_queue = spec.get("queueName")
     if isinstance(workload_queue, str) and workload_queue.startswith(naming.ENTRANCE_PREFIX):
         namespace = str(meta.get("namespace") or "default")
-        return (namespace, workload_queue) not in ctx.pins.local_queues
+        return None if (namespace, workload_queue) in ctx.pins.local_queues else f"{namespace}/{workload_queue}"
     type_name = spec.get("type")
-    if obj.get("kind") == "Instance" and isinstance(type_name, str):
-        return ctx.instancetype(type_name) is None
-    return False
+    if obj.get("kind") == "Instance" and isinstance(type_name, str) and ctx.instancetype(type_name) is None:
+        return type_name
+    return None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
