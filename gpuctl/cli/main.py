@@ -59,6 +59,7 @@ def _register() -> None:
     from gpuctl.cli.instancetypes import instancetype_app
     from gpuctl.cli.partitions import partitions_command
     from gpuctl.cli.pools import drain_command, hold_command, resume_command
+    from gpuctl.cli.rbac import rbac_app
     from gpuctl.cli.views import views_command
     from gpuctl.cli.webhook import webhook_app
 
@@ -74,6 +75,7 @@ def _register() -> None:
     app.command("hold")(hold_command)
     app.command("drain")(drain_command)
     app.command("resume")(resume_command)
+    app.add_typer(rbac_app, name="rbac")
 
 
 _register()

@@ -23,6 +23,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--port", type=int, default=9443, help="HTTPS port of the webhooks, health and metrics (default 9443)"
     )
+    p.add_argument(
+        "--probe-port",
+        type=int,
+        default=0,
+        help="also serve /healthz, /readyz and /metrics over plain HTTP on this port (0: only on --port)",
+    )
     p.add_argument("--tls-cert", help="serving certificate (PEM); reloaded when the file changes")
     p.add_argument("--tls-key", help="serving key (PEM)")
     p.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (tests and local benchmarks only)")
@@ -165,7 +171,16 @@ def run(argv: list[str] | None = None) -> int:
     metrics.gauge(cache_gauges)
     certs = None if args.insecure_http else CertificateReloader(args.tls_cert, args.tls_key)
     limits = Limits(deadline=args.review_deadline)
-    server = WebhookServer((args.bind, args.port), certs, cache, metrics, ready=ready, healthy=healthy, limits=limits)
+    server = WebhookServer(
+        (args.bind, args.port),
+        certs,
+        cache,
+        metrics,
+        ready=ready,
+        healthy=healthy,
+        limits=limits,
+        probe_address=(args.bind, args.probe_port) if args.probe_port else None,
+    )
     cache.start()
     server.start()
     log.info("serving on %s:%d (%s)", args.bind, server.port, "http" if certs is None else "https")

@@ -7,6 +7,7 @@ ones cannot drift apart.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ def webhook_configurations(*, ca_bundle: str = "", url: str | None = None) -> li
 
 
 def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str, Any]:
-    return {"apiGroups": groups, "resources": resources, "verbs": verbs}
+    return {"apiGroups": list(groups), "resources": list(resources), "verbs": list(verbs)}
 
 
 READ = ["get", "list", "watch"]
@@ -108,8 +109,23 @@ def operator_role() -> dict[str, Any]:
     }
 
 
-def cli_roles() -> list[dict[str, Any]]:
-    """A view-only role for the read commands and an admin role for the write commands."""
+def _role(kind: str, name: str, rules: list[dict[str, Any]], namespace: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata, "rules": rules}
+
+
+def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The CLI users' roles:
+
+    - ``gpuctl-view``: every read command;
+    - ``gpuctl-admin``: the write commands — InstanceTypes, Instances' stop and start, and (``pools`` given) patches of
+      exactly those pools' ClusterQueues (``resourceNames``; without pools no ClusterQueue may be patched, since an
+      empty ``resourceNames`` would mean every queue);
+    - ``gpuctl-dry-run``: creating Pods and Workloads, which ``webhook dry-run --server`` needs and RBAC cannot limit
+      to dry runs: bind it per namespace (:func:`dry_run_bindings`), never cluster-wide.
+    """
     view = [
         _rule([""], ["nodes", "pods"], READ),
         _rule(["worker.gpustack.ai"], ["devices", "instancetypes", "instances"], READ),
@@ -124,28 +140,46 @@ def cli_roles() -> list[dict[str, Any]]:
         *view,
         _rule(["worker.gpustack.ai"], ["instancetypes"], ["create", "patch", "delete"]),
         _rule(["worker.gpustack.ai"], ["instances"], ["patch"]),
-        _rule(["kueue.x-k8s.io"], ["clusterqueues"], ["patch"]),
-        _rule([""], ["pods"], ["create"]),
-        _rule(["kueue.x-k8s.io"], ["workloads"], ["create"]),
     ]
+    if pools:
+        admin.append({**_rule(["kueue.x-k8s.io"], ["clusterqueues"], ["patch"]), "resourceNames": sorted(set(pools))})
+    dry_run = [_rule([""], ["pods"], ["create"]), _rule(["kueue.x-k8s.io"], ["workloads"], ["create"])]
+    return [
+        _role("ClusterRole", "gpuctl-view", view),
+        _role("ClusterRole", "gpuctl-admin", admin),
+        _role("ClusterRole", "gpuctl-dry-run", dry_run),
+    ]
+
+
+def dry_run_bindings(namespaces: Sequence[str], subjects: Sequence[dict[str, str]]) -> list[dict[str, Any]]:
+    """One RoleBinding of ``gpuctl-dry-run`` per namespace an admin may run server dry runs in."""
     return [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": "gpuctl-view"},
-            "rules": view,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": "gpuctl-admin"},
-            "rules": admin,
-        },
+            "kind": "RoleBinding",
+            "metadata": {"name": "gpuctl-dry-run", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpuctl-dry-run"},
+            "subjects": list(subjects),
+        }
+        for ns in sorted(set(namespaces))
     ]
 
 
-def deployment() -> list[dict[str, Any]]:
-    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/version": __version__}
+WEBHOOK_PORT = 9443
+PROBE_PORT = 8080
+PRIVATE_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+"""Where the API server reaches the webhooks from, by default: private address space. Narrow it to the control plane's
+addresses with ``--apiserver-cidr`` when generating."""
+MEMORY_REQUEST = "256Mi"
+MEMORY_LIMIT = "768Mi"
+"""Sized from ``make bench-scale`` (docs/benchmarks.md): the cache of a 5,000-node cluster, plus bounded reviews."""
+
+
+def deployment(apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[str, Any]]:
+    selector = {"app.kubernetes.io/name": NAME}
+    labels = {**selector, "app.kubernetes.io/version": __version__}
+    probe = {"httpGet": {"path": "/readyz", "port": PROBE_PORT}, "periodSeconds": 5, "failureThreshold": 3}
+    live = {"httpGet": {"path": "/healthz", "port": PROBE_PORT}, "periodSeconds": 10, "failureThreshold": 6}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": NAMESPACE}},
@@ -175,7 +209,7 @@ def deployment() -> list[dict[str, Any]]:
             "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
             "spec": {
                 "replicas": 2,
-                "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+                "selector": {"matchLabels": selector},
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
@@ -185,6 +219,25 @@ def deployment() -> list[dict[str, Any]]:
                             "runAsUser": 65532,
                             "seccompProfile": {"type": "RuntimeDefault"},
                         },
+                        # Both replicas serve the webhooks: never on one node, so one node's loss leaves one serving.
+                        "affinity": {
+                            "podAntiAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": [
+                                    {
+                                        "labelSelector": {"matchLabels": selector},
+                                        "topologyKey": "kubernetes.io/hostname",
+                                    }
+                                ]
+                            }
+                        },
+                        "topologySpreadConstraints": [
+                            {
+                                "maxSkew": 1,
+                                "topologyKey": "topology.kubernetes.io/zone",
+                                "whenUnsatisfiable": "ScheduleAnyway",
+                                "labelSelector": {"matchLabels": selector},
+                            }
+                        ],
                         "containers": [
                             {
                                 "name": "operator",
@@ -194,13 +247,18 @@ def deployment() -> list[dict[str, Any]]:
                                     "--tls-key=/tls/tls.key",
                                     "--leader-elect",
                                     f"--namespace={NAMESPACE}",
+                                    f"--port={WEBHOOK_PORT}",
+                                    f"--probe-port={PROBE_PORT}",
                                 ],
-                                "ports": [{"name": "https", "containerPort": 9443}],
-                                "readinessProbe": {"httpGet": {"path": "/readyz", "port": 9443, "scheme": "HTTPS"}},
-                                "livenessProbe": {"httpGet": {"path": "/healthz", "port": 9443, "scheme": "HTTPS"}},
+                                "ports": [
+                                    {"name": "https", "containerPort": WEBHOOK_PORT},
+                                    {"name": "probes", "containerPort": PROBE_PORT},
+                                ],
+                                "readinessProbe": probe,
+                                "livenessProbe": live,
                                 "resources": {
-                                    "requests": {"cpu": "100m", "memory": "128Mi"},
-                                    "limits": {"memory": "512Mi"},
+                                    "requests": {"cpu": "200m", "memory": MEMORY_REQUEST},
+                                    "limits": {"memory": MEMORY_LIMIT},
                                 },
                                 "securityContext": {
                                     "allowPrivilegeEscalation": False,
@@ -216,12 +274,39 @@ def deployment() -> list[dict[str, Any]]:
             },
         },
         {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": NAME, "namespace": NAMESPACE},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}},
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": NAME, "namespace": NAMESPACE},
+            "spec": {
+                "podSelector": {"matchLabels": selector},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    # The webhooks: the API server only.
+                    {
+                        "from": [{"ipBlock": {"cidr": cidr}} for cidr in apiserver_cidrs],
+                        "ports": [{"protocol": "TCP", "port": WEBHOOK_PORT}],
+                    },
+                    # Probes and metrics: the kubelet and the cluster's scrapers.
+                    {"ports": [{"protocol": "TCP", "port": PROBE_PORT}]},
+                ],
+            },
+        },
+        {
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": {"name": NAME, "namespace": NAMESPACE},
             "spec": {
-                "selector": {"app.kubernetes.io/name": NAME},
-                "ports": [{"name": "https", "port": 443, "targetPort": 9443}],
+                "selector": selector,
+                "ports": [
+                    {"name": "https", "port": 443, "targetPort": WEBHOOK_PORT},
+                    {"name": "metrics", "port": PROBE_PORT, "targetPort": PROBE_PORT},
+                ],
             },
         },
     ]

@@ -164,8 +164,12 @@ class WebhookServer:
         ready: Check,
         healthy: Check,
         limits: Limits | None = None,
+        probe_address: tuple[str, int] | None = None,
     ) -> None:
         self.address = address
+        self.probe_address = probe_address
+        """Where health, readiness and metrics are also served over plain HTTP (for probes and scrapers that a network
+        policy keeps off the webhook port); None: only on the webhook port."""
         self.certs = certs
         self.contexts = contexts
         self.metrics = metrics
@@ -231,6 +235,21 @@ class WebhookServer:
             reuse_address=True,
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        self._probes: Any = None
+        if self.probe_address is not None:
+            probes = web.Application()
+            probes.router.add_get("/healthz", self._health)
+            probes.router.add_get("/livez", self._health)
+            probes.router.add_get("/readyz", self._readiness)
+            probes.router.add_get("/metrics", self._metrics)
+            self._probe_runner = web.AppRunner(probes, access_log=None, keepalive_timeout=self.limits.keepalive_timeout)
+            await self._probe_runner.setup()
+            probe_inner = self._probe_runner.server
+            assert probe_inner is not None
+            self._probes = await loop.create_server(
+                lambda: _Guard(probe_inner(), self), self.probe_address[0], self.probe_address[1], reuse_address=True
+            )
+            self.probe_port = self._probes.sockets[0].getsockname()[1]
         self._budget = _ByteBudget(self.limits.bytes_in_flight)
         self._running = asyncio.Semaphore(self.limits.concurrent_reviews)
         self._reaper = asyncio.ensure_future(self._reap())
@@ -255,9 +274,13 @@ class WebhookServer:
         async def close() -> None:
             self._reaper.cancel()
             self._server.close()
+            if self._probes is not None:
+                self._probes.close()
             for transport in list(self.connections):
                 transport.abort()
             await self._runner.cleanup()
+            if self._probes is not None:
+                await self._probe_runner.cleanup()
             loop.stop()
 
         asyncio.run_coroutine_threadsafe(close(), loop)

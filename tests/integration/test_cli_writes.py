@@ -203,3 +203,45 @@ def test_drain_evicts_then_resume_admits_again(api: Any, test_namespace: str, co
         wait_for("the Job's Workload admitted again", admitted, timeout=60)
     finally:
         pool.cleanup()
+
+
+def test_the_generated_admin_roles_are_scoped_to_the_pools_and_the_named_namespaces(
+    pool: GpuPool, api: Any, control_plane: Any, tmp_path: Path, test_namespace: str
+) -> None:
+    from kubernetes import utils
+
+    code, out, _ = gpuctl(
+        control_plane, "rbac", "admin", "--pool", pool.name, "--user", "alice", "--dry-run-namespace", test_namespace
+    )
+    assert code == 0
+    for doc in yaml.safe_load_all(out):
+        utils.create_from_dict(api, doc)
+    alice = str(control_plane.write_kubeconfig(tmp_path / "alice.kubeconfig", "alice"))
+
+    def as_alice(*args: str, stdin: str | None = None) -> tuple[int, str]:
+        result = runner.invoke(app, [*args, "--kubeconfig", alice], input=stdin)
+        return result.exit_code, result.stdout + result.stderr
+
+    # Drains patch the pool's ClusterQueue: allowed for the named pool, forbidden for any other queue.
+    code, text = as_alice("drain", pool.name, "--dry-run", "server")
+    assert code == 0 and "would change" in text, text
+    other = new_pool(api, test_namespace, nodes=1, check=False)
+    try:
+        code, text = as_alice("drain", other.name, "--dry-run", "server")
+        assert code == 1 and "forbidden" in text and "clusterqueues" in text, text
+    finally:
+        other.cleanup()
+    # Server dry runs create Pods: in the named namespace only.
+    manifest = tmp_path / "pod.yaml"
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "dry"},
+        "spec": {"containers": [{"name": "m", "image": "i"}]},
+    }
+    manifest.write_text(yaml.safe_dump({**body, "metadata": {"name": "dry", "namespace": test_namespace}}))
+    code, text = as_alice("webhook", "dry-run", "pod", "-f", str(manifest), "--server")
+    assert code == 0, text
+    manifest.write_text(yaml.safe_dump({**body, "metadata": {"name": "dry", "namespace": "default"}}))
+    code, text = as_alice("webhook", "dry-run", "pod", "-f", str(manifest), "--server")
+    assert code == 1 and "forbidden" in text, text
