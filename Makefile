@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint bench venv clean testbin image image-test docs
+.PHONY: demo test unit lint bench bench-scale venv clean testbin image image-test docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,10 @@ docs: $(STAMP)
 ## bench: measure against reference runs and write docs/benchmarks.md
 bench: $(STAMP)
 	$(BIN)/python -m bench.run --write docs/benchmarks.md
+
+## bench-scale: the operator on the real control plane with pools of 1,000 and 5,000 nodes (not in CI; ~20 min)
+bench-scale: $(STAMP) testbin
+	$(BIN)/python -m bench.scale --write docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -521,6 +521,12 @@ def main() -> int:
     text = render(rows, args.nodes)
     print(text)
     if args.write:
+        from bench.scale import BEGIN, END
+
+        # Keep the section `make bench-scale` writes (a run of its own, on a control plane of its own).
+        old = args.write.read_text() if args.write.exists() else ""
+        if BEGIN in old and END in old:
+            text += "\n" + BEGIN + old.split(BEGIN, 1)[1].split(END, 1)[0] + END + "\n"
         args.write.write_text(text)
     return 0
 

@@ -105,7 +105,7 @@ class GpuPool:
                 raise
         self.objs.patch_cluster_custom_object_status(WORKER, WV, "devices", node, {"status": status})
 
-    def create_pool_objects(self, nominal_cards: int, *, check: bool = True) -> None:
+    def create_pool_objects(self, nominal_cards: int, *, check: bool = True, local_queue: bool = True) -> None:
         it = instancetype(self.name, group_id=self.group_id)
         status = it.pop("status")
         self.objs.create_cluster_custom_object(WORKER, WV, "instancetypes", it)
@@ -173,6 +173,10 @@ class GpuPool:
             },
         )
         self.created.append(("clusterqueues", self.name, None))
+        if local_queue:
+            self.create_local_queue()
+
+    def create_local_queue(self) -> None:
         self.objs.create_namespaced_custom_object(
             KUEUE,
             KV,

@@ -17,6 +17,8 @@ class Proxy:
         self.listener.listen(512)
         self.port = self.listener.getsockname()[1]
         self.blackholed = False
+        self.bytes = 0
+        """Bytes forwarded so far, both ways (a benchmark reads the traffic between the operator and the server)."""
         self._pairs: list[tuple[socket.socket, socket.socket | None]] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -53,6 +55,8 @@ class Proxy:
                 if self.blackholed:
                     continue  # dropped on the floor: the peer hears nothing
                 sink.sendall(data)
+                with self._lock:
+                    self.bytes += len(data)
         except OSError:
             pass
         finally:
