@@ -79,10 +79,22 @@ def man_page(command: Any, path: str, title: str) -> str:
             if opts and not getattr(sub, "commands", None):
                 lines.append(".RS")
                 lines += opts
+                from gpuctl.cli.help import EXAMPLES
+
+                sub_examples = EXAMPLES.get(f"{path.removeprefix('gpuctl').strip()} {name}".strip(), "")
+                if sub_examples:
+                    lines += [".PP", "Examples:", ".nf", _roff(sub_examples.strip("\n")), ".fi"]
                 lines.append(".RE")
     opts = _options(command)
     if opts:
         lines += [".SH OPTIONS", *opts]
+    from gpuctl.cli.help import ENVIRONMENT, EXAMPLES, EXIT_STATUS
+
+    examples = EXAMPLES.get(path.removeprefix("gpuctl").strip() or "", "")
+    if examples:
+        lines += [".SH EXAMPLES", ".nf", _roff(examples.strip("\n")), ".fi"]
+    lines += [".SH EXIT STATUS", ".nf", _roff(EXIT_STATUS), ".fi"]
+    lines += [".SH ENVIRONMENT", ".nf", _roff(ENVIRONMENT), ".fi"]
     lines += [".SH SEE ALSO", "\\fBgpuctl\\fR(1), \\fBkubectl\\fR(1)"]
     return "\n".join(lines) + "\n"
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -11,8 +12,8 @@ import typer
 if TYPE_CHECKING:
     from gpuctl.cluster.kinds import Kind
 
-from gpuctl.cli.errors import UsageError, user_errors
-from gpuctl.cli.options import ContextOption, KubeconfigOption, NamespaceOption, TimeoutOption, open_source
+from gpuctl.cli.errors import UsageError
+from gpuctl.cli.options import SourceSpec, source_options
 
 OPTIONAL_GROUPS = ("kvcache.gpustack.ai", "kueue.x-k8s.io", "worker.gpustack.ai")
 
@@ -71,79 +72,147 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def write_atomically(path: Path, text: str) -> None:
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+REDACTED = "<redacted>"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+_CREDENTIAL = re.compile(
+    r"(?i)(password|passwd|pwd|token|secret|api[-_]?key|access[-_]?key|private[-_]?key|credentials?|auth)"
+)
 
 
-@user_errors
+def _redact_args(args: list[Any]) -> list[Any]:
+    """``--token=abc`` → ``--token=<redacted>``; ``--password abc`` → ``--password <redacted>``."""
+    out: list[Any] = []
+    hide_next = False
+    for arg in args:
+        if hide_next and isinstance(arg, str):
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        hide_next = False
+        if isinstance(arg, str) and _CREDENTIAL.search(arg):
+            name, sep, _ = arg.partition("=")
+            if sep:
+                out.append(f"{name}={REDACTED}")
+                continue
+            hide_next = arg.startswith("-")
+        out.append(arg)
+    return out
+
+
+def redact(value: Any) -> Any:
+    """A copy with inline environment values, credential-looking arguments and the last-applied configuration
+    replaced: a dump gets attached to tickets."""
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        if k == "env" and isinstance(v, list):
+            out[k] = [
+                {**e, "value": REDACTED} if isinstance(e, dict) and isinstance(e.get("value"), str) else redact(e)
+                for e in v
+            ]
+        elif k in ("args", "command") and isinstance(v, list):
+            out[k] = _redact_args(v)
+        elif k == "annotations" and isinstance(v, dict) and LAST_APPLIED in v:
+            out[k] = {a: (REDACTED if a == LAST_APPLIED else b) for a, b in v.items()}
+        else:
+            out[k] = redact(v)
+    return out
+
+
+def write_private(path: Path, text: str) -> None:
+    """A file only its owner reads (0600), written whole."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+@source_options(namespace=True)
 def dump_command(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="Where to write the snapshot (created if missing).")],
-    namespace: NamespaceOption = None,
     fmt: Annotated[str, typer.Option("--format", help="json (fast to read back) or yaml.")] = "json",
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing dump in DIR as a whole.")] = False,
+    no_redact: Annotated[
+        bool,
+        typer.Option(
+            "--no-redact",
+            help="Keep inline env values, credential-looking arguments and last-applied configurations.",
+        ),
+    ] = False,
+    *,
+    source: SourceSpec,
 ) -> None:
     """Write the objects every gpuctl command reads, one file per kind, in the snapshot format.
 
-    Namespaced kinds are read from one namespace with -n, from all otherwise. Secrets are never read.
+    Namespaced kinds are read from one namespace with -n, from all otherwise. Secrets are never read; inline env
+    values, credential-looking arguments and last-applied configurations are redacted unless --no-redact. The files
+    are readable by their owner only (0600, in a 0700 directory). DIR must be empty or new; --overwrite replaces a
+    previous dump whole, and nothing is left half-written if reading fails.
     """
+    import shutil
+    import tempfile
+
     from gpuctl.cluster.errors import SourceError
-    from gpuctl.cluster.live import LiveSource
 
     if fmt not in ("json", "yaml"):
         raise UsageError(f"--format {fmt!r}: use json or yaml")
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"{directory} exists and is not a directory")
-    source = open_source(None, kubeconfig, context, request_timeout)
-    assert isinstance(source, LiveSource)
-    directory.mkdir(parents=True, exist_ok=True)
+    if directory.is_dir() and any(directory.iterdir()) and not overwrite:
+        raise UsageError(f"{directory} is not empty: pass --overwrite to replace the dump in it")
+    live = source.live()
+    namespace = source.namespace
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))  # created 0700
     from rich.progress import BarColumn, Progress, TextColumn
 
     written: list[str] = []
     skipped: list[str] = []
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} kinds"),
-        transient=True,
-        console=_stderr_console(),
-    ) as progress:
-        dumped = dumped_kinds()
-        task = progress.add_task("dumping", total=len(dumped))
-        for kind in dumped:
-            progress.update(task, description=f"reading {kind.plural}")
-            try:
-                objs = source.list(kind, namespace=namespace if kind.namespaced else None)
-            except SourceError as exc:
-                if kind.group in OPTIONAL_GROUPS and "is not served" in str(exc):
-                    skipped.append(f"{kind.plural}: not served")
-                    progress.advance(task)
-                    continue
-                raise
-            if kind.kind == "Pod":
-                objs = [o for o in objs if keep_pod(o)]
-            items = [slim(o) for o in objs]
-            doc = {"apiVersion": "v1", "kind": "List", "items": items}
-            path = directory / f"{kind.plural}.{fmt}"
-            if fmt == "json":
-                text = json.dumps(doc, separators=(",", ":")) + "\n"
-            else:
-                import yaml
+    try:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} kinds"),
+            transient=True,
+            console=_stderr_console(),
+        ) as progress:
+            dumped = dumped_kinds()
+            task = progress.add_task("dumping", total=len(dumped))
+            for kind in dumped:
+                progress.update(task, description=f"reading {kind.plural}")
+                try:
+                    objs = live.list(kind, namespace=namespace if kind.namespaced else None)
+                except SourceError as exc:
+                    if kind.group in OPTIONAL_GROUPS and "is not served" in str(exc):
+                        skipped.append(f"{kind.plural}: not served")
+                        progress.advance(task)
+                        continue
+                    raise
+                if kind.kind == "Pod":
+                    objs = [o for o in objs if keep_pod(o)]
+                items = [slim(o) if no_redact else redact(slim(o)) for o in objs]
+                doc = {"apiVersion": "v1", "kind": "List", "items": items}
+                path = staging / f"{kind.plural}.{fmt}"
+                if fmt == "json":
+                    text = json.dumps(doc, separators=(",", ":")) + "\n"
+                else:
+                    import yaml
 
-                text = yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
-            write_atomically(path, text)
-            written.append(f"{path.name}: {len(items)}")
-            progress.advance(task)
+                    text = yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+                write_private(path, text)
+                written.append(f"{path.name}: {len(items)}")
+                progress.advance(task)
+        if directory.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
+            os.rename(directory, retired / directory.name)
+            os.rename(staging, directory)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.rename(staging, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     sys.stderr.write(f"wrote {directory}: " + ", ".join(written) + "\n")
     if skipped:
         sys.stderr.write("skipped " + ", ".join(skipped) + "\n")

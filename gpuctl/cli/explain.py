@@ -1,28 +1,20 @@
 """``gpuctl explain workload|pod|instance`` and ``gpuctl workloads``: which gate holds a workload, and why."""
 
-from typing import TYPE_CHECKING, Annotated
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from gpuctl.cli import render
-from gpuctl.cli.errors import EXIT_NO, UsageError, user_errors
-from gpuctl.cli.options import (
-    AllNamespacesOption,
-    ContextOption,
-    KubeconfigOption,
-    NamespaceOption,
-    NoHeadersOption,
-    OutputOption,
-    SnapshotOption,
-    TimeoutOption,
-    open_source,
-)
-from gpuctl.cli.render import Column, Output
+from gpuctl.cli.completion import complete_instances, complete_instancetypes, complete_pods, complete_workloads
+from gpuctl.cli.errors import AnswerNo, RuntimeFailure, UsageError
+from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.render import Column, OutputSpec
 
 if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
     from gpuctl.core.explain import Explanation
-    from gpuctl.core.workloads import Workload
 
 explain_app = typer.Typer(
     help="Explain which admission gate holds a workload, and why.", no_args_is_help=True, rich_markup_mode=None
@@ -36,31 +28,23 @@ ExitCodeOption = Annotated[
 ]
 
 
-def split_name(ref: str, namespace: str | None) -> tuple[str, str]:
-    """``[NAMESPACE/]NAME`` → (namespace, name); -n fills a missing namespace, ``default`` otherwise."""
+def split_name(ref: str, namespace: str) -> tuple[str, str]:
+    """``[NAMESPACE/]NAME`` → (namespace, name); ``namespace`` fills a missing one."""
     if "/" in ref:
         ns, _, name = ref.partition("/")
         if not ns or not name or "/" in name:
             raise UsageError(f"{ref!r}: use NAME or NAMESPACE/NAME")
-        if namespace and namespace != ns:
-            raise UsageError(f"{ref!r} names namespace {ns} but -n says {namespace}: give one")
         return ns, name
-    return namespace or "default", ref
+    return namespace, ref
 
 
-def render_explanation(e: "Explanation", output: Output, *, title: str | None = None) -> None:
-    if output is Output.JSON:
-        render.print_json(e.to_dict())
-        return
-    if output is Output.YAML:
-        render.print_yaml(e.to_dict())
-        return
-    if output is Output.NAME:
-        render.print_names(e.kind.lower(), [f"{e.namespace}/{e.name}"])
-        return
-    import os
-    import sys
+def _name_and_namespace(ref: str, source: SourceSpec, opened: "Source") -> tuple[str, str]:
+    if "/" in ref and source.namespace and source.namespace != ref.partition("/")[0]:
+        raise UsageError(f"{ref!r} names namespace {ref.partition('/')[0]} but -n says {source.namespace}: give one")
+    return split_name(ref, source.resolved_namespace(opened))
 
+
+def explanation_text(e: "Explanation", *, wide: bool = False, title: str | None = None) -> str:
     fancy = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     marks = MARKS if fancy else PLAIN_MARKS
     held = e.held_by
@@ -71,11 +55,11 @@ def render_explanation(e: "Explanation", output: Output, *, title: str | None = 
     ]
     for g in e.gates:
         lines.append(f"  {marks[g.verdict]:<6} {g.gate}. {g.name}: {g.summary}")
-        for ev in g.evidence if output is Output.WIDE or g.verdict != "passed" else ():
+        for ev in g.evidence if wide or g.verdict != "passed" else ():
             lines.append(f"           - {ev}")
         if g.hint and g.verdict not in ("passed", "not-reached"):
             lines.append(f"           hint: {g.hint}")
-    sys.stdout.write("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 def _explain_workload(source: "Source", namespace: str, name: str) -> "Explanation":
@@ -88,27 +72,30 @@ def _explain_workload(source: "Source", namespace: str, name: str) -> "Explanati
         return explain_workload(w, read.admission_state(source).context_for(w))
 
 
-def _finish(e: "Explanation", output: Output, exit_code: bool) -> None:
-    render_explanation(e, output)
+def _finish(e: "Explanation", output: OutputSpec, exit_code: bool) -> None:
+    render.emit_object(
+        e.to_dict(),
+        output,
+        lambda: explanation_text(e, wide=output.wide),
+        name=f"{e.kind.lower()}/{e.namespace}/{e.name}",
+    )
     if exit_code and e.held_by is not None:
-        raise typer.Exit(EXIT_NO)
+        raise AnswerNo("")
 
 
-@explain_app.command("workload")
-@user_errors
 def explain_workload_command(
-    ref: Annotated[str, typer.Argument(metavar="[NAMESPACE/]NAME", help="The Workload.")],
-    namespace: NamespaceOption = None,
-    output: OutputOption = Output.TABLE,
+    ref: Annotated[
+        str, typer.Argument(metavar="[NAMESPACE/]NAME", help="The Workload.", autocompletion=complete_workloads)
+    ],
     exit_code: ExitCodeOption = False,
-    snapshot: SnapshotOption = None,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """The five gates for one Workload: passed, held, failed, not reached or unknown, with evidence and a hint."""
-    ns, name = split_name(ref, namespace)
-    _finish(_explain_workload(open_source(snapshot, kubeconfig, context, request_timeout), ns, name), output, exit_code)
+    opened = source.open()
+    ns, name = _name_and_namespace(ref, source, opened)
+    _finish(_explain_workload(opened, ns, name), output, exit_code)
 
 
 def _as(e: "Explanation", kind: str, namespace: str, name: str) -> "Explanation":
@@ -120,78 +107,76 @@ def _as(e: "Explanation", kind: str, namespace: str, name: str) -> "Explanation"
 def _workload_of_pod(source: "Source", ns: str, name: str, missing: str, unowned: str) -> str:
     """The Workload a Pod belongs to (its ``kueue.x-k8s.io/workload`` annotation)."""
     from gpuctl.cluster import kinds
-    from gpuctl.cluster.errors import SourceError
     from gpuctl.core.pods import parse_pod
 
     obj = source.get(kinds.POD, name, ns)
     if obj is None:
-        raise SourceError(missing)
+        raise RuntimeFailure(missing)
     pod = parse_pod(obj)
     if not pod.workload:
-        raise SourceError(unowned)
+        raise RuntimeFailure(unowned)
     return pod.workload
 
 
-@explain_app.command("pod")
-@user_errors
 def explain_pod_command(
-    ref: Annotated[str, typer.Argument(metavar="[NAMESPACE/]NAME", help="The Pod.")],
-    namespace: NamespaceOption = None,
-    output: OutputOption = Output.TABLE,
+    ref: Annotated[str, typer.Argument(metavar="[NAMESPACE/]NAME", help="The Pod.", autocompletion=complete_pods)],
     exit_code: ExitCodeOption = False,
-    snapshot: SnapshotOption = None,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """The gates for the Workload a Pod belongs to (its ``kueue.x-k8s.io/workload`` annotation)."""
-    ns, name = split_name(ref, namespace)
-    source = open_source(snapshot, kubeconfig, context, request_timeout)
+    opened = source.open()
+    ns, name = _name_and_namespace(ref, source, opened)
     workload = _workload_of_pod(
-        source,
+        opened,
         ns,
         name,
-        f'pod "{ns}/{name}" not found in {source.describe()}',
+        f'pod "{ns}/{name}" not found in {opened.describe()}',
         f"pod {ns}/{name} belongs to no Kueue Workload (no kueue.x-k8s.io/workload annotation): the gates do not apply to it",
     )
-    _finish(_as(_explain_workload(source, ns, workload), "Pod", ns, name), output, exit_code)
+    _finish(_as(_explain_workload(opened, ns, workload), "Pod", ns, name), output, exit_code)
 
 
-@explain_app.command("instance")
-@user_errors
 def explain_instance_command(
-    ref: Annotated[str, typer.Argument(metavar="[NAMESPACE/]NAME", help="The Instance.")],
-    namespace: NamespaceOption = None,
-    output: OutputOption = Output.TABLE,
+    ref: Annotated[
+        str, typer.Argument(metavar="[NAMESPACE/]NAME", help="The Instance.", autocompletion=complete_instances)
+    ],
     exit_code: ExitCodeOption = False,
-    snapshot: SnapshotOption = None,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """The gates for an Instance: its Pod (same name) and that Pod's Workload."""
     from gpuctl.cluster import kinds
-    from gpuctl.cluster.errors import SourceError
 
-    ns, name = split_name(ref, namespace)
-    source = open_source(snapshot, kubeconfig, context, request_timeout)
-    instance = source.get(kinds.INSTANCE, name, ns)
+    opened = source.open()
+    ns, name = _name_and_namespace(ref, source, opened)
+    instance = opened.get(kinds.INSTANCE, name, ns)
     if instance is None:
-        raise SourceError(f'instance "{ns}/{name}" not found in {source.describe()}')
+        raise RuntimeFailure(f'instance "{ns}/{name}" not found in {opened.describe()}')
     spec = instance.get("spec") or {}
     phase = (instance.get("status") or {}).get("phase", "unknown")
     if spec.get("stop"):
-        raise SourceError(
+        raise RuntimeFailure(
             f"instance {ns}/{name} is stopped (spec.stop=true, phase {phase}): `gpuctl instance start {name} -n {ns}` starts it"
         )
     workload = _workload_of_pod(
-        source,
+        opened,
         ns,
         name,
         f"instance {ns}/{name} has no Pod yet (phase {phase}): its Pod is created once InstanceType {spec.get('type', '?')} publishes its detail and entrance",
         f"the Pod of instance {ns}/{name} carries no Kueue Workload annotation yet: Kueue has not picked it up",
     )
-    _finish(_as(_explain_workload(source, ns, workload), "Instance", ns, name), output, exit_code)
+    _finish(_as(_explain_workload(opened, ns, workload), "Instance", ns, name), output, exit_code)
+
+
+for _command, _verb in (
+    (explain_workload_command, "workload"),
+    (explain_pod_command, "pod"),
+    (explain_instance_command, "instance"),
+):
+    explain_app.command(_verb)(source_options(namespace=True)(output_options(sort=False)(_command)))
 
 
 WORKLOAD_COLUMNS = (
@@ -205,35 +190,46 @@ WORKLOAD_COLUMNS = (
 )
 
 
-@user_errors
+def _workload_row(item: dict[str, Any]) -> list[str]:
+    held = item["heldBy"]
+    gate = item["gates"][held - 1] if held else None
+    return [
+        item["namespace"],
+        item["name"],
+        item["queue"],
+        item["clusterQueue"] or "<none>",
+        f"{held} {gate['name']}" if gate else "-",
+        gate["summary"] if gate else "running",
+        gate["hint"] if gate and gate["hint"] else "-",
+    ]
+
+
 def workloads_command(
-    namespace: NamespaceOption = None,
-    all_namespaces: AllNamespacesOption = False,
     instancetype: Annotated[
         str | None,
         typer.Option(
-            "--instancetype", "-t", help="Only the Workloads of this pool (its ClusterQueue).", show_default=False
+            "--instancetype",
+            "-t",
+            help="Only the Workloads of this pool (its ClusterQueue).",
+            show_default=False,
+            autocompletion=complete_instancetypes,
         ),
     ] = None,
     held: Annotated[bool, typer.Option("--held", help="Only Workloads some gate holds.")] = False,
-    output: OutputOption = Output.TABLE,
-    no_headers: NoHeadersOption = False,
-    snapshot: SnapshotOption = None,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
-    """List Workloads with the gate that holds each one."""
+    """List Workloads with the gate that holds each one (-n NS, or -A for every namespace; -t filters by pool too)."""
     from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core.explain import explain_workload
+    from gpuctl.core.workloads import Workload
 
-    if namespace and all_namespaces:
-        raise UsageError("-n and -A are exclusive: pick one")
-    source = open_source(snapshot, kubeconfig, context, request_timeout)
+    opened = source.open()
+    ns = source.scope(opened)
     with bulk_allocation():
-        state = read.admission_state(source)
-        ns = None if all_namespaces or instancetype else (namespace or "default")
+        state = read.admission_state(opened)
         results: list[tuple[Workload, Explanation]] = []
         for w in state.workloads:
             if (ns is not None and w.namespace != ns) or (instancetype and state.cluster_queue_of(w) != instancetype):
@@ -242,25 +238,21 @@ def workloads_command(
             if held and e.held_by is None:
                 continue
             results.append((w, e))
-    if output in (Output.JSON, Output.YAML):
-        data = {"items": [e.to_dict() | {"queue": w.queue_name, "clusterQueue": w.cluster_queue} for w, e in results]}
-        (render.print_json if output is Output.JSON else render.print_yaml)(data)
-        return
-    if output is Output.NAME:
-        render.print_names("workload", [f"{w.namespace}/{w.name}" for w, _ in results])
-        return
-    rows = []
-    for w, e in results:
-        gate = e.gates[e.held_by - 1] if e.held_by else None
-        rows.append(
-            [
-                w.namespace,
-                w.name,
-                w.queue_name,
-                w.cluster_queue or "<none>",
-                f"{e.held_by} {gate.name}" if gate else "-",
-                gate.summary if gate else "running",
-                gate.hint if gate and gate.hint else "-",
-            ]
-        )
-    render.print_table(WORKLOAD_COLUMNS, rows, wide=output is Output.WIDE, no_headers=no_headers)
+    labels = {w.key: dict(w.labels) for w, _ in results}
+    items = [e.to_dict() | {"queue": w.queue_name, "clusterQueue": w.cluster_queue} for w, e in results]
+    where = "in any namespace" if ns is None else f"in namespace {ns}"
+    render.emit(
+        render.Listing(
+            "WorkloadExplanation",
+            items,
+            WORKLOAD_COLUMNS,
+            _workload_row,
+            lambda i: f"workload/{i['namespace']}/{i['name']}",
+            lambda i: labels.get(f"{i['namespace']}/{i['name']}", {}),
+            empty=f"No workloads found {where}" + (f" for pool {instancetype}." if instancetype else "."),
+        ),
+        output,
+    )
+
+
+workloads_command = source_options(namespaced=True, selectors=True)(output_options(labels=True)(workloads_command))

@@ -6,21 +6,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import render
-from gpuctl.cli.errors import UsageError, user_errors
-from gpuctl.cli.options import (
-    AllNamespacesOption,
-    ContextOption,
-    KubeconfigOption,
-    NamespaceOption,
-    NoHeadersOption,
-    OutputOption,
-    SelectorOption,
-    SnapshotOption,
-    TimeoutOption,
-    open_source,
-)
-from gpuctl.cli.render import Column, Output
-from gpuctl.cli.writes import DryRunOption, YesOption, confirm_bulk, dry_run_mode, live_source, report
+from gpuctl.cli.completion import complete_instances, complete_instancetypes
+from gpuctl.cli.errors import UsageError
+from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cli.writes import DryRunOption, YesOption, confirm_bulk, dry_run_mode, report
 
 if TYPE_CHECKING:
     from gpuctl.cluster.live import LiveSource
@@ -38,81 +28,76 @@ COLUMNS = (
 )
 TypeOption = Annotated[
     str | None,
-    typer.Option("--instancetype", "-t", help="Only the Instances of this InstanceType.", show_default=False),
+    typer.Option(
+        "--instancetype",
+        "-t",
+        help="Only the Instances of this InstanceType.",
+        show_default=False,
+        autocompletion=complete_instancetypes,
+    ),
 ]
 
 
 def _select(
-    source: "Source",
+    opened: "Source",
+    source: SourceSpec,
     names: list[str],
-    namespace: str | None,
-    all_namespaces: bool,
     instancetype: str | None,
-    selector: str | None,
     everything: bool,
 ) -> list[dict[str, Any]]:
     from gpuctl.cluster import kinds
     from gpuctl.cluster.read import not_found
 
-    if namespace and all_namespaces:
-        raise UsageError("-n and -A are exclusive: pick one")
-    ns = None if all_namespaces else (namespace or "default")
-    objs = source.list(kinds.INSTANCE, namespace=ns, label_selector=selector)
+    ns = source.scope(opened)
+    objs = opened.list(kinds.INSTANCE, namespace=ns, label_selector=source.selector)
     if names:
         by_name = {(o.get("metadata") or {}).get("name"): o for o in objs}
         missing = [n for n in names if n not in by_name]
         if missing:
-            raise not_found("instance", missing[0], sorted(str(k) for k in by_name), source.describe())
+            raise not_found("instance", missing[0], sorted(str(k) for k in by_name), opened.describe())
         return [by_name[n] for n in dict.fromkeys(names)]
     if instancetype:
         return [o for o in objs if (o.get("spec") or {}).get("type") == instancetype]
-    if selector or everything:
+    if source.selector or everything:
         return objs
     return []
 
 
+def _row(o: dict[str, Any]) -> list[str]:
+    meta, spec, status = o.get("metadata") or {}, o.get("spec") or {}, o.get("status") or {}
+    return [
+        str(meta.get("namespace", "")),
+        str(meta.get("name", "")),
+        str(spec.get("type", "")),
+        str(status.get("phase") or "<unknown>"),
+        str(status.get("nodeName") or "<none>"),
+        "true" if spec.get("stop") else "false",
+        str(status.get("phaseMessage") or ""),
+    ]
+
+
 @instance_app.command("list")
-@user_errors
-def list_command(
-    namespace: NamespaceOption = None,
-    all_namespaces: AllNamespacesOption = False,
-    instancetype: TypeOption = None,
-    selector: SelectorOption = None,
-    output: OutputOption = Output.TABLE,
-    no_headers: NoHeadersOption = False,
-    snapshot: SnapshotOption = None,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
-) -> None:
+@source_options(namespaced=True, selectors=True)
+@output_options(labels=True)
+def list_command(instancetype: TypeOption = None, *, source: SourceSpec, output: OutputSpec) -> None:
     """Instances with their type, phase and node."""
-    source = open_source(snapshot, kubeconfig, context, request_timeout)
-    objs = _select(source, [], namespace, all_namespaces, instancetype, selector, everything=True)
-    if output in (Output.JSON, Output.YAML):
-        (render.print_json if output is Output.JSON else render.print_yaml)(
-            {"apiVersion": "v1", "kind": "List", "items": objs}
-        )
-        return
-    if output is Output.NAME:
-        render.print_names("instance", [str((o.get("metadata") or {}).get("name")) for o in objs])
-        return
-    rows = []
-    for o in sorted(
-        objs, key=lambda x: ((x.get("metadata") or {}).get("namespace", ""), (x.get("metadata") or {}).get("name", ""))
-    ):
-        meta, spec, status = o.get("metadata") or {}, o.get("spec") or {}, o.get("status") or {}
-        rows.append(
-            [
-                str(meta.get("namespace", "")),
-                str(meta.get("name", "")),
-                str(spec.get("type", "")),
-                str(status.get("phase") or "<unknown>"),
-                str(status.get("nodeName") or "<none>"),
-                "true" if spec.get("stop") else "false",
-                str(status.get("phaseMessage") or ""),
-            ]
-        )
-    render.print_table(COLUMNS, rows, wide=output is Output.WIDE, no_headers=no_headers)
+    opened = source.open()
+    objs = _select(opened, source, [], instancetype, everything=True)
+    objs.sort(key=lambda x: ((x.get("metadata") or {}).get("namespace", ""), (x.get("metadata") or {}).get("name", "")))
+    ns = source.scope(opened)
+    render.emit(
+        render.Listing(
+            "Instance",
+            objs,
+            COLUMNS,
+            _row,
+            lambda o: f"instance/{(o.get('metadata') or {}).get('name')}",
+            lambda o: dict((o.get("metadata") or {}).get("labels") or {}),
+            api_version="v1",
+            empty=f"No instances found {'in any namespace' if ns is None else f'in namespace {ns}'}.",
+        ),
+        output,
+    )
 
 
 def _running_instance_stop(source: "LiveSource", instances: list[dict[str, Any]]) -> dict[str, bool]:
@@ -135,43 +120,38 @@ def _running_instance_stop(source: "LiveSource", instances: list[dict[str, Any]]
 def _change(
     stop: bool,
     names: list[str],
-    namespace: str | None,
-    all_namespaces: bool,
     instancetype: str | None,
-    selector: str | None,
     everything: bool,
     dry_run: str,
     yes: bool,
-    output: Output,
-    kubeconfig: str | None,
-    context: str | None,
-    request_timeout: str | None,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     from gpuctl.cluster import kinds
     from gpuctl.cluster.writer import apply_plan
     from gpuctl.core.lifecycle import PatchPlan, plan_start, plan_stop
 
-    if not (names or instancetype or selector or everything):
+    if not (names or instancetype or source.selector or everything):
         raise UsageError("name the instances: NAME..., --instancetype T, -l SELECTOR or --all")
-    if names and (instancetype or selector or everything):
+    if names and (instancetype or source.selector or everything):
         raise UsageError("give names, or one of --instancetype, -l, --all; not both")
     mode = dry_run_mode(dry_run)
-    source = live_source(kubeconfig, context, request_timeout)
-    chosen = _select(source, names, namespace, all_namespaces, instancetype, selector, everything)
+    live = source.live()
+    chosen = _select(live, source, names, instancetype, everything)
     if not chosen:
         typer.echo("no instance matched; nothing to change")
         return
     confirm_bulk(len(chosen), "stop" if stop else "start", yes or mode.value != "none")
     plan: Callable[[dict[str, Any]], PatchPlan] = plan_start
     if stop:
-        stoppable = _running_instance_stop(source, chosen)
+        stoppable = _running_instance_stop(live, chosen)
 
         def plan(obj: dict[str, Any]) -> PatchPlan:
             return plan_stop(obj, running_instance_stop=stoppable.get(str((obj.get("spec") or {}).get("type")), False))
 
     outcomes = [
         apply_plan(
-            source,
+            live,
             kinds.INSTANCE,
             str(o["metadata"]["name"]),
             str(o["metadata"].get("namespace") or "default"),
@@ -188,45 +168,34 @@ def _change_command(stop: bool) -> Callable[..., None]:
 
     def command(
         names: Annotated[
-            list[str] | None, typer.Argument(metavar="[NAME]...", help="The Instances, by name.", show_default=False)
+            list[str] | None,
+            typer.Argument(
+                metavar="[NAME]...",
+                help="The Instances, by name.",
+                show_default=False,
+                autocompletion=complete_instances,
+            ),
         ] = None,
-        namespace: NamespaceOption = None,
-        all_namespaces: AllNamespacesOption = False,
         instancetype: TypeOption = None,
-        selector: SelectorOption = None,
         everything: Annotated[
             bool, typer.Option("--all", help="Every Instance of the namespace (or of all with -A).")
         ] = False,
         dry_run: DryRunOption = "none",
         yes: YesOption = False,
-        output: OutputOption = Output.TABLE,
-        kubeconfig: KubeconfigOption = None,
-        context: ContextOption = None,
-        request_timeout: TimeoutOption = None,
+        *,
+        source: SourceSpec,
+        output: OutputSpec,
     ) -> None:
-        _change(
-            stop,
-            names or [],
-            namespace,
-            all_namespaces,
-            instancetype,
-            selector,
-            everything,
-            dry_run,
-            yes,
-            output,
-            kubeconfig,
-            context,
-            request_timeout,
-        )
+        _change(stop, names or [], instancetype, everything, dry_run, yes, source, output)
 
     command.__doc__ = (
-        "Stop Instances (spec.stop=true): their Pods are deleted, phase Stopping → Stopped. Refused while Starting."
+        "Stop Instances (spec.stop=true): their Pods are deleted, phase Stopping → Stopped. Refused while Starting,"
+        " unless the instance's pool is draining or its type is being deleted or gone."
         if stop
         else "Start stopped Instances (spec.stop=false); only an Instance in phase Stopped can start."
     )
     command.__name__ = f"{verb}_command"
-    return user_errors(command)
+    return source_options(namespaced=True, selectors=True)(output_options(sort=False)(command))
 
 
 instance_app.command("stop")(_change_command(True))

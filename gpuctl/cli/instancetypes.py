@@ -2,32 +2,23 @@
 
 import sys
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from gpuctl.cli import render
-from gpuctl.cli.errors import EXIT_RUNTIME, EXIT_USAGE, UsageError, user_errors
-from gpuctl.cli.options import (
-    ContextOption,
-    KubeconfigOption,
-    NoHeadersOption,
-    OutputOption,
-    SelectorOption,
-    SnapshotOption,
-    TimeoutOption,
-    open_source,
-)
-from gpuctl.cli.render import Column, Output
-from gpuctl.cli.writes import DryRunOption, apply_to_instancetype, dry_run_mode, live_source, report
-
-if TYPE_CHECKING:
-    pass
+from gpuctl.cli.completion import complete_instancetypes
+from gpuctl.cli.errors import RuntimeFailure, UsageError
+from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cli.writes import DryRunOption, apply_to_instancetype, dry_run_mode, report
 
 instancetype_app = typer.Typer(
     help="Create, freeze, rename, deactivate and delete InstanceTypes.", no_args_is_help=True, rich_markup_mode=None
 )
-NameArgument = Annotated[str, typer.Argument(metavar="NAME", help="The InstanceType.")]
+NameArgument = Annotated[
+    str, typer.Argument(metavar="NAME", help="The InstanceType.", autocompletion=complete_instancetypes)
+]
 LIST_COLUMNS = (
     Column("NAME"),
     Column("DISPLAY"),
@@ -39,11 +30,6 @@ LIST_COLUMNS = (
     Column("ENTRANCE", wide_only=True),
 )
 FREEZE_WAY_OUT = "the spec is frozen after create except displayName and inactive: create a new InstanceType and move the instances to it (spec.type)"
-
-
-def _refuse(message: str) -> None:
-    render.error(message)
-    raise typer.Exit(EXIT_USAGE)
 
 
 def manifest_from_flags(
@@ -89,16 +75,16 @@ def _reviewed(obj: dict[str, Any], operation: str, old: dict[str, Any] | None) -
 
     result = review(Kind.INSTANCETYPE, operation, obj, old, WebhookContext())
     if not result.allowed or result.mutated is None:
-        _refuse(
+        raise UsageError(
             f"instancetype/{(obj.get('metadata') or {}).get('name')}: {result.message}"
             + (f"; {FREEZE_WAY_OUT}" if "immutable" in (result.message or "") else "")
         )
-    assert result.mutated is not None
     return result.mutated
 
 
 @instancetype_app.command("create")
-@user_errors
+@source_options()
+@output_options(sort=False)
 def create_command(
     name: Annotated[
         str | None,
@@ -126,10 +112,9 @@ def create_command(
     ] = None,
     description: Annotated[str | None, typer.Option("--description", help="A description.", show_default=False)] = None,
     dry_run: DryRunOption = "none",
-    output: OutputOption = Output.TABLE,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """Create an InstanceType, validated here as the webhook validates it before anything is sent."""
     from gpuctl.cli.webhook import WebhookKind, read_manifest
@@ -151,35 +136,28 @@ def create_command(
     if mode.value == "client":
         _show(stored, output, f"{target} would be created (client dry run: nothing sent)")
         return
-    source = live_source(kubeconfig, context, request_timeout)
-    if source.get(kinds.INSTANCETYPE, stored["metadata"]["name"]) is not None:
-        _refuse(f"{target} already exists; `gpuctl instancetype apply -f FILE` changes its mutable fields")
-    created = source.create(kinds.INSTANCETYPE, obj, dry_run=mode.value == "server")
+    live = source.live()
+    if live.get(kinds.INSTANCETYPE, stored["metadata"]["name"]) is not None:
+        raise UsageError(f"{target} already exists; `gpuctl instancetype apply -f FILE` changes its mutable fields")
+    created = live.create(kinds.INSTANCETYPE, obj, dry_run=mode.value == "server")
     _show(
         created, output, f"{target} created" + (" (server dry run: nothing stored)" if mode.value == "server" else "")
     )
 
 
-def _show(obj: dict[str, Any], output: Output, sentence: str) -> None:
-    if output is Output.JSON:
-        render.print_json(obj)
-    elif output is Output.YAML:
-        render.print_yaml(obj)
-    elif output is Output.NAME:
-        render.print_names("instancetype", [obj["metadata"]["name"]])
-    else:
-        typer.echo(sentence)
+def _show(obj: dict[str, Any], output: OutputSpec, sentence: str) -> None:
+    render.emit_object(obj, output, lambda: sentence + "\n", name=f"instancetype/{obj['metadata']['name']}")
 
 
 @instancetype_app.command("apply")
-@user_errors
+@source_options()
+@output_options(sort=False)
 def apply_command(
     filename: Annotated[str, typer.Option("--filename", "-f", help="The manifest (YAML/JSON).")],
     dry_run: DryRunOption = "none",
-    output: OutputOption = Output.TABLE,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """Create the InstanceType, or change its mutable fields (displayName, inactive).
 
@@ -196,14 +174,14 @@ def apply_command(
     name = str((obj.get("metadata") or {}).get("name") or "")
     if not name:
         raise UsageError(f"{filename}: metadata.name is required")
-    source = live_source(kubeconfig, context, request_timeout)
-    current = source.get(kinds.INSTANCETYPE, name)
+    live = source.live()
+    current = live.get(kinds.INSTANCETYPE, name)
     if current is None:
         _reviewed(obj, "CREATE", None)
         if mode.value == "client":
             _show(obj, output, f"instancetype/{name} would be created (client dry run: nothing sent)")
             return
-        created = source.create(kinds.INSTANCETYPE, obj, dry_run=mode.value == "server")
+        created = live.create(kinds.INSTANCETYPE, obj, dry_run=mode.value == "server")
         _show(created, output, f"instancetype/{name} created")
         return
     wanted = obj.get("spec") or {}
@@ -212,21 +190,21 @@ def apply_command(
         _reviewed({**stored, "spec": {**(stored.get("spec") or {}), **wanted}}, "UPDATE", stored)
         return plan_instancetype_spec(stored, {k: wanted[k] for k in MUTABLE_SPEC_FIELDS if k in wanted})
 
-    report([apply_plan(source, kinds.INSTANCETYPE, name, None, plan, mode)], output)
+    report([apply_plan(live, kinds.INSTANCETYPE, name, None, plan, mode)], output)
 
 
 @instancetype_app.command("rename")
-@user_errors
+@source_options()
+@output_options(sort=False)
 def rename_command(
     name: NameArgument,
     display_name: Annotated[
         str, typer.Argument(metavar="DISPLAY-NAME", help="The new display name (spec.displayName).")
     ],
     dry_run: DryRunOption = "none",
-    output: OutputOption = Output.TABLE,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """Change an InstanceType's display name (its name, the ClusterQueue's, never changes)."""
     from gpuctl.core.lifecycle import plan_instancetype_spec
@@ -238,46 +216,44 @@ def rename_command(
         lambda stored: plan_instancetype_spec(stored, {"displayName": display_name}),
         dry_run,
         output,
-        kubeconfig,
-        context,
-        request_timeout,
+        source,
     )
 
 
 @instancetype_app.command("deactivate")
-@user_errors
+@source_options()
+@output_options(sort=False)
 def deactivate_command(
     name: NameArgument,
     dry_run: DryRunOption = "none",
-    output: OutputOption = Output.TABLE,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """Take a type out of service (spec.inactive=true: its queue holds; running Pods keep running)."""
     from gpuctl.core.lifecycle import plan_hold
 
-    apply_to_instancetype(name, plan_hold, dry_run, output, kubeconfig, context, request_timeout)
+    apply_to_instancetype(name, plan_hold, dry_run, output, source)
 
 
 @instancetype_app.command("activate")
-@user_errors
+@source_options()
+@output_options(sort=False)
 def activate_command(
     name: NameArgument,
     dry_run: DryRunOption = "none",
-    output: OutputOption = Output.TABLE,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """Put a type back in service (spec.inactive=false). A drained queue stays drained: see `gpuctl resume`."""
     from gpuctl.core.lifecycle import plan_activate
 
-    apply_to_instancetype(name, plan_activate, dry_run, output, kubeconfig, context, request_timeout)
+    apply_to_instancetype(name, plan_activate, dry_run, output, source)
 
 
 @instancetype_app.command("delete")
-@user_errors
+@source_options()
 def delete_command(
     name: NameArgument,
     wait: Annotated[
@@ -285,99 +261,96 @@ def delete_command(
     ] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait with --wait.", min=1)] = 600,
     dry_run: DryRunOption = "none",
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
 ) -> None:
     """Delete an InstanceType: the operator drains its queue and stops its instances before it goes."""
     from gpuctl.cluster import kinds
 
     mode = dry_run_mode(dry_run)
-    source = live_source(kubeconfig, context, request_timeout)
-    if source.get(kinds.INSTANCETYPE, name) is None:
+    live = source.live()
+    if live.get(kinds.INSTANCETYPE, name) is None:
         typer.echo(f"instancetype/{name} does not exist; nothing to delete")
         return
     if mode.value == "client":
         typer.echo(f"instancetype/{name} would be deleted (client dry run: nothing sent)")
         return
-    source.delete(kinds.INSTANCETYPE, name, dry_run=mode.value == "server")
+    live.delete(kinds.INSTANCETYPE, name, dry_run=mode.value == "server")
     if mode.value == "server":
         typer.echo(f"instancetype/{name} deleted (server dry run: nothing removed)")
         return
     typer.echo(f"instancetype/{name} deletion requested")
     if wait:
         deadline = time.monotonic() + timeout
-        while source.get(kinds.INSTANCETYPE, name) is not None:
+        while live.get(kinds.INSTANCETYPE, name) is not None:
             if time.monotonic() > deadline:
-                render.error(f"instancetype/{name} still exists after {timeout:g}s (its queue may still be draining)")
-                raise typer.Exit(EXIT_RUNTIME)
+                raise RuntimeFailure(
+                    f"instancetype/{name} still exists after {timeout:g}s (its queue may still be draining)"
+                )
             time.sleep(1)
         typer.echo(f"instancetype/{name} deleted")
 
 
 @instancetype_app.command("list")
-@user_errors
+@source_options(selectors=True)
+@output_options(labels=True)
 def list_command(
-    selector: SelectorOption = None,
-    output: OutputOption = Output.TABLE,
-    no_headers: NoHeadersOption = False,
-    snapshot: SnapshotOption = None,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """InstanceTypes with their pool, unit and phase."""
     from gpuctl.cluster import kinds
 
-    source = open_source(snapshot, kubeconfig, context, request_timeout)
+    opened = source.open()
     objs = sorted(
-        source.list(kinds.INSTANCETYPE, label_selector=selector),
+        opened.list(kinds.INSTANCETYPE, label_selector=source.selector),
         key=lambda o: str((o.get("metadata") or {}).get("name")),
     )
-    if output in (Output.JSON, Output.YAML):
-        (render.print_json if output is Output.JSON else render.print_yaml)(
-            {"apiVersion": "v1", "kind": "List", "items": objs}
-        )
-        return
-    if output is Output.NAME:
-        render.print_names("instancetype", [str(o["metadata"]["name"]) for o in objs])
-        return
-    rows = []
-    for o in objs:
-        spec, status = o.get("spec") or {}, o.get("status") or {}
-        unit = spec.get("unitResources") or {}
-        rows.append(
-            [
-                str(o["metadata"]["name"]),
-                str(spec.get("displayName") or "-"),
-                str(spec.get("acceleratorGroup") or "<cpu>"),
-                f"{spec.get('os', '?')}/{spec.get('arch', '?')}",
-                f"{unit.get('cpu', '?')}/{unit.get('ram', '?')}/{spec.get('localStorage', '?')}",
-                "true" if spec.get("inactive") else "false",
-                str(status.get("phase") or "<unknown>"),
-                str(status.get("entrance") or "<none>"),
-            ]
-        )
-    render.print_table(LIST_COLUMNS, rows, wide=output is Output.WIDE, no_headers=no_headers)
+    render.emit(
+        render.Listing(
+            "InstanceType",
+            objs,
+            LIST_COLUMNS,
+            _list_row,
+            lambda o: f"instancetype/{o['metadata']['name']}",
+            lambda o: dict((o.get("metadata") or {}).get("labels") or {}),
+            api_version="worker.gpustack.ai/v1alpha1",
+        ),
+        output,
+    )
+
+
+def _list_row(o: dict[str, Any]) -> list[str]:
+    spec, status = o.get("spec") or {}, o.get("status") or {}
+    unit = spec.get("unitResources") or {}
+    return [
+        str(o["metadata"]["name"]),
+        str(spec.get("displayName") or "-"),
+        str(spec.get("acceleratorGroup") or "<cpu>"),
+        f"{spec.get('os', '?')}/{spec.get('arch', '?')}",
+        f"{unit.get('cpu', '?')}/{unit.get('ram', '?')}/{spec.get('localStorage', '?')}",
+        "true" if spec.get("inactive") else "false",
+        str(status.get("phase") or "<unknown>"),
+        str(status.get("entrance") or "<none>"),
+    ]
 
 
 @instancetype_app.command("describe")
-@user_errors
+@source_options()
 def describe_command(
     name: NameArgument,
-    snapshot: SnapshotOption = None,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
 ) -> None:
     """Spec, status, phase, entrance, the computed views and the backing ClusterQueue."""
     from gpuctl.cli.views import compute_items
     from gpuctl.cluster import kinds, read
 
-    source = open_source(snapshot, kubeconfig, context, request_timeout)
-    [item] = compute_items(source, [name], None)
-    raw = source.get(kinds.INSTANCETYPE, name) or {}
-    cq = read.cluster_queues(source).get(name)
+    opened = source.open()
+    [item] = compute_items(opened, [name], None)
+    raw = opened.get(kinds.INSTANCETYPE, name) or {}
+    cq = read.cluster_queues(opened).get(name)
     spec = raw.get("spec") or {}
     out = sys.stdout
     out.write(f"Name:            {name}\n")

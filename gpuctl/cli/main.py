@@ -6,6 +6,7 @@ Command modules are imported when their command runs, so ``gpuctl --help`` stays
 import typer
 
 from gpuctl import __version__
+from gpuctl.cli.options import SourceSpec, global_options, source_options
 
 app = typer.Typer(
     name="gpuctl",
@@ -24,31 +25,57 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def main(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    """See what a Kueue-shared GPU pool can still give, and why a workload waits."""
+    """See what a Kueue-shared GPU pool can still give, and why a workload waits.
+
+    kubectl's connection flags (--kubeconfig, --context, -n, ...) may come before the subcommand or after it.
+    """
 
 
-@app.command("version")
+app.callback()(global_options(main))
+
+
 def version_command(
-    cluster: bool = typer.Option(
-        False, "--cluster", help="Also ask the cluster: the API server's and the operator's versions."
+    show_cluster: bool = typer.Option(
+        False, "--show-cluster", help="Also ask the cluster: the API server's and the operator's versions."
     ),
-    kubeconfig: str | None = typer.Option(
-        None, "--kubeconfig", help="Path to the kubeconfig file.", show_default=False
-    ),
-    context: str | None = typer.Option(None, "--context", help="The kubeconfig context to use.", show_default=False),
+    *,
+    source: SourceSpec,
 ) -> None:
-    """Print the client version (with --cluster, the API server's and the operator's too)."""
+    """Print the client version (with --show-cluster, the API server's and the operator's too)."""
     typer.echo(f"gpuctl {__version__}")
-    if cluster:
+    if show_cluster:
         from gpuctl.cli.version import print_cluster_versions
 
-        print_cluster_versions(kubeconfig, context)
+        print_cluster_versions(source)
+
+
+app.command("version")(source_options()(version_command))
+
+
+def _finish_tree(typer_app: typer.Typer, prefix: str = "") -> None:
+    """Every command, sub-apps included: user errors answered with one line and their exit code (errors.handled), a
+    one-sentence summary in the command list, and its examples after its help."""
+    from gpuctl.cli.errors import handled
+    from gpuctl.cli.help import SUMMARIES, epilog
+
+    for command in typer_app.registered_commands:
+        path = f"{prefix}{command.name}"
+        if command.callback is not None:
+            command.callback = handled(command.callback)
+        command.short_help = SUMMARIES.get(path)
+        command.epilog = epilog(path)
+    for group in typer_app.registered_groups:
+        path = f"{prefix}{group.name}"
+        group.short_help = SUMMARIES.get(path)
+        group.epilog = epilog(path)
+        if group.typer_instance is not None:
+            _finish_tree(group.typer_instance, f"{path} ")
 
 
 def _register() -> None:
@@ -76,14 +103,21 @@ def _register() -> None:
     app.command("drain")(drain_command)
     app.command("resume")(resume_command)
     app.add_typer(rbac_app, name="rbac")
+    _finish_tree(app)
 
 
 _register()
 
 
 def run() -> None:
-    from gpuctl.cli.completion import completion_requested, enable_completion
+    import os
+    import sys
+
+    from gpuctl.cli.completion import COMPLETE_VAR, PLUGIN_COMPLETE_VAR, completion_requested, enable_completion
 
     if completion_requested():
         enable_completion()
-    app()
+    # As the kubectl plugin, usage reads the way the user typed it; either shell protocol completes.
+    plugin = os.path.basename(sys.argv[0]) == "kubectl-gpuctl"
+    complete_var = PLUGIN_COMPLETE_VAR if PLUGIN_COMPLETE_VAR in os.environ else COMPLETE_VAR
+    app(prog_name="kubectl gpuctl" if plugin else "gpuctl", complete_var=complete_var)

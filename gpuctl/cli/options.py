@@ -1,15 +1,35 @@
-"""Options shared by commands, spelled as kubectl spells them, and the object source they select."""
+"""The options commands share, declared once: kubectl's connection flags (accepted before or after the subcommand),
+the namespace and selector flags, and the output flags. A command decorated with :func:`source_options` receives one
+:class:`SourceSpec`; one decorated with :func:`output_options` receives one :class:`~gpuctl.cli.render.OutputSpec`.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from gpuctl.cli.render import Output
-
 if TYPE_CHECKING:
+    from gpuctl.cluster.live import LiveSource
     from gpuctl.cluster.read import Source
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _complete(kind: str) -> Callable[..., list[str]]:
+    def complete(ctx: typer.Context, incomplete: str) -> list[str]:
+        from gpuctl.cli.completion import complete_names
+
+        return complete_names(ctx, kind, incomplete)
+
+    return complete
+
+
+# ----------------------------------------------------------------------------------------------- the options
 
 SnapshotOption = Annotated[
     str | None,
@@ -21,32 +41,83 @@ SnapshotOption = Annotated[
     ),
 ]
 KubeconfigOption = Annotated[
-    str | None, typer.Option("--kubeconfig", help="Path to the kubeconfig file.", show_default=False)
+    str | None,
+    typer.Option(
+        "--kubeconfig", help="Path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config).", show_default=False
+    ),
 ]
 ContextOption = Annotated[
-    str | None, typer.Option("--context", help="The kubeconfig context to use.", show_default=False)
+    str | None,
+    typer.Option(
+        "--context", help="The kubeconfig context to use.", show_default=False, autocompletion=_complete("context")
+    ),
+]
+ClusterOption = Annotated[
+    str | None, typer.Option("--cluster", help="The kubeconfig cluster to use.", show_default=False)
+]
+UserOption = Annotated[str | None, typer.Option("--user", help="The kubeconfig user to use.", show_default=False)]
+ServerOption = Annotated[
+    str | None, typer.Option("--server", "-s", help="The address of the API server.", show_default=False)
+]
+TokenOption = Annotated[
+    str | None, typer.Option("--token", help="Bearer token for the API server.", show_default=False)
+]
+AsOption = Annotated[
+    str | None, typer.Option("--as", help="Username to impersonate for the operation.", show_default=False)
+]
+AsGroupOption = Annotated[
+    list[str] | None,
+    typer.Option("--as-group", help="Group to impersonate (repeat for several).", show_default=False),
 ]
 TimeoutOption = Annotated[
     str | None,
     typer.Option(
         "--request-timeout",
-        help="How long to wait for one API request (e.g. 10s, 1m; 0 waits forever).",
+        help="How long one API request may take (e.g. 10s, 1m; default 30s).",
         show_default=False,
     ),
 ]
 NamespaceOption = Annotated[
-    str | None, typer.Option("--namespace", "-n", help="The namespace to read.", show_default=False)
+    str | None,
+    typer.Option(
+        "--namespace",
+        "-n",
+        help="The namespace (default: the kubeconfig context's, else default).",
+        show_default=False,
+        autocompletion=_complete("namespace"),
+    ),
 ]
-AllNamespacesOption = Annotated[bool, typer.Option("--all-namespaces", "-A", help="Read every namespace.")]
-OutputOption = Annotated[Output, typer.Option("--output", "-o", help="Output format.", case_sensitive=False)]
-NoHeadersOption = Annotated[bool, typer.Option("--no-headers", help="Print tables without their header row.")]
+AllNamespacesOption = Annotated[bool, typer.Option("--all-namespaces", "-A", help="Every namespace.")]
 SelectorOption = Annotated[
     str | None, typer.Option("--selector", "-l", help="Label selector (e.g. key=value,other!=x).", show_default=False)
 ]
+FieldSelectorOption = Annotated[
+    str | None,
+    typer.Option(
+        "--field-selector",
+        help="Field selector, where the server supports it (e.g. metadata.name=x).",
+        show_default=False,
+    ),
+]
+OutputOption = Annotated[
+    str,
+    typer.Option(
+        "--output",
+        "-o",
+        help="table, wide, json, yaml, name, jsonpath=TEMPLATE, jsonpath-file=FILE, custom-columns=SPEC, custom-columns-file=FILE.",
+        autocompletion=lambda: ["table", "wide", "json", "yaml", "name", "jsonpath=", "custom-columns="],
+    ),
+]
+SortByOption = Annotated[
+    str | None,
+    typer.Option("--sort-by", help="Sort the list by a JSONPath expression (e.g. .remaining).", show_default=False),
+]
+NoHeadersOption = Annotated[bool, typer.Option("--no-headers", help="Print tables without their header row.")]
+ShowLabelsOption = Annotated[bool, typer.Option("--show-labels", help="Add a LABELS column to tables.")]
 
 
 def parse_timeout(text: str | None) -> float | None:
-    """kubectl's --request-timeout: a number of seconds or a duration such as 10s, 2m, 1h; 0 means no timeout."""
+    """kubectl's --request-timeout: a number of seconds or a duration such as 10s, 2m, 1h (0: the default)."""
     from gpuctl.cli.errors import UsageError
 
     if text is None or text.strip() in ("", "0"):
@@ -68,17 +139,207 @@ def parse_timeout(text: str | None) -> float | None:
     return value or None
 
 
-def open_source(
-    snapshot: str | None,
-    kubeconfig: str | None = None,
-    context: str | None = None,
-    request_timeout: str | None = None,
-) -> Source:
-    """A snapshot when one is named, the cluster of the kubeconfig otherwise."""
-    if snapshot:
-        from gpuctl.cluster.snapshot import SnapshotSource
+# ----------------------------------------------------------------------------------------------- the source
 
-        return SnapshotSource(snapshot)
-    from gpuctl.cluster.live import Connection, LiveSource
 
-    return LiveSource(Connection(kubeconfig, context, parse_timeout(request_timeout)))
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where a command reads (and writes): a snapshot, or a cluster as kubectl's flags name it."""
+
+    snapshot: str | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    cluster: str | None = None
+    user: str | None = None
+    server: str | None = None
+    token: str | None = None
+    as_user: str | None = None
+    as_groups: tuple[str, ...] = ()
+    request_timeout: str | None = None
+    namespace: str | None = None
+    all_namespaces: bool = False
+    selector: str | None = None
+    field_selector: str | None = None
+
+    def connection(self) -> Any:
+        from gpuctl.cluster.live import Connection
+
+        return Connection(
+            self.kubeconfig,
+            self.context,
+            parse_timeout(self.request_timeout),
+            cluster=self.cluster,
+            user=self.user,
+            server=self.server,
+            token=self.token,
+            impersonate=self.as_user,
+            impersonate_groups=self.as_groups,
+        )
+
+    def open(self) -> Source:
+        """A snapshot when one is named, the cluster otherwise."""
+        if self.snapshot:
+            from gpuctl.cluster.snapshot import SnapshotSource
+
+            return SnapshotSource(self.snapshot)
+        from gpuctl.cluster.live import LiveSource
+
+        return LiveSource(self.connection())
+
+    def live(self) -> LiveSource:
+        """The cluster (a write, or a command that only makes sense live)."""
+        from gpuctl.cli.errors import UsageError
+        from gpuctl.cluster.live import LiveSource
+
+        if self.snapshot:
+            raise UsageError("this command changes or follows a live cluster: drop --snapshot (or GPUCTL_SNAPSHOT)")
+        return LiveSource(self.connection())
+
+    def resolved_namespace(self, source: Source | None = None) -> str:
+        """``-n``, else the kubeconfig context's namespace (a live source), else ``default``."""
+        if self.namespace:
+            return self.namespace
+        if not self.snapshot:
+            from gpuctl.cluster.live import LiveSource
+
+            live = source if isinstance(source, LiveSource) else LiveSource(self.connection())
+            ns = live.default_namespace()
+            if ns:
+                return ns
+        return "default"
+
+    def scope(self, source: Source | None = None) -> str | None:
+        """The namespace a list reads: None for ``-A``."""
+        from gpuctl.cli.errors import UsageError
+
+        if self.all_namespaces:
+            if self.namespace:
+                raise UsageError("-n and -A are exclusive: pick one")
+            return None
+        return self.resolved_namespace(source)
+
+
+CONNECTION = (
+    ("snapshot", SnapshotOption, None),
+    ("kubeconfig", KubeconfigOption, None),
+    ("context", ContextOption, None),
+    ("cluster", ClusterOption, None),
+    ("user", UserOption, None),
+    ("server", ServerOption, None),
+    ("token", TokenOption, None),
+    ("as_user", AsOption, None),
+    ("as_groups", AsGroupOption, None),
+    ("request_timeout", TimeoutOption, None),
+)
+NAMESPACED = (("namespace", NamespaceOption, None), ("all_namespaces", AllNamespacesOption, False))
+NAMESPACE_ONLY = (("namespace", NamespaceOption, None),)
+SELECTORS = (("selector", SelectorOption, None), ("field_selector", FieldSelectorOption, None))
+GLOBAL = (*CONNECTION, ("namespace", NamespaceOption, None))
+"""What ``gpuctl`` takes before the subcommand (kubectl's global flags)."""
+
+
+_ROOT: dict[str, Any] = {}
+"""The flags given before the subcommand in this invocation (set by the root callback, which runs every time)."""
+
+
+def _root_values() -> dict[str, Any]:
+    return _ROOT
+
+
+def _with_parameters(fn: Callable[..., Any], drop: str, added: tuple[tuple[str, Any, Any], ...]) -> inspect.Signature:
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.name != drop]
+    clash = {p.name for p in params} & {name for name, _, _ in added}
+    if clash:
+        raise TypeError(f"{fn.__name__}: parameters {sorted(clash)} clash with the shared options")
+    params += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, annotation, default in added
+    ]
+    return sig.replace(parameters=params)
+
+
+def _install(wrapper: Callable[..., Any], sig: inspect.Signature) -> None:
+    wrapper.__signature__ = sig  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
+
+
+def source_options(*, namespaced: bool = False, namespace: bool = False, selectors: bool = False) -> Callable[[F], F]:
+    """Give a command kubectl's connection flags (and ``-n``/``-A``, ``-l``/``--field-selector``) as one ``source``
+    argument; a flag given before the subcommand applies when the subcommand does not repeat it."""
+    added = (
+        CONNECTION
+        + (NAMESPACED if namespaced else NAMESPACE_ONLY if namespace else ())
+        + (SELECTORS if selectors else ())
+    )
+    names = [n for n, _, _ in added]
+
+    def decorate(fn: F) -> F:
+        sig = _with_parameters(fn, "source", added)
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> Any:
+            root = _root_values()
+            values = {}
+            for name in names:
+                given = kwargs.pop(name, None)
+                values[name] = given if given not in (None, False, []) else root.get(name, given)
+            values["as_groups"] = tuple(values.get("as_groups") or ())
+            return fn(source=SourceSpec(**values), **kwargs)
+
+        _install(wrapper, sig)
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def output_options(*, sort: bool = True, labels: bool = False, default: str = "table") -> Callable[[F], F]:
+    """Give a command ``-o`` (and ``--sort-by``, ``--no-headers``, ``--show-labels``) as one ``output`` argument."""
+    added: tuple[tuple[str, Any, Any], ...] = (
+        ("output_format", OutputOption, default),
+        ("no_headers", NoHeadersOption, False),
+    )
+    if sort:
+        added += (("sort_by", SortByOption, None),)
+    if labels:
+        added += (("show_labels", ShowLabelsOption, False),)
+
+    def decorate(fn: F) -> F:
+        sig = _with_parameters(fn, "output", added)
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> Any:
+            from gpuctl.cli.render import parse_output
+
+            spec = parse_output(
+                kwargs.pop("output_format"),
+                no_headers=kwargs.pop("no_headers", False),
+                sort_by=kwargs.pop("sort_by", None),
+                show_labels=kwargs.pop("show_labels", False),
+            )
+            return fn(output=spec, **kwargs)
+
+        _install(wrapper, sig)
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def global_options(fn: F) -> F:
+    """The root callback's flags: stored for the subcommands (which may repeat them)."""
+    sig = _with_parameters(fn, "", GLOBAL)
+    names = [n for n, _, _ in GLOBAL]
+
+    @functools.wraps(fn)
+    def wrapper(ctx: typer.Context, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name, None) for name in names}
+        _ROOT.clear()
+        _ROOT.update({k: v for k, v in values.items() if v not in (None, [], ())})
+        return fn(ctx, **kwargs)
+
+    _install(wrapper, sig)
+    return wrapper  # type: ignore[return-value]
+
+
+def with_namespace(spec: SourceSpec, namespace: str) -> SourceSpec:
+    return replace(spec, namespace=namespace)

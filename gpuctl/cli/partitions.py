@@ -5,18 +5,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import render
-from gpuctl.cli.errors import UsageError, user_errors
-from gpuctl.cli.options import (
-    ContextOption,
-    KubeconfigOption,
-    NoHeadersOption,
-    OutputOption,
-    SelectorOption,
-    SnapshotOption,
-    TimeoutOption,
-    open_source,
-)
-from gpuctl.cli.render import Column, Output
+from gpuctl.cli.completion import complete_instancetypes
+from gpuctl.cli.errors import UsageError
+from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.render import Column, OutputSpec
 
 if TYPE_CHECKING:
     from gpuctl.core.ledger import Card, NodeDevices
@@ -97,21 +89,20 @@ def _placements(source: Any, pool: list["NodeDevices"]) -> dict[tuple[str, str],
     return out
 
 
-@user_errors
 def partitions_command(
     names: Annotated[
         list[str] | None,
-        typer.Argument(help="InstanceType names (all partitioned pools when none given).", show_default=False),
+        typer.Argument(
+            help="InstanceType names (all partitioned pools when none given).",
+            show_default=False,
+            autocompletion=complete_instancetypes,
+        ),
     ] = None,
-    output: OutputOption = Output.TABLE,
-    no_headers: NoHeadersOption = False,
-    selector: SelectorOption = None,
     by_node: Annotated[bool, typer.Option("--by-node", help="Per node.")] = False,
     by_card: Annotated[bool, typer.Option("--by-card", help="Per card, with each card's carved instances.")] = False,
-    snapshot: SnapshotOption = None,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """Per partition profile: offered (capability), allocated and remaining — "offered but full" stays distinct from
     "not offered"."""
@@ -121,12 +112,11 @@ def partitions_command(
 
     if by_node and by_card:
         raise UsageError("--by-node and --by-card are exclusive: pick one")
-    source = open_source(snapshot, kubeconfig, context, request_timeout)
+    opened = source.open()
     with bulk_allocation():
-        types = [t for t in read.instancetypes(source, names or [], label_selector=selector) if t.acceleratable]
-        devices = read.devices(source) if types else []
-    data: list[dict[str, Any]] = []
-    rows: list[list[str]] = []
+        types = [t for t in read.instancetypes(opened, names or [], label_selector=source.selector) if t.acceleratable]
+        devices = read.devices(opened) if types else []
+    items: list[dict[str, Any]] = []
     for t in types:
         pool = pool_devices(devices, t)
         mfr = t.manufacturer or t.accelerator_group.split("-", 1)[0]
@@ -134,47 +124,26 @@ def partitions_command(
         if not cards and names is None:
             continue
         if by_card:
-            placements = _placements(source, pool)
-            entries = []
+            placements = _placements(opened, pool)
             for node, c in cards:
-                entry: dict[str, Any] = {
-                    "node": node,
-                    "card": c.id,
-                    "index": c.index,
-                    "mode": c.mode.name.lower(),
-                    "allocatedProfiles": [{"name": n, "count": k} for n, k in c.allocated_profiles.items() if k],
-                    "remainingProfiles": [
-                        {"name": p.published, "count": c.profile_remaining(p.published)} for p in c.profiles
-                    ],
-                    "placements": placements.get((node, c.id), []),
-                }
-                entries.append(entry)
-                carved = ",".join(f"{p['name']}:{p['count']}" for p in entry["allocatedProfiles"]) or "-"
-                remaining = (
-                    ",".join(f"{p['name']}:{p['count']}" for p in entry["remainingProfiles"] if p["count"]) or "full"
+                items.append(
+                    {
+                        "instanceType": t.name,
+                        "node": node,
+                        "card": c.id,
+                        "index": c.index,
+                        "mode": c.mode.name.lower(),
+                        "allocatedProfiles": [{"name": n, "count": k} for n, k in c.allocated_profiles.items() if k],
+                        "remainingProfiles": [
+                            {"name": p.published, "count": c.profile_remaining(p.published)} for p in c.profiles
+                        ],
+                        "placements": placements.get((node, c.id), []),
+                    }
                 )
-                rows.append(
-                    [
-                        t.name,
-                        node,
-                        c.id,
-                        str(c.index),
-                        entry["mode"],
-                        carved,
-                        remaining,
-                        "; ".join(entry["placements"]) or "-",
-                    ]
-                )
-            data.append({"name": t.name, "cards": entries})
         elif by_node:
-            per_node: list[dict[str, Any]] = []
             for n in pool:
                 for r in profile_rows(_cards([n], t.accelerator_group), mfr):
-                    per_node.append({"node": n.node, **r})
-                    rows.append(
-                        [t.name, n.node, r["profile"], str(r["offered"]), str(r["allocated"]), str(r["remaining"])]
-                    )
-            data.append({"name": t.name, "nodes": per_node})
+                    items.append({"instanceType": t.name, "node": n.node, **r})
         else:
             profiles = profile_rows(cards, mfr)
             offered_names = {p.name for p in t.offered_profiles}
@@ -193,24 +162,58 @@ def partitions_command(
             for r in profiles:
                 if r["offered"] == 0 and r["profile"] in offered_names:
                     r["state"] = "offered but full"
-                rows.append(
-                    [
-                        t.name,
-                        r["profile"],
-                        f"{r['memoryMib']}Mi" if r["memoryMib"] else "-",
-                        str(r["offered"]),
-                        str(r["allocated"]),
-                        str(r["remaining"]),
-                        r["state"],
-                    ]
-                )
-            data.append({"name": t.name, "profiles": profiles})
-    if output is Output.JSON:
-        render.print_json({"items": data})
-    elif output is Output.YAML:
-        render.print_yaml({"items": data})
-    elif output is Output.NAME:
-        render.print_names("instancetype", [d["name"] for d in data])
+                items.append({"instanceType": t.name, **r})
+    if by_card:
+        listing = render.Listing(
+            "CardPartitions", items, CARD_COLUMNS, _card_row, lambda i: f"card/{i['node']}/{i['card']}"
+        )
+    elif by_node:
+        listing = render.Listing(
+            "NodePartitions",
+            items,
+            NODE_COLUMNS,
+            lambda i: [
+                i["instanceType"],
+                i["node"],
+                i["profile"],
+                str(i["offered"]),
+                str(i["allocated"]),
+                str(i["remaining"]),
+            ],
+            lambda i: f"node/{i['node']}",
+        )
     else:
-        columns = CARD_COLUMNS if by_card else NODE_COLUMNS if by_node else POOL_COLUMNS
-        render.print_table(columns, rows, wide=output is Output.WIDE, no_headers=no_headers)
+        listing = render.Listing(
+            "ProfileAvailability",
+            items,
+            POOL_COLUMNS,
+            lambda i: [
+                i["instanceType"],
+                i["profile"],
+                f"{i['memoryMib']}Mi" if i["memoryMib"] else "-",
+                str(i["offered"]),
+                str(i["allocated"]),
+                str(i["remaining"]),
+                i["state"],
+            ],
+            lambda i: f"instancetype/{i['instanceType']}",
+        )
+    render.emit(listing, output)
+
+
+def _card_row(i: dict[str, Any]) -> list[str]:
+    carved = ",".join(f"{p['name']}:{p['count']}" for p in i["allocatedProfiles"]) or "-"
+    remaining = ",".join(f"{p['name']}:{p['count']}" for p in i["remainingProfiles"] if p["count"]) or "full"
+    return [
+        i["instanceType"],
+        i["node"],
+        i["card"],
+        str(i["index"]),
+        i["mode"],
+        carved,
+        remaining,
+        "; ".join(i["placements"]) or "-",
+    ]
+
+
+partitions_command = source_options(selectors=True)(output_options()(partitions_command))

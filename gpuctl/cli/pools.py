@@ -5,16 +5,22 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli.errors import EXIT_RUNTIME, user_errors
-from gpuctl.cli.options import ContextOption, KubeconfigOption, OutputOption, TimeoutOption
-from gpuctl.cli.render import Output
-from gpuctl.cli.writes import DryRunOption, dry_run_mode, live_source, report
+from gpuctl.cli.completion import complete_instancetypes
+from gpuctl.cli.errors import RuntimeFailure
+from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.render import OutputSpec
+from gpuctl.cli.writes import DryRunOption, dry_run_mode, report
 
 if TYPE_CHECKING:
     from gpuctl.cluster.live import LiveSource
 
 NameArgument = Annotated[
-    str, typer.Argument(metavar="INSTANCETYPE", help="The pool's InstanceType (its ClusterQueue has the same name).")
+    str,
+    typer.Argument(
+        metavar="INSTANCETYPE",
+        help="The pool's InstanceType (its ClusterQueue has the same name).",
+        autocompletion=complete_instancetypes,
+    ),
 ]
 
 
@@ -46,8 +52,8 @@ def pool_phase(source: "LiveSource", name: str) -> tuple[str, str, int, int]:
     return instancetype_phase(policy, reserving > 0).value, policy, reserving, len(running)
 
 
-def _say_phase(source: "LiveSource", name: str, output: Output) -> None:
-    if output is not Output.TABLE and output is not Output.WIDE:
+def _say_phase(source: "LiveSource", name: str, output: OutputSpec) -> None:
+    if not output.tabular:
         return
     phase, policy, reserving, running = pool_phase(source, name)
     typer.echo(
@@ -55,14 +61,14 @@ def _say_phase(source: "LiveSource", name: str, output: Output) -> None:
     )
 
 
-@user_errors
+@source_options()
+@output_options(sort=False)
 def hold_command(
     name: NameArgument,
     dry_run: DryRunOption = "none",
-    output: OutputOption = Output.TABLE,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """Block admission to a pool; running workloads keep running (InstanceType spec.inactive=true → queue Hold)."""
     from gpuctl.cluster import kinds
@@ -70,20 +76,20 @@ def hold_command(
     from gpuctl.core.lifecycle import plan_hold
 
     mode = dry_run_mode(dry_run)
-    source = live_source(kubeconfig, context, request_timeout)
-    _instancetype(source, name)
-    report([apply_plan(source, kinds.INSTANCETYPE, name, None, plan_hold, mode)], output)
-    _say_phase(source, name, output)
+    live = source.live()
+    _instancetype(live, name)
+    report([apply_plan(live, kinds.INSTANCETYPE, name, None, plan_hold, mode)], output)
+    _say_phase(live, name, output)
 
 
-@user_errors
+@source_options()
+@output_options(sort=False)
 def resume_command(
     name: NameArgument,
     dry_run: DryRunOption = "none",
-    output: OutputOption = Output.TABLE,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """Return a pool to service: its ClusterQueue back to stopPolicy None, then InstanceType inactive=false.
 
@@ -94,17 +100,18 @@ def resume_command(
     from gpuctl.core.lifecycle import plan_activate, plan_resume
 
     mode = dry_run_mode(dry_run)
-    source = live_source(kubeconfig, context, request_timeout)
-    it = _instancetype(source, name)
-    queue = apply_plan(source, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_resume(it, cq)[0], mode)
+    live = source.live()
+    it = _instancetype(live, name)
+    queue = apply_plan(live, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_resume(it, cq)[0], mode)
     outcomes = [queue]
     if not queue.failed:
-        outcomes.append(apply_plan(source, kinds.INSTANCETYPE, name, None, plan_activate, mode))
+        outcomes.append(apply_plan(live, kinds.INSTANCETYPE, name, None, plan_activate, mode))
     report(outcomes, output)
-    _say_phase(source, name, output)
+    _say_phase(live, name, output)
 
 
-@user_errors
+@source_options()
+@output_options(sort=False)
 def drain_command(
     name: NameArgument,
     wait: Annotated[
@@ -112,10 +119,9 @@ def drain_command(
     ] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait with --wait.", min=1)] = 600,
     dry_run: DryRunOption = "none",
-    output: OutputOption = Output.TABLE,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts admitted workloads and admits none;
     the operator stops the type's instances. The pool reads Draining, then Inactive."""
@@ -124,48 +130,46 @@ def drain_command(
     from gpuctl.core.lifecycle import plan_drain
 
     mode = dry_run_mode(dry_run)
-    source = live_source(kubeconfig, context, request_timeout)
-    it = _instancetype(source, name)
-    report([apply_plan(source, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_drain(it, cq), mode)], output)
+    live = source.live()
+    it = _instancetype(live, name)
+    report([apply_plan(live, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_drain(it, cq), mode)], output)
     if wait and mode is DryRun.NONE:
-        _wait_drained(source, name, timeout)
-    _say_phase(source, name, output)
+        _wait_drained(live, name, timeout)
+    _say_phase(live, name, output)
 
 
 def _wait_drained(source: "LiveSource", name: str, timeout: float) -> None:
+    """Follow a drain until nothing of the pool is reserved or running: a bar on a terminal, one line per change
+    otherwise (a log or a CI job reads those)."""
     import sys
-
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     _, _, reserving0, running0 = pool_phase(source, name)
     total = max(reserving0 + running0, 1)
     deadline = time.monotonic() + timeout
-    with Progress(
-        TextColumn("draining {task.fields[pool]}"),
-        BarColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-        console=Console(file=sys.stderr),
-        transient=True,
-    ) as progress:
-        task = progress.add_task("drain", total=total, pool=name, detail="")
-        while True:
-            phase, _, reserving, running = pool_phase(source, name)
-            done = total - min(total, reserving + running)
-            progress.update(
-                task,
-                completed=done,
-                detail=f"{reserving} workload(s) still reserved, {running} instance(s) not stopped",
+    started = time.monotonic()
+    last = None
+    terminal = sys.stderr.isatty()
+    while True:
+        phase, _, reserving, running = pool_phase(source, name)
+        detail = f"{reserving} workload(s) still reserved, {running} instance(s) not stopped"
+        done = total - min(total, reserving + running)
+        if terminal:
+            width = 30
+            filled = width * done // total
+            sys.stderr.write(
+                f"\rdraining {name} [{'#' * filled}{'.' * (width - filled)}] {detail} ({time.monotonic() - started:.0f}s)\x1b[K"
             )
-            if reserving == 0 and running == 0:
-                return
-            if time.monotonic() > deadline:
-                progress.stop()
-                from gpuctl.cli import render
-
-                render.error(
-                    f"instancetype/{name} not drained after {timeout:g}s: {reserving} workload(s) still reserved, {running} instance(s) not stopped (phase {phase})"
-                )
-                raise typer.Exit(EXIT_RUNTIME)
-            time.sleep(1)
+            sys.stderr.flush()
+        elif (reserving, running, phase) != last:
+            sys.stderr.write(f"{time.strftime('%H:%M:%S')} instancetype/{name} {phase}: {detail}\n")
+            sys.stderr.flush()
+        last = (reserving, running, phase)
+        if reserving == 0 and running == 0:
+            if terminal:
+                sys.stderr.write("\n")
+            return
+        if time.monotonic() > deadline:
+            if terminal:
+                sys.stderr.write("\n")
+            raise RuntimeFailure(f"instancetype/{name} not drained after {timeout:g}s: {detail} (phase {phase})")
+        time.sleep(1)

@@ -4,8 +4,8 @@ from typing import Annotated
 
 import typer
 
-from gpuctl.cli.errors import UsageError, user_errors
-from gpuctl.cli.options import ContextOption, KubeconfigOption, SnapshotOption, TimeoutOption, open_source
+from gpuctl.cli.errors import UsageError
+from gpuctl.cli.options import SourceSpec, source_options
 
 rbac_app = typer.Typer(
     help="Generate the least-privilege roles of gpuctl's users from the cluster's pools.",
@@ -15,7 +15,7 @@ rbac_app = typer.Typer(
 
 
 @rbac_app.command("admin")
-@user_errors
+@source_options()
 def admin_command(
     dry_run_namespace: Annotated[
         list[str] | None,
@@ -25,36 +25,35 @@ def admin_command(
             show_default=False,
         ),
     ] = None,
-    user: Annotated[list[str] | None, typer.Option("--user", help="A user to bind (repeatable).")] = None,
-    group: Annotated[list[str] | None, typer.Option("--group", help="A group to bind (repeatable).")] = None,
+    bind_user: Annotated[list[str] | None, typer.Option("--bind-user", help="A user to bind (repeatable).")] = None,
+    bind_group: Annotated[list[str] | None, typer.Option("--bind-group", help="A group to bind (repeatable).")] = None,
     pool: Annotated[
         list[str] | None,
         typer.Option(
             "--pool", help="Only these pools' ClusterQueues (default: every InstanceType's).", show_default=False
         ),
     ] = None,
-    snapshot: SnapshotOption = None,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
 ) -> None:
     """Print gpuctl-view, gpuctl-admin (ClusterQueue patches limited to the pools' queues by resourceNames) and
     gpuctl-dry-run (Pod and Workload creates, bound per namespace), with bindings for the given users and groups.
 
-    Regenerate it when pools come and go: `gpuctl rbac admin --group gpu-admins --dry-run-namespace team-a | kubectl apply -f -`
+    Regenerate it when pools come and go:
+    `gpuctl rbac admin --bind-group gpu-admins --dry-run-namespace team-a | kubectl apply -f -`
     """
     import yaml
 
     from gpuctl.cluster import read
     from gpuctl.operator.manifests import cli_roles, dry_run_bindings
 
-    subjects = [{"kind": "User", "name": u, "apiGroup": "rbac.authorization.k8s.io"} for u in user or []]
-    subjects += [{"kind": "Group", "name": g, "apiGroup": "rbac.authorization.k8s.io"} for g in group or []]
+    subjects = [{"kind": "User", "name": u, "apiGroup": "rbac.authorization.k8s.io"} for u in bind_user or []]
+    subjects += [{"kind": "Group", "name": g, "apiGroup": "rbac.authorization.k8s.io"} for g in bind_group or []]
     if dry_run_namespace and not subjects:
-        raise UsageError("--dry-run-namespace binds gpuctl-dry-run: name who with --user or --group")
+        raise UsageError("--dry-run-namespace binds gpuctl-dry-run: name who with --bind-user or --bind-group")
     pools = list(pool or [])
     if not pools:
-        pools = [t.name for t in read.instancetypes(open_source(snapshot, kubeconfig, context, request_timeout))]
+        pools = [t.name for t in read.instancetypes(source.open())]
     docs = cli_roles(pools)
     if subjects:
         for role in ("gpuctl-view", "gpuctl-admin"):

@@ -1,21 +1,22 @@
-"""The cluster half of ``gpuctl version --cluster``."""
+"""The cluster half of ``gpuctl version --show-cluster``."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from gpuctl.cli.errors import user_errors
+if TYPE_CHECKING:
+    from gpuctl.cli.options import SourceSpec
 
 OPERATOR_NAMESPACE = "gpuctl-system"
 OPERATOR_DEPLOYMENT = "gpuctl-operator"
 
 
-@user_errors
-def print_cluster_versions(kubeconfig: str | None, context: str | None) -> None:
+def print_cluster_versions(spec: SourceSpec) -> None:
     from gpuctl.cluster.kinds import Kind
-    from gpuctl.cluster.live import Connection, LiveSource
 
-    source = LiveSource(Connection(kubeconfig, context))
+    source = spec.live()
     typer.echo(f"server {source.server_version()}")
     deployment = source.get(
         Kind("Deployment", "apps", "v1", "deployments", True), OPERATOR_DEPLOYMENT, OPERATOR_NAMESPACE

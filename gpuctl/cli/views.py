@@ -8,18 +8,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import render
-from gpuctl.cli.errors import UsageError, user_errors
-from gpuctl.cli.options import (
-    ContextOption,
-    KubeconfigOption,
-    NoHeadersOption,
-    OutputOption,
-    SelectorOption,
-    SnapshotOption,
-    TimeoutOption,
-    open_source,
-)
-from gpuctl.cli.render import Column, Output
+from gpuctl.cli.completion import complete_instancetypes
+from gpuctl.cli.errors import UsageError
+from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.render import Column, OutputSpec
 
 if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
@@ -226,99 +218,105 @@ def _free_cell(card: dict[str, Any]) -> str:
     return f"{pct}%"
 
 
-def _render_breakdown(items: list[dict[str, Any]], by: str, output: Output, no_headers: bool) -> None:
+def _breakdown(items: list[dict[str, Any]], by: str) -> render.Listing:
     if by == "node":
-        data = [{"name": it["name"], "nodes": node_breakdown(it)} for it in items]
-    else:
-        data = [{"name": it["name"], "cards": card_breakdown(it)} for it in items]
-    if output is Output.JSON:
-        render.print_json({"items": data})
-        return
-    if output is Output.YAML:
-        render.print_yaml({"items": data})
-        return
-    if output is Output.NAME:
-        render.print_names("instancetype", [d["name"] for d in data])
-        return
-    rows: list[list[str]] = []
-    for d in data:
-        if by == "node":
-            for n in d["nodes"]:
-                rows.append(
-                    [
-                        d["name"],
-                        n["node"],
-                        str(n["cards"]),
-                        *(_cell(n[k]) for k in VIEW_KEYS[:4]),
-                        _profiles_cell(n["acceleratorPartitioned"]["remainingProfiles"]),
-                        _fit_cell(n["fitLabels"]),
-                    ]
-                )
-        else:
-            for c in d["cards"]:
-                slots = f"{c['slots']['used']}/{c['slots']['total']}" if c["slots"]["total"] else "-"
-                rows.append(
-                    [
-                        d["name"],
-                        c["node"],
-                        c["card"],
-                        str(c["index"]),
-                        c["family"],
-                        c["mode"],
-                        _free_cell(c),
-                        slots,
-                        _profiles_cell(c["remainingProfiles"]),
-                    ]
-                )
-    render.print_table(
-        NODE_COLUMNS if by == "node" else CARD_COLUMNS, rows, wide=output is Output.WIDE, no_headers=no_headers
+        node_items = [{"instanceType": it["name"], **n} for it in items for n in node_breakdown(it)]
+        return render.Listing(
+            "NodeView",
+            node_items,
+            NODE_COLUMNS,
+            lambda n: [
+                n["instanceType"],
+                n["node"],
+                str(n["cards"]),
+                *(_cell(n[k]) for k in VIEW_KEYS[:4]),
+                _profiles_cell(n["acceleratorPartitioned"]["remainingProfiles"]),
+                _fit_cell(n["fitLabels"]),
+            ],
+            lambda n: f"node/{n['node']}",
+        )
+    card_items = [{"instanceType": it["name"], **c} for it in items for c in card_breakdown(it)]
+    return render.Listing(
+        "CardView",
+        card_items,
+        CARD_COLUMNS,
+        lambda c: [
+            c["instanceType"],
+            c["node"],
+            c["card"],
+            str(c["index"]),
+            c["family"],
+            c["mode"],
+            _free_cell(c),
+            f"{c['slots']['used']}/{c['slots']['total']}" if c["slots"]["total"] else "-",
+            _profiles_cell(c["remainingProfiles"]),
+        ],
+        lambda c: f"card/{c['node']}/{c['card']}",
+    )
+
+
+def listing(items: list[dict[str, Any]], published: bool) -> render.Listing:
+    """The views as every output format shows them."""
+    labels = {it["name"]: dict(it["_type"].labels) for it in items}
+    public_items = []
+    for it in items:
+        d = public(it)
+        if published:
+            d["differences"] = differences(it)
+        public_items.append(d)
+    rows = {r[0]: r for r in table_rows(items, published)}
+    return render.Listing(
+        "InstanceTypeView",
+        public_items,
+        COLUMNS + ((PUBLISHED_COLUMN,) if published else ()),
+        lambda d: rows[d["name"]],
+        lambda d: f"instancetype/{d['name']}",
+        lambda d: labels.get(d["name"], {}),
     )
 
 
 # ----------------------------------------------------------------------------------------------- the command
 
 
-def _render(items: list[dict[str, Any]], output: Output, no_headers: bool, published: bool) -> None:
-    if output is Output.JSON or output is Output.YAML:
-        data = []
-        for it in items:
-            d = public(it)
-            if published:
-                d["differences"] = differences(it)
-            data.append(d)
-        (render.print_json if output is Output.JSON else render.print_yaml)({"items": data})
-    elif output is Output.NAME:
-        render.print_names("instancetype", [it["name"] for it in items])
-    else:
-        columns = COLUMNS + ((PUBLISHED_COLUMN,) if published else ())
-        render.print_table(columns, table_rows(items, published), wide=output is Output.WIDE, no_headers=no_headers)
+def watch(render_once: Callable[[], str], interval: float, *, retry_limit: float = 60.0) -> None:
+    """Redraw under a header with the time whenever the text changes, until interrupted. A failed read is retried
+    with backoff (up to ``retry_limit`` seconds apart) and said so, keeping the last good answer on screen."""
+    from gpuctl.cluster.errors import SourceError
 
-
-def watch(render_once: Callable[[], str], interval: float) -> None:
-    """Redraw whenever the rendered text changes, until interrupted."""
     last = None
+    delay = interval
+    failing = ""
+    terminal = sys.stdout.isatty()
     try:
         while True:
-            text = render_once()
-            if text != last:
-                if sys.stdout.isatty():
-                    sys.stdout.write("\x1b[H\x1b[2J")
-                sys.stdout.write(text)
+            stamp = time.strftime("%H:%M:%S")
+            try:
+                text = render_once()
+                delay, failing = interval, ""
+            except SourceError as exc:
+                failing = f"{stamp} read failed, retrying in {delay:.0f}s: {exc}"
+                text = last or ""
+                delay = min(delay * 2, retry_limit)
+            header = f"Every {interval:g}s: gpuctl views    {stamp}" + (f"\n{failing}" if failing else "")
+            if terminal:
+                sys.stdout.write("\x1b[H\x1b[2J" + header + "\n\n" + text)
                 sys.stdout.flush()
-                last = text
-            time.sleep(interval)
+            elif text != last or failing:
+                sys.stdout.write((failing + "\n" if failing else "") + (text if text != last else ""))
+                sys.stdout.flush()
+            last = text
+            time.sleep(delay)
     except KeyboardInterrupt:
         return
 
 
-@user_errors
 def views_command(
     names: Annotated[
-        list[str] | None, typer.Argument(help="InstanceType names (all when none given).", show_default=False)
+        list[str] | None,
+        typer.Argument(
+            help="InstanceType names (all when none given).", show_default=False, autocompletion=complete_instancetypes
+        ),
     ] = None,
-    output: OutputOption = Output.TABLE,
-    no_headers: NoHeadersOption = False,
-    selector: SelectorOption = None,
     published: Annotated[
         bool, typer.Option("--published", help="Compare with what each InstanceType's status publishes.")
     ] = False,
@@ -328,10 +326,9 @@ def views_command(
     ] = False,
     watch_flag: Annotated[bool, typer.Option("--watch", "-w", help="Redraw on change (live cluster only).")] = False,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between reads with --watch.", min=0.2)] = 2.0,
-    snapshot: SnapshotOption = None,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """Show what each pool can still give: EX/SH/SL/PT as onceMaxRequest/remaining, from the Devices ledger.
 
@@ -340,21 +337,21 @@ def views_command(
     """
     if by_node and by_card:
         raise UsageError("--by-node and --by-card are exclusive: pick one")
-    if watch_flag and snapshot:
+    if watch_flag and source.snapshot:
         raise UsageError("--watch needs a live cluster: a snapshot does not change")
-    source = open_source(snapshot, kubeconfig, context, request_timeout)
+    opened = source.open()
 
     def once() -> list[dict[str, Any]]:
         from gpuctl.cluster.bulk import bulk_allocation
 
         with bulk_allocation():
-            return compute_items(source, names or [], selector)
+            return compute_items(opened, names or [], source.selector)
 
     def show(items: list[dict[str, Any]]) -> None:
         if by_node or by_card:
-            _render_breakdown(items, "node" if by_node else "card", output, no_headers)
+            render.emit(_breakdown(items, "node" if by_node else "card"), output)
         else:
-            _render(items, output, no_headers, published)
+            render.emit(listing(items, published), output)
 
     if watch_flag:
         import contextlib
@@ -369,3 +366,6 @@ def views_command(
         watch(text, interval)
         return
     show(once())
+
+
+views_command = source_options(selectors=True)(output_options(labels=True)(views_command))

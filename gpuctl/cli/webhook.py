@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import render
-from gpuctl.cli.errors import EXIT_NO, UsageError, user_errors
-from gpuctl.cli.options import ContextOption, KubeconfigOption, OutputOption, SnapshotOption, TimeoutOption, open_source
-from gpuctl.cli.render import Output
+from gpuctl.cli.errors import AnswerNo, UsageError
+from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.render import OutputSpec
 
 if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
@@ -167,7 +167,7 @@ def _server_dry_run(source: Any, kind: WebhookKind, obj: dict[str, Any]) -> dict
     from gpuctl.core.admission import json_patch
 
     if not isinstance(source, LiveSource):
-        raise UsageError("--server needs a live cluster, not a snapshot")
+        raise UsageError("--server-side needs a live cluster, not a snapshot")
     k = {"pod": kinds.POD, "workload": kinds.WORKLOAD, "instancetype": kinds.INSTANCETYPE, "instance": kinds.INSTANCE}[
         kind.value
     ]
@@ -247,7 +247,8 @@ def compare(local: dict[str, Any], server: dict[str, Any]) -> list[str]:
 
 
 @webhook_app.command("dry-run")
-@user_errors
+@source_options()
+@output_options(sort=False)
 def dry_run_command(
     kind: Annotated[WebhookKind, typer.Argument(help="The kind of object.")],
     filename: Annotated[str, typer.Option("--filename", "-f", help="The manifest (YAML or JSON); - reads stdin.")],
@@ -257,18 +258,16 @@ def dry_run_command(
     operation: Annotated[
         Operation, typer.Option("--operation", help="The admission operation.", case_sensitive=False)
     ] = Operation.CREATE,
-    server: Annotated[
-        bool, typer.Option("--server", help="Send a server-side dry-run create: the deployed webhooks answer.")
+    server_side: Annotated[
+        bool, typer.Option("--server-side", help="Send a server-side dry-run create: the deployed webhooks answer.")
     ] = False,
     compare_flag: Annotated[
-        bool, typer.Option("--compare", help="With --server: do the deployed webhooks and this version agree?")
+        bool, typer.Option("--compare", help="With --server-side: do the deployed webhooks and this version agree?")
     ] = False,
     show_object: Annotated[bool, typer.Option("--show-object", help="Print the mutated object too.")] = False,
-    output: OutputOption = Output.TABLE,
-    snapshot: SnapshotOption = None,
-    kubeconfig: KubeconfigOption = None,
-    context: ContextOption = None,
-    request_timeout: TimeoutOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
     """What the webhooks do to a manifest: verdict, message, RFC 6902 patch (exit 3 when denied).
 
@@ -283,16 +282,16 @@ def dry_run_command(
         raise UsageError("--operation UPDATE needs --old FILE (the stored object)")
     if old is not None and operation is not Operation.UPDATE:
         raise UsageError("--old goes with --operation UPDATE")
-    if compare_flag and not server:
-        raise UsageError("--compare goes with --server")
-    if server and operation is Operation.UPDATE:
-        raise UsageError("--server sends a dry-run create: it cannot replay an UPDATE")
+    if compare_flag and not server_side:
+        raise UsageError("--compare goes with --server-side")
+    if server_side and operation is Operation.UPDATE:
+        raise UsageError("--server-side sends a dry-run create: it cannot replay an UPDATE")
     obj = read_manifest(filename, kind)
     old_obj = read_manifest(old, kind) if old else None
-    source = open_source(snapshot, kubeconfig, context, request_timeout)
+    opened = source.live() if server_side else source.open()
     local: dict[str, Any] | None = None
-    if not server or compare_flag:
-        ctx = webhook_context(source, kind, obj)
+    if not server_side or compare_flag:
+        ctx = webhook_context(opened, kind, obj)
         admission = review(Kind(kind.value), operation.value, obj, old_obj, ctx)
         local = _result(
             admission.allowed,
@@ -303,30 +302,30 @@ def dry_run_command(
         )
     result = local
     disagreements: list[str] = []
-    if server:
-        result = _server_dry_run(source, kind, obj)
+    if server_side:
+        result = _server_dry_run(opened, kind, obj)
         if compare_flag and local is not None:
             disagreements = compare(local, result)
             result = {**result, "agrees": not disagreements, "differences": disagreements}
     assert result is not None
-    if output is Output.JSON:
-        render.print_json(result)
-    elif output is Output.YAML:
-        render.print_yaml(result)
-    else:
-        _print_human(kind, obj, result, show_object, compare_flag)
+    meta = obj.get("metadata") or {}
+    render.emit_object(
+        result,
+        output,
+        lambda: _human(kind, obj, result, show_object, compare_flag),
+        name=f"{kind.value}/{meta.get('name')}",
+    )
     if not result["allowed"] or disagreements:
-        raise typer.Exit(EXIT_NO)
+        raise AnswerNo("")
 
 
-def _print_human(
-    kind: WebhookKind, obj: dict[str, Any], result: dict[str, Any], show_object: bool, compared: bool
-) -> None:
+def _human(kind: WebhookKind, obj: dict[str, Any], result: dict[str, Any], show_object: bool, compared: bool) -> str:
+    import io
     import json
 
     meta = obj.get("metadata") or {}
     name = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
-    out = sys.stdout
+    out = io.StringIO()
     if not result["allowed"]:
         out.write(f"{kind.value} {name}: denied\n  {result['message']}\n")
     else:
@@ -348,4 +347,5 @@ def _print_human(
         for d in result.get("differences") or []:
             out.write(f"  - {d}\n")
     if show_object and result.get("object") is not None:
-        render.print_yaml(result["object"])
+        render.print_yaml(result["object"], stream=out)
+    return out.getvalue()

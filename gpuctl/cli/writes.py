@@ -1,4 +1,4 @@
-"""What every write command shares: ``--dry-run``, ``--yes``, the live source, and the per-object report."""
+"""What every write command shares: ``--dry-run``, ``--yes``, the per-object report."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import render
-from gpuctl.cli.errors import EXIT_RUNTIME, UsageError
-from gpuctl.cli.render import Column, Output
+from gpuctl.cli.errors import RuntimeFailure, UsageError
+from gpuctl.cli.render import Column, OutputSpec
 
 if TYPE_CHECKING:
-    from gpuctl.cluster.live import LiveSource
+    from gpuctl.cli.options import SourceSpec
     from gpuctl.cluster.writer import DryRun, Outcome
     from gpuctl.core.lifecycle import PatchPlan
 
@@ -39,33 +39,15 @@ def dry_run_mode(text: str) -> DryRun:
         raise UsageError(f"--dry-run={text}: use none, client or server") from None
 
 
-def live_source(kubeconfig: str | None, context: str | None, request_timeout: str | None) -> LiveSource:
-    from gpuctl.cli.options import open_source
-    from gpuctl.cluster.live import LiveSource
-
-    source = open_source(None, kubeconfig, context, request_timeout)
-    assert isinstance(source, LiveSource)
-    return source
-
-
 def apply_to_instancetype(
-    name: str,
-    plan_for: Callable[[dict[str, Any]], PatchPlan],
-    dry_run: str,
-    output: Output,
-    kubeconfig: str | None,
-    context: str | None,
-    request_timeout: str | None,
+    name: str, plan_for: Callable[[dict[str, Any]], PatchPlan], dry_run: str, output: OutputSpec, source: SourceSpec
 ) -> None:
     """Read the InstanceType, plan, patch with the version read (retrying conflicts), and say what happened."""
     from gpuctl.cluster import kinds
     from gpuctl.cluster.writer import apply_plan
 
     mode = dry_run_mode(dry_run)
-    report(
-        [apply_plan(live_source(kubeconfig, context, request_timeout), kinds.INSTANCETYPE, name, None, plan_for, mode)],
-        output,
-    )
+    report([apply_plan(source.live(), kinds.INSTANCETYPE, name, None, plan_for, mode)], output)
 
 
 def confirm_bulk(count: int, what: str, yes: bool) -> None:
@@ -75,25 +57,28 @@ def confirm_bulk(count: int, what: str, yes: bool) -> None:
     if not sys.stdin.isatty():
         raise UsageError(f"this would {what} {count} objects: pass --yes to confirm when not on a terminal")
     if not typer.confirm(f"{what} {count} objects?", default=False, err=True):
-        raise typer.Exit(EXIT_RUNTIME)
+        raise RuntimeFailure("not confirmed: nothing changed")
 
 
-def report(outcomes: Sequence[Outcome], output: Output) -> None:
-    """Say per object what happened; exit 1 if any failed."""
-    if output in (Output.JSON, Output.YAML):
-        data = {
-            "items": [
-                {"object": o.target, "result": o.result.value, "detail": o.message, "attempts": o.attempts}
-                for o in outcomes
-            ]
-        }
-        (render.print_json if output is Output.JSON else render.print_yaml)(data)
-    elif output is Output.NAME:
-        sys.stdout.write("".join(f"{o.target}\n" for o in outcomes if not o.failed))
-    else:
+def report(outcomes: Sequence[Outcome], output: OutputSpec) -> None:
+    """Say per object what happened; fail (exit 1) if any failed."""
+    items = [
+        {"object": o.target, "result": o.result.value, "detail": o.message, "attempts": o.attempts} for o in outcomes
+    ]
+    if output.tabular:
         for o in outcomes:
             sys.stdout.write(f"{o.target} {o.result.value}: {o.message}\n")
+    else:
+        render.emit(
+            render.Listing(
+                "ChangeResult",
+                items,
+                OUTCOME_COLUMNS,
+                lambda i: [i["object"], i["result"], i["detail"]],
+                lambda i: str(i["object"]),
+            ),
+            output,
+        )
     failed = [o for o in outcomes if o.failed]
     if failed:
-        render.error(f"{len(failed)} of {len(outcomes)} failed")
-        raise typer.Exit(EXIT_RUNTIME)
+        raise RuntimeFailure(f"{len(failed)} of {len(outcomes)} failed")

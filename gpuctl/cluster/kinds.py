@@ -29,6 +29,7 @@ WORKER = "worker.gpustack.ai"
 KUEUE = "kueue.x-k8s.io"
 
 NODE = Kind("Node", "", "v1", "nodes", False)
+NAMESPACE = Kind("Namespace", "", "v1", "namespaces", False)
 POD = Kind("Pod", "", "v1", "pods", True)
 DEVICES = Kind("Devices", WORKER, "v1alpha1", "devices", False, ("v1",))
 INSTANCETYPE = Kind("InstanceType", WORKER, "v1alpha1", "instancetypes", False, ("v1",))

@@ -40,10 +40,24 @@ class NotFoundError(SourceError):
 
 @dataclass(frozen=True, slots=True)
 class Connection:
+    """How to reach the API server, with kubectl's flags."""
+
     kubeconfig: str | None = None
     context: str | None = None
     request_timeout: float | None = None
     """Seconds one API call may take (connect and every read); :data:`DEFAULT_TIMEOUT` when None."""
+    cluster: str | None = None
+    user: str | None = None
+    server: str | None = None
+    token: str | None = None
+    impersonate: str | None = None
+    """``--as``: act as this user (the API server checks that the credentials may)."""
+    impersonate_groups: tuple[str, ...] = ()
+    """``--as-group``."""
+
+    @property
+    def from_kubeconfig(self) -> bool:
+        return any(v is not None for v in (self.kubeconfig, self.context, self.cluster, self.user)) or not _in_cluster()
 
     def timeouts(self, read: float | None = None) -> tuple[float, float]:
         """``(connect, read)`` as the client applies them: it ignores a bare float, so a tuple is always passed."""
@@ -79,26 +93,48 @@ class LiveSource:
             return self._client
         from kubernetes import client, config
 
+        from gpuctl.cluster import kubeconfig
+
+        c = self.connection
         configuration = client.Configuration()
         try:
-            if self.connection.kubeconfig is None and self.connection.context is None and _in_cluster():
+            if not c.from_kubeconfig and c.server is None:
                 config.load_incluster_config(client_configuration=configuration)
-            else:
-                config.load_kube_config(
-                    config_file=self.connection.kubeconfig,
-                    context=self.connection.context,
-                    client_configuration=configuration,
-                )
-        except (config.ConfigException, OSError, TypeError, ValueError) as exc:
-            where = self.connection.kubeconfig or "the default kubeconfig (~/.kube/config or $KUBECONFIG)"
+            elif c.from_kubeconfig:
+                loaded = kubeconfig.load(c.kubeconfig)
+                resolved = loaded.resolved(kubeconfig.Selection(c.kubeconfig, c.context, c.cluster, c.user))
+                config.load_kube_config_from_dict(resolved, client_configuration=configuration)
+        except (config.ConfigException, OSError, TypeError, ValueError, KeyError) as exc:
+            where = c.kubeconfig or "the kubeconfig (--kubeconfig, $KUBECONFIG or ~/.kube/config)"
             raise SourceError(
-                f"cannot load {where}: {str(exc).splitlines()[0]}; pass --kubeconfig or --context"
+                f"cannot use {where}: {str(exc).splitlines()[0]}; pass --kubeconfig or --context"
             ) from None
+        if c.server:
+            configuration.host = c.server
+        if c.token:
+            configuration.api_key = {"authorization": f"Bearer {c.token}"}
+            configuration.api_key_prefix = {}
         self._server = str(configuration.host)
         # Watches hold a connection each for their whole window: room for every kind's watch and the writes besides.
         configuration.connection_pool_maxsize = 32
-        self._client = client.ApiClient(configuration)
+        # One attempt per call, within its timeout: a retry would silently double it.
+        configuration.retries = False
+        api = client.ApiClient(configuration)
+        if c.impersonate or c.impersonate_groups:
+            api.rest_client.pool_manager = _Impersonating(
+                api.rest_client.pool_manager, c.impersonate, c.impersonate_groups
+            )
+        self._client = api
         return self._client
+
+    def default_namespace(self) -> str | None:
+        """The namespace of the kubeconfig's selected context, as kubectl uses it for ``-n``."""
+        from gpuctl.cluster import kubeconfig
+
+        c = self.connection
+        if not c.from_kubeconfig:
+            return None
+        return kubeconfig.load(c.kubeconfig).namespace(kubeconfig.Selection(c.kubeconfig, c.context, c.cluster, c.user))
 
     def describe(self) -> str:
         self._api()
@@ -162,7 +198,7 @@ class LiveSource:
         return response[0] if isinstance(response, tuple) else response
 
     def _unreachable(self, exc: BaseException) -> SourceError:
-        return SourceError(f"cannot reach the API server at {self._server}: {_first_line(exc)}")
+        return SourceError(f"cannot reach the API server at {self._server}: {_cause(exc)}")
 
     def _api_error(self, exc: Any, method: str, path: str, kind: Kind | None, name: str | None) -> SourceError:
         status = int(getattr(exc, "status", 0) or 0)
@@ -396,6 +432,29 @@ class LiveSource:
         return str((data or {}).get("gitVersion", ""))
 
 
+class _Impersonating:
+    """The client's connection pool with kubectl's impersonation headers on every request (``Impersonate-Group``
+    repeated once per group, which the client's plain header dict cannot carry)."""
+
+    def __init__(self, pool: Any, user: str | None, groups: tuple[str, ...]) -> None:
+        self._pool = pool
+        self._user = user
+        self._groups = groups
+
+    def request(self, method: str, url: str, *args: Any, headers: Any = None, **kwargs: Any) -> Any:
+        from urllib3 import HTTPHeaderDict
+
+        merged = HTTPHeaderDict(headers or {})
+        if self._user:
+            merged["Impersonate-User"] = self._user
+        for group in self._groups:
+            merged.add("Impersonate-Group", group)
+        return self._pool.request(method, url, *args, headers=merged, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     items: list[dict[str, Any]]
@@ -431,6 +490,30 @@ def _in_cluster() -> bool:
         and not os.environ.get("KUBECONFIG")
         and not os.path.exists(os.path.expanduser("~/.kube/config"))
     )
+
+
+def _cause(exc: BaseException) -> str:
+    """The root cause of a failed connection in a few words (not urllib3's nested retry report)."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = getattr(current, "reason", None) or current.__cause__ or current.__context__
+        if not isinstance(current, BaseException):
+            current = None
+    names = [type(e).__name__ for e in seen]
+    text = " ".join(str(e) for e in seen)
+    if "ConnectTimeoutError" in names or "connect timeout" in text.lower():
+        return "connect timed out (no answer from the address: a firewall, or the wrong host?)"
+    if "ReadTimeoutError" in names or "read timed out" in text.lower():
+        return "the server did not answer in time (--request-timeout)"
+    if "Connection refused" in text:
+        return "connection refused (nothing listens at that host and port)"
+    if "Name or service not known" in text or "nodename nor servname" in text or "Temporary failure in name" in text:
+        return "the host name does not resolve"
+    if any("SSL" in n for n in names):
+        return f"TLS failed: {_first_line(seen[-1])}"
+    return _first_line(seen[-1])
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,5 +1,10 @@
 """Read a snapshot: a file or a directory (read recursively) of Kubernetes objects as ``kubectl get -o yaml|json`` writes
 them — single objects, multi-document YAML, or ``List``/``*List`` objects with ``items``.
+
+A snapshot is untrusted input (a file attached to a ticket), so reading it is bounded: regular files only (a FIFO or
+a device is refused, never opened), at most :data:`DEFAULT_MAX_BYTES` per file (``GPUCTL_SNAPSHOT_MAX_BYTES``),
+nesting at most :data:`MAX_DEPTH` deep, YAML aliases expanding to at most :data:`MAX_ALIAS_EXPANSION` nodes, and one
+object per kind, namespace and name. Each refusal is one line naming the file.
 """
 
 from __future__ import annotations
@@ -7,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,13 +23,42 @@ from gpuctl.cluster.selectors import parse_selector
 from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
 
 SUFFIXES = (".json", ".yaml", ".yml")
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+"""The largest snapshot file read (a 5,000-node cluster's Pods are about 60 MB); ``GPUCTL_SNAPSHOT_MAX_BYTES``."""
+MAX_DEPTH = 64
+"""Kubernetes objects nest about 15 levels deep; anything far deeper is not an object."""
+MAX_ALIAS_EXPANSION = 1_000_000
+"""YAML nodes a file's aliases may add by expansion (a file of aliases can otherwise grow without bound)."""
+
+
+def max_bytes() -> int:
+    raw = os.environ.get("GPUCTL_SNAPSHOT_MAX_BYTES", "")
+    try:
+        return int(raw) if raw else DEFAULT_MAX_BYTES
+    except ValueError:
+        raise SourceError(f"GPUCTL_SNAPSHOT_MAX_BYTES={raw!r}: give a number of bytes") from None
+
+
+def _check_regular(path: Path, size_limit: int) -> None:
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SourceError(f"{path}: not a regular file (a FIFO, socket or device); snapshots are files")
+    if st.st_size > size_limit:
+        raise SourceError(
+            f"{path}: {st.st_size} bytes, over the {size_limit}-byte limit; raise GPUCTL_SNAPSHOT_MAX_BYTES to read it"
+        )
 
 
 def snapshot_files(path: Path) -> list[Path]:
-    """The object files of a snapshot path, in a stable order."""
+    """The object files of a snapshot path, in a stable order (regular files within the size limit only)."""
     if not path.exists():
         raise SourceError(f"snapshot {path}: no such file or directory")
-    if path.is_file():
+    limit = max_bytes()
+    if not path.is_dir():
+        _check_regular(path, limit)
         return [path]
     files: list[Path] = []
     for root, dirs, names in os.walk(path):
@@ -31,7 +66,50 @@ def snapshot_files(path: Path) -> list[Path]:
         files.extend(Path(root) / n for n in sorted(names) if n.endswith(SUFFIXES) and not n.startswith("."))
     if not files:
         raise SourceError(f"snapshot {path}: no .json, .yaml or .yml files in it")
+    for f in files:
+        _check_regular(f, limit)
     return files
+
+
+def _check_yaml_shape(path: Path, text: str) -> None:
+    """Refuse YAML nested beyond :data:`MAX_DEPTH`, or whose aliases expand beyond :data:`MAX_ALIAS_EXPANSION` nodes,
+    from the parser's events alone (nothing is built)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    sizes: dict[str, int] = {}
+    open_nodes: list[tuple[str | None, int]] = []  # (anchor, nodes so far) of each open collection
+    expanded = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            open_nodes.append((event.anchor, 1))
+            if len(open_nodes) > MAX_DEPTH:
+                raise SourceError(f"{path}: nested more than {MAX_DEPTH} levels deep; not a Kubernetes object")
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, count = open_nodes.pop()
+            if anchor:
+                sizes[anchor] = count
+            if open_nodes:
+                parent_anchor, parent_count = open_nodes[-1]
+                open_nodes[-1] = (parent_anchor, parent_count + count)
+            continue
+        if isinstance(event, yaml.AliasEvent):
+            count = sizes.get(event.anchor or "", 1)
+            expanded += count
+            if expanded > MAX_ALIAS_EXPANSION:
+                raise SourceError(
+                    f"{path}: its YAML aliases expand to more than {MAX_ALIAS_EXPANSION} nodes; write the objects out"
+                )
+        elif isinstance(event, yaml.ScalarEvent):
+            count = 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        else:
+            continue
+        if open_nodes:
+            anchor, total = open_nodes[-1]
+            open_nodes[-1] = (anchor, total + count)
 
 
 def _yaml_documents(path: Path, text: str) -> Iterator[Any]:
@@ -39,12 +117,15 @@ def _yaml_documents(path: Path, text: str) -> Iterator[Any]:
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        _check_yaml_shape(path, text)
         yield from yaml.load_all(text, Loader=loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SourceError(f"{where}: not valid YAML: {problem}") from None
+    except RecursionError:
+        raise SourceError(f"{path}: nested too deep to be a Kubernetes object") from None
 
 
 def read_objects(path: Path) -> Iterator[dict[str, Any]]:
@@ -59,6 +140,8 @@ def read_objects(path: Path) -> Iterator[dict[str, Any]]:
                 yield from iter_json_objects(text, path)
             except json.JSONDecodeError as exc:
                 raise SourceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+            except RecursionError:
+                raise SourceError(f"{path}: nested too deep to be a Kubernetes object") from None
             return
     for doc in read_documents(path):
         yield from flatten(doc, path)
@@ -77,6 +160,8 @@ def read_documents(path: Path) -> Iterator[Any]:
                 yield json.loads(text)
             except json.JSONDecodeError as exc:
                 raise SourceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+            except RecursionError:
+                raise SourceError(f"{path}: nested too deep to be a Kubernetes object") from None
             return
     yield from _yaml_documents(path, text)
 
@@ -168,6 +253,13 @@ def flatten(doc: Any, path: Path) -> Iterator[dict[str, Any]]:
     yield doc
 
 
+def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(API group, kind, namespace, name): one object whatever the version it is written in."""
+    meta = obj.get("metadata") or {}
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    return group, str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", ""))
+
+
 class SnapshotSource:
     """Objects read from snapshot files, grouped by kind."""
 
@@ -180,12 +272,24 @@ class SnapshotSource:
         self._devices: list[NodeDevices] = []
 
     def _load(self) -> list[dict[str, Any]]:
-        """Every object but the Devices, which are parsed into records as they are read and not kept as dicts."""
+        """Every object but the Devices, which are parsed into records as they are read and not kept as dicts.
+
+        An object read twice (the same kind, namespace and name, in any API version) is refused: which copy a command
+        would read is not for it to guess."""
         if self._objects is None:
             objects: list[dict[str, Any]] = []
             devices: list[NodeDevices] = []
+            seen: dict[tuple[str, str, str, str], Path] = {}
             for f in snapshot_files(self.path):
                 for obj in read_objects(f):
+                    identity = _identity(obj)
+                    first = seen.get(identity)
+                    if first is not None:
+                        _, kind, ns, name = identity
+                        where = f"{ns}/{name}" if ns else name
+                        also = f" (also in {first})" if first != f else ""
+                        raise SourceError(f"{f}: {kind} {where} appears twice{also}; a snapshot holds each object once")
+                    seen[identity] = f
                     if DEVICES.matches(obj.get("apiVersion", ""), obj.get("kind", "")):
                         try:
                             devices.append(parse_devices(obj))

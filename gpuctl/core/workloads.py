@@ -145,6 +145,7 @@ class Workload:
     checks: tuple[CheckState, ...] = ()
     uid: str = ""
     resource_version: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -227,6 +228,7 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         checks=checks,
         uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
+        labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},
     )
 
 

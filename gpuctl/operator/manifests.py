@@ -123,7 +123,7 @@ def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
     - ``gpuctl-admin``: the write commands — InstanceTypes, Instances' stop and start, and (``pools`` given) patches of
       exactly those pools' ClusterQueues (``resourceNames``; without pools no ClusterQueue may be patched, since an
       empty ``resourceNames`` would mean every queue);
-    - ``gpuctl-dry-run``: creating Pods and Workloads, which ``webhook dry-run --server`` needs and RBAC cannot limit
+    - ``gpuctl-dry-run``: creating Pods and Workloads, which ``webhook dry-run --server-side`` needs and RBAC cannot limit
       to dry runs: bind it per namespace (:func:`dry_run_bindings`), never cluster-wide.
     """
     view = [

@@ -99,10 +99,8 @@ def test_missing_snapshot_and_no_source() -> None:
     code, _, err = run("views", "--snapshot", "/nonexistent/snap")
     assert code == 1 and err == "error: snapshot /nonexistent/snap: no such file or directory\n"
     code, _, err = run("views", "--kubeconfig", "/nonexistent/kubeconfig")
-    assert (
-        code == 1
-        and err.startswith("error: cannot load /nonexistent/kubeconfig")
-        and "pass --kubeconfig or --context" in err
+    assert code == 1 and err == (
+        "error: kubeconfig /nonexistent/kubeconfig: no such file; pass --kubeconfig with a readable file\n"
     )
 
 

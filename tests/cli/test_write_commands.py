@@ -65,8 +65,8 @@ def test_dry_run_refuses_the_wrong_kind_and_bad_flags(tmp_path: Path) -> None:
     assert code == 2 and "needs --old FILE" in err
     code, _, err = run("webhook", "dry-run", "pod", "-f", pod, "--compare", "--snapshot", SNAPSHOT)
     assert code == 2 and "--compare goes with --server" in err
-    code, _, err = run("webhook", "dry-run", "pod", "-f", pod, "--server", "--snapshot", SNAPSHOT)
-    assert code == 2 and "--server needs a live cluster" in err
+    code, _, err = run("webhook", "dry-run", "pod", "-f", pod, "--server-side", "--snapshot", SNAPSHOT)
+    assert code == 2 and "drop --snapshot" in err
     code, _, err = run("webhook", "dry-run", "pod", "-f", str(tmp_path / "missing.yaml"), "--snapshot", SNAPSHOT)
     assert code == 1 and "cannot read" in err
 
@@ -161,7 +161,7 @@ def test_stop_without_a_selection_is_a_usage_error() -> None:
 
 def test_instance_list_on_a_snapshot() -> None:
     code, out, err = run("instance", "list", "-A", "--snapshot", SNAPSHOT)
-    assert code == 0 and out == "" and err == "No resources found.\n"  # the example has no Instances, as kubectl says
+    assert code == 0 and out == "" and err == "No instances found in any namespace.\n"  # as kubectl says it
 
 
 @pytest.mark.parametrize(

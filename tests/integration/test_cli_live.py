@@ -219,3 +219,47 @@ def test_watch_redraws_when_the_ledger_moves(api: Any, test_namespace: str, cont
         proc.send_signal(signal.SIGINT)
         assert proc.wait(10) == 0
         p.cleanup()
+
+
+def test_dump_is_private_whole_and_redacted(pool: GpuPool, control_plane: Any, tmp_path: Path) -> None:
+    from kubernetes import client
+
+    client.CoreV1Api(pool.api).create_namespaced_pod(
+        pool.namespace,
+        {
+            "metadata": {
+                "name": "with-secrets",
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": '{"spec": "password=hunter2"}'},
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "gpuctl-it/none",
+                        "args": ["serve", "--api-key=abc123", "--password", "hunter2", "--port", "80"],
+                        "env": [{"name": "DB_PASSWORD", "value": "hunter2"}, {"name": "MODE", "value": "fast"}],
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    }
+                ]
+            },
+        },
+    )
+    pool.created.append(("pod", "with-secrets", pool.namespace))
+    target = tmp_path / "dump"
+    kubeconfig = str(control_plane.kubeconfig)
+    assert gpuctl("dump", str(target), "--kubeconfig", kubeconfig)[0] == 0
+    assert target.stat().st_mode & 0o777 == 0o700
+    assert all(f.stat().st_mode & 0o777 == 0o600 for f in target.iterdir())
+    text = (target / "pods.json").read_text()
+    assert "hunter2" not in text and "abc123" not in text
+    [pod] = [p for p in json.loads(text)["items"] if p["metadata"]["name"] == "with-secrets"]
+    c = pod["spec"]["containers"][0]
+    assert c["args"] == ["serve", "--api-key=<redacted>", "--password", "<redacted>", "--port", "80"]
+    assert [e["value"] for e in c["env"]] == ["<redacted>", "<redacted>"]
+    # A dump never mixes with an older one: a non-empty directory needs --overwrite, which replaces it whole.
+    (target / "stale.json").write_text("{}")
+    code, _, err = gpuctl("dump", str(target), "--kubeconfig", kubeconfig)
+    assert code == 2 and "--overwrite" in err
+    assert gpuctl("dump", str(target), "--overwrite", "--no-redact", "--kubeconfig", kubeconfig)[0] == 0
+    assert not (target / "stale.json").exists() and "hunter2" in (target / "pods.json").read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["dump"]  # no staging directory left behind

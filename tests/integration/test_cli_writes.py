@@ -211,7 +211,15 @@ def test_the_generated_admin_roles_are_scoped_to_the_pools_and_the_named_namespa
     from kubernetes import utils
 
     code, out, _ = gpuctl(
-        control_plane, "rbac", "admin", "--pool", pool.name, "--user", "alice", "--dry-run-namespace", test_namespace
+        control_plane,
+        "rbac",
+        "admin",
+        "--pool",
+        pool.name,
+        "--bind-user",
+        "alice",
+        "--dry-run-namespace",
+        test_namespace,
     )
     assert code == 0
     for doc in yaml.safe_load_all(out):
@@ -240,8 +248,8 @@ def test_the_generated_admin_roles_are_scoped_to_the_pools_and_the_named_namespa
         "spec": {"containers": [{"name": "m", "image": "i"}]},
     }
     manifest.write_text(yaml.safe_dump({**body, "metadata": {"name": "dry", "namespace": test_namespace}}))
-    code, text = as_alice("webhook", "dry-run", "pod", "-f", str(manifest), "--server")
+    code, text = as_alice("webhook", "dry-run", "pod", "-f", str(manifest), "--server-side")
     assert code == 0, text
     manifest.write_text(yaml.safe_dump({**body, "metadata": {"name": "dry", "namespace": "default"}}))
-    code, text = as_alice("webhook", "dry-run", "pod", "-f", str(manifest), "--server")
+    code, text = as_alice("webhook", "dry-run", "pod", "-f", str(manifest), "--server-side")
     assert code == 1 and "forbidden" in text, text

@@ -118,7 +118,7 @@ def test_server_dry_run_agrees_with_this_version(
             "pod",
             "-f",
             str(manifest),
-            "--server",
+            "--server-side",
             "--compare",
             "-o",
             "json",
