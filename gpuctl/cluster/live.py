@@ -57,7 +57,15 @@ class Connection:
 
     @property
     def from_kubeconfig(self) -> bool:
-        return any(v is not None for v in (self.kubeconfig, self.context, self.cluster, self.user)) or not _in_cluster()
+        """Whether a kubeconfig is read: one is named or selected from, or there is one to read — not for a bare
+        ``--server`` (with ``--token``) on a machine without one, nor in a Pod (its service account)."""
+        if any(v is not None for v in (self.kubeconfig, self.context, self.cluster, self.user)):
+            return True
+        from gpuctl.cluster.kubeconfig import kubeconfig_paths
+
+        if any(p.exists() for p in kubeconfig_paths(None)):
+            return True
+        return not _in_cluster() and self.server is None
 
     def timeouts(self, read: float | None = None) -> tuple[float, float]:
         """``(connect, read)`` as the client applies them: it ignores a bare float, so a tuple is always passed."""
