@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint bench bench-scale venv clean testbin image image-test docs
+.PHONY: demo test unit lint bench bench-scale venv clean testbin image image-test docs cluster cluster-down dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,8 @@ demo: $(STAMP)
 
 ## lint: ruff and mypy --strict on gpuctl/
 lint: $(STAMP)
-	$(BIN)/ruff check gpuctl tests bench
-	$(BIN)/ruff format --check gpuctl tests bench
+	$(BIN)/ruff check gpuctl tests bench hack
+	$(BIN)/ruff format --check gpuctl tests bench hack
 	$(BIN)/mypy
 
 ## testbin: build the control plane (etcd, kube-apiserver, Kueue) from Go modules into a cache outside the repo
@@ -49,6 +49,18 @@ image-test: image
 docs: $(STAMP)
 	$(BIN)/python -m gpuctl.cli.docgen .
 	$(BIN)/python -m gpuctl.operator.manifests deploy
+
+## cluster: a real local control plane (etcd, kube-apiserver, Kueue, the operator) with the example pools loaded
+cluster: $(STAMP)
+	@$(BIN)/python -m hack.cluster.local up
+
+## cluster-down: stop it and remove its files
+cluster-down: $(STAMP)
+	@$(BIN)/python -m hack.cluster.local down
+
+## dist: the kubectl plugin as a krew archive (dist/gpuctl-v<version>.tar.gz) and its manifest (dist/gpuctl.yaml)
+dist: $(STAMP)
+	$(BIN)/python -m hack.dist $(if $(RELEASE_URL),--release-url $(RELEASE_URL))
 
 ## bench: measure against reference runs and write docs/benchmarks.md
 bench: $(STAMP)

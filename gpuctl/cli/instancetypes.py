@@ -9,7 +9,7 @@ import typer
 from gpuctl.cli import render
 from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.errors import RuntimeFailure, UsageError
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.options import SourceSpec, WaitTimeoutOption, output_options, source_options, wait_seconds
 from gpuctl.cli.render import Column, OutputSpec
 from gpuctl.cli.writes import DryRunOption, apply_to_instancetype, dry_run_mode, report
 
@@ -29,7 +29,7 @@ LIST_COLUMNS = (
     Column("PHASE"),
     Column("ENTRANCE", wide_only=True),
 )
-FREEZE_WAY_OUT = "the spec is frozen after create except displayName and inactive: create a new InstanceType and move the instances to it (spec.type)"
+FREEZE_WAY_OUT = "to change it, create a new InstanceType and move the instances to it (spec.type)"
 
 
 def manifest_from_flags(
@@ -259,7 +259,7 @@ def delete_command(
     wait: Annotated[
         bool, typer.Option("--wait", help="Wait until the InstanceType is gone (its queue drains first).")
     ] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait with --wait.", min=1)] = 600,
+    timeout: WaitTimeoutOption = "10m",
     dry_run: DryRunOption = "none",
     *,
     source: SourceSpec,
@@ -268,6 +268,7 @@ def delete_command(
     from gpuctl.cluster import kinds
 
     mode = dry_run_mode(dry_run)
+    seconds = wait_seconds(timeout)
     live = source.live()
     if live.get(kinds.INSTANCETYPE, name) is None:
         typer.echo(f"instancetype/{name} does not exist; nothing to delete")
@@ -281,11 +282,11 @@ def delete_command(
         return
     typer.echo(f"instancetype/{name} deletion requested")
     if wait:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + seconds
         while live.get(kinds.INSTANCETYPE, name) is not None:
             if time.monotonic() > deadline:
                 raise RuntimeFailure(
-                    f"instancetype/{name} still exists after {timeout:g}s (its queue may still be draining)"
+                    f"instancetype/{name} still exists after {timeout} (its queue may still be draining)"
                 )
             time.sleep(1)
         typer.echo(f"instancetype/{name} deleted")

@@ -116,12 +116,10 @@ NoHeadersOption = Annotated[bool, typer.Option("--no-headers", help="Print table
 ShowLabelsOption = Annotated[bool, typer.Option("--show-labels", help="Add a LABELS column to tables.")]
 
 
-def parse_timeout(text: str | None) -> float | None:
-    """kubectl's --request-timeout: a number of seconds or a duration such as 10s, 2m, 1h (0: the default)."""
+def parse_duration(text: str, flag: str) -> float:
+    """A number of seconds or a duration such as 500ms, 10s, 2m, 1h, as kubectl reads its duration flags."""
     from gpuctl.cli.errors import UsageError
 
-    if text is None or text.strip() in ("", "0"):
-        return None
     units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
     t = text.strip()
     for suffix in ("ms", "s", "m", "h"):
@@ -133,10 +131,32 @@ def parse_timeout(text: str | None) -> float | None:
     try:
         value = float(number) * scale
     except ValueError:
-        raise UsageError(f"--request-timeout {text!r}: use a duration such as 10s, 2m or 1h") from None
-    if value < 0:
-        raise UsageError(f"--request-timeout {text!r}: a timeout cannot be negative")
-    return value or None
+        raise UsageError(f"{flag} {text!r}: use a duration such as 10s, 2m or 1h") from None
+    if value < 0 or value != value:
+        raise UsageError(f"{flag} {text!r}: a duration cannot be negative")
+    return value
+
+
+def parse_timeout(text: str | None) -> float | None:
+    """kubectl's --request-timeout: a duration; 0 or empty means the default."""
+    if text is None or text.strip() in ("", "0"):
+        return None
+    return parse_duration(text, "--request-timeout") or None
+
+
+WaitTimeoutOption = Annotated[
+    str, typer.Option("--timeout", help="How long to wait with --wait: a duration such as 90s or 10m.")
+]
+"""--timeout of the waiting writes; read with ``wait_seconds``."""
+
+
+def wait_seconds(text: str) -> float:
+    from gpuctl.cli.errors import UsageError
+
+    seconds = parse_duration(text, "--timeout")
+    if seconds < 1:
+        raise UsageError(f"--timeout {text!r}: wait at least 1s")
+    return seconds
 
 
 # ----------------------------------------------------------------------------------------------- the source

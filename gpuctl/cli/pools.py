@@ -7,7 +7,7 @@ import typer
 
 from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.errors import RuntimeFailure
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.options import SourceSpec, WaitTimeoutOption, output_options, source_options, wait_seconds
 from gpuctl.cli.render import OutputSpec
 from gpuctl.cli.writes import DryRunOption, dry_run_mode, report
 
@@ -117,7 +117,7 @@ def drain_command(
     wait: Annotated[
         bool, typer.Option("--wait", help="Wait until no workload holds a reservation and every instance is stopped.")
     ] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait with --wait.", min=1)] = 600,
+    timeout: WaitTimeoutOption = "10m",
     dry_run: DryRunOption = "none",
     *,
     source: SourceSpec,
@@ -130,11 +130,12 @@ def drain_command(
     from gpuctl.core.lifecycle import plan_drain
 
     mode = dry_run_mode(dry_run)
+    seconds = wait_seconds(timeout)
     live = source.live()
     it = _instancetype(live, name)
     report([apply_plan(live, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_drain(it, cq), mode)], output)
     if wait and mode is DryRun.NONE:
-        _wait_drained(live, name, timeout)
+        _wait_drained(live, name, seconds)
     _say_phase(live, name, output)
 
 

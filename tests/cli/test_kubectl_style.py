@@ -162,6 +162,18 @@ def test_bad_output_flags_are_usage_errors() -> None:
     assert code == 2 and "HEADER:.json.path" in err
 
 
+def test_durations_read_as_kubectl_reads_them() -> None:
+    from gpuctl.cli.options import parse_duration, parse_timeout
+
+    assert [parse_duration(t, "--timeout") for t in ("90", "90s", "1.5m", "1h", "250ms")] == [90, 90, 90, 3600, 0.25]
+    assert parse_timeout("0") is None and parse_timeout("2s") == 2
+    for bad in ("ten", "-5s", "nan"):
+        code, _, err = run("drain", "some-pool", "--wait", "--timeout", bad, "--kubeconfig", "/nonexistent")
+        assert code == 2 and err.startswith(f"error: --timeout {bad!r}") and err.count("\n") == 1, err
+    code, _, err = run("instancetype", "delete", "t", "--wait", "--timeout", "500ms", "--kubeconfig", "/nonexistent")
+    assert code == 2 and "wait at least 1s" in err, err
+
+
 def test_show_labels_adds_the_objects_labels() -> None:
     code, out, _ = run("views", "--snapshot", SNAPSHOT, "--show-labels")
     assert code == 0 and out.splitlines()[0].split()[-1] == "LABELS"

@@ -159,6 +159,9 @@ def _set_pdeathsig() -> None:  # runs in the child between fork and exec
 class Process:
     """A child process whose output goes to a log file."""
 
+    detached = False
+    """Keep running after the starting process exits (``make cluster``); test control planes die with their runner."""
+
     def __init__(self, name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
         self.name = name
         self.argv = argv
@@ -177,7 +180,7 @@ class Process:
                 stderr=subprocess.STDOUT,
                 env=self.env,
                 start_new_session=True,
-                preexec_fn=_set_pdeathsig if sys.platform.startswith("linux") else None,
+                preexec_fn=_set_pdeathsig if sys.platform.startswith("linux") and not self.detached else None,
             )
         finally:
             log.close()

@@ -189,7 +189,7 @@ def test_drain_evicts_then_resume_admits_again(api: Any, test_namespace: str, co
             return bool(mine) and (condition(mine[0], "Admitted") or {}).get("status") == "True"
 
         wait_for("the Job's Workload admitted", admitted)
-        code, out, err = gpuctl(control_plane, "drain", pool.name, "--wait", "--timeout", "60")
+        code, out, err = gpuctl(control_plane, "drain", pool.name, "--wait", "--timeout", "1m")
         assert code == 0, err
         assert "spec.stopPolicy=HoldAndDrain" in out and f"instancetype/{pool.name} phase Inactive" in out
         assert cluster_queue(pool)["spec"]["stopPolicy"] == "HoldAndDrain"
@@ -222,8 +222,9 @@ def test_the_generated_admin_roles_are_scoped_to_the_pools_and_the_named_namespa
         test_namespace,
     )
     assert code == 0
+    # Applied, not created: other tests may already hold the shared gpuctl-view ClusterRole.
     for doc in yaml.safe_load_all(out):
-        utils.create_from_dict(api, doc)
+        utils.create_from_dict(api, doc, namespace=doc["metadata"].get("namespace"), apply=True)
     alice = str(control_plane.write_kubeconfig(tmp_path / "alice.kubeconfig", "alice"))
 
     def as_alice(*args: str, stdin: str | None = None) -> tuple[int, str]:
