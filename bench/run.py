@@ -133,7 +133,9 @@ def bench_views_process(nodes: int) -> list[Row]:
         size_kib = path.stat().st_size / 1024
         ref, ref_rss = _median_run([sys.executable, "-c", f"import json; json.load(open({str(path)!r}))"])
         got, rss = _median_run([gpuctl, "views", "-o", "json", "--snapshot", str(snap)])
-        _, idle_rss = _median_run([gpuctl, "version"])
+        small = Path(tmp) / "small.json"
+        small.write_text(json.dumps(instancetype()))
+        _, idle_rss = _median_run([gpuctl, "views", "-o", "json", "--snapshot", str(small)])
     ratio = got / ref
     return [
         Row(
@@ -146,7 +148,7 @@ def bench_views_process(nodes: int) -> list[Row]:
         ),
         Row(
             "peak RSS of that views process",
-            f"{rss / 1024:.0f} MiB ({(rss - idle_rss) / 1024:.0f} MiB above an idle `gpuctl version`: {(rss - idle_rss) / size_kib:.1f}x the JSON)",
+            f"{rss / 1024:.0f} MiB ({(rss - idle_rss) / 1024:.0f} MiB above views of one InstanceType: {(rss - idle_rss) / size_kib:.1f}x the JSON)",
             f"raw JSON read: {size_kib / 1024:.0f} MiB (json.load alone: {ref_rss / 1024:.0f} MiB)",
             rss / size_kib,
             "< 4x the JSON size",
@@ -444,6 +446,18 @@ def bench_startup(_nodes: int) -> list[Row]:
                 t / k_help < 2.0,
             )
         )
+    # A command that runs the app itself (Typer, the command, the core) on the small example snapshot.
+    t, _ = _median_run([gpuctl, "views", "--snapshot", str(ROOT / "examples" / "snapshot")], repeat=9)
+    rows.append(
+        Row(
+            "gpuctl views on the example snapshot (the whole app)",
+            f"{t * 1000:.0f} ms",
+            f"kubectl --help: {k_help * 1000:.0f} ms",
+            t / k_help,
+            "informational",
+            None,
+        )
+    )
     env = {**os.environ, "COMP_WORDS": "gpuctl views --by", "COMP_CWORD": "2", "_GPUCTL_COMPLETE": "complete_bash"}
     runs = []
     for _ in range(9):
@@ -498,9 +512,12 @@ def render(rows: list[Row], nodes: int) -> str:
 
 NOTES = """Notes:
 - Start-up is measured on a regular (non-editable) install in `build/bench-venv`; an editable install adds about
-  9 ms of import-hook overhead to every Python process.
-- Peak RSS: an idle `gpuctl version` process already holds about 17 MiB, so for a 10 MiB snapshot the 4x target is
-  out of reach; what the views add above it is what grows with the snapshot. A JSON `List` is decoded one item at a
+  9 ms of import-hook overhead to every Python process. Help, `version` and the completion of command names and
+  flags are answered from a table generated from the command tree (`gpuctl.cli.startup`) without importing Typer,
+  whose import alone takes longer than kubectl's whole `--help` here; the "whole app" row is a command that runs
+  Typer, the command and the core.
+- Peak RSS: the views of a single InstanceType already hold about 17 MiB (the interpreter, Typer, the core), so for a
+  10 MiB snapshot the 4x target is out of reach; what the views add above it is what grows with the snapshot. A JSON `List` is decoded one item at a
   time and Devices become records as they are read, so no tree of dicts for the whole list ever exists.
 - The whole-pool gate-3 scan only happens for a PodSet without a hostname-level assignment; every queue the operator
   derives is TAS-only, so the TAS row is the one the check runs."""

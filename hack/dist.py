@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI_REQUIREMENTS = ("typer", "rich", "kubernetes", "pyyaml", "jsonpatch")
 """What the CLI imports; the operator's server libraries (aiohttp, uvloop, prometheus-client) stay out of the plugin."""
 EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can carry
-MAIN = "from gpuctl.cli.main import run\n\nrun()\n"
+MAIN = "from gpuctl.cli.startup import run\n\nrun()\n"
 
 
 def _requirement_name(spec: str) -> str | None:

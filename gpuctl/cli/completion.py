@@ -163,7 +163,7 @@ def plugin_complete() -> None:
     os.environ["COMP_WORDS"] = " ".join(words)
     os.environ["COMP_CWORD"] = str(len(words) - 1)
     os.environ[COMPLETE_VAR] = "complete_bash"
-    from gpuctl.cli.main import run
+    from gpuctl.cli.startup import run
 
     with contextlib.suppress(SystemExit):  # click ends a completion by exiting
         run()

@@ -41,7 +41,7 @@ def on_terminal(args: list[str], columns: int) -> str:
     env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
     env.pop("NO_COLOR", None)
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from gpuctl.cli.main import run; run()", *args],
+        [sys.executable, "-c", "from gpuctl.cli.startup import run; run()", *args],
         stdout=follower,
         stderr=follower,
         stdin=subprocess.DEVNULL,
@@ -237,7 +237,7 @@ def complete(words: str, *, plugin: bool = False) -> list[str]:
     env = {**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1))}
     env["_KUBECTL_GPUCTL_COMPLETE" if plugin else "_GPUCTL_COMPLETE"] = "complete_bash"
     proc = subprocess.run(
-        [sys.executable, "-c", "from gpuctl.cli.main import run; run()"],
+        [sys.executable, "-c", "from gpuctl.cli.startup import run; run()"],
         env=env,
         capture_output=True,
         text=True,
@@ -292,7 +292,7 @@ def test_as_the_plugin_usage_reads_kubectl_gpuctl() -> None:
         [
             sys.executable,
             "-c",
-            "import sys; sys.argv[0] = 'kubectl-gpuctl'; from gpuctl.cli.main import run; run()",
+            "import sys; sys.argv[0] = 'kubectl-gpuctl'; from gpuctl.cli.startup import run; run()",
             "views",
             "--help",
         ],

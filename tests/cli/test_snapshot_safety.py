@@ -22,7 +22,7 @@ def gpuctl(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str
     """Run gpuctl as its own process: exit code, stdout, stderr, seconds and that process's peak RSS in MiB."""
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from gpuctl.cli.main import run; run()", *args],
+        [sys.executable, "-c", "from gpuctl.cli.startup import run; run()", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "NO_COLOR": "1", **(env or {})},

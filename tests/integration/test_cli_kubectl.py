@@ -109,7 +109,7 @@ def test_a_request_timeout_ends_a_call_to_a_silent_server(control_plane: Any, tm
             [
                 sys.executable,
                 "-c",
-                "from gpuctl.cli.main import run; run()",
+                "from gpuctl.cli.startup import run; run()",
                 "views",
                 "--kubeconfig",
                 str(kubeconfig),
@@ -140,7 +140,7 @@ def test_views_watch_survives_the_server_going_away(pool: GpuPool, control_plane
         [
             sys.executable,
             "-c",
-            "from gpuctl.cli.main import run; run()",
+            "from gpuctl.cli.startup import run; run()",
             "views",
             pool.name,
             "-w",
