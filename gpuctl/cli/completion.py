@@ -9,12 +9,12 @@ from typing import Annotated, Any
 
 import typer
 
+from gpuctl.cli.startup import COMPLETE_VAR, PLUGIN_COMPLETE_VAR
+
 COMPLETION_TIMEOUT = "2s"
 """An API call made to complete a name may take this long: a slow cluster gives no candidates, never a hang."""
 
 PROG = "gpuctl"
-COMPLETE_VAR = "_GPUCTL_COMPLETE"
-PLUGIN_COMPLETE_VAR = "_KUBECTL_GPUCTL_COMPLETE"
 PLUGIN_SHIM = """#!/usr/bin/env bash
 # kubectl's completion for the plugin `kubectl gpuctl`: kubectl runs this file (found on PATH as
 # kubectl_complete-gpuctl) with `__complete ARGS... WORD` and reads one candidate a line, then `:<directive>`.

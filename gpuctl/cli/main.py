@@ -1,6 +1,5 @@
-"""The ``gpuctl`` command (also the kubectl plugin ``kubectl-gpuctl``).
-
-Command modules are imported when their command runs, so ``gpuctl --help`` stays fast.
+"""The ``gpuctl`` command (also the kubectl plugin ``kubectl-gpuctl``): the Typer app, run by ``gpuctl.cli.startup``
+for everything its table does not answer.
 """
 
 import typer
@@ -113,11 +112,11 @@ def run() -> None:
     import os
     import sys
 
-    from gpuctl.cli.completion import COMPLETE_VAR, PLUGIN_COMPLETE_VAR, completion_requested, enable_completion
+    from gpuctl.cli.completion import completion_requested, enable_completion
+    from gpuctl.cli.startup import COMPLETE_VAR, PLUGIN_COMPLETE_VAR, prog_name
 
     if completion_requested():
         enable_completion()
-    # As the kubectl plugin, usage reads the way the user typed it; either shell protocol completes.
-    plugin = os.path.basename(sys.argv[0]) == "kubectl-gpuctl"
+    # Either shell protocol completes (the plugin's scripts name their own variable).
     complete_var = PLUGIN_COMPLETE_VAR if PLUGIN_COMPLETE_VAR in os.environ else COMPLETE_VAR
-    app(prog_name="kubectl gpuctl" if plugin else "gpuctl", complete_var=complete_var)
+    app(prog_name=prog_name(sys.argv[0]), complete_var=complete_var)
