@@ -329,12 +329,10 @@ class Watcher:
                     if name in self.judged:
                         continue
                     self.holding[name] = reserved
+                    # Every reservation is written with the check Pending, so a verdict seen after it is the
+                    # check's answer to it, even when Kueue has already taken the reservation back.
                     for c in status.get("admissionChecks") or []:
-                        if (
-                            reserved
-                            and c.get("name") == naming.NODE_DEVICES_CHECK
-                            and c.get("state") in ("Ready", "Retry")
-                        ):
+                        if c.get("name") == naming.NODE_DEVICES_CHECK and c.get("state") in ("Ready", "Retry"):
                             self.judged[name] = seen
 
     def stop(self) -> None:

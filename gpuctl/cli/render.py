@@ -150,12 +150,6 @@ def print_yaml(data: Any, *, stream: TextIO | None = None) -> None:
     out.write(yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=False))
 
 
-def print_names(kind: str, names: Sequence[str], *, stream: TextIO | None = None) -> None:
-    out = stream or sys.stdout
-    for n in names:
-        out.write(f"{kind}/{n}\n")
-
-
 # ----------------------------------------------------------------------------------------------- lists
 
 
@@ -296,8 +290,3 @@ def emit_object(
         print_table([Column(h) for h, _ in columns], [row], no_headers=output.no_headers, stream=out)
     else:
         out.write(text())
-
-
-def error(message: str) -> None:
-    """One line on stderr."""
-    sys.stderr.write(f"error: {message}\n")

@@ -82,6 +82,7 @@ def _load_examples(kubeconfig: Path) -> None:
 def up() -> int:
     from gpuctl.operator.manifests import webhook_configurations
     from tests.integration import controlplane as cpmod
+    from tests.integration.operator_process import operator_argv
 
     if (STATE / "state.json").exists():
         _say(f"already running; `make cluster-down` first (state in {STATE})")
@@ -102,23 +103,7 @@ def up() -> int:
     port = cpmod.free_port()
     log = (work / "operator.log").open("ab")
     operator = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpuctl.operator",
-            "--kubeconfig",
-            str(cp.kubeconfig),
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--tls-cert",
-            str(work / "tls.crt"),
-            "--tls-key",
-            str(work / "tls.key"),
-            "--namespace",
-            "default",
-        ],
+        operator_argv(cp.kubeconfig, port, work),
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

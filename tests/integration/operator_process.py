@@ -69,6 +69,27 @@ def ready(op: Operator) -> bool:
         return False
 
 
+def operator_argv(kubeconfig: Path, port: int, work: Path) -> list[str]:
+    """The operator on loopback, serving with the certificate pair ``work/tls.{crt,key}``."""
+    return [
+        sys.executable,
+        "-m",
+        "gpuctl.operator",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--tls-cert",
+        str(work / "tls.crt"),
+        "--tls-key",
+        str(work / "tls.key"),
+        "--namespace",
+        "default",
+    ]
+
+
 @contextlib.contextmanager
 def running_operator(control_plane: Any, work: Path, *args: str, kubeconfig: Path | None = None) -> Iterator[Operator]:
     """Start ``python -m gpuctl.operator`` on a free port with a serving certificate of the run's CA; stop it after."""
@@ -81,24 +102,7 @@ def running_operator(control_plane: Any, work: Path, *args: str, kubeconfig: Pat
     log = work / "operator.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gpuctl.operator",
-                "--kubeconfig",
-                str(kubeconfig or control_plane.kubeconfig),
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--tls-cert",
-                str(work / "tls.crt"),
-                "--tls-key",
-                str(work / "tls.key"),
-                "--namespace",
-                "default",
-                *args,
-            ],
+            [*operator_argv(Path(kubeconfig or control_plane.kubeconfig), port, work), *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
