@@ -145,7 +145,8 @@ def startup_table() -> dict[str, Any]:
         names = [n for n in subcommands(ctx) if not command.commands[n].hidden] if subcommands else []
         options = [
             {
-                "names": [*p.opts, *p.secondary_opts],
+                # click orders the help flags by a set (per-process hash order): write them as its help shows them.
+                "names": sorted(p.opts, key=len) if p.name == "help" else [*p.opts, *p.secondary_opts],
                 "takes_value": not p.is_flag and not p.count,
                 "multiple": bool(p.multiple),
                 "eager": bool(p.is_eager),
