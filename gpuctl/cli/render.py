@@ -128,7 +128,8 @@ def print_table(
     widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
     styled = _styled(out)
     for n, line in enumerate(lines):
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(line)]
+        last = len(line) - 1  # the last cell unpadded: no trailing blanks, styled or not
+        cells = [cell if i == last else cell.ljust(widths[i]) for i, cell in enumerate(line)]
         if styled:
             if n == 0 and not no_headers:
                 cells = [f"\x1b[1m{c}\x1b[0m" for c in cells]

@@ -15,22 +15,15 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from typer.testing import CliRunner
 
-from gpuctl.cli.main import app
 from gpuctl.core.units import M
 from tests.factories import card_row
 
 from .gpucluster import GpuPool, new_pool, wait_for
 from .proxy import Proxy
+from .test_cli_live import gpuctl
 
 ROOT = Path(__file__).resolve().parents[2]
-runner = CliRunner()
-
-
-def gpuctl(*args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture(scope="module")
