@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuctl.cluster import kinds
 from gpuctl.cluster.errors import SourceError
@@ -29,6 +29,9 @@ from gpuctl.core.workloads import (
     parse_resource_flavor,
     parse_workload,
 )
+
+if TYPE_CHECKING:
+    from gpuctl.core.simulate import ClusterState
 
 
 class Source(Protocol):
@@ -182,4 +185,37 @@ def admission_state(source: Source) -> AdmissionState:
             pods_read,
             pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
         ),
+    )
+
+
+def _served(source: Source, kind: Kind) -> list[dict[str, Any]]:
+    """A kind's objects, or none where the cluster does not serve it (or the snapshot has none)."""
+    try:
+        return source.list(kind)
+    except SourceError as exc:
+        if "is not served" in str(exc):
+            return []
+        raise
+
+
+def simulation_state(source: Source) -> ClusterState:
+    """Everything the simulator reads, parsed once: queues, pools, flavors, topologies, Nodes, ledgers, Workloads
+    and the Pods bound to nodes or owned by a Workload."""
+    from gpuctl.core.simulate import ClusterState
+    from gpuctl.core.tas import parse_topology
+
+    all_pods = pods(source)
+    kept = tuple(p for p in all_pods if p.node_name or p.workload)
+    return ClusterState(
+        local_queues={(q.namespace, q.name): q for q in (parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE))},
+        cluster_queues=cluster_queues(source),
+        instancetypes={t.name: t for t in instancetypes(source)},
+        flavors=flavors(source),
+        topologies=dict(parse_topology(o) for o in _served(source, kinds.TOPOLOGY)),
+        nodes={n.name: n for n in nodes(source)},
+        devices={d.node: d for d in devices(source)},
+        workloads=tuple(workloads(source)),
+        pods=kept,
+        admission_check=admission_check(source, naming.NODE_DEVICES_CHECK),
+        pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
     )

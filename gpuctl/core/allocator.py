@@ -81,3 +81,83 @@ def preferred_slice_card(cards: Sequence[Card], units: int) -> Card | None:
     if not fits:
         return None
     return min(fits, key=lambda c: (c.remaining, c.index))
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One card Allocate gives a Pod's demand."""
+
+    card_id: str
+    family: Family
+    units: int
+    profile: str = ""
+
+
+def _granted(card: Card, family: Family, units: int, profile: str) -> Card:
+    """The card after one grant (a working copy for the next grant of the same Pod)."""
+    if family is Family.EXCLUSIVE:
+        return card._replace(mode=Mode.EXCLUSIVE, allocated=M, remaining=0)
+    if family is Family.SHARED:
+        return card._replace(mode=Mode.SHARED, allocated=card.allocated + SHARE, remaining=card.remaining - SHARE)
+    if family is Family.SLICED:
+        return card._replace(
+            mode=Mode.SLICED,
+            allocated=card.allocated + units,
+            remaining=card.remaining - units,
+            allocated_slices=card.allocated_slices + 1,
+        )
+    p = card.profile(profile)
+    left = dict(card.remaining_profiles)
+    if p is not None:
+        left[p.name] = max(0, left.get(p.name, 0) - 1)
+    return card._replace(
+        mode=Mode.PARTITIONED,
+        allocated=card.allocated + units,
+        remaining=card.remaining - units,
+        remaining_profiles=left,
+    )
+
+
+def allocate(
+    cards: Sequence[Card], family: Family, *, count: int = 1, units: int = 0, profile: str = ""
+) -> tuple[list[Grant], list[Card]] | Refusal:
+    """The cards Allocate (with the kubelet following its preferred-allocation hint) gives one container's request,
+    and the node's cards after it; or the refusal the Pod fails with.
+
+    Whole cards: the free ones by index. Shares: ``count`` distinct cards with a share left, fullest first. A slice:
+    the fullest card that still fits it. A partition: the allocator's own pick, the most occupied card with a free
+    placement of the profile.
+    """
+    working = list(cards)
+    at = {c.id: i for i, c in enumerate(working)}
+    if family is Family.PARTITIONED:
+        chosen = pick_partition_card(working, profile)
+        if chosen is None:
+            return Refusal(
+                "-", f'no card of the node has a free "{profile}" placement' if profile else "no partitioned card"
+            )
+        picks = [chosen]
+    elif family is Family.SLICED:
+        chosen = preferred_slice_card(working, units)
+        if chosen is None:
+            refusals = [r for c in working if c.sliceable for r in [check_allocate(c, family, units=units)] if r]
+            return refusals[0] if refusals else Refusal("-", "no logically sliceable card")
+        picks = [chosen]
+    else:
+        candidates = [c for c in working if check_allocate(c, family) is None]
+        order = (lambda c: c.index) if family is Family.EXCLUSIVE else (lambda c: (c.remaining, c.index))
+        picks = sorted(candidates, key=order)[:count]
+        if len(picks) < count:
+            refused = [r for c in working if not c.partitioned for r in [check_allocate(c, family)] if r]
+            reason = (
+                refused[0].reason
+                if refused
+                else f"the node has {len(candidates)} card(s) that can take it, {count} asked"
+            )
+            return Refusal(refused[0].card_id if refused else "-", reason)
+    grants = []
+    for c in picks:
+        grant_units = M if family is Family.EXCLUSIVE else SHARE if family is Family.SHARED else units
+        grants.append(Grant(c.id, family, grant_units, profile))
+        working[at[c.id]] = _granted(working[at[c.id]], family, grant_units, profile)
+    return grants, working

@@ -222,3 +222,66 @@ def kueue_resources_config() -> dict[str, Any]:
             replace(names.partitioned, mfr.credits, 0)
             exclude.append(f"{names.partitioned}.{mfr.partition_kind}-")
     return {"excludeResourcePrefixes": exclude, "transformations": transformations}
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRoom:
+    """How much of one resource a ClusterQueue can still take in one flavor: its own nominal left, plus what its
+    cohort can lend within its borrowing limit."""
+
+    resource: str
+    flavor: str
+    nominal: Fraction
+    used: Fraction
+    available: Fraction
+
+    @property
+    def borrowable(self) -> Fraction:
+        """What the cohort adds beyond the queue's own nominal left (negative when others borrowed from it)."""
+        return self.available - max(Fraction(0), self.nominal - self.used)
+
+
+def quota_room(
+    cq: str,
+    flavor: str,
+    resource: str,
+    quotas: Mapping[str, Sequence[Any]],
+    cohorts: Mapping[str, str],
+    usage: Mapping[tuple[str, str, str], Fraction],
+) -> QuotaRoom | None:
+    """Kueue's available quota of ``resource`` in ``flavor`` for ClusterQueue ``cq`` in a flat cohort, or None when
+    the queue covers no such pair.
+
+    ``quotas`` maps each queue to its :class:`~gpuctl.core.workloads.FlavorQuota` entries, ``cohorts`` a queue to
+    its cohort, ``usage`` (queue, flavor, resource) to what its reserved Workloads take. A queue keeps
+    ``nominal - lendingLimit`` to itself; the rest of every member's nominal is the cohort's, and a queue may take
+    from the cohort what the other members leave unused, at most ``borrowingLimit`` beyond its own nominal.
+    """
+    own = next((q for q in quotas.get(cq, ()) if q.flavor == flavor and q.resource == resource), None)
+    if own is None:
+        return None
+    used = usage.get((cq, flavor, resource), Fraction(0))
+    cohort = cohorts.get(cq, "")
+    if not cohort:
+        return QuotaRoom(resource, flavor, own.nominal, used, max(Fraction(0), own.nominal - used))
+
+    def guaranteed(q: Any) -> Fraction:
+        return max(Fraction(0), q.nominal - q.lending_limit) if q.lending_limit is not None else Fraction(0)
+
+    pool = Fraction(0)
+    pool_used = Fraction(0)
+    for member, entries in quotas.items():
+        if cohorts.get(member) != cohort:
+            continue
+        for q in entries:
+            if q.flavor == flavor and q.resource == resource:
+                g = guaranteed(q)
+                pool += q.nominal - g
+                pool_used += max(Fraction(0), usage.get((member, flavor, resource), Fraction(0)) - g)
+    local_left = max(Fraction(0), guaranteed(own) - used)
+    from_cohort = max(Fraction(0), pool - pool_used)
+    if own.borrowing_limit is not None:
+        stored = own.nominal - guaranteed(own)
+        in_cohort = max(Fraction(0), used - guaranteed(own))
+        from_cohort = min(from_cohort, max(Fraction(0), stored - in_cohort + own.borrowing_limit))
+    return QuotaRoom(resource, flavor, own.nominal, used, local_left + from_cohort)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from gpuctl.core import naming
@@ -146,6 +147,10 @@ class Workload:
     uid: str = ""
     resource_version: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
+    priority: int = 0
+    """``spec.priority`` (Kueue copies the priority class's value there)."""
+    created: str = ""
+    """``metadata.creationTimestamp`` (RFC 3339)."""
 
     @property
     def key(self) -> str:
@@ -229,6 +234,8 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
         labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},
+        priority=_int(spec.get("priority")),
+        created=str(meta.get("creationTimestamp") or ""),
     )
 
 
@@ -282,6 +289,19 @@ def parse_resource_flavor(obj: Mapping[str, Any]) -> ResourceFlavor:
 
 
 @dataclass(frozen=True, slots=True)
+class FlavorQuota:
+    """One ``resourceGroups[].flavors[].resources[]`` entry: a flavor's quota of one resource."""
+
+    flavor: str
+    resource: str
+    nominal: Fraction
+    borrowing_limit: Fraction | None = None
+    """How much more than ``nominal`` the queue may borrow from its cohort (None: no limit)."""
+    lending_limit: Fraction | None = None
+    """How much of ``nominal`` the cohort may borrow (None: all of it)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterQueue:
     name: str
     labels: Mapping[str, str]
@@ -295,10 +315,23 @@ class ClusterQueue:
     pending: int = 0
     reserving: int = 0
     admitted: int = 0
+    cohort: str = ""
+    quotas: tuple[FlavorQuota, ...] = ()
+    """Every flavor's quota per resource, in the order Kueue tries the flavors."""
+    queueing_strategy: str = "BestEffortFIFO"
 
     @property
     def instancetype_mark(self) -> bool:
         return self.labels.get(naming.LABEL_RESOURCE_TYPE) == naming.RESOURCE_TYPE_INSTANCETYPES
+
+
+def _quantity(value: Any) -> Fraction | None:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return None
 
 
 def parse_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
@@ -311,6 +344,18 @@ def parse_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
     checks += [str(_m(c).get("name", "")) for c in _l(_m(spec.get("admissionChecksStrategy")).get("admissionChecks"))]
     groups = [_m(g) for g in _l(spec.get("resourceGroups"))]
     flavors = tuple(str(_m(f).get("name", "")) for g in groups for f in _l(g.get("flavors")))
+    quotas = tuple(
+        FlavorQuota(
+            str(_m(f).get("name", "")),
+            str(_m(r).get("name", "")),
+            _quantity(_m(r).get("nominalQuota")) or Fraction(0),
+            _quantity(_m(r).get("borrowingLimit")),
+            _quantity(_m(r).get("lendingLimit")),
+        )
+        for g in groups
+        for f in _l(g.get("flavors"))
+        for r in _l(_m(f).get("resources"))
+    )
     return ClusterQueue(
         name=str(meta.get("name", "")),
         labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},
@@ -322,6 +367,9 @@ def parse_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
         pending=_int(status.get("pendingWorkloads")),
         reserving=_int(status.get("reservingWorkloads")),
         admitted=_int(status.get("admittedWorkloads")),
+        cohort=str(spec.get("cohortName") or spec.get("cohort") or ""),
+        quotas=quotas,
+        queueing_strategy=str(spec.get("queueingStrategy") or "BestEffortFIFO"),
     )
 
 

@@ -1,0 +1,937 @@
+"""What-if: run Workloads through the five gates on an in-memory copy of the cluster, in sequence.
+
+Each gate is the function the cluster's own gate runs, or Kueue's rule as its source states it:
+
+1. the Pod webhook (:func:`gpuctl.core.webhooks.review`) on the Pod Kueue's integration creates, then the Workload
+   fit-pin webhook on the Workload;
+2. Kueue's ``credits`` quota (with cohort borrowing, :func:`gpuctl.core.credits.quota_room`) and its TAS placement
+   (:mod:`gpuctl.core.tas`), flavor by flavor in the queue's order;
+3. the ``gpustack-node-devices`` check (:func:`gpuctl.core.fit.judge_workload`) on the Workload as Kueue reserved it;
+4. the capacity keys left on each assigned node;
+5. the allocator's picks (:func:`gpuctl.core.allocator.allocate`), card by card.
+
+An admitted Workload is then committed: its Pods are bound with the allocation records ``Allocate`` would write, the
+ledgers of their nodes are rebuilt from them, and the quota and node room they take are charged, so the next
+Workload sees it placed. Nothing is ever written to the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+from gpuctl.core import naming
+from gpuctl.core.admission import JSON
+from gpuctl.core.allocator import FAMILY_MODE, Grant, Refusal, allocate
+from gpuctl.core.capacity import node_allocatable
+from gpuctl.core.credits import cards_text, pod_requests, quota_room, transform
+from gpuctl.core.explain import FAILED, HELD, NOT_REACHED, PASSED, Explanation, Gate, gate1
+from gpuctl.core.fit import READY, FitContext, check_inputs, held_pod_counts, judge_workload, podset_demands, rebuild_ledger
+from gpuctl.core.instancetypes import InstanceType
+from gpuctl.core.ledger import Card, NodeDevices
+from gpuctl.core.naming import Family
+from gpuctl.core.nodes import Node
+from gpuctl.core.pins import FIT_PREFIXES, PinContext, node_fit_labels
+from gpuctl.core.pods import CardAllocation, Pod
+from gpuctl.core.submissions import Submission, instance_pod
+from gpuctl.core.tas import NodeRoom, TasFailure, place, selects_node, with_pod_slot
+from gpuctl.core.units import M
+from gpuctl.core.webhooks import Kind, WebhookContext, review
+from gpuctl.core.workloads import (
+    AdmissionCheck,
+    ClusterQueue,
+    Condition,
+    LocalQueue,
+    PodSet,
+    PodSetAssignment,
+    ResourceFlavor,
+    TopologyDomain,
+    Workload,
+)
+
+
+class ScenarioError(ValueError):
+    """A scenario that names something the cluster does not have; the message says what and how to list them."""
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """Every object the gates read, as records (the simulator never touches the cluster)."""
+
+    local_queues: Mapping[tuple[str, str], LocalQueue]
+    cluster_queues: Mapping[str, ClusterQueue]
+    instancetypes: Mapping[str, InstanceType]
+    flavors: Mapping[str, ResourceFlavor]
+    topologies: Mapping[str, tuple[str, ...]]
+    """Topology name → its levels' node labels."""
+    nodes: Mapping[str, Node]
+    """Empty when the read holds no Node objects (a snapshot of ledgers only): room then comes from the ledgers."""
+    devices: Mapping[str, NodeDevices]
+    workloads: tuple[Workload, ...]
+    pods: tuple[Pod, ...]
+    admission_check: AdmissionCheck | None
+    pods_read: bool = True
+
+
+# ----------------------------------------------------------------------------------------------- scenarios
+
+
+def _pool_queue(state: ClusterState, pool: str) -> ClusterQueue:
+    cq = state.cluster_queues.get(pool)
+    if cq is None:
+        known = ", ".join(sorted(state.cluster_queues)) or "none"
+        raise ScenarioError(f"pool {pool!r} has no ClusterQueue of that name (known: {known})")
+    return cq
+
+
+def without(state: ClusterState, keys: Iterable[str]) -> ClusterState:
+    """The cluster as if these Workloads (``namespace/name``) had finished: they and their Pods are gone."""
+    gone = set(keys)
+    known = {w.key for w in state.workloads}
+    missing = sorted(gone - known)
+    if missing:
+        raise ScenarioError(f"--without {missing[0]}: no such Workload (`gpuctl workloads -A` lists them)")
+    return replace(
+        state,
+        workloads=tuple(w for w in state.workloads if w.key not in gone),
+        pods=tuple(p for p in state.pods if f"{p.namespace}/{p.workload}" not in gone),
+    )
+
+
+def hold(state: ClusterState, pool: str) -> ClusterState:
+    """The pool on ``Hold``: its queue admits nothing new; what runs keeps running."""
+    cq = _pool_queue(state, pool)
+    return replace(state, cluster_queues={**state.cluster_queues, pool: replace(cq, stop_policy="Hold")})
+
+
+def drain(state: ClusterState, pool: str) -> ClusterState:
+    """The pool drained (``HoldAndDrain``): its queue admits nothing, and its admitted Workloads are evicted, so
+    their Pods free their cards."""
+    cq = _pool_queue(state, pool)
+    evicted = [w.key for w in state.workloads if (w.cluster_queue or "") == pool and (w.quota_reserved or w.admitted)]
+    drained = without(state, evicted) if evicted else state
+    return replace(drained, cluster_queues={**state.cluster_queues, pool: replace(cq, stop_policy="HoldAndDrain")})
+
+
+def add_nodes(state: ClusterState, count: int, like: str) -> ClusterState:
+    """``count`` more nodes shaped like ``like`` (its labels, allocatable and cards, every card free); every queue
+    whose flavor selects them grows by their cards x M credits, as a derived pool's quota follows its nodes."""
+    template = state.devices.get(like)
+    if template is None:
+        raise ScenarioError(f"--like {like}: no node of that name has a Devices ledger (`gpuctl pools` lists them)")
+    if count <= 0:
+        return state
+    devices = dict(state.devices)
+    nodes = dict(state.nodes)
+    base = state.nodes.get(like)
+    for i in range(1, count + 1):
+        name = f"{like}-sim-{i}"
+        labels = {**template.labels, naming.LABEL_HOSTNAME: name}
+        devices[name] = NodeDevices(name, labels, template.groups, "")
+        if base is not None:
+            nodes[name] = replace(base, name=name, labels={**base.labels, naming.LABEL_HOSTNAME: name})
+    node_labels = base.labels if base is not None else template.labels
+    queues = dict(state.cluster_queues)
+    for name, cq in state.cluster_queues.items():
+        grown = []
+        changed = False
+        for q in cq.quotas:
+            f = state.flavors.get(q.flavor)
+            extra = Fraction(0)
+            if f is not None and all(node_labels.get(k) == v for k, v in f.device_selector.items()):
+                if q.resource.startswith(naming.CREDITS_PREFIX):
+                    mfr = q.resource[len(naming.CREDITS_PREFIX) :]
+                    cards = sum(
+                        len(g.cards)
+                        for g in template.groups
+                        if g.manufacturer == mfr and (not f.accelerator_keys or g.accelerator_key in f.accelerator_keys)
+                    )
+                    extra = Fraction(count * cards * M)
+                elif base is not None and q.resource in base.allocatable:
+                    extra = count * base.allocatable[q.resource]
+            grown.append(replace(q, nominal=q.nominal + extra) if extra else q)
+            changed = changed or bool(extra)
+        if changed:
+            queues[name] = replace(cq, quotas=tuple(grown))
+    return replace(state, devices=devices, nodes=nodes, cluster_queues=queues)
+
+
+# ----------------------------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedNode:
+    name: str
+    pods: int
+    cards: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One simulated Workload: explain's five gates, and where it lands when admitted."""
+
+    submission: Submission
+    explanation: Explanation
+    placement: tuple[PlacedNode, ...] = ()
+    cluster_queue: str = ""
+
+    @property
+    def admitted(self) -> bool:
+        return self.explanation.held_by is None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.explanation.to_dict() | {"admitted": self.admitted}
+        if self.admitted:
+            out["placement"] = {
+                "nodes": [{"name": n.name, "pods": n.pods, "cards": list(n.cards)} for n in self.placement]
+            }
+        return out
+
+
+def _not_reached(after: int) -> list[Gate]:
+    why = {
+        2: "Kueue queues the Workload once its Pods are accepted",
+        3: "the check runs once quota is reserved",
+        4: "Pods are scheduled once the Workload is admitted",
+        5: "Allocate runs when the kubelet admits a bound Pod",
+    }
+    return [Gate(g, NOT_REACHED, why[g]) for g in range(after + 1, 6)]
+
+
+# ----------------------------------------------------------------------------------------------- the simulator
+
+
+def _podset_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
+    return {k: v for k, v in pod_requests(spec).items() if v}
+
+
+def _quota_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
+    """One Pod's requests as Kueue's quota counts them: accelerator keys folded into credits, the rest as is."""
+    raw = pod_requests(spec)
+    out: dict[str, Fraction] = {k: Fraction(v) for k, v in transform(raw).items()}
+    for k, v in raw.items():
+        if naming.classify_resource(k) is None and not k.startswith("device.gpustack.ai/") and v:
+            out[k] = out.get(k, Fraction(0)) + v
+    return out
+
+
+def _amount(resource: str, value: Fraction) -> str:
+    if resource.startswith(naming.CREDITS_PREFIX):
+        return f"{int(value)} credits ({cards_text(value / M)})"
+    return f"{float(value):g}" if value.denominator != 1 else str(value.numerator)
+
+
+@dataclass
+class _Reserved:
+    """A Workload as Kueue reserves it: the flavor and nodes of each PodSet."""
+
+    flavors: dict[str, str] = field(default_factory=dict)
+    """PodSet → flavor."""
+    hosts: dict[str, tuple[tuple[str, int], ...] | None] = field(default_factory=dict)
+    """PodSet → ``(node, pods)`` (None without a topology)."""
+    usage: dict[tuple[str, str], Fraction] = field(default_factory=dict)
+    """(flavor, resource) → quota taken."""
+    evidence: list[str] = field(default_factory=list)
+
+
+class Simulator:
+    """A working copy of the cluster that Workloads are placed on one after another."""
+
+    def __init__(self, state: ClusterState, *, at_quota: Iterable[str] = ()) -> None:
+        self.state = state
+        missing = sorted(set(at_quota) - set(state.cluster_queues))
+        if missing:
+            raise ScenarioError(f"--at-quota {missing[0]}: no ClusterQueue of that name")
+        self.at_quota = frozenset(at_quota)
+        fit = check_inputs(
+            state.flavors,
+            state.devices.values(),
+            state.nodes or None,
+            state.workloads,
+            state.pods,
+            pods_read=state.pods_read,
+        )
+        self.base_devices = dict(state.devices)
+        self.ledgers: dict[str, NodeDevices] = dict(fit.devices)
+        self.workloads: list[Workload] = list(state.workloads)
+        self.pods: list[Pod] = list(state.pods)
+        self.held: dict[tuple[str, str, str, str], int] = dict(fit.held or {})
+        self.ledger_kind = fit.ledger
+        self.pods_by_node: dict[str, list[Pod]] = {}
+        for p in self.pods:
+            if p.node_name:
+                self.pods_by_node.setdefault(p.node_name, []).append(p)
+        self.free: dict[str, dict[str, Fraction]] = {}
+        self._init_room()
+        self.labels: dict[str, Mapping[str, str]] = {name: self._labels(name) for name in self.free}
+        self.usage: dict[tuple[str, str, str], Fraction] = {}
+        for w in self.workloads:
+            if w.quota_reserved and not w.finished and w.cluster_queue:
+                self._charge_quota(w)
+        self.fit_context = self._context()
+
+    # -- derived state ----------------------------------------------------------------------------------------
+
+    def _context(self) -> FitContext:
+        return FitContext(
+            self.state.flavors,
+            self.ledgers,
+            self.state.nodes or None,
+            tuple(self.workloads),
+            tuple(self.pods),
+            self.ledger_kind,
+            self.held,
+        )
+
+    def _labels(self, node: str) -> Mapping[str, str]:
+        """A node's labels with its fit labels as the operator publishes them from the (simulated) ledger."""
+        n = self.state.nodes.get(node)
+        d = self.ledgers.get(node)
+        labels = dict(n.labels) if n is not None else dict(d.labels if d else {})
+        if d is None or not d.managed:
+            return labels
+        for k in [k for k in labels if k.startswith(FIT_PREFIXES)]:
+            del labels[k]
+        labels.update(node_fit_labels(d))
+        return labels
+
+    def _allocatable(self, node: str) -> dict[str, Fraction]:
+        n = self.state.nodes.get(node)
+        if n is not None:
+            return dict(n.allocatable)
+        d = self.ledgers.get(node)
+        room: dict[str, Fraction] = {k: Fraction(v) for k, v in node_allocatable(d).items()} if d else {}
+        room["pods"] = Fraction(110)
+        return room
+
+    def _init_room(self) -> None:
+        """Node room as TAS counts it: allocatable minus non-TAS Pods and the Workloads placed by topology."""
+        tas_pods: set[tuple[str, str]] = set()
+        used: dict[str, list[Mapping[str, Fraction]]] = {}
+        for w in self.workloads:
+            if not w.quota_reserved or w.finished:
+                continue
+            for ps in w.podsets:
+                a = w.assignment(ps.name)
+                hosts = a.hostnames if a else None
+                if not hosts:
+                    continue
+                tas_pods.add((w.namespace, w.name))
+                per_pod = with_pod_slot(pod_requests(ps.spec))
+                for node, pods in hosts:
+                    used.setdefault(node, []).extend([per_pod] * pods)
+        for p in self.pods:
+            if p.node_name and not p.finished and (p.namespace, p.workload) not in tas_pods:
+                used.setdefault(p.node_name, []).append(with_pod_slot(p.requests))
+        names = set(self.state.nodes) or set(self.ledgers)
+        for name in names:
+            free = self._allocatable(name)
+            for req in used.get(name, ()):
+                for k, v in req.items():
+                    free[k] = free.get(k, Fraction(0)) - v
+            self.free[name] = free
+
+    def _charge_quota(self, w: Workload) -> None:
+        for ps in w.podsets:
+            a = w.assignment(ps.name)
+            if a is None:
+                continue
+            per_pod = _quota_requests(ps.spec)
+            count = a.count or ps.count
+            for resource, value in per_pod.items():
+                flavor = a.flavors.get(resource)
+                if flavor:
+                    key = (w.cluster_queue, flavor, resource)
+                    self.usage[key] = self.usage.get(key, Fraction(0)) + value * count
+
+    def _quota(self, cq: str, flavor: str, resource: str) -> tuple[Fraction, Fraction, Fraction] | None:
+        """(nominal, used, available) of a resource in a flavor for a queue, with cohort borrowing."""
+        quotas = {n: q.quotas for n, q in self.state.cluster_queues.items()}
+        cohorts = {n: q.cohort for n, q in self.state.cluster_queues.items()}
+        usage = dict(self.usage)
+        for q in self.at_quota:
+            for fq in self.state.cluster_queues[q].quotas:
+                usage[(q, fq.flavor, fq.resource)] = max(usage.get((q, fq.flavor, fq.resource), Fraction(0)), fq.nominal)
+        room = quota_room(cq, flavor, resource, quotas, cohorts, usage)
+        if room is None:
+            return None
+        return room.nominal, room.used, room.available
+
+    # -- gates ------------------------------------------------------------------------------------------------
+
+    def _webhook_context(self) -> WebhookContext:
+        lq = {k: q.cluster_queue for k, q in self.state.local_queues.items()}
+        pins = PinContext(lq, {n: q.labels for n, q in self.state.cluster_queues.items()}, dict(self.state.instancetypes))
+        stops = {n: q.stop_policy for n, q in self.state.cluster_queues.items()}
+        return WebhookContext(
+            instancetypes=tuple(self.state.instancetypes.values()), pins=pins, stop_policies=stops
+        )
+
+    def _gate1(self, sub: Submission) -> tuple[Submission, Workload | None, Gate]:
+        """The Pod webhook on the Pod Kueue's integration creates, then the Workload pin: the Workload Kueue sees."""
+        ctx = self._webhook_context()
+        evidence: list[str] = []
+        if sub.instance is not None:
+            type_name = str((sub.instance.get("spec") or {}).get("type"))
+            it = self.state.instancetypes.get(type_name)
+            answer = review(Kind.INSTANCE, "CREATE", sub.instance, None, ctx)
+            if not answer.allowed:
+                return sub, None, Gate(1, FAILED, f"the Instance webhook denies it: {answer.message}", (), "fix the Instance's spec")
+            if it is None:
+                return sub, None, Gate(1, FAILED, f"InstanceType {type_name} does not exist", (), "`gpuctl views` lists the pools")
+            pod = instance_pod(answer.mutated or sub.instance, it)
+            spec = pod["spec"]
+            from gpuctl.core.submissions import SubmittedPodSet
+
+            sub = replace(
+                sub,
+                queue_name=pod["metadata"]["labels"][naming.LABEL_QUEUE_NAME],
+                podsets=(SubmittedPodSet("main", 1, spec),),
+                pod=pod,
+            )
+            evidence.append(f"the Instance's Pod asks {_limits_text(spec)} on entrance {sub.queue_name}")
+        if sub.pod is not None:
+            answer = review(Kind.POD, "CREATE", sub.pod, None, ctx)
+            if not answer.allowed:
+                return (
+                    sub,
+                    None,
+                    Gate(
+                        1,
+                        FAILED,
+                        "the Pod webhook denies the Pod",
+                        (str(answer.message),),
+                        "fix the request in the Pod; `gpuctl webhook dry-run pod -f FILE` shows the webhook's answer",
+                    ),
+                )
+            mutated = answer.mutated or sub.pod
+            spec = mutated.get("spec") or {}
+            if spec != sub.pod.get("spec"):
+                evidence.append("the Pod webhook folded the request (and pinned it where the rules say)")
+            sub = replace(sub, podsets=tuple(replace(ps, spec=spec) for ps in sub.podsets))
+        obj = sub.workload_object()
+        pinned = review(Kind.WORKLOAD, "CREATE", obj, None, ctx)
+        wobj = pinned.mutated if pinned.allowed and pinned.mutated is not None else obj
+        if wobj != obj:
+            evidence.append("the Workload webhook pinned each PodSet to nodes whose fit label says one card fits")
+        w = _workload_record(sub, wobj)
+        g = gate1(w)
+        return sub, w, replace(g, evidence=tuple(evidence) + g.evidence)
+
+    def _nodes_for(self, flavor: ResourceFlavor, spec: Mapping[str, Any]) -> tuple[list[NodeRoom], int, dict[str, int]]:
+        """Candidate nodes for a PodSet on a flavor: Ready, schedulable, matching the flavor's labels and the
+        PodSet's selectors; with how many matched the flavor and why the others were excluded."""
+        total = 0
+        excluded: dict[str, int] = {}
+        out: list[NodeRoom] = []
+        selector = spec.get("nodeSelector")
+        for name, free in self.free.items():
+            node = self.state.nodes.get(name)
+            labels = self.labels.get(name, {})
+            if node is not None and (not node.ready or node.unschedulable):
+                continue
+            if naming.LABEL_HOSTNAME not in labels and node is not None:
+                continue
+            wanted = flavor.node_labels if node is not None else flavor.device_selector
+            if any(labels.get(k) != v for k, v in wanted.items()):
+                continue
+            total += 1
+            if isinstance(selector, Mapping) and any(labels.get(str(k)) != str(v) for k, v in selector.items()):
+                excluded["nodeSelector"] = excluded.get("nodeSelector", 0) + 1
+                continue
+            if not selects_node({"affinity": spec.get("affinity")}, labels):
+                excluded["affinity"] = excluded.get("affinity", 0) + 1
+                continue
+            out.append(NodeRoom(name, labels, free))
+        return out, total, excluded
+
+    def _reserve(self, w: Workload, cq: ClusterQueue, sub: Submission) -> _Reserved | str:
+        """Kueue's flavor assignment for every PodSet: quota first, then the TAS placement; the first flavor that
+        takes the PodSet wins. Returns what it reserved, or why it cannot."""
+        reserved = _Reserved()
+        for ps, sps in zip(w.podsets, sub.podsets, strict=True):
+            per_pod = _quota_requests(ps.spec)
+            wanted = {r: v * ps.count for r, v in per_pod.items()}
+            flavors = list(dict.fromkeys(q.flavor for q in cq.quotas if q.resource in wanted))
+            if not flavors:
+                if any(r.startswith(naming.CREDITS_PREFIX) for r in wanted) and cq.quotas:
+                    return f"couldn't assign flavors to pod set {ps.name}: the ClusterQueue covers none of {', '.join(sorted(wanted))}"
+                reserved.hosts[ps.name] = None
+                reserved.evidence.append(f"pod set {ps.name}: the ClusterQueue covers none of its resources")
+                continue
+            reasons: list[str] = []
+            for fname in flavors:
+                short = []
+                lines = []
+                for resource, value in sorted(wanted.items()):
+                    q = self._quota(cq.name, fname, resource)
+                    if q is None:
+                        continue
+                    nominal, used, available = q
+                    available -= reserved.usage.get((fname, resource), Fraction(0))
+                    lines.append(
+                        f"{resource} in flavor {fname}: requests {_amount(resource, value)}; "
+                        f"{_amount(resource, max(available, Fraction(0)))} available (nominal {_amount(resource, nominal)}, used {_amount(resource, used)})"
+                    )
+                    if value > available:
+                        short.append(
+                            f"insufficient unused quota for {resource} in flavor {fname}, "
+                            f"{_amount(resource, value - max(available, Fraction(0)))} more needed"
+                        )
+                if short:
+                    reasons.extend(short)
+                    reserved.evidence.extend(lines)
+                    continue
+                flavor = self.state.flavors.get(fname)
+                hosts: tuple[tuple[str, int], ...] | None = None
+                if flavor is not None and flavor.topology_name:
+                    levels = self.state.topologies.get(flavor.topology_name, (naming.LABEL_HOSTNAME,))
+                    if not levels or levels[-1] != naming.LABEL_HOSTNAME:
+                        reasons.append(
+                            f"flavor {fname}: topology {flavor.topology_name} does not end at {naming.LABEL_HOSTNAME}, which this simulator places at"
+                        )
+                        continue
+                    nodes, total, excluded = self._nodes_for(flavor, ps.spec)
+                    placed = place(
+                        ps.count,
+                        with_pod_slot(pod_requests(ps.spec)),
+                        nodes,
+                        sps.topology,
+                        topology=flavor.topology_name,
+                        total_nodes=total,
+                        excluded=excluded,
+                    )
+                    if isinstance(placed, TasFailure):
+                        reasons.append(placed.message)
+                        reserved.evidence.extend(lines)
+                        continue
+                    hosts = placed.hosts
+                reserved.flavors[ps.name] = fname
+                reserved.hosts[ps.name] = hosts
+                for resource, value in wanted.items():
+                    reserved.usage[(fname, resource)] = reserved.usage.get((fname, resource), Fraction(0)) + value
+                reserved.evidence.extend(lines)
+                if hosts:
+                    reserved.evidence.append(
+                        f"TAS places pod set {ps.name} on " + ", ".join(f"{n} ({c} pod{'s' if c != 1 else ''})" for n, c in hosts)
+                    )
+                break
+            else:
+                return f"couldn't assign flavors to pod set {ps.name}: " + ", ".join(reasons)
+        return reserved
+
+    def _gate2(self, w: Workload) -> tuple[Gate, ClusterQueue | None, _Reserved | None, Submission | None]:
+        lq = self.state.local_queues.get((w.namespace, w.queue_name))
+        if lq is None:
+            return (
+                Gate(
+                    2,
+                    HELD,
+                    f"LocalQueue {w.queue_name!r} does not exist in namespace {w.namespace}",
+                    (),
+                    "submit to the entrance of an InstanceType (its status.entrance)",
+                ),
+                None,
+                None,
+                None,
+            )
+        evidence = [f"LocalQueue {lq.namespace}/{lq.name} → ClusterQueue {lq.cluster_queue}"]
+        cq = self.state.cluster_queues.get(lq.cluster_queue)
+        if cq is None:
+            return Gate(2, HELD, f"ClusterQueue {lq.cluster_queue} does not exist", tuple(evidence)), None, None, None
+        if cq.stop_policy not in ("", "None"):
+            return (
+                Gate(
+                    2,
+                    HELD,
+                    f"ClusterQueue {cq.name} is stopped ({cq.stop_policy}): it admits nothing",
+                    tuple(evidence),
+                    f"`gpuctl resume {cq.name}` puts the pool back in service",
+                ),
+                cq,
+                None,
+                None,
+            )
+        check = self.state.admission_check
+        if naming.NODE_DEVICES_CHECK in cq.admission_checks and (check is None or not check.active):
+            return (
+                Gate(
+                    2,
+                    HELD,
+                    f"ClusterQueue {cq.name} is inactive: AdmissionCheck {naming.NODE_DEVICES_CHECK} is "
+                    + ("missing" if check is None else "not Active"),
+                    tuple(evidence),
+                    "the operator creates the check and keeps it Active; see `gpuctl doctor`",
+                ),
+                cq,
+                None,
+                None,
+            )
+        return Gate(2, PASSED, "", tuple(evidence)), cq, None, None
+
+    # -- one Workload -----------------------------------------------------------------------------------------
+
+    def simulate(self, sub: Submission, *, commit: bool = True) -> Outcome:
+        """Run one submission through the gates; when admitted (and ``commit``), place it for the next one."""
+        sub, w, g1 = self._gate1(sub)
+        if w is None or g1.verdict == FAILED:
+            return Outcome(sub, Explanation(sub.namespace, sub.name, (g1, *_not_reached(1)), sub.kind))
+        g2, cq, _, _ = self._gate2(w)
+        if cq is None or g2.verdict != PASSED:
+            return Outcome(sub, Explanation(sub.namespace, sub.name, (g1, g2, *_not_reached(2)), sub.kind))
+        got = self._reserve(w, cq, sub)
+        if isinstance(got, str):
+            g2 = Gate(
+                2,
+                HELD,
+                got,
+                g2.evidence + tuple(_dedupe(self._quota_lines(w, cq))),
+                "wait for admitted Workloads of this pool to finish, or grow the pool; `--suggest` tries both",
+            )
+            return Outcome(sub, Explanation(sub.namespace, sub.name, (g1, g2, *_not_reached(2)), sub.kind), cluster_queue=cq.name)
+        g2 = Gate(2, PASSED, f"quota reserved in ClusterQueue {cq.name}", g2.evidence + tuple(got.evidence))
+        reserved = _reserved_record(w, cq, got)
+        g3, verdict_ok = self._gate3(reserved, cq)
+        gates = [g1, g2, g3]
+        if not verdict_ok:
+            return Outcome(sub, Explanation(sub.namespace, sub.name, (*gates, *_not_reached(3)), sub.kind), cluster_queue=cq.name)
+        hosts = self._schedule(reserved, got)
+        g4 = self._gate4(reserved, hosts)
+        gates.append(g4)
+        if g4.verdict != PASSED:
+            return Outcome(sub, Explanation(sub.namespace, sub.name, (*gates, *_not_reached(4)), sub.kind), cluster_queue=cq.name)
+        g5, pods = self._gate5(reserved, got, hosts)
+        gates.append(g5)
+        outcome = Outcome(sub, Explanation(sub.namespace, sub.name, tuple(gates), sub.kind), cluster_queue=cq.name)
+        if g5.verdict != PASSED:
+            return outcome
+        placement = _placement(pods)
+        outcome = replace(outcome, placement=placement)
+        if commit:
+            self._commit(reserved, pods)
+        return outcome
+
+    def _quota_lines(self, w: Workload, cq: ClusterQueue) -> list[str]:
+        lines = []
+        for ps in w.podsets:
+            for resource, value in sorted(_quota_requests(ps.spec).items()):
+                for fname in dict.fromkeys(q.flavor for q in cq.quotas if q.resource == resource):
+                    q = self._quota(cq.name, fname, resource)
+                    if q is not None:
+                        nominal, used, available = q
+                        lines.append(
+                            f"{resource} in flavor {fname}: requests {_amount(resource, value * ps.count)}; "
+                            f"{_amount(resource, available)} available (nominal {_amount(resource, nominal)}, used {_amount(resource, used)})"
+                        )
+        return lines
+
+    def _gate3(self, w: Workload, cq: ClusterQueue) -> tuple[Gate, bool]:
+        if naming.NODE_DEVICES_CHECK not in cq.admission_checks:
+            return Gate(3, PASSED, f"ClusterQueue {cq.name} does not reference the {naming.NODE_DEVICES_CHECK} check"), True
+        if not any(a.credit_flavors for a in w.assignments):
+            return Gate(3, PASSED, "the Workload gets no accelerator flavor, so it carries no check"), True
+        verdict = judge_workload(w, self.fit_context)
+        evidence = [f"check: {verdict.state}: {verdict.message}"]
+        if verdict.inflight:
+            others = sorted({c.workload for c in verdict.inflight})
+            evidence.append(f"{len(verdict.inflight)} card charge(s) promised to {', '.join(others)} (admitted, Pods not allocated yet)")
+        if verdict.state == READY:
+            return Gate(3, PASSED, "every assigned node holds the demand card by card", tuple(evidence), "", (verdict.state, verdict.message)), True
+        return (
+            Gate(
+                3,
+                HELD,
+                verdict.message,
+                tuple(evidence),
+                "the check answers Retry every 30 s until the cards free up; `--suggest` finds what would free them",
+                (verdict.state, verdict.message),
+            ),
+            False,
+        )
+
+    def _schedule(self, w: Workload, got: _Reserved) -> dict[str, tuple[tuple[str, int], ...]]:
+        """The nodes each PodSet's Pods are bound to: TAS's assignment, or (without one) the first nodes by name
+        whose keys hold a Pod — the scheduler's scoring is not modelled."""
+        out: dict[str, tuple[tuple[str, int], ...]] = {}
+        for ps in w.podsets:
+            hosts = got.hosts.get(ps.name)
+            if hosts:
+                out[ps.name] = hosts
+                continue
+            fname = got.flavors.get(ps.name)
+            flavor = self.state.flavors.get(fname) if fname else None
+            per_pod = with_pod_slot(pod_requests(ps.spec))
+            if flavor is not None:
+                rooms, _, _ = self._nodes_for(flavor, ps.spec)
+            else:
+                rooms = [
+                    NodeRoom(n, self.labels.get(n, {}), free)
+                    for n, free in self.free.items()
+                    if selects_node(ps.spec, self.labels.get(n, {}))
+                ]
+            placed: list[tuple[str, int]] = []
+            left = ps.count
+            for room in sorted(rooms, key=lambda r: r.name):
+                take = min(left, room.pods_that_fit(per_pod))
+                if take > 0:
+                    placed.append((room.name, take))
+                    left -= take
+                if left == 0:
+                    break
+            out[ps.name] = tuple(placed) if left == 0 else ()
+        return out
+
+    def _gate4(self, w: Workload, hosts: Mapping[str, tuple[tuple[str, int], ...]]) -> Gate:
+        evidence: list[str] = []
+        short: list[str] = []
+        used: dict[str, dict[str, Fraction]] = {}
+        for ps in w.podsets:
+            per_pod = with_pod_slot(pod_requests(ps.spec))
+            if not hosts.get(ps.name):
+                short.append(f"pod set {ps.name}: no node's keys hold its {ps.count} Pod(s)")
+                continue
+            for node, pods in hosts[ps.name]:
+                free = self.free.get(node, {})
+                taken = used.setdefault(node, {})
+                for k, v in sorted(per_pod.items()):
+                    need = v * pods + taken.get(k, Fraction(0))
+                    have = free.get(k, Fraction(0))
+                    if naming.classify_resource(k) is not None or k in ("cpu", "memory", "pods"):
+                        if need > have:
+                            short.append(f"{node}: {k}: requests {_amount(k, need)}, {_amount(k, max(have, Fraction(0)))} free")
+                    taken[k] = need
+                evidence.append(f"{node}: {pods} Pod(s) of {ps.name} fit its keys")
+        if short:
+            return Gate(
+                4,
+                HELD,
+                "a Pod does not fit its node's capacity keys: it stays Pending on the node TAS assigned",
+                tuple(evidence + short),
+                "on a TAS queue the Pod is pinned to its assigned node: it waits until that node's keys free up",
+            )
+        return Gate(4, PASSED, "every Pod fits its node's capacity keys", tuple(evidence))
+
+    def _gate5(
+        self, w: Workload, got: _Reserved, hosts: Mapping[str, tuple[tuple[str, int], ...]]
+    ) -> tuple[Gate, list[Pod]]:
+        pods: list[Pod] = []
+        evidence: list[str] = []
+        working: dict[str, dict[tuple[str, str], list[Card]]] = {}
+        for ps in w.podsets:
+            fname = got.flavors.get(ps.name)
+            flavor = self.state.flavors.get(fname) if fname else None
+            containers = _accelerator_container(ps.spec)
+            requests = pod_requests(ps.spec)
+            for node, count in hosts.get(ps.name, ()):
+                ledger = self.ledgers.get(node)
+                for i in range(count):
+                    allocations: list[CardAllocation] = []
+                    for d in podset_demands(PodSet(ps.name, 1, ps.spec)):
+                        if ledger is None:
+                            return (
+                                Gate(5, FAILED, f"{node} has no Devices ledger: Allocate has no card to give", tuple(evidence)),
+                                [],
+                            )
+                        groups = [
+                            g
+                            for g in ledger.groups
+                            if g.manufacturer == d.manufacturer
+                            and (flavor is None or not flavor.accelerator_keys or g.accelerator_key in flavor.accelerator_keys)
+                        ]
+                        node_cards = working.setdefault(node, {})
+                        for g in groups:
+                            node_cards.setdefault((g.manufacturer, g.id), list(g.cards))
+                        asked = d.shares if d.family is Family.SHARED and d.shares else (d.cards,)
+                        for n in asked * (d.pods if d.family in (Family.SLICED, Family.PARTITIONED) else 1):
+                            result: tuple[list[Grant], list[Card]] | Refusal = Refusal("-", "no card of the flavor")
+                            for g in groups:
+                                result = allocate(
+                                    node_cards[(g.manufacturer, g.id)],
+                                    d.family,
+                                    count=n,
+                                    units=d.units,
+                                    profile=d.profile,
+                                )
+                                if not isinstance(result, Refusal):
+                                    grants, after = result
+                                    node_cards[(g.manufacturer, g.id)] = after
+                                    for grant in grants:
+                                        card = next(c for c in g.cards if c.id == grant.card_id)
+                                        profile = card.profile(grant.profile) if grant.profile else None
+                                        allocations.append(
+                                            CardAllocation(
+                                                containers.get(d.family, "main"),
+                                                g.manufacturer,
+                                                g.id,
+                                                grant.card_id,
+                                                int(FAMILY_MODE[grant.family]),
+                                                grant.units,
+                                                profile.name if profile else "",
+                                            )
+                                        )
+                                    break
+                            if isinstance(result, Refusal):
+                                return (
+                                    Gate(
+                                        5,
+                                        FAILED,
+                                        f"Allocate refuses a Pod of {ps.name} on {node}: it fails with UnexpectedAdmissionError",
+                                        tuple(evidence) + (result.message,),
+                                        "the gates before let it through because the check does not guard this queue or the kubelet ignored the hint; the owner recreates the Pod",
+                                    ),
+                                    [],
+                                )
+                    pod = Pod(
+                        namespace=w.namespace,
+                        name=f"{w.name}-{ps.name}-{len(pods)}",
+                        node_name=node,
+                        phase="Running",
+                        labels={naming.LABEL_PODSET: ps.name},
+                        workload=w.name,
+                        podset=ps.name,
+                        accelerator_containers=tuple(dict.fromkeys(a.container for a in allocations)),
+                        allocations=tuple(allocations),
+                        requests=requests,
+                    )
+                    pods.append(pod)
+                    if allocations:
+                        evidence.append(f"pod {i + 1} of {ps.name} on {node}: " + ", ".join(a.card_id for a in allocations))
+        return Gate(5, PASSED, "Allocate grants every accelerator container its cards", tuple(evidence)), pods
+
+    # -- commit -----------------------------------------------------------------------------------------------
+
+    def _commit(self, w: Workload, pods: list[Pod]) -> None:
+        admitted = replace(
+            w,
+            conditions={**w.conditions, "Admitted": Condition("Admitted", "True", "Admitted")},
+        )
+        self.workloads.append(admitted)
+        self._charge_quota(admitted)
+        touched: set[str] = set()
+        for p in pods:
+            self.pods.append(p)
+            self.pods_by_node.setdefault(p.node_name, []).append(p)
+            touched.add(p.node_name)
+            key = (p.namespace, p.workload, p.podset, p.node_name)
+            if p.held or not p.accelerator_containers:
+                self.held[key] = self.held.get(key, 0) + 1
+            free = self.free.setdefault(p.node_name, {})
+            for k, v in with_pod_slot(p.requests).items():
+                free[k] = free.get(k, Fraction(0)) - v
+        for node in touched:
+            base = self.base_devices.get(node)
+            if base is not None and self.ledger_kind == "rebuilt":
+                self.ledgers[node] = rebuild_ledger(base, self.pods_by_node.get(node, ()))
+            elif node in self.ledgers:
+                self.ledgers[node] = _charged(self.ledgers[node], [p for p in pods if p.node_name == node])
+            self.labels[node] = self._labels(node)
+        self.fit_context = self._context()
+
+
+def _charged(ledger: NodeDevices, pods: Sequence[Pod]) -> NodeDevices:
+    """A published ledger (no Pods read) with these Pods' allocations added on top."""
+    extra = [a for p in pods for a in p.allocations]
+    groups = []
+    for g in ledger.groups:
+        cards = []
+        for c in g.cards:
+            mine = [a for a in extra if a.group == g.id and a.manufacturer == g.manufacturer and a.card_id == c.id]
+            if not mine:
+                cards.append(c)
+                continue
+            allocated = min(M, c.allocated + sum(a.allocated for a in mine))
+            profiles = dict(c.allocated_profiles)
+            remaining_profiles = dict(c.remaining_profiles)
+            for a in mine:
+                if a.profile:
+                    profiles[a.profile] = profiles.get(a.profile, 0) + 1
+                    remaining_profiles[a.profile] = max(0, remaining_profiles.get(a.profile, 0) - 1)
+            cards.append(
+                c._replace(
+                    mode=type(c.mode)(mine[0].mode),
+                    allocated=allocated,
+                    remaining=M - allocated,
+                    allocated_slices=c.allocated_slices + sum(1 for a in mine if a.mode == 3),
+                    allocated_profiles=profiles,
+                    remaining_profiles=remaining_profiles,
+                )
+            )
+        groups.append(replace(g, cards=tuple(cards)))
+    return replace(ledger, groups=tuple(groups))
+
+
+def _dedupe(lines: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(lines))
+
+
+def _limits_text(spec: Mapping[str, Any]) -> str:
+    containers = spec.get("containers") or []
+    limits = ((containers[0] or {}).get("resources") or {}).get("limits") if containers else None
+    return ", ".join(f"{k}={v}" for k, v in sorted((limits or {}).items())) or "nothing"
+
+
+def _accelerator_container(spec: Mapping[str, Any]) -> dict[Family, str]:
+    """The first container asking for each family (its allocation record names it)."""
+    out: dict[Family, str] = {}
+    for section in ("initContainers", "containers"):
+        for c in spec.get(section) or []:
+            if not isinstance(c, Mapping):
+                continue
+            res = c.get("resources") if isinstance(c.get("resources"), Mapping) else {}
+            for part in ("limits", "requests"):
+                for k in (res.get(part) or {}) if isinstance(res.get(part), Mapping) else {}:
+                    key = naming.classify_resource(str(k))
+                    if key is not None and key.family is not None:
+                        out.setdefault(key.family, str(c.get("name", "main")))
+    return out
+
+
+def _workload_record(sub: Submission, obj: JSON) -> Workload:
+    from gpuctl.core.workloads import parse_workload
+
+    w = parse_workload(obj)
+    return replace(w, labels=dict(sub.labels))
+
+
+def _reserved_record(w: Workload, cq: ClusterQueue, got: _Reserved) -> Workload:
+    """The Workload as Kueue writes it at reservation: QuotaReserved, each PodSet's flavor and nodes."""
+    assignments = []
+    for ps in w.podsets:
+        fname = got.flavors.get(ps.name)
+        flavors = {}
+        if fname:
+            flavors = {r: fname for r in _quota_requests(ps.spec)}
+        hosts = got.hosts.get(ps.name)
+        assignments.append(
+            PodSetAssignment(
+                ps.name,
+                flavors,
+                ps.count,
+                (naming.LABEL_HOSTNAME,) if hosts else (),
+                tuple(TopologyDomain((n,), c) for n, c in hosts) if hosts else (),
+            )
+        )
+    return replace(
+        w,
+        cluster_queue=cq.name,
+        conditions={**w.conditions, "QuotaReserved": Condition("QuotaReserved", "True", "QuotaReserved")},
+        assignments=tuple(assignments),
+    )
+
+
+def _placement(pods: Sequence[Pod]) -> tuple[PlacedNode, ...]:
+    by_node: dict[str, list[Pod]] = {}
+    for p in pods:
+        by_node.setdefault(p.node_name, []).append(p)
+    return tuple(
+        PlacedNode(n, len(ps), tuple(dict.fromkeys(a.card_id for p in ps for a in p.allocations)))
+        for n, ps in sorted(by_node.items())
+    )
+
+
+def simulate_all(simulator: Simulator, submissions: Sequence[Submission]) -> list[Outcome]:
+    """Each submission in order, each seeing the ones admitted before it placed."""
+    return [simulator.simulate(s) for s in submissions]
+

@@ -1,0 +1,224 @@
+"""Kueue's Topology-Aware Scheduling, as the simulator needs it: which nodes a PodSet may use, how much room each
+has, and the domains Kueue assigns at quota reservation.
+
+Every queue the operator derives is TAS-only with ``kubernetes.io/hostname`` as its lowest level, so a placement is
+a list of ``(node, pods)``. A node qualifies when it matches the flavor's node labels and the PodSet's node selector
+and required node affinity (the fit-label pin is such an expression), is Ready and schedulable; its room is its
+allocatable minus what the Pods bound to it and the Workloads Kueue placed there request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from gpuctl.core import naming
+
+REQUIRED = "required"
+PREFERRED = "preferred"
+UNCONSTRAINED = "unconstrained"
+
+ANNOTATION_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+ANNOTATION_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+ANNOTATION_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    mode: str
+    """``required``, ``preferred`` or ``unconstrained``."""
+    level: str = naming.LABEL_HOSTNAME
+
+
+def request_from_podset(raw: Mapping[str, Any] | None, annotations: Mapping[str, Any] | None) -> TopologyRequest | None:
+    """A PodSet's topology request: the Workload's ``topologyRequest``, or the template's Kueue annotations."""
+    if isinstance(raw, Mapping):
+        if isinstance(raw.get("required"), str):
+            return TopologyRequest(REQUIRED, raw["required"])
+        if isinstance(raw.get("preferred"), str):
+            return TopologyRequest(PREFERRED, raw["preferred"])
+        if raw.get("unconstrained") is True:
+            return TopologyRequest(UNCONSTRAINED)
+    if isinstance(annotations, Mapping):
+        if isinstance(annotations.get(ANNOTATION_REQUIRED), str):
+            return TopologyRequest(REQUIRED, annotations[ANNOTATION_REQUIRED])
+        if isinstance(annotations.get(ANNOTATION_PREFERRED), str):
+            return TopologyRequest(PREFERRED, annotations[ANNOTATION_PREFERRED])
+        if str(annotations.get(ANNOTATION_UNCONSTRAINED, "")).lower() == "true":
+            return TopologyRequest(UNCONSTRAINED)
+    return None
+
+
+# ----------------------------------------------------------------------------------------------- node selection
+
+
+def _number(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """One node-selector requirement (``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt``, ``Lt``)."""
+    key = str(expression.get("key", ""))
+    op = expression.get("operator")
+    values = [str(v) for v in expression.get("values") or []]
+    present = key in labels
+    if op == "In":
+        return present and labels[key] in values
+    if op == "NotIn":
+        return not present or labels[key] not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and len(values) == 1:
+        have, bound = _number(labels[key]), _number(values[0])
+        if have is None or bound is None:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def selects_node(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a Pod spec's ``nodeSelector`` and required node affinity admit a node with these labels."""
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, Mapping) and any(labels.get(str(k)) != str(v) for k, v in selector.items()):
+        return False
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = (
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node_affinity, Mapping)
+        else None
+    )
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms, list) or not terms:
+        return True
+    for term in terms:  # terms are ORed, expressions ANDed
+        if not isinstance(term, Mapping):
+            continue
+        expressions = term.get("matchExpressions") or []
+        if not expressions and not term.get("matchFields"):
+            continue
+        if all(isinstance(e, Mapping) and expression_matches(e, labels) for e in expressions):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------------------------- room and placement
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRoom:
+    """A node as TAS sees it: its labels and what is left of each resource."""
+
+    name: str
+    labels: Mapping[str, str]
+    free: Mapping[str, Fraction]
+
+    def pods_that_fit(self, requests: Mapping[str, Fraction]) -> int:
+        """How many Pods with these requests the node still holds."""
+        fit: int | None = None
+        for key, want in requests.items():
+            if want <= 0:
+                continue
+            n = int(self.free.get(key, Fraction(0)) // want)
+            fit = n if fit is None else min(fit, n)
+            if fit == 0:
+                return 0
+        return fit if fit is not None else 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class TasPlacement:
+    hosts: tuple[tuple[str, int], ...]
+    """``(node, pods)`` per node, by node name."""
+
+
+@dataclass(frozen=True, slots=True)
+class TasFailure:
+    message: str
+    """Kueue's own wording: ``topology "T" doesn't allow to fit any of N pod(s). Total nodes: …; excluded: …``."""
+
+
+def room_left(allocatable: Mapping[str, Fraction], used: Iterable[Mapping[str, Fraction]]) -> dict[str, Fraction]:
+    free = dict(allocatable)
+    for requests in used:
+        for k, v in requests.items():
+            free[k] = free.get(k, Fraction(0)) - v
+    return free
+
+
+def with_pod_slot(requests: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    """A Pod's requests as TAS counts them: its raw requests plus one ``pods`` slot."""
+    out = dict(requests)
+    out["pods"] = out.get("pods", Fraction(0)) + 1
+    return out
+
+
+def place(
+    count: int,
+    requests: Mapping[str, Fraction],
+    nodes: Sequence[NodeRoom],
+    request: TopologyRequest | None,
+    *,
+    topology: str,
+    total_nodes: int,
+    excluded: Mapping[str, int],
+) -> TasPlacement | TasFailure:
+    """Kueue's hostname-level assignment of ``count`` Pods over the candidate nodes.
+
+    ``requests`` are one Pod's raw requests with its ``pods`` slot. A PodSet with no topology request on a TAS-only
+    queue is implied unconstrained, and Kueue places such PodSets least-free-capacity first: the node with the least
+    room that still holds every Pod, else the smallest nodes first until the Pods are placed. A required or
+    preferred hostname request is placed best-fit: the smallest node that holds them all, else the largest first.
+    Ties go to the lowest node name. ``total_nodes`` and ``excluded`` (reason → nodes) complete Kueue's message.
+    """
+    counts = [(n.pods_that_fit(requests), n.name) for n in nodes]
+    usable = sorted((c, name) for c, name in counts if c > 0)
+    fitting = [(c, name) for c, name in usable if c >= count]
+    if fitting:
+        return TasPlacement(((fitting[0][1], count),))
+    unconstrained = request is None or request.mode == UNCONSTRAINED
+    if request is not None and request.mode == REQUIRED and request.level == naming.LABEL_HOSTNAME:
+        return TasFailure(_no_fit(topology, count, max((c for c, _ in usable), default=0), total_nodes, excluded))
+    available = sum(c for c, _ in usable)
+    if available < count:
+        return TasFailure(_no_fit(topology, count, available, total_nodes, excluded))
+    order = usable if unconstrained else sorted(usable, key=lambda x: (-x[0], x[1]))
+    hosts: list[tuple[str, int]] = []
+    left = count
+    for c, name in order:
+        take = min(c, left)
+        hosts.append((name, take))
+        left -= take
+        if left == 0:
+            break
+    return TasPlacement(tuple(sorted(hosts)))
+
+
+def _no_fit(topology: str, count: int, fit: int, total_nodes: int, excluded: Mapping[str, int]) -> str:
+    text = (
+        f'topology "{topology}" doesn\'t allow to fit any of {count} pod(s)'
+        if fit == 0
+        else f'topology "{topology}" allows to fit only {fit} out of {count} pod(s)'
+    )
+    shown = {k: v for k, v in excluded.items() if v}
+    if shown:
+        text += f". Total nodes: {total_nodes}; excluded: " + ", ".join(f"{k}: {v}" for k, v in sorted(shown.items()))
+    return text
+
+
+def parse_topology(obj: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """A Kueue ``Topology``: its name and its levels' node labels, top to bottom."""
+    meta = obj.get("metadata")
+    spec = obj.get("spec")
+    name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
+    levels = spec.get("levels") if isinstance(spec, Mapping) else None
+    return name, tuple(
+        str(level.get("nodeLabel", "")) for level in (levels if isinstance(levels, list) else []) if isinstance(level, Mapping)
+    )
