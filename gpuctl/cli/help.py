@@ -13,6 +13,7 @@ SUMMARIES: Final[dict[str, str]] = {
     "explain workload": "Explain the five gates for a Workload.",
     "explain pod": "Explain the gates for a Pod's Workload.",
     "explain instance": "Explain the gates for an Instance's Workload.",
+    "simulate": "Would these workloads be admitted now, and where?",
     "dump": "Write a snapshot of the objects gpuctl reads.",
     "webhook": "Run the admission webhooks without storing anything.",
     "webhook dry-run": "Show what the webhooks do to a manifest.",
@@ -69,6 +70,21 @@ EXAMPLES: Final[dict[str, str]] = {
 
   # Just the names of held Workloads
   gpuctl workloads -A --held -o jsonpath='{range .items[*]}{.namespace}/{.name}{"\\n"}{end}'""",
+    "simulate": """
+  # Would this Pod be admitted now, on which node and cards?
+  gpuctl simulate -f examples/pod.yaml
+
+  # Three manifests in sequence, each seeing the ones before it placed; exit 3 if any is held
+  gpuctl simulate -f a.yaml -f b.yaml -f c.yaml --exit-code
+
+  # What would make room for a held one (each change proven by simulation)
+  gpuctl simulate -f train.yaml --suggest -o wide
+
+  # What-if: a Workload finished, a pool drained, another queue at its quota
+  gpuctl simulate -f train.yaml --without team-a/batch --drain gpustack--nvidia-a10g-linux-amd64 --at-quota team-b-cq
+
+  # Capacity planning: how many more nodes like a10g-1 until the queue's head fits
+  gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1""",
     "explain": """
   gpuctl explain workload team-a/train
   gpuctl explain pod train-0 -n team-a

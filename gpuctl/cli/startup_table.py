@@ -37,6 +37,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                           '  views         Show what each pool can still give (EX/SH/SL/PT).\n'
                           '  partitions    Show offered, carved and free partitions per profile.\n'
                           '  workloads     List Workloads with the gate that holds each.\n'
+                          '  simulate      Would these workloads be admitted now, and where?\n'
                           '  dump          Write a snapshot of the objects gpuctl reads.\n'
                           '  completion    Print a shell completion script.\n'
                           '  hold          Block admission to a pool; running work keeps running.\n'
@@ -167,6 +168,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '  views         Show what each pool can still give (EX/SH/SL/PT).\n'
                                   '  partitions    Show offered, carved and free partitions per profile.\n'
                                   '  workloads     List Workloads with the gate that holds each.\n'
+                                  '  simulate      Would these workloads be admitted now, and where?\n'
                                   '  dump          Write a snapshot of the objects gpuctl reads.\n'
                                   '  completion    Print a shell completion script.\n'
                                   '  hold          Block admission to a pool; running work keeps running.\n'
@@ -296,6 +298,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                          '  views         Show what each pool can still give (EX/SH/SL/PT).\n'
                          '  partitions    Show offered, carved and free partitions per profile.\n'
                          '  workloads     List Workloads with the gate that holds each.\n'
+                         '  simulate      Would these workloads be admitted now, and where?\n'
                          '  dump          Write a snapshot of the objects gpuctl reads.\n'
                          '  completion    Print a shell completion script.\n'
                          '  hold          Block admission to a pool; running work keeps running.\n'
@@ -1215,6 +1218,71 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                '\n'
                                '  Examples:\n'
                                '    gpuctl resume gpustack--nvidia-a10g-linux-amd64\n',
+                     'simulate': 'Usage: gpuctl simulate [OPTIONS]\n'
+                                 '\n'
+                                 '  Would these workloads be admitted now? Each runs through the five gates in\n'
+                                 "  order, seeing the ones before it placed: the Pod webhook, Kueue's quota and\n"
+                                 "  TAS placement, the check, the nodes' keys and the allocator's cards. Nothing\n"
+                                 '  is written to the cluster.\n'
+                                 '\n'
+                                 'Options:\n'
+                                 '  -f, --filename <str>     A manifest (Pod, Job, Deployment, StatefulSet,\n'
+                                 '                           Workload, Instance); - reads stdin. Repeatable.\n'
+                                 '  --workload <str>         An existing Workload ([NAMESPACE/]NAME), simulated\n'
+                                 '                           as if submitted anew. Repeatable.\n'
+                                 '  --suggest                For a held workload, the smallest changes that\n'
+                                 '                           admit it, each proven by simulation.\n'
+                                 '  --without <str>          As if this Workload ([NAMESPACE/]NAME) had\n'
+                                 '                           finished. Repeatable.\n'
+                                 '  --drain <str>            As if this pool were drained (HoldAndDrain).\n'
+                                 '                           Repeatable.\n'
+                                 '  --hold <str>             As if this pool were on Hold. Repeatable.\n'
+                                 '  --add-nodes <str>        N more nodes shaped like --like (every card free),\n'
+                                 "                           or 'auto': the fewest that admit every workload.\n"
+                                 '  --like <str>             The node --add-nodes copies.\n'
+                                 '  --at-quota <str>         As if this ClusterQueue used all its nominal quota\n'
+                                 '                           (lends nothing to its cohort). Repeatable.\n'
+                                 '  --exit-code              Exit 3 when a workload would be held.\n'
+                                 '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
+                                 '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
+                                 '                           columns-file=FILE.  [default: table]\n'
+                                 '  --no-headers             Print tables without their header row.\n'
+                                 '  --snapshot <str>         Read objects from snapshot files (a file or\n'
+                                 '                           directory of YAML/JSON) instead of a cluster.  [env\n'
+                                 '                           var: GPUCTL_SNAPSHOT]\n'
+                                 '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
+                                 '                           ~/.kube/config).\n'
+                                 '  --context <str>          The kubeconfig context to use.\n'
+                                 '  --cluster <str>          The kubeconfig cluster to use.\n'
+                                 '  --user <str>             The kubeconfig user to use.\n'
+                                 '  -s, --server <str>       The address of the API server.\n'
+                                 '  --token <str>            Bearer token for the API server.\n'
+                                 '  --as <str>               Username to impersonate for the operation.\n'
+                                 '  --as-group <str>         Group to impersonate (repeat for several).\n'
+                                 '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
+                                 '                           default 30s).\n'
+                                 "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
+                                 '                           else default).\n'
+                                 '  -h, --help               Show this message and exit.\n'
+                                 '\n'
+                                 '  Examples:\n'
+                                 '    # Would this Pod be admitted now, on which node and cards?\n'
+                                 '    gpuctl simulate -f examples/pod.yaml\n'
+                                 '\n'
+                                 '    # Three manifests in sequence, each seeing the ones before it placed; exit 3 if '
+                                 'any is held\n'
+                                 '    gpuctl simulate -f a.yaml -f b.yaml -f c.yaml --exit-code\n'
+                                 '\n'
+                                 '    # What would make room for a held one (each change proven by simulation)\n'
+                                 '    gpuctl simulate -f train.yaml --suggest -o wide\n'
+                                 '\n'
+                                 '    # What-if: a Workload finished, a pool drained, another queue at its quota\n'
+                                 '    gpuctl simulate -f train.yaml --without team-a/batch --drain '
+                                 'gpustack--nvidia-a10g-linux-amd64 --at-quota team-b-cq\n'
+                                 '\n'
+                                 "    # Capacity planning: how many more nodes like a10g-1 until the queue's head "
+                                 'fits\n'
+                                 '    gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1\n',
                      'version': 'Usage: gpuctl version [OPTIONS]\n'
                                 '\n'
                                 "  Print the client version (with --show-cluster, the API server's and the\n"
@@ -1457,6 +1525,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '  views         Show what each pool can still give (EX/SH/SL/PT).\n'
                                  '  partitions    Show offered, carved and free partitions per profile.\n'
                                  '  workloads     List Workloads with the gate that holds each.\n'
+                                 '  simulate      Would these workloads be admitted now, and where?\n'
                                  '  dump          Write a snapshot of the objects gpuctl reads.\n'
                                  '  completion    Print a shell completion script.\n'
                                  '  hold          Block admission to a pool; running work keeps running.\n'
@@ -2490,6 +2559,83 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        '\n'
                                        '  Examples:\n'
                                        '    gpuctl resume gpustack--nvidia-a10g-linux-amd64\n',
+                             'simulate': 'Usage: kubectl gpuctl simulate [OPTIONS]\n'
+                                         '\n'
+                                         '  Would these workloads be admitted now? Each runs through the five gates '
+                                         'in\n'
+                                         "  order, seeing the ones before it placed: the Pod webhook, Kueue's quota "
+                                         'and\n'
+                                         "  TAS placement, the check, the nodes' keys and the allocator's cards. "
+                                         'Nothing\n'
+                                         '  is written to the cluster.\n'
+                                         '\n'
+                                         'Options:\n'
+                                         '  -f, --filename <str>     A manifest (Pod, Job, Deployment, StatefulSet,\n'
+                                         '                           Workload, Instance); - reads stdin. Repeatable.\n'
+                                         '  --workload <str>         An existing Workload ([NAMESPACE/]NAME), '
+                                         'simulated\n'
+                                         '                           as if submitted anew. Repeatable.\n'
+                                         '  --suggest                For a held workload, the smallest changes that\n'
+                                         '                           admit it, each proven by simulation.\n'
+                                         '  --without <str>          As if this Workload ([NAMESPACE/]NAME) had\n'
+                                         '                           finished. Repeatable.\n'
+                                         '  --drain <str>            As if this pool were drained (HoldAndDrain).\n'
+                                         '                           Repeatable.\n'
+                                         '  --hold <str>             As if this pool were on Hold. Repeatable.\n'
+                                         '  --add-nodes <str>        N more nodes shaped like --like (every card '
+                                         'free),\n'
+                                         "                           or 'auto': the fewest that admit every workload.\n"
+                                         '  --like <str>             The node --add-nodes copies.\n'
+                                         '  --at-quota <str>         As if this ClusterQueue used all its nominal '
+                                         'quota\n'
+                                         '                           (lends nothing to its cohort). Repeatable.\n'
+                                         '  --exit-code              Exit 3 when a workload would be held.\n'
+                                         '  -o, --output <str>       table, wide, json, yaml, name, '
+                                         'jsonpath=TEMPLATE,\n'
+                                         '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
+                                         '                           columns-file=FILE.  [default: table]\n'
+                                         '  --no-headers             Print tables without their header row.\n'
+                                         '  --snapshot <str>         Read objects from snapshot files (a file or\n'
+                                         '                           directory of YAML/JSON) instead of a cluster.  '
+                                         '[env\n'
+                                         '                           var: GPUCTL_SNAPSHOT]\n'
+                                         '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
+                                         'or\n'
+                                         '                           ~/.kube/config).\n'
+                                         '  --context <str>          The kubeconfig context to use.\n'
+                                         '  --cluster <str>          The kubeconfig cluster to use.\n'
+                                         '  --user <str>             The kubeconfig user to use.\n'
+                                         '  -s, --server <str>       The address of the API server.\n'
+                                         '  --token <str>            Bearer token for the API server.\n'
+                                         '  --as <str>               Username to impersonate for the operation.\n'
+                                         '  --as-group <str>         Group to impersonate (repeat for several).\n'
+                                         '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
+                                         '                           default 30s).\n'
+                                         '  -n, --namespace <str>    The namespace (default: the kubeconfig '
+                                         "context's,\n"
+                                         '                           else default).\n'
+                                         '  -h, --help               Show this message and exit.\n'
+                                         '\n'
+                                         '  Examples:\n'
+                                         '    # Would this Pod be admitted now, on which node and cards?\n'
+                                         '    gpuctl simulate -f examples/pod.yaml\n'
+                                         '\n'
+                                         '    # Three manifests in sequence, each seeing the ones before it placed; '
+                                         'exit 3 if any is held\n'
+                                         '    gpuctl simulate -f a.yaml -f b.yaml -f c.yaml --exit-code\n'
+                                         '\n'
+                                         '    # What would make room for a held one (each change proven by '
+                                         'simulation)\n'
+                                         '    gpuctl simulate -f train.yaml --suggest -o wide\n'
+                                         '\n'
+                                         '    # What-if: a Workload finished, a pool drained, another queue at its '
+                                         'quota\n'
+                                         '    gpuctl simulate -f train.yaml --without team-a/batch --drain '
+                                         'gpustack--nvidia-a10g-linux-amd64 --at-quota team-b-cq\n'
+                                         '\n'
+                                         "    # Capacity planning: how many more nodes like a10g-1 until the queue's "
+                                         'head fits\n'
+                                         '    gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1\n',
                              'version': 'Usage: kubectl gpuctl version [OPTIONS]\n'
                                         '\n'
                                         "  Print the client version (with --show-cluster, the API server's and the\n"
@@ -2731,6 +2877,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                             'views',
                             'partitions',
                             'workloads',
+                            'simulate',
                             'dump',
                             'completion',
                             'hold',
@@ -3794,6 +3941,49 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   'names': ['--request-timeout'],
                                   'takes_value': True},
                                  {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
+          'simulate': {'commands': [],
+                       'options': [{'eager': False,
+                                    'multiple': True,
+                                    'names': ['--filename', '-f'],
+                                    'takes_value': True},
+                                   {'eager': False, 'multiple': True, 'names': ['--workload'], 'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--suggest'], 'takes_value': False},
+                                   {'eager': False, 'multiple': True, 'names': ['--without'], 'takes_value': True},
+                                   {'eager': False, 'multiple': True, 'names': ['--drain'], 'takes_value': True},
+                                   {'eager': False, 'multiple': True, 'names': ['--hold'], 'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--add-nodes'], 'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--like'], 'takes_value': True},
+                                   {'eager': False, 'multiple': True, 'names': ['--at-quota'], 'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--exit-code'], 'takes_value': False},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--output', '-o'],
+                                    'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                   {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--server', '-s'],
+                                    'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
+                                   {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--request-timeout'],
+                                    'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--namespace', '-n'],
+                                    'takes_value': True},
+                                   {'eager': True,
+                                    'multiple': False,
+                                    'names': ['-h', '--help'],
+                                    'takes_value': False}]},
           'version': {'commands': [],
                       'options': [{'eager': False,
                                    'multiple': False,

@@ -28,7 +28,14 @@ from gpuctl.core.allocator import FAMILY_MODE, Grant, Refusal, allocate
 from gpuctl.core.capacity import node_allocatable
 from gpuctl.core.credits import cards_text, pod_requests, quota_room, transform
 from gpuctl.core.explain import FAILED, HELD, NOT_REACHED, PASSED, Explanation, Gate, gate1
-from gpuctl.core.fit import READY, FitContext, check_inputs, held_pod_counts, judge_workload, podset_demands, rebuild_ledger
+from gpuctl.core.fit import (
+    READY,
+    FitContext,
+    check_inputs,
+    judge_workload,
+    podset_demands,
+    rebuild_ledger,
+)
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.ledger import Card, NodeDevices
 from gpuctl.core.naming import Family
@@ -126,12 +133,21 @@ def add_nodes(state: ClusterState, count: int, like: str) -> ClusterState:
     devices = dict(state.devices)
     nodes = dict(state.nodes)
     base = state.nodes.get(like)
+    fresh = rebuild_ledger(template, ())  # every card free
+    keys = {k: Fraction(v) for k, v in node_allocatable(fresh).items()}
     for i in range(1, count + 1):
         name = f"{like}-sim-{i}"
         labels = {**template.labels, naming.LABEL_HOSTNAME: name}
-        devices[name] = NodeDevices(name, labels, template.groups, "")
+        devices[name] = NodeDevices(name, labels, fresh.groups, "")
         if base is not None:
-            nodes[name] = replace(base, name=name, labels={**base.labels, naming.LABEL_HOSTNAME: name})
+            plain = {k: v for k, v in base.allocatable.items() if naming.classify_resource(k) is None}
+            nodes[name] = replace(
+                base,
+                name=name,
+                labels={**base.labels, naming.LABEL_HOSTNAME: name},
+                allocatable={**plain, **keys},
+                capacity={**plain, **keys},
+            )
     node_labels = base.labels if base is not None else template.labels
     queues = dict(state.cluster_queues)
     for name, cq in state.cluster_queues.items():
@@ -201,10 +217,6 @@ def _not_reached(after: int) -> list[Gate]:
 
 
 # ----------------------------------------------------------------------------------------------- the simulator
-
-
-def _podset_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
-    return {k: v for k, v in pod_requests(spec).items() if v}
 
 
 def _quota_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
@@ -307,33 +319,129 @@ class Simulator:
         return room
 
     def _init_room(self) -> None:
-        """Node room as TAS counts it: allocatable minus non-TAS Pods and the Workloads placed by topology."""
-        tas_pods: set[tuple[str, str]] = set()
-        used: dict[str, list[Mapping[str, Fraction]]] = {}
+        """Node room as TAS counts it: allocatable minus the Pods bound outside TAS and the Workloads placed by
+        topology (whether or not their Pods exist yet)."""
+        self.tas_usage: dict[str, dict[str, list[Mapping[str, Fraction]]]] = {}
+        self.tas_workloads: set[tuple[str, str]] = set()
         for w in self.workloads:
-            if not w.quota_reserved or w.finished:
-                continue
-            for ps in w.podsets:
-                a = w.assignment(ps.name)
-                hosts = a.hostnames if a else None
-                if not hosts:
-                    continue
-                tas_pods.add((w.namespace, w.name))
-                per_pod = with_pod_slot(pod_requests(ps.spec))
-                for node, pods in hosts:
-                    used.setdefault(node, []).extend([per_pod] * pods)
-        for p in self.pods:
-            if p.node_name and not p.finished and (p.namespace, p.workload) not in tas_pods:
-                used.setdefault(p.node_name, []).append(with_pod_slot(p.requests))
-        names = set(self.state.nodes) or set(self.ledgers)
-        for name in names:
-            free = self._allocatable(name)
-            for req in used.get(name, ()):
-                for k, v in req.items():
-                    free[k] = free.get(k, Fraction(0)) - v
-            self.free[name] = free
+            self._add_tas_usage(w)
+        for name in set(self.state.nodes) or set(self.ledgers):
+            self.free[name] = self._room(name)
 
-    def _charge_quota(self, w: Workload) -> None:
+    def _add_tas_usage(self, w: Workload) -> None:
+        if not w.quota_reserved or w.finished:
+            return
+        for ps in w.podsets:
+            a = w.assignment(ps.name)
+            hosts = a.hostnames if a else None
+            if not hosts:
+                continue
+            self.tas_workloads.add((w.namespace, w.name))
+            per_pod = with_pod_slot(pod_requests(ps.spec))
+            for node, pods in hosts:  # copy-on-write: working copies share these containers
+                per = dict(self.tas_usage.get(node, {}))
+                per[w.key] = [*per.get(w.key, ()), *([per_pod] * pods)]
+                self.tas_usage[node] = per
+
+    def _room(self, node: str) -> dict[str, Fraction]:
+        free = self._allocatable(node)
+        used: list[Mapping[str, Fraction]] = [r for rs in self.tas_usage.get(node, {}).values() for r in rs]
+        used += [
+            with_pod_slot(p.requests)
+            for p in self.pods_by_node.get(node, ())
+            if not p.finished and (p.namespace, p.workload) not in self.tas_workloads
+        ]
+        for req in used:
+            for k, v in req.items():
+                free[k] = free.get(k, Fraction(0)) - v
+        return free
+
+    # -- working copies ---------------------------------------------------------------------------------------
+
+    def copy(self) -> Simulator:
+        """An independent working copy (containers are copied; records are immutable and shared)."""
+        other = object.__new__(Simulator)
+        other.__dict__.update(self.__dict__)
+        other.ledgers = dict(self.ledgers)
+        other.workloads = list(self.workloads)
+        other.pods = list(self.pods)
+        other.held = dict(self.held)
+        other.pods_by_node = dict(self.pods_by_node)
+        other.free = dict(self.free)
+        other.labels = dict(self.labels)
+        other.usage = dict(self.usage)
+        other.tas_usage = dict(self.tas_usage)
+        other.tas_workloads = set(self.tas_workloads)
+        other.base_devices = dict(self.base_devices)
+        return other
+
+    def remove(self, keys: Iterable[str]) -> None:
+        """As if these Workloads had finished: their quota, their TAS room and their Pods' cards come back."""
+        gone = set(keys)
+        leaving = [w for w in self.workloads if w.key in gone]
+        self.workloads = [w for w in self.workloads if w.key not in gone]
+        for w in leaving:
+            self._charge_quota(w, sign=-1)
+        touched: set[str] = set()
+        for node, per in list(self.tas_usage.items()):
+            if gone & per.keys():
+                self.tas_usage[node] = {k: v for k, v in per.items() if k not in gone}
+                touched.add(node)
+        self.tas_workloads -= {(w.namespace, w.name) for w in leaving}
+        kept = []
+        for p in self.pods:
+            if f"{p.namespace}/{p.workload}" in gone:
+                touched.add(p.node_name)
+                key = (p.namespace, p.workload, p.podset, p.node_name)
+                self.held.pop(key, None)
+            else:
+                kept.append(p)
+        self.pods = kept
+        for node in touched:
+            if not node:
+                continue
+            self.pods_by_node[node] = [
+                p for p in self.pods_by_node.get(node, ()) if f"{p.namespace}/{p.workload}" not in gone
+            ]
+            self._refresh(node)
+        self.fit_context = self._context()
+
+    def add_nodes(self, count: int, like: str) -> None:
+        """``count`` more nodes shaped like ``like`` (see :func:`add_nodes`)."""
+        grown = add_nodes(self.state, count, like)
+        added = [n for n in grown.devices if n not in self.state.devices]
+        self.state = grown
+        for name in added:
+            self.base_devices[name] = grown.devices[name]
+            self.ledgers[name] = (
+                rebuild_ledger(grown.devices[name], ()) if self.ledger_kind == "rebuilt" else grown.devices[name]
+            )
+            self.free[name] = self._allocatable(name)
+            self.labels[name] = self._labels(name)
+        self.fit_context = self._context()
+
+    def pool_node(self, cluster_queue: str) -> str | None:
+        """The first node (by name) of a queue's first flavor: the shape ``add-nodes`` copies."""
+        cq = self.state.cluster_queues.get(cluster_queue)
+        for q in cq.quotas if cq else ():
+            flavor = self.state.flavors.get(q.flavor)
+            if flavor is None:
+                continue
+            for name in sorted(self.ledgers):
+                labels = self.labels.get(name, {})
+                if all(labels.get(k) == v for k, v in flavor.device_selector.items()):
+                    return name
+        return None
+
+    def _refresh(self, node: str) -> None:
+        base = self.base_devices.get(node)
+        if base is not None and self.ledger_kind == "rebuilt":
+            self.ledgers[node] = rebuild_ledger(base, self.pods_by_node.get(node, ()))
+        if node in self.free:
+            self.free[node] = self._room(node)
+        self.labels[node] = self._labels(node)
+
+    def _charge_quota(self, w: Workload, sign: int = 1) -> None:
         for ps in w.podsets:
             a = w.assignment(ps.name)
             if a is None:
@@ -344,7 +452,7 @@ class Simulator:
                 flavor = a.flavors.get(resource)
                 if flavor:
                     key = (w.cluster_queue, flavor, resource)
-                    self.usage[key] = self.usage.get(key, Fraction(0)) + value * count
+                    self.usage[key] = self.usage.get(key, Fraction(0)) + sign * value * count
 
     def _quota(self, cq: str, flavor: str, resource: str) -> tuple[Fraction, Fraction, Fraction] | None:
         """(nominal, used, available) of a resource in a flavor for a queue, with cohort borrowing."""
@@ -353,7 +461,9 @@ class Simulator:
         usage = dict(self.usage)
         for q in self.at_quota:
             for fq in self.state.cluster_queues[q].quotas:
-                usage[(q, fq.flavor, fq.resource)] = max(usage.get((q, fq.flavor, fq.resource), Fraction(0)), fq.nominal)
+                usage[(q, fq.flavor, fq.resource)] = max(
+                    usage.get((q, fq.flavor, fq.resource), Fraction(0)), fq.nominal
+                )
         room = quota_room(cq, flavor, resource, quotas, cohorts, usage)
         if room is None:
             return None
@@ -363,11 +473,11 @@ class Simulator:
 
     def _webhook_context(self) -> WebhookContext:
         lq = {k: q.cluster_queue for k, q in self.state.local_queues.items()}
-        pins = PinContext(lq, {n: q.labels for n, q in self.state.cluster_queues.items()}, dict(self.state.instancetypes))
-        stops = {n: q.stop_policy for n, q in self.state.cluster_queues.items()}
-        return WebhookContext(
-            instancetypes=tuple(self.state.instancetypes.values()), pins=pins, stop_policies=stops
+        pins = PinContext(
+            lq, {n: q.labels for n, q in self.state.cluster_queues.items()}, dict(self.state.instancetypes)
         )
+        stops = {n: q.stop_policy for n, q in self.state.cluster_queues.items()}
+        return WebhookContext(instancetypes=tuple(self.state.instancetypes.values()), pins=pins, stop_policies=stops)
 
     def _gate1(self, sub: Submission) -> tuple[Submission, Workload | None, Gate]:
         """The Pod webhook on the Pod Kueue's integration creates, then the Workload pin: the Workload Kueue sees."""
@@ -378,9 +488,17 @@ class Simulator:
             it = self.state.instancetypes.get(type_name)
             answer = review(Kind.INSTANCE, "CREATE", sub.instance, None, ctx)
             if not answer.allowed:
-                return sub, None, Gate(1, FAILED, f"the Instance webhook denies it: {answer.message}", (), "fix the Instance's spec")
+                return (
+                    sub,
+                    None,
+                    Gate(1, FAILED, f"the Instance webhook denies it: {answer.message}", (), "fix the Instance's spec"),
+                )
             if it is None:
-                return sub, None, Gate(1, FAILED, f"InstanceType {type_name} does not exist", (), "`gpuctl views` lists the pools")
+                return (
+                    sub,
+                    None,
+                    Gate(1, FAILED, f"InstanceType {type_name} does not exist", (), "`gpuctl views` lists the pools"),
+                )
             pod = instance_pod(answer.mutated or sub.instance, it)
             spec = pod["spec"]
             from gpuctl.core.submissions import SubmittedPodSet
@@ -515,14 +633,15 @@ class Simulator:
                 reserved.evidence.extend(lines)
                 if hosts:
                     reserved.evidence.append(
-                        f"TAS places pod set {ps.name} on " + ", ".join(f"{n} ({c} pod{'s' if c != 1 else ''})" for n, c in hosts)
+                        f"TAS places pod set {ps.name} on "
+                        + ", ".join(f"{n} ({c} pod{'s' if c != 1 else ''})" for n, c in hosts)
                     )
                 break
             else:
                 return f"couldn't assign flavors to pod set {ps.name}: " + ", ".join(reasons)
         return reserved
 
-    def _gate2(self, w: Workload) -> tuple[Gate, ClusterQueue | None, _Reserved | None, Submission | None]:
+    def _gate2(self, w: Workload) -> tuple[Gate, ClusterQueue | None]:
         lq = self.state.local_queues.get((w.namespace, w.queue_name))
         if lq is None:
             return (
@@ -534,13 +653,11 @@ class Simulator:
                     "submit to the entrance of an InstanceType (its status.entrance)",
                 ),
                 None,
-                None,
-                None,
             )
         evidence = [f"LocalQueue {lq.namespace}/{lq.name} → ClusterQueue {lq.cluster_queue}"]
         cq = self.state.cluster_queues.get(lq.cluster_queue)
         if cq is None:
-            return Gate(2, HELD, f"ClusterQueue {lq.cluster_queue} does not exist", tuple(evidence)), None, None, None
+            return Gate(2, HELD, f"ClusterQueue {lq.cluster_queue} does not exist", tuple(evidence)), None
         if cq.stop_policy not in ("", "None"):
             return (
                 Gate(
@@ -551,8 +668,6 @@ class Simulator:
                     f"`gpuctl resume {cq.name}` puts the pool back in service",
                 ),
                 cq,
-                None,
-                None,
             )
         check = self.state.admission_check
         if naming.NODE_DEVICES_CHECK in cq.admission_checks and (check is None or not check.active):
@@ -566,10 +681,8 @@ class Simulator:
                     "the operator creates the check and keeps it Active; see `gpuctl doctor`",
                 ),
                 cq,
-                None,
-                None,
             )
-        return Gate(2, PASSED, "", tuple(evidence)), cq, None, None
+        return Gate(2, PASSED, "", tuple(evidence)), cq
 
     # -- one Workload -----------------------------------------------------------------------------------------
 
@@ -578,7 +691,7 @@ class Simulator:
         sub, w, g1 = self._gate1(sub)
         if w is None or g1.verdict == FAILED:
             return Outcome(sub, Explanation(sub.namespace, sub.name, (g1, *_not_reached(1)), sub.kind))
-        g2, cq, _, _ = self._gate2(w)
+        g2, cq = self._gate2(w)
         if cq is None or g2.verdict != PASSED:
             return Outcome(sub, Explanation(sub.namespace, sub.name, (g1, g2, *_not_reached(2)), sub.kind))
         got = self._reserve(w, cq, sub)
@@ -590,18 +703,24 @@ class Simulator:
                 g2.evidence + tuple(_dedupe(self._quota_lines(w, cq))),
                 "wait for admitted Workloads of this pool to finish, or grow the pool; `--suggest` tries both",
             )
-            return Outcome(sub, Explanation(sub.namespace, sub.name, (g1, g2, *_not_reached(2)), sub.kind), cluster_queue=cq.name)
+            return Outcome(
+                sub, Explanation(sub.namespace, sub.name, (g1, g2, *_not_reached(2)), sub.kind), cluster_queue=cq.name
+            )
         g2 = Gate(2, PASSED, f"quota reserved in ClusterQueue {cq.name}", g2.evidence + tuple(got.evidence))
         reserved = _reserved_record(w, cq, got)
         g3, verdict_ok = self._gate3(reserved, cq)
         gates = [g1, g2, g3]
         if not verdict_ok:
-            return Outcome(sub, Explanation(sub.namespace, sub.name, (*gates, *_not_reached(3)), sub.kind), cluster_queue=cq.name)
+            return Outcome(
+                sub, Explanation(sub.namespace, sub.name, (*gates, *_not_reached(3)), sub.kind), cluster_queue=cq.name
+            )
         hosts = self._schedule(reserved, got)
         g4 = self._gate4(reserved, hosts)
         gates.append(g4)
         if g4.verdict != PASSED:
-            return Outcome(sub, Explanation(sub.namespace, sub.name, (*gates, *_not_reached(4)), sub.kind), cluster_queue=cq.name)
+            return Outcome(
+                sub, Explanation(sub.namespace, sub.name, (*gates, *_not_reached(4)), sub.kind), cluster_queue=cq.name
+            )
         g5, pods = self._gate5(reserved, got, hosts)
         gates.append(g5)
         outcome = Outcome(sub, Explanation(sub.namespace, sub.name, tuple(gates), sub.kind), cluster_queue=cq.name)
@@ -629,16 +748,27 @@ class Simulator:
 
     def _gate3(self, w: Workload, cq: ClusterQueue) -> tuple[Gate, bool]:
         if naming.NODE_DEVICES_CHECK not in cq.admission_checks:
-            return Gate(3, PASSED, f"ClusterQueue {cq.name} does not reference the {naming.NODE_DEVICES_CHECK} check"), True
+            return Gate(
+                3, PASSED, f"ClusterQueue {cq.name} does not reference the {naming.NODE_DEVICES_CHECK} check"
+            ), True
         if not any(a.credit_flavors for a in w.assignments):
             return Gate(3, PASSED, "the Workload gets no accelerator flavor, so it carries no check"), True
         verdict = judge_workload(w, self.fit_context)
         evidence = [f"check: {verdict.state}: {verdict.message}"]
         if verdict.inflight:
             others = sorted({c.workload for c in verdict.inflight})
-            evidence.append(f"{len(verdict.inflight)} card charge(s) promised to {', '.join(others)} (admitted, Pods not allocated yet)")
+            evidence.append(
+                f"{len(verdict.inflight)} card charge(s) promised to {', '.join(others)} (admitted, Pods not allocated yet)"
+            )
         if verdict.state == READY:
-            return Gate(3, PASSED, "every assigned node holds the demand card by card", tuple(evidence), "", (verdict.state, verdict.message)), True
+            return Gate(
+                3,
+                PASSED,
+                "every assigned node holds the demand card by card",
+                tuple(evidence),
+                "",
+                (verdict.state, verdict.message),
+            ), True
         return (
             Gate(
                 3,
@@ -698,9 +828,10 @@ class Simulator:
                 for k, v in sorted(per_pod.items()):
                     need = v * pods + taken.get(k, Fraction(0))
                     have = free.get(k, Fraction(0))
-                    if naming.classify_resource(k) is not None or k in ("cpu", "memory", "pods"):
-                        if need > have:
-                            short.append(f"{node}: {k}: requests {_amount(k, need)}, {_amount(k, max(have, Fraction(0)))} free")
+                    if (naming.classify_resource(k) is not None or k in ("cpu", "memory", "pods")) and need > have:
+                        short.append(
+                            f"{node}: {k}: requests {_amount(k, need)}, {_amount(k, max(have, Fraction(0)))} free"
+                        )
                     taken[k] = need
                 evidence.append(f"{node}: {pods} Pod(s) of {ps.name} fit its keys")
         if short:
@@ -731,14 +862,23 @@ class Simulator:
                     for d in podset_demands(PodSet(ps.name, 1, ps.spec)):
                         if ledger is None:
                             return (
-                                Gate(5, FAILED, f"{node} has no Devices ledger: Allocate has no card to give", tuple(evidence)),
+                                Gate(
+                                    5,
+                                    FAILED,
+                                    f"{node} has no Devices ledger: Allocate has no card to give",
+                                    tuple(evidence),
+                                ),
                                 [],
                             )
                         groups = [
                             g
                             for g in ledger.groups
                             if g.manufacturer == d.manufacturer
-                            and (flavor is None or not flavor.accelerator_keys or g.accelerator_key in flavor.accelerator_keys)
+                            and (
+                                flavor is None
+                                or not flavor.accelerator_keys
+                                or g.accelerator_key in flavor.accelerator_keys
+                            )
                         ]
                         node_cards = working.setdefault(node, {})
                         for g in groups:
@@ -778,7 +918,7 @@ class Simulator:
                                         5,
                                         FAILED,
                                         f"Allocate refuses a Pod of {ps.name} on {node}: it fails with UnexpectedAdmissionError",
-                                        tuple(evidence) + (result.message,),
+                                        (*tuple(evidence), result.message),
                                         "the gates before let it through because the check does not guard this queue or the kubelet ignored the hint; the owner recreates the Pod",
                                     ),
                                     [],
@@ -797,36 +937,30 @@ class Simulator:
                     )
                     pods.append(pod)
                     if allocations:
-                        evidence.append(f"pod {i + 1} of {ps.name} on {node}: " + ", ".join(a.card_id for a in allocations))
+                        evidence.append(
+                            f"pod {i + 1} of {ps.name} on {node}: " + ", ".join(a.card_id for a in allocations)
+                        )
         return Gate(5, PASSED, "Allocate grants every accelerator container its cards", tuple(evidence)), pods
 
     # -- commit -----------------------------------------------------------------------------------------------
 
     def _commit(self, w: Workload, pods: list[Pod]) -> None:
-        admitted = replace(
-            w,
-            conditions={**w.conditions, "Admitted": Condition("Admitted", "True", "Admitted")},
-        )
+        admitted = replace(w, conditions={**w.conditions, "Admitted": Condition("Admitted", "True", "Admitted")})
         self.workloads.append(admitted)
         self._charge_quota(admitted)
-        touched: set[str] = set()
+        self._add_tas_usage(admitted)
+        touched: set[str] = {n for a in admitted.assignments for n, _ in (a.hostnames or [])}
         for p in pods:
             self.pods.append(p)
-            self.pods_by_node.setdefault(p.node_name, []).append(p)
+            self.pods_by_node[p.node_name] = [*self.pods_by_node.get(p.node_name, ()), p]
             touched.add(p.node_name)
-            key = (p.namespace, p.workload, p.podset, p.node_name)
-            if p.held or not p.accelerator_containers:
+            if p.held:
+                key = (p.namespace, p.workload, p.podset, p.node_name)
                 self.held[key] = self.held.get(key, 0) + 1
-            free = self.free.setdefault(p.node_name, {})
-            for k, v in with_pod_slot(p.requests).items():
-                free[k] = free.get(k, Fraction(0)) - v
         for node in touched:
-            base = self.base_devices.get(node)
-            if base is not None and self.ledger_kind == "rebuilt":
-                self.ledgers[node] = rebuild_ledger(base, self.pods_by_node.get(node, ()))
-            elif node in self.ledgers:
+            if self.ledger_kind != "rebuilt" and node in self.ledgers:
                 self.ledgers[node] = _charged(self.ledgers[node], [p for p in pods if p.node_name == node])
-            self.labels[node] = self._labels(node)
+            self._refresh(node)
         self.fit_context = self._context()
 
 
@@ -879,9 +1013,10 @@ def _accelerator_container(spec: Mapping[str, Any]) -> dict[Family, str]:
         for c in spec.get(section) or []:
             if not isinstance(c, Mapping):
                 continue
-            res = c.get("resources") if isinstance(c.get("resources"), Mapping) else {}
+            res = c.get("resources")
             for part in ("limits", "requests"):
-                for k in (res.get(part) or {}) if isinstance(res.get(part), Mapping) else {}:
+                values = res.get(part) if isinstance(res, Mapping) else None
+                for k in values if isinstance(values, Mapping) else {}:
                     key = naming.classify_resource(str(k))
                     if key is not None and key.family is not None:
                         out.setdefault(key.family, str(c.get("name", "main")))
@@ -929,9 +1064,3 @@ def _placement(pods: Sequence[Pod]) -> tuple[PlacedNode, ...]:
         PlacedNode(n, len(ps), tuple(dict.fromkeys(a.card_id for p in ps for a in p.allocations)))
         for n, ps in sorted(by_node.items())
     )
-
-
-def simulate_all(simulator: Simulator, submissions: Sequence[Submission]) -> list[Outcome]:
-    """Each submission in order, each seeing the ones admitted before it placed."""
-    return [simulator.simulate(s) for s in submissions]
-

@@ -68,7 +68,9 @@ class Submission:
             entry: JSON = {"name": ps.name, "count": ps.count, "template": {"spec": deep_copy(ps.spec)}}
             if ps.topology is not None:
                 entry["topologyRequest"] = (
-                    {"unconstrained": True} if ps.topology.mode == "unconstrained" else {ps.topology.mode: ps.topology.level}
+                    {"unconstrained": True}
+                    if ps.topology.mode == "unconstrained"
+                    else {ps.topology.mode: ps.topology.level}
                 )
             podsets.append(entry)
         return {
@@ -177,8 +179,8 @@ def submissions_from_manifest(obj: Any, source: str, default_namespace: str = "d
         return out
     if kind == "Workload":
         spec = _mapping(obj.get("spec"), "spec", source)
-        queue = spec.get("queueName")
-        if not isinstance(queue, str) or not queue:
+        queue_name = spec.get("queueName")
+        if not isinstance(queue_name, str) or not queue_name:
             raise ManifestError(f"{source}: spec.queueName is missing: set it to the pool's entrance")
         raw_podsets = spec.get("podSets")
         if not isinstance(raw_podsets, list) or not raw_podsets:
@@ -206,7 +208,7 @@ def submissions_from_manifest(obj: Any, source: str, default_namespace: str = "d
                 kind,
                 namespace,
                 name,
-                queue,
+                queue_name,
                 tuple(podsets),
                 priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
                 labels=labels,
@@ -227,9 +229,9 @@ def instance_pod(instance: Mapping[str, Any], instancetype: InstanceType) -> JSO
     ``spec.resources`` become the Pod's requests: ``cpu``, ``ram`` as memory, and the accelerator in the family its
     shape names — whole cards, a logical slice by memory (and cores) percentage, or a hardware partition profile.
     """
-    meta = instance.get("metadata") or {}
-    spec = instance.get("spec") or {}
-    resources = spec.get("resources") if isinstance(spec.get("resources"), Mapping) else {}
+    meta = _mapping(instance.get("metadata"), "metadata", "instance")
+    spec = _mapping(instance.get("spec"), "spec", "instance")
+    resources = _mapping(spec.get("resources"), "spec.resources", "instance")
     limits: dict[str, str] = {}
     if resources.get("cpu"):
         limits["cpu"] = str(resources["cpu"])

@@ -180,6 +180,13 @@ def place(
     """
     counts = [(n.pods_that_fit(requests), n.name) for n in nodes]
     usable = sorted((c, name) for c, name in counts if c > 0)
+    if len(usable) < len(nodes):
+        excluded = dict(excluded)
+        for n, (c, _) in zip(nodes, counts, strict=True):
+            if c == 0:
+                short = next((k for k, v in sorted(requests.items()) if n.free.get(k, Fraction(0)) < v), "")
+                reason = f'resource "{short}"'
+                excluded[reason] = excluded.get(reason, 0) + 1
     fitting = [(c, name) for c, name in usable if c >= count]
     if fitting:
         return TasPlacement(((fitting[0][1], count),))
@@ -220,5 +227,7 @@ def parse_topology(obj: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
     name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
     levels = spec.get("levels") if isinstance(spec, Mapping) else None
     return name, tuple(
-        str(level.get("nodeLabel", "")) for level in (levels if isinstance(levels, list) else []) if isinstance(level, Mapping)
+        str(level.get("nodeLabel", ""))
+        for level in (levels if isinstance(levels, list) else [])
+        if isinstance(level, Mapping)
     )

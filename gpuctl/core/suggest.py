@@ -1,0 +1,260 @@
+"""What would make room for a held Workload: the smallest changes that admit it, each proven by simulating it.
+
+- **Workloads that would have to finish**: the fewest, lowest priority first — one alone if one suffices, else the
+  Workloads of the one node (or the one queue, for quota) that need the fewest to go, pruned of any not needed.
+- **A node drained of slices**: the slice- and share-holding Workloads of one node moved away, the held Workload
+  placed, then the moved ones placed again; it counts only when the held Workload is admitted.
+- **Another pool**: the same manifest on another InstanceType's entrance, as is.
+- **More nodes**: how many nodes shaped like one of the pool's would admit it (bisection).
+
+Every change is simulated on a working copy; its ``admitted`` is the simulation's answer, never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpuctl.core import naming
+from gpuctl.core.fit import podset_demands
+from gpuctl.core.naming import Family
+from gpuctl.core.simulate import Outcome, Simulator
+from gpuctl.core.submissions import Submission, SubmittedPodSet
+from gpuctl.core.workloads import Workload
+
+MAX_TRIALS = 64
+"""Simulations one kind of suggestion may spend."""
+MAX_NODES = 1024
+"""The most nodes ``add-nodes`` bisects over."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unblocker:
+    kind: str
+    """``finish``, ``drain-slices``, ``other-pool`` or ``add-nodes``."""
+    change: str
+    admitted: bool
+    workloads: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "change": self.change, "admitted": self.admitted}
+        if self.workloads:
+            out["workloads"] = list(self.workloads)
+        if self.nodes:
+            out["nodes"] = list(self.nodes)
+        return out | self.extra
+
+
+def _admits_without(sim: Simulator, sub: Submission, keys: Sequence[str]) -> bool:
+    """Whether ``sub`` is admitted once these Workloads have finished."""
+    trial = sim.copy()
+    trial.remove(keys)
+    return trial.simulate(sub, commit=False).admitted
+
+
+def _running(sim: Simulator) -> list[Workload]:
+    """Workloads that hold quota or cards: admitted, or reserved and not finished."""
+    return [w for w in sim.workloads if (w.admitted or w.quota_reserved) and not w.finished and w.active]
+
+
+def _by_node(sim: Simulator, workloads: Sequence[Workload]) -> dict[str, list[Workload]]:
+    """Each node and the Workloads on it: by their topology assignment, or by their bound Pods."""
+    pod_nodes: dict[str, set[str]] = {}
+    for p in sim.pods:
+        if p.node_name and p.workload:
+            pod_nodes.setdefault(f"{p.namespace}/{p.workload}", set()).add(p.node_name)
+    out: dict[str, list[Workload]] = {}
+    for w in workloads:
+        nodes = {n for a in w.assignments for n, _ in (a.hostnames or [])} | pod_nodes.get(w.key, set())
+        for n in nodes:
+            out.setdefault(n, []).append(w)
+    return out
+
+
+def _fewest(
+    sim: Simulator, sub: Submission, candidates: Sequence[Workload], budget: list[int]
+) -> list[Workload] | None:
+    """The fewest of ``candidates`` (tried lowest priority first) whose finishing admits ``sub``, or None."""
+    ordered = sorted(candidates, key=lambda w: (w.priority, w.key))
+    for w in ordered:
+        if budget[0] <= 0:
+            return None
+        budget[0] -= 1
+        if _admits_without(sim, sub, [w.key]):
+            return [w]
+    if len(ordered) < 2 or budget[0] <= 0:
+        return None
+    budget[0] -= 1
+    if not _admits_without(sim, sub, [w.key for w in ordered]):
+        return None
+    chosen = list(ordered)
+    for w in sorted(ordered, key=lambda x: (-x.priority, x.key)):  # keep the lowest priorities, drop what is not needed
+        if budget[0] <= 0:
+            break
+        rest = [c for c in chosen if c.key != w.key]
+        budget[0] -= 1
+        if rest and _admits_without(sim, sub, [c.key for c in rest]):
+            chosen = rest
+    return chosen
+
+
+def _finish(sim: Simulator, sub: Submission, held: Outcome) -> Unblocker | None:
+    gate = held.explanation.held_by
+    running = _running(sim)
+    budget = [MAX_TRIALS]
+    pool = held.cluster_queue
+    if gate == 2 and "quota" in held.explanation.gates[1].summary:
+        candidates = [w for w in running if w.cluster_queue == pool] or running
+        best = _fewest(sim, sub, candidates, budget)
+    else:
+        by_node = _by_node(sim, running)
+        best = None
+        for node in sorted(by_node, key=lambda n: (len(by_node[n]), n)):
+            if budget[0] <= 0:
+                break
+            found = _fewest(sim, sub, by_node[node], budget)
+            if found is not None and (best is None or len(found) < len(best)):
+                best = found
+                if len(best) == 1:
+                    break
+    if best is None:
+        return None
+    keys = tuple(w.key for w in best)
+    return Unblocker(
+        "finish",
+        f"{len(keys)} Workload(s) finish: {', '.join(keys)}"
+        + f" (priority {', '.join(str(w.priority) for w in best)})",
+        True,
+        workloads=keys,
+    )
+
+
+def resubmission(w: Workload) -> Submission:
+    """An existing Workload as a new submission of the same PodSets to the same queue."""
+    return Submission(
+        "Workload",
+        w.namespace,
+        w.name,
+        w.queue_name,
+        tuple(SubmittedPodSet(ps.name, ps.count, dict(ps.spec)) for ps in w.podsets),
+        w.priority,
+    )
+
+
+def _drain_slices(sim: Simulator, sub: Submission) -> Unblocker | None:
+    """Move the slice and share holders off one node, place ``sub``, then place the moved ones again."""
+    holders = _by_node(
+        sim,
+        [
+            w
+            for w in _running(sim)
+            if {d.family for ps in w.podsets for d in podset_demands(ps)} & {Family.SLICED, Family.SHARED}
+        ],
+    )
+    for node in sorted(holders, key=lambda n: (len(holders[n]), n))[:MAX_TRIALS]:
+        moved = holders[node]
+        trial = sim.copy()
+        trial.remove([w.key for w in moved])
+        outcome = trial.simulate(sub)
+        if not outcome.admitted:
+            continue
+        replaced = [trial.simulate(resubmission(w)) for w in moved]
+        placed = sum(1 for o in replaced if o.admitted)
+        return Unblocker(
+            "drain-slices",
+            f"drain the slices and shares from {node}: {len(moved)} Workload(s) move "
+            f"({placed} of them find room elsewhere)",
+            True,
+            workloads=tuple(w.key for w in moved),
+            nodes=(node,),
+            extra={"movedPlaced": placed},
+        )
+    return None
+
+
+def _retarget(sub: Submission, entrance: str) -> Submission:
+    pod = sub.pod
+    if pod is not None:
+        meta = dict(pod.get("metadata") or {})
+        meta["labels"] = {**(meta.get("labels") or {}), naming.LABEL_QUEUE_NAME: entrance}
+        pod = {**pod, "metadata": meta}
+    instance = sub.instance
+    return replace(sub, queue_name=entrance, pod=pod, instance=instance)
+
+
+def _other_pools(sim: Simulator, sub: Submission, held: Outcome) -> list[Unblocker]:
+    if sub.instance is not None:
+        return []
+    out = []
+    for name, it in sorted(sim.state.instancetypes.items()):
+        if name == held.cluster_queue or it.inactive:
+            continue
+        entrance = it.entrance or it.expected_entrance
+        if (sub.namespace, entrance) not in sim.state.local_queues:
+            continue
+        outcome = sim.copy().simulate(_retarget(sub, entrance), commit=False)
+        if outcome.admitted:
+            out.append(
+                Unblocker(
+                    "other-pool", f"submit to pool {name} (entrance {entrance}) as is", True, extra={"pool": name}
+                )
+            )
+    return out
+
+
+def _add_nodes(sim: Simulator, sub: Submission, held: Outcome) -> Unblocker | None:
+    like = sim.pool_node(held.cluster_queue)
+    if like is None:
+        return None
+
+    def admits(n: int) -> bool:
+        trial = sim.copy()
+        trial.add_nodes(n, like)
+        return trial.simulate(sub, commit=False).admitted
+
+    high = 1
+    while not admits(high):
+        if high >= MAX_NODES:
+            return None
+        high = min(MAX_NODES, high * 2)
+    low = high // 2  # admits(low) is False (or low is 0)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if admits(mid):
+            high = mid
+        else:
+            low = mid
+    return Unblocker(
+        "add-nodes",
+        f"add {high} node(s) like {like}",
+        True,
+        nodes=(like,),
+        extra={"count": high, "like": like},
+    )
+
+
+def unblockers(sim: Simulator, sub: Submission, held: Outcome) -> list[Unblocker]:
+    """The smallest changes that admit a held submission, on the simulator's state just before it."""
+    if held.admitted:
+        return []
+    gate = held.explanation.held_by
+    if gate == 1:
+        return []  # the manifest itself must change
+    found: list[Unblocker] = []
+    finish = _finish(sim, sub, held)
+    if finish is not None:
+        found.append(finish)
+    if gate in (2, 3, 4, 5):
+        drained = _drain_slices(sim, sub)
+        if drained is not None:
+            found.append(drained)
+    found.extend(_other_pools(sim, sub, held))
+    more = _add_nodes(sim, sub, held)
+    if more is not None:
+        found.append(more)
+    if not found:
+        found.append(Unblocker("none", "no single change tried admits it", False))
+    return found
