@@ -192,6 +192,8 @@ class Outcome:
     explanation: Explanation
     placement: tuple[PlacedNode, ...] = ()
     cluster_queue: str = ""
+    reservation: tuple[PodSetAssignment, ...] = ()
+    """Each PodSet's flavors and nodes as Kueue would reserve them (empty when quota is not reserved)."""
 
     @property
     def admitted(self) -> bool:
@@ -267,6 +269,11 @@ class Simulator:
         )
         self.base_devices = dict(state.devices)
         self.ledgers: dict[str, NodeDevices] = dict(fit.devices)
+        """Every node's ledger with the simulated Workloads' Pods allocated (what gates 4 and 5 and TAS see)."""
+        self.check_ledgers: dict[str, NodeDevices] = dict(fit.devices)
+        """The ledgers the check reads: Allocate has recorded no simulated Pod yet, so the check counts the
+        simulated Workloads as admitted and in flight, as it would right after Kueue admits them."""
+        self.simulated: set[tuple[str, str]] = set()
         self.workloads: list[Workload] = list(state.workloads)
         self.pods: list[Pod] = list(state.pods)
         self.held: dict[tuple[str, str, str, str], int] = dict(fit.held or {})
@@ -289,10 +296,10 @@ class Simulator:
     def _context(self) -> FitContext:
         return FitContext(
             self.state.flavors,
-            self.ledgers,
+            self.check_ledgers,
             self.state.nodes or None,
             tuple(self.workloads),
-            tuple(self.pods),
+            tuple(p for p in self.pods if (p.namespace, p.workload) not in self.simulated),
             self.ledger_kind,
             self.held,
         )
@@ -363,6 +370,8 @@ class Simulator:
         other = object.__new__(Simulator)
         other.__dict__.update(self.__dict__)
         other.ledgers = dict(self.ledgers)
+        other.check_ledgers = dict(self.check_ledgers)
+        other.simulated = set(self.simulated)
         other.workloads = list(self.workloads)
         other.pods = list(self.pods)
         other.held = dict(self.held)
@@ -416,6 +425,7 @@ class Simulator:
             self.ledgers[name] = (
                 rebuild_ledger(grown.devices[name], ()) if self.ledger_kind == "rebuilt" else grown.devices[name]
             )
+            self.check_ledgers[name] = self.ledgers[name]
             self.free[name] = self._allocatable(name)
             self.labels[name] = self._labels(name)
         self.fit_context = self._context()
@@ -436,7 +446,11 @@ class Simulator:
     def _refresh(self, node: str) -> None:
         base = self.base_devices.get(node)
         if base is not None and self.ledger_kind == "rebuilt":
-            self.ledgers[node] = rebuild_ledger(base, self.pods_by_node.get(node, ()))
+            pods = self.pods_by_node.get(node, ())
+            self.ledgers[node] = rebuild_ledger(base, pods)
+            self.check_ledgers[node] = rebuild_ledger(
+                base, [p for p in pods if (p.namespace, p.workload) not in self.simulated]
+            )
         if node in self.free:
             self.free[node] = self._room(node)
         self.labels[node] = self._labels(node)
@@ -689,11 +703,17 @@ class Simulator:
     def simulate(self, sub: Submission, *, commit: bool = True) -> Outcome:
         """Run one submission through the gates; when admitted (and ``commit``), place it for the next one."""
         sub, w, g1 = self._gate1(sub)
+
+        def outcome(gates: Sequence[Gate], **extra: Any) -> Outcome:
+            return Outcome(
+                sub, Explanation(sub.namespace, sub.name, (*gates, *_not_reached(len(gates))), sub.kind), **extra
+            )
+
         if w is None or g1.verdict == FAILED:
-            return Outcome(sub, Explanation(sub.namespace, sub.name, (g1, *_not_reached(1)), sub.kind))
+            return outcome([g1])
         g2, cq = self._gate2(w)
         if cq is None or g2.verdict != PASSED:
-            return Outcome(sub, Explanation(sub.namespace, sub.name, (g1, g2, *_not_reached(2)), sub.kind))
+            return outcome([g1, g2])
         got = self._reserve(w, cq, sub)
         if isinstance(got, str):
             g2 = Gate(
@@ -703,34 +723,23 @@ class Simulator:
                 g2.evidence + tuple(_dedupe(self._quota_lines(w, cq))),
                 "wait for admitted Workloads of this pool to finish, or grow the pool; `--suggest` tries both",
             )
-            return Outcome(
-                sub, Explanation(sub.namespace, sub.name, (g1, g2, *_not_reached(2)), sub.kind), cluster_queue=cq.name
-            )
+            return outcome([g1, g2], cluster_queue=cq.name)
         g2 = Gate(2, PASSED, f"quota reserved in ClusterQueue {cq.name}", g2.evidence + tuple(got.evidence))
         reserved = _reserved_record(w, cq, got)
+        kept = {"cluster_queue": cq.name, "reservation": reserved.assignments}
         g3, verdict_ok = self._gate3(reserved, cq)
-        gates = [g1, g2, g3]
         if not verdict_ok:
-            return Outcome(
-                sub, Explanation(sub.namespace, sub.name, (*gates, *_not_reached(3)), sub.kind), cluster_queue=cq.name
-            )
+            return outcome([g1, g2, g3], **kept)
         hosts = self._schedule(reserved, got)
         g4 = self._gate4(reserved, hosts)
-        gates.append(g4)
         if g4.verdict != PASSED:
-            return Outcome(
-                sub, Explanation(sub.namespace, sub.name, (*gates, *_not_reached(4)), sub.kind), cluster_queue=cq.name
-            )
+            return outcome([g1, g2, g3, g4], **kept)
         g5, pods = self._gate5(reserved, got, hosts)
-        gates.append(g5)
-        outcome = Outcome(sub, Explanation(sub.namespace, sub.name, tuple(gates), sub.kind), cluster_queue=cq.name)
         if g5.verdict != PASSED:
-            return outcome
-        placement = _placement(pods)
-        outcome = replace(outcome, placement=placement)
+            return outcome([g1, g2, g3, g4, g5], **kept)
         if commit:
             self._commit(reserved, pods)
-        return outcome
+        return outcome([g1, g2, g3, g4, g5], placement=_placement(pods), **kept)
 
     def _quota_lines(self, w: Workload, cq: ClusterQueue) -> list[str]:
         lines = []
@@ -775,7 +784,11 @@ class Simulator:
                 HELD,
                 verdict.message,
                 tuple(evidence),
-                "the check answers Retry every 30 s until the cards free up; `--suggest` finds what would free them",
+                (
+                    "room is promised to a Workload still starting: this passes once its Pods are allocated"
+                    if verdict.inflight
+                    else "the check answers Retry every 30 s until the cards free up; `--suggest` finds what would free them"
+                ),
                 (verdict.state, verdict.message),
             ),
             False,
@@ -947,6 +960,7 @@ class Simulator:
     def _commit(self, w: Workload, pods: list[Pod]) -> None:
         admitted = replace(w, conditions={**w.conditions, "Admitted": Condition("Admitted", "True", "Admitted")})
         self.workloads.append(admitted)
+        self.simulated.add((admitted.namespace, admitted.name))
         self._charge_quota(admitted)
         self._add_tas_usage(admitted)
         touched: set[str] = {n for a in admitted.assignments for n, _ in (a.hostnames or [])}
@@ -954,9 +968,6 @@ class Simulator:
             self.pods.append(p)
             self.pods_by_node[p.node_name] = [*self.pods_by_node.get(p.node_name, ()), p]
             touched.add(p.node_name)
-            if p.held:
-                key = (p.namespace, p.workload, p.podset, p.node_name)
-                self.held[key] = self.held.get(key, 0) + 1
         for node in touched:
             if self.ledger_kind != "rebuilt" and node in self.ledgers:
                 self.ledgers[node] = _charged(self.ledgers[node], [p for p in pods if p.node_name == node])
