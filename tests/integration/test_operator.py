@@ -236,6 +236,112 @@ def test_two_instancetypes_over_one_nodes_cards_hold_each_other(
         derived.cleanup()
 
 
+def _real_gate(pool: GpuPool, api: Any, manifest: dict[str, Any]) -> int | None:
+    """Submit a manifest and watch where the real cluster (webhooks, Kueue, the operator) holds it: the gate, or
+    None once Kueue admits it."""
+    if manifest["kind"] == "Pod":
+        try:
+            client.CoreV1Api(api).create_namespaced_pod(pool.namespace, manifest)
+        except ApiException as exc:
+            assert "denied the request" in json.loads(exc.body)["message"]
+            return 1
+        pool.created.append(("pod", manifest["metadata"]["name"], pool.namespace))
+        raise AssertionError("the Pod was stored: the Pod webhook let it through")
+    name = manifest["metadata"]["name"]
+    pool.objs.create_namespaced_custom_object(KUEUE_GROUP, "v1beta2", pool.namespace, "workloads", manifest)
+    pool.created.append(("workloads", name, pool.namespace))
+
+    def verdict() -> str | None:
+        w = pool.workload(name)
+        if (condition(w, "Admitted") or {}).get("status") == "True":
+            return "admitted"
+        checks = {c["name"]: c for c in (w.get("status") or {}).get("admissionChecks") or []}
+        if (checks.get(naming.NODE_DEVICES_CHECK) or {}).get("state") == "Retry":
+            return "gate3"
+        reserved = condition(w, "QuotaReserved")
+        if reserved is not None and reserved["status"] == "False" and reserved.get("message"):
+            return "gate2"
+        return None
+
+    seen = wait_for(f"a verdict on {name}", verdict, timeout=60)
+    if seen == "gate2":
+        time.sleep(3)  # still unreserved a moment later: Kueue holds it at quota or placement
+        assert verdict() == "gate2", pool.workload(name)
+        return 2
+    return 3 if seen == "gate3" else None
+
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+
+def test_simulate_predicts_the_gate_the_real_cluster_holds_each_manifest_at(
+    operator: Operator, api: Any, test_namespace: str, control_plane: Any, tmp_path: Path
+) -> None:
+    """Seven manifests, each simulated on the live cluster just before it is submitted: simulate's `heldBy` is the
+    gate at which the webhooks, Kueue and the operator really hold it (None: Kueue admits it)."""
+    pool = new_pool(api, test_namespace, nodes=1, cards=8, nominal_cards=8)
+    node = pool.nodes[0]
+    try:
+        # Two cards hold a half slice each (allocation records of Pods outside Kueue): six whole cards are free.
+        for i in range(2):
+            pool.allocated_pod(
+                f"half-{pool.group_id}-{i}", node, [{"id": f"GPU-{i:04d}", "mode": 3, "allocated": M // 2}]
+            )
+
+        def workload(name: str, limits: dict[str, str], queue: str = pool.entrance) -> dict[str, Any]:
+            return {
+                "apiVersion": f"{KUEUE_GROUP}/v1beta2",
+                "kind": "Workload",
+                "metadata": {"name": name, "namespace": test_namespace},
+                "spec": {
+                    "queueName": queue,
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": 1,
+                            "template": {"spec": {"restartPolicy": "Never", "containers": [container("main", limits)]}},
+                        }
+                    ],
+                },
+            }
+
+        bad_pod = pod(
+            [container("main", {"nvidia.com/gpu.sliced": "2"})],
+            name="bad",
+            namespace=test_namespace,
+            queue=pool.entrance,
+        )
+        steps: list[tuple[dict[str, Any], int | None, bool]] = [
+            # (manifest, the gate expected, delete it once judged so its retries do not take quota from the next)
+            (bad_pod, 1, False),
+            (workload("nine-cards", {"nvidia.com/gpu": "9"}), 2, True),  # 9 > 8 cards of quota
+            (workload("seven-cards", {"nvidia.com/gpu": "7"}), 3, True),  # TAS sees 8 keys, the check 6 free cards
+            (workload("three-cards", {"nvidia.com/gpu": "3"}), None, False),
+            (workload("four-cards", {"nvidia.com/gpu": "4"}), 3, True),  # 3 left once three-cards is in flight
+            (workload("two-shares", {"nvidia.com/gpu.shared": "2"}), None, False),
+            (workload("no-queue", {"nvidia.com/gpu": "1"}, queue="gpustack-fnv64-0000000000000000"), 2, True),
+        ]
+        for manifest, expected, remove in steps:
+            path = tmp_path / f"{manifest['metadata']['name']}.yaml"
+            path.write_text(json.dumps(manifest))
+            result = CliRunner().invoke(
+                app, ["simulate", "-f", str(path), "-o", "json", "--kubeconfig", str(control_plane.kubeconfig)]
+            )
+            assert result.exit_code == 0, result.stderr
+            predicted = json.loads(result.stdout)
+            assert predicted["heldBy"] == expected, (manifest["metadata"]["name"], predicted)
+            real = _real_gate(pool, api, manifest)
+            assert real == predicted["heldBy"], (manifest["metadata"]["name"], predicted)
+            if predicted["heldBy"] is None:
+                assert predicted["placement"]["nodes"][0]["name"] == node
+            if remove:
+                pool.objs.delete_namespaced_custom_object(
+                    KUEUE_GROUP, "v1beta2", test_namespace, "workloads", manifest["metadata"]["name"]
+                )
+    finally:
+        pool.cleanup()
+
+
 def test_instancetype_status_views_follow_the_ledger(operator: Operator, api: Any, test_namespace: str) -> None:
     pool = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=4)
     objs = client.CustomObjectsApi(api)
