@@ -1,0 +1,142 @@
+"""``gpuctl simulate`` on the bundled example snapshot: the JSON contract, sequences, scenarios, exit codes, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuctl.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAPSHOT = str(ROOT / "examples" / "snapshot")
+POD = str(ROOT / "examples" / "pod.yaml")
+INSTANCE = str(ROOT / "examples" / "instance.yaml")
+ENTRANCE = "gpustack-fnv64-c4680bb149644f1c"
+runner = CliRunner()
+
+
+def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["simulate", "--snapshot", SNAPSHOT, *args], input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def whole_cards(name: str, cards: int) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {
+                "queueName": ENTRANCE,
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {
+                            "spec": {
+                                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(cards)}}}]
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+    )
+
+
+def test_one_admitted_pod_gives_explains_object_with_its_placement() -> None:
+    code, out, _ = run("-f", POD, "-o", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["kind"], data["namespace"], data["name"], data["heldBy"], data["admitted"]) == (
+        "Pod",
+        "team-a",
+        "embed-small",
+        None,
+        True,
+    )
+    assert [g["verdict"] for g in data["gates"]] == ["passed"] * 5
+    # A quarter of a card goes to the fullest card that still fits it: a10g-1's GPU-0001 holds a half slice.
+    assert data["placement"] == {"nodes": [{"name": "a10g-1", "pods": 1, "cards": ["GPU-0001"]}]}
+
+
+def test_several_manifests_run_in_sequence_and_give_a_list(tmp_path: Path) -> None:
+    path = tmp_path / "two.yaml"
+    path.write_text(whole_cards("first", 2) + "\n---\n" + whole_cards("second", 2))
+    code, out, _ = run("-f", str(path), "-o", "json", "--exit-code")
+    data = json.loads(out)
+    assert data["kind"] == "List"
+    assert [(i["name"], i["admitted"]) for i in data["items"]] == [("first", True), ("second", False)]
+    assert code == 3  # --exit-code: one would be held
+
+
+def test_stdin_and_suggest(tmp_path: Path) -> None:
+    code, out, _ = run("-f", "-", "--suggest", "-o", "json", stdin=whole_cards("three", 3))
+    assert code == 0
+    data = json.loads(out)
+    assert data["heldBy"] == 2 and "placement" not in data
+    kinds = {u["kind"]: u for u in data["unblockers"]}
+    assert kinds["finish"]["workloads"] == ["team-a/batch"] and kinds["finish"]["admitted"] is True
+    assert kinds["add-nodes"]["count"] == 1
+
+
+def test_scenarios_change_the_answer(tmp_path: Path) -> None:
+    path = tmp_path / "three.json"
+    path.write_text(whole_cards("three", 3))
+    assert json.loads(run("-f", str(path), "-o", "json", "--without", "team-a/batch")[1])["admitted"] is True
+    assert json.loads(run("-f", str(path), "-o", "json", "--add-nodes", "1", "--like", "a10g-2")[1])["admitted"] is True
+    held = json.loads(run("-f", POD, "-o", "json", "--hold", "gpustack--nvidia-a10g-linux-amd64")[1])
+    assert held["heldBy"] == 2 and "stopped (Hold)" in held["gates"][1]["summary"]
+    code, out, _ = run("-f", str(path), "-o", "json", "--add-nodes", "auto", "--like", "a10g-2")
+    assert code == 0 and json.loads(out)["addNodes"] == {"like": "a10g-2", "count": 1}
+
+
+def test_an_existing_workload_simulated_anew() -> None:
+    code, out, _ = run("--workload", "team-a/train-big", "-o", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["name"] == "train-big" and data["heldBy"] == 2
+
+
+def test_the_table_names_the_gate_and_the_cards() -> None:
+    code, out, _ = run("-f", POD)
+    assert code == 0
+    assert out.splitlines()[0] == "Pod team-a/embed-small: would be admitted on a10g-1 (GPU-0001)"
+    code, out, _ = run("-f", "-", "--suggest", stdin=whole_cards("three", 3))
+    assert "Workload team-a/three: would be held at gate 2 (Kueue credits quota)" in out
+    assert "  would admit: 1 Workload(s) finish: team-a/batch (priority 0)" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        ((), None, "give the workloads to simulate"),
+        (
+            ("-f", "-"),
+            '{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}',
+            "kind 'Service' cannot be simulated",
+        ),
+        (("-f", "-", "--add-nodes", "2"), "{}", "--add-nodes and --like go together"),
+        (("-f", POD, "--add-nodes", "x", "--like", "a10g-1"), None, "give a number of nodes or 'auto'"),
+        (("-f", POD, "--without", "team-a/nope"), None, "--without team-a/nope: no such Workload"),
+        (("-f", POD, "--drain", "nope"), None, "pool 'nope' has no ClusterQueue of that name"),
+        (("-f", POD, "--at-quota", "nope"), None, "--at-quota nope: no ClusterQueue of that name"),
+        (("-f", "/nonexistent.yaml"), None, "/nonexistent.yaml: cannot read"),
+        (("-f", "-"), "kind: [", "not valid YAML"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2_or_1(args: tuple[str, ...], stdin: str | None, message: str) -> None:
+    code, out, err = run(*args, stdin=stdin)
+    assert code in (1, 2) and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_an_instance_simulates_as_its_pod() -> None:
+    code, out, _ = run("-f", INSTANCE, "-o", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["kind"] == "Instance" and data["admitted"] is True
+    assert any("nvidia.com/gpu.sliced.memory-percentage=50" in e for e in data["gates"][0]["evidence"])
