@@ -187,6 +187,198 @@ def bench_gate3(nodes: int) -> list[Row]:
     return rows
 
 
+def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
+    """A whole cluster around the synthetic pool: Nodes advertising their cards' keys, one admitted Workload per node
+    whose Pod holds the node's taken cards by its allocation record, and the pool's type, flavor, queues and check."""
+    from gpuctl.core import naming
+    from gpuctl.core.capacity import node_capacity
+    from gpuctl.core.fit import rebuild_ledger
+    from gpuctl.core.pins import node_fit_labels
+    from tests.factories import flavor, node, topology
+
+    cq = "gpustack--nvidia-a10g-linux-amd64"
+    entrance = naming.queue_entrance(cq)
+    objects: list[dict[str, Any]] = [
+        instancetype(),
+        flavor("f-a10g"),
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Topology",
+            "metadata": {"name": "hostname"},
+            "spec": {"levels": [{"nodeLabel": naming.LABEL_HOSTNAME}]},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "AdmissionCheck",
+            "metadata": {"name": naming.NODE_DEVICES_CHECK},
+            "spec": {"controllerName": "gpustack.ai/node-devices"},
+            "status": {"conditions": [{"type": "Active", "status": "True", "reason": "Active"}]},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": cq, "labels": {naming.LABEL_RESOURCE_TYPE: naming.RESOURCE_TYPE_INSTANCETYPES}},
+            "spec": {
+                "stopPolicy": "None",
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["credits.gpustack.ai/nvidia"],
+                        "flavors": [
+                            {
+                                "name": "f-a10g",
+                                "resources": [
+                                    {"name": "credits.gpustack.ai/nvidia", "nominalQuota": str(nodes * 8 * M)}
+                                ],
+                            }
+                        ],
+                    }
+                ],
+                "admissionChecksStrategy": {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK}]},
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": entrance, "namespace": "team-a"},
+            "spec": {"clusterQueue": cq},
+        },
+    ]
+    labels = {
+        naming.LABEL_MANAGED: "true",
+        naming.LABEL_OS: "linux",
+        naming.LABEL_ARCH: "amd64",
+        naming.accelerator_label("nvidia-a10g"): "true",
+    }
+    for d in synthetic_devices(nodes):
+        name = d["metadata"]["name"]
+        keys = node_capacity(rebuild_ledger(parse_devices(d), ()))
+        objects.append(d)
+        objects.append(
+            node(
+                name,
+                labels={**labels, **node_fit_labels(parse_devices(d))},  # as the operator publishes them
+                allocatable={**{k: str(v) for k, v in keys.items()}, "pods": "110", "memory": "512Gi"},
+            )
+        )
+        taken = [r for r in d["status"]["groups"][0]["accelerators"] if r["mode"]]
+        if not taken:
+            continue
+        accelerators = [{"id": r["id"], "mode": r["mode"], "allocated": r["allocated"]} for r in taken]
+        record = {
+            "main": {"devices": {"groups": [{"id": "a10g", "manufacturer": "nvidia", "accelerators": accelerators}]}}
+        }
+        wname = f"w-{name}"
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": wname,
+                    "namespace": "team-a",
+                    "labels": {naming.LABEL_PODSET: "main"},
+                    "annotations": {naming.ANNOTATION_WORKLOAD: wname, naming.ANNOTATION_ALLOCATED: json.dumps(record)},
+                },
+                "spec": {
+                    "nodeName": name,
+                    "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                },
+                "status": {"phase": "Running"},
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {"name": wname, "namespace": "team-a"},
+                "spec": {
+                    "queueName": entrance,
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": 1,
+                            "template": {
+                                "spec": {
+                                    "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+                                }
+                            },
+                        }
+                    ],
+                },
+                "status": {
+                    "conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}],
+                    "admission": {
+                        "clusterQueue": cq,
+                        "podSetAssignments": [
+                            {
+                                "name": "main",
+                                "count": 1,
+                                "flavors": {"credits.gpustack.ai/nvidia": "f-a10g"},
+                                "topologyAssignment": topology([(name, 1)]),
+                            }
+                        ],
+                    },
+                },
+            }
+        )
+    return objects
+
+
+def bench_simulate(nodes: int) -> list[Row]:
+    """`gpuctl simulate` on a snapshot of a whole cluster: the simulator's share once the snapshot is read, and the
+    whole process against `gpuctl views` on the same snapshot."""
+    from gpuctl.cluster import read
+    from gpuctl.cluster.snapshot import SnapshotSource
+    from gpuctl.core import naming
+    from gpuctl.core.simulate import Simulator
+    from gpuctl.core.submissions import submissions_from_manifest
+    from tests.factories import container, pod
+
+    gpuctl = str(Path(sys.executable).with_name("gpuctl"))
+    manifest = pod(
+        [container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "40"})],
+        name="embed",
+        namespace="team-a",
+        queue=naming.queue_entrance("gpustack--nvidia-a10g-linux-amd64"),
+    )
+    [sub] = submissions_from_manifest(manifest, "pod.yaml")
+    with tempfile.TemporaryDirectory() as tmp:
+        snap = Path(tmp) / "snapshot"
+        snap.mkdir()
+        (snap / "cluster.json").write_text(
+            json.dumps({"apiVersion": "v1", "kind": "List", "items": simulation_snapshot(nodes)})
+        )
+        (Path(tmp) / "pod.json").write_text(json.dumps(manifest))
+        with bulk_allocation():
+            state = read.simulation_state(SnapshotSource(snap))
+            after_read = median_seconds(lambda: Simulator(state).simulate(sub))
+            ready = Simulator(state)
+            one = median_seconds(lambda: ready.simulate(sub, commit=False), repeat=9)
+        admitted = ready.simulate(sub, commit=False).admitted
+        views, _ = _median_run([gpuctl, "views", "-o", "json", "--snapshot", str(snap)], repeat=3)
+        whole, _ = _median_run(
+            [gpuctl, "simulate", "-f", str(Path(tmp) / "pod.json"), "-o", "json", "--snapshot", str(snap)], repeat=3
+        )
+    return [
+        Row(
+            f"simulate one Pod, {nodes}-node snapshot, after it is read (working copy built, five gates)",
+            f"{after_read * 1000:.0f} ms" + ("" if admitted else " (held)"),
+            f"the same simulation on a built working copy: {one * 1000:.1f} ms",
+            after_read / one,
+            "< 300 ms",
+            after_read < 0.300,
+        ),
+        Row(
+            f"gpuctl simulate -f pod -o json, {nodes}-node snapshot (whole process)",
+            f"{whole * 1000:.0f} ms",
+            f"gpuctl views -o json on the same snapshot: {views * 1000:.0f} ms",
+            whole / views,
+            "informational",
+            None,
+        ),
+    ]
+
+
 def _tls_files(directory: Path) -> tuple[Path, Path, Path]:
     """A throwaway CA and a loopback serving certificate (cert, key, CA)."""
     import datetime
@@ -485,6 +677,7 @@ BENCHMARKS: dict[str, Callable[[int], list[Row]]] = {
     "gate3": bench_gate3,
     "views-core": bench_views_core,
     "views-process": bench_views_process,
+    "simulate": bench_simulate,
 }
 
 

@@ -71,18 +71,13 @@ def _existing(state: "ClusterState", refs: list[str], namespace: str) -> list["S
     return out
 
 
-def _scenario(
-    state: "ClusterState", without: list[str], drain: list[str], hold: list[str], namespace: str
-) -> "ClusterState":
-    from gpuctl.core import simulate as sim
-
+def _scenario(simulator: "Simulator", without: list[str], drain: list[str], hold: list[str], namespace: str) -> None:
     if without:
-        state = sim.without(state, ["/".join(split_name(r, namespace)) for r in without])
+        simulator.finish(["/".join(split_name(r, namespace)) for r in without])
     for pool in drain:
-        state = sim.drain(state, pool)
+        simulator.stop(pool, "HoldAndDrain")
     for pool in hold:
-        state = sim.hold(state, pool)
-    return state
+        simulator.stop(pool, "Hold")
 
 
 def _run(
@@ -248,17 +243,11 @@ def simulate_command(
         state = read.simulation_state(opened)
         submissions = _existing(state, workload or [], namespace) + submissions
         try:
-            again = [
-                s.key for s in submissions if s.kind == "Workload" and any(w.key == s.key for w in state.workloads)
-            ]
-            state = _scenario(
-                state,
-                list(without or []) + [k for k in again if k not in (without or [])],
-                drain or [],
-                hold or [],
-                namespace,
-            )
             simulator = Simulator(state, at_quota=at_quota or ())
+            # A Workload simulated anew (by --workload or a manifest of the same name) leaves the state first.
+            existing = {w.key for w in state.workloads}
+            simulator.remove(s.key for s in submissions if s.kind == "Workload" and s.key in existing)
+            _scenario(simulator, list(without or []), drain or [], hold or [], namespace)
             note = ""
             grown_to: dict[str, Any] | None = None
             if add_nodes == "auto":

@@ -200,22 +200,30 @@ def _served(source: Source, kind: Kind) -> list[dict[str, Any]]:
 
 def simulation_state(source: Source) -> ClusterState:
     """Everything the simulator reads, parsed once: queues, pools, flavors, topologies, Nodes, ledgers, Workloads
-    and the Pods bound to nodes or owned by a Workload."""
+    and the Pods bound to nodes or owned by a Workload; gate 3's inputs built as :func:`admission_state` builds them."""
     from gpuctl.core.simulate import ClusterState
     from gpuctl.core.tas import parse_topology
 
     all_pods = pods(source)
-    kept = tuple(p for p in all_pods if p.node_name or p.workload)
+    kept = [p for p in all_pods if p.node_name or p.workload]
+    read_devices = {d.node: d for d in devices(source)}
+    read_nodes = {n.name: n for n in nodes(source)}
+    read_flavors = flavors(source)
     return ClusterState(
         local_queues={(q.namespace, q.name): q for q in (parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE))},
         cluster_queues=cluster_queues(source),
         instancetypes={t.name: t for t in instancetypes(source)},
-        flavors=flavors(source),
+        flavors=read_flavors,
         topologies=dict(parse_topology(o) for o in _served(source, kinds.TOPOLOGY)),
-        nodes={n.name: n for n in nodes(source)},
-        devices={d.node: d for d in devices(source)},
-        workloads=tuple(workloads(source)),
-        pods=kept,
+        nodes=read_nodes,
+        devices=read_devices,
         admission_check=admission_check(source, naming.NODE_DEVICES_CHECK),
-        pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
+        check=check_inputs(
+            read_flavors,
+            read_devices.values(),
+            read_nodes or None,
+            workloads(source),
+            kept,
+            pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
+        ),
     )

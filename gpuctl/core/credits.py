@@ -247,7 +247,7 @@ def quota_room(
     resource: str,
     quotas: Mapping[str, Sequence[Any]],
     cohorts: Mapping[str, str],
-    usage: Mapping[tuple[str, str, str], Fraction],
+    usage: Mapping[tuple[str, str, str], Fraction | int],
 ) -> QuotaRoom | None:
     """Kueue's available quota of ``resource`` in ``flavor`` for ClusterQueue ``cq`` in a flat cohort, or None when
     the queue covers no such pair.
@@ -260,7 +260,7 @@ def quota_room(
     own = next((q for q in quotas.get(cq, ()) if q.flavor == flavor and q.resource == resource), None)
     if own is None:
         return None
-    used = usage.get((cq, flavor, resource), Fraction(0))
+    used = Fraction(usage.get((cq, flavor, resource), 0))
     cohort = cohorts.get(cq, "")
     if not cohort:
         return QuotaRoom(resource, flavor, own.nominal, used, max(Fraction(0), own.nominal - used))

@@ -445,10 +445,22 @@ class FitContext:
     ledger: str = LEDGER_REBUILT
     held: Mapping[tuple[str, str, str, str], int] | None = None
     """Pods allocated (or finished) per (namespace, Workload, PodSet, node); computed from ``pods`` when None."""
+    by_node: Mapping[str, Sequence[Workload]] | None = None
+    """The Workloads with a hostname-level assignment on each node (see :func:`workloads_by_node`); None to scan."""
 
     def held_pods(self, w: Workload, podset: str, node: str) -> int:
         held = self.held if self.held is not None else held_pod_counts(self.pods)
         return held.get((w.namespace, w.name, podset, node), 0)
+
+
+def workloads_by_node(workloads: Iterable[Workload]) -> dict[str, list[Workload]]:
+    """Each node and the Workloads whose topology assignment names it: a verdict on a TAS-assigned Workload reads
+    only these."""
+    out: dict[str, list[Workload]] = {}
+    for w in workloads:
+        for node in {n for a in w.assignments for n, _ in (a.hostnames or ())}:
+            out.setdefault(node, []).append(w)
+    return out
 
 
 def held_pod_counts(pods: Iterable[Pod]) -> dict[tuple[str, str, str, str], int]:
@@ -482,6 +494,7 @@ def check_inputs(
     as they are, and the context says so (``ledger`` is :data:`LEDGER_PUBLISHED`).
     """
     pods = tuple(pods)
+    workloads = tuple(workloads)
     if pods_read:
         by_node: dict[str, list[Pod]] = {}
         for p in pods:
@@ -498,6 +511,7 @@ def check_inputs(
         pods,
         LEDGER_REBUILT if pods_read else LEDGER_PUBLISHED,
         held_pod_counts(pods),
+        workloads_by_node(workloads),
     )
 
 
@@ -546,6 +560,22 @@ def _charge_inflight(w: Workload, ctx: FitContext, budget: _Budget) -> list[Char
     return charges
 
 
+def _judged_nodes(w: Workload) -> set[str] | None:
+    """The nodes a verdict reads when every PodSet is TAS-assigned to hostnames; None when it reads whole pools."""
+    nodes: set[str] = set()
+    for ps in w.podsets:
+        a = w.assignment(ps.name)
+        hosts = a.hostnames if a else None
+        if not hosts:
+            return None
+        nodes.update(n for n, _ in hosts)
+    return nodes
+
+
+def _on_nodes(w: Workload, nodes: set[str]) -> bool:
+    return any(n in nodes for a in w.assignments for n, _ in (a.hostnames or ()))
+
+
 def judge_workload(w: Workload, ctx: FitContext, *, check: str = naming.NODE_DEVICES_CHECK) -> Verdict:
     """The gate-3 verdict for one Workload."""
     why_not = judgeable(w)
@@ -553,9 +583,16 @@ def judge_workload(w: Workload, ctx: FitContext, *, check: str = naming.NODE_DEV
         return Verdict(False, message=why_not)
     budget = _Budget(ctx.devices)
     inflight: list[Charge] = []
-    for other in sorted(ctx.workloads, key=lambda x: x.key):
+    judged = _judged_nodes(w)
+    if judged is not None and ctx.by_node is not None:
+        candidates: Iterable[Workload] = {x.key: x for n in judged for x in ctx.by_node.get(n, ())}.values()
+    else:
+        candidates = ctx.workloads
+    for other in sorted(candidates, key=lambda x: x.key):
         if other.key == w.key:
             continue
+        if judged is not None and not _on_nodes(other, judged):
+            continue  # charges on nodes this verdict does not judge cannot change it
         if other.finished or other.evicted or not other.active:
             continue  # its Pods are gone or going; the ledger holds whatever they still have
         state = other.check(check)

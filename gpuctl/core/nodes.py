@@ -14,8 +14,9 @@ from gpuctl.core.units import QuantityError, parse_quantity
 class Node:
     name: str
     labels: Mapping[str, str]
-    allocatable: Mapping[str, Fraction]
-    capacity: Mapping[str, Fraction]
+    allocatable: Mapping[str, Fraction | int]
+    """Whole amounts are ints (cheap arithmetic when thousands of nodes are compared), the rest Fractions."""
+    capacity: Mapping[str, Fraction | int]
     ready: bool
     unschedulable: bool
 
@@ -29,13 +30,14 @@ def _m(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _quantities(raw: Any) -> dict[str, Fraction]:
-    out: dict[str, Fraction] = {}
+def _quantities(raw: Any) -> dict[str, Fraction | int]:
+    out: dict[str, Fraction | int] = {}
     for k, v in _m(raw).items():
         try:
-            out[str(k)] = parse_quantity(v)
+            q = parse_quantity(v)
         except QuantityError:
             continue
+        out[str(k)] = q.numerator if q.denominator == 1 else q
     return out
 
 

@@ -31,10 +31,10 @@ from gpuctl.core.explain import FAILED, HELD, NOT_REACHED, PASSED, Explanation, 
 from gpuctl.core.fit import (
     READY,
     FitContext,
-    check_inputs,
     judge_workload,
     podset_demands,
     rebuild_ledger,
+    workloads_by_node,
 )
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.ledger import Card, NodeDevices
@@ -43,7 +43,7 @@ from gpuctl.core.nodes import Node
 from gpuctl.core.pins import FIT_PREFIXES, PinContext, node_fit_labels
 from gpuctl.core.pods import CardAllocation, Pod
 from gpuctl.core.submissions import Submission, instance_pod
-from gpuctl.core.tas import NodeRoom, TasFailure, place, selects_node, with_pod_slot
+from gpuctl.core.tas import Amount, NodeRoom, Room, TasFailure, node_selector, place, plain, with_pod_slot
 from gpuctl.core.units import M
 from gpuctl.core.webhooks import Kind, WebhookContext, review
 from gpuctl.core.workloads import (
@@ -76,60 +76,29 @@ class ClusterState:
     nodes: Mapping[str, Node]
     """Empty when the read holds no Node objects (a snapshot of ledgers only): room then comes from the ledgers."""
     devices: Mapping[str, NodeDevices]
-    workloads: tuple[Workload, ...]
-    pods: tuple[Pod, ...]
+    """The Devices as read (capabilities; the published ledgers)."""
     admission_check: AdmissionCheck | None
-    pods_read: bool = True
+    check: FitContext
+    """Gate 3's inputs, built by :func:`gpuctl.core.fit.check_inputs` as the operator builds them: every Workload,
+    the Pods read, and each node's ledger rebuilt from the Pods bound to it."""
+
+    @property
+    def workloads(self) -> Sequence[Workload]:
+        return self.check.workloads
+
+    @property
+    def pods(self) -> Sequence[Pod]:
+        return self.check.pods
 
 
-# ----------------------------------------------------------------------------------------------- scenarios
-
-
-def _pool_queue(state: ClusterState, pool: str) -> ClusterQueue:
-    cq = state.cluster_queues.get(pool)
-    if cq is None:
-        known = ", ".join(sorted(state.cluster_queues)) or "none"
-        raise ScenarioError(f"pool {pool!r} has no ClusterQueue of that name (known: {known})")
-    return cq
-
-
-def without(state: ClusterState, keys: Iterable[str]) -> ClusterState:
-    """The cluster as if these Workloads (``namespace/name``) had finished: they and their Pods are gone."""
-    gone = set(keys)
-    known = {w.key for w in state.workloads}
-    missing = sorted(gone - known)
-    if missing:
-        raise ScenarioError(f"--without {missing[0]}: no such Workload (`gpuctl workloads -A` lists them)")
-    return replace(
-        state,
-        workloads=tuple(w for w in state.workloads if w.key not in gone),
-        pods=tuple(p for p in state.pods if f"{p.namespace}/{p.workload}" not in gone),
-    )
-
-
-def hold(state: ClusterState, pool: str) -> ClusterState:
-    """The pool on ``Hold``: its queue admits nothing new; what runs keeps running."""
-    cq = _pool_queue(state, pool)
-    return replace(state, cluster_queues={**state.cluster_queues, pool: replace(cq, stop_policy="Hold")})
-
-
-def drain(state: ClusterState, pool: str) -> ClusterState:
-    """The pool drained (``HoldAndDrain``): its queue admits nothing, and its admitted Workloads are evicted, so
-    their Pods free their cards."""
-    cq = _pool_queue(state, pool)
-    evicted = [w.key for w in state.workloads if (w.cluster_queue or "") == pool and (w.quota_reserved or w.admitted)]
-    drained = without(state, evicted) if evicted else state
-    return replace(drained, cluster_queues={**state.cluster_queues, pool: replace(cq, stop_policy="HoldAndDrain")})
-
-
-def add_nodes(state: ClusterState, count: int, like: str) -> ClusterState:
+def _grown(state: ClusterState, count: int, like: str) -> ClusterState:
     """``count`` more nodes shaped like ``like`` (its labels, allocatable and cards, every card free); every queue
     whose flavor selects them grows by their cards x M credits, as a derived pool's quota follows its nodes."""
     template = state.devices.get(like)
     if template is None:
-        raise ScenarioError(f"--like {like}: no node of that name has a Devices ledger (`gpuctl pools` lists them)")
-    if count <= 0:
-        return state
+        raise ScenarioError(
+            f"--like {like}: no node of that name has a Devices ledger (`gpuctl views --by-node` lists them)"
+        )
     devices = dict(state.devices)
     nodes = dict(state.nodes)
     base = state.nodes.get(like)
@@ -137,8 +106,7 @@ def add_nodes(state: ClusterState, count: int, like: str) -> ClusterState:
     keys = {k: Fraction(v) for k, v in node_allocatable(fresh).items()}
     for i in range(1, count + 1):
         name = f"{like}-sim-{i}"
-        labels = {**template.labels, naming.LABEL_HOSTNAME: name}
-        devices[name] = NodeDevices(name, labels, fresh.groups, "")
+        devices[name] = NodeDevices(name, {**template.labels, naming.LABEL_HOSTNAME: name}, fresh.groups, "")
         if base is not None:
             plain = {k: v for k, v in base.allocatable.items() if naming.classify_resource(k) is None}
             nodes[name] = replace(
@@ -152,7 +120,6 @@ def add_nodes(state: ClusterState, count: int, like: str) -> ClusterState:
     queues = dict(state.cluster_queues)
     for name, cq in state.cluster_queues.items():
         grown = []
-        changed = False
         for q in cq.quotas:
             f = state.flavors.get(q.flavor)
             extra = Fraction(0)
@@ -166,11 +133,9 @@ def add_nodes(state: ClusterState, count: int, like: str) -> ClusterState:
                     )
                     extra = Fraction(count * cards * M)
                 elif base is not None and q.resource in base.allocatable:
-                    extra = count * base.allocatable[q.resource]
+                    extra = Fraction(count * base.allocatable[q.resource])
             grown.append(replace(q, nominal=q.nominal + extra) if extra else q)
-            changed = changed or bool(extra)
-        if changed:
-            queues[name] = replace(cq, quotas=tuple(grown))
+        queues[name] = replace(cq, quotas=tuple(grown))
     return replace(state, devices=devices, nodes=nodes, cluster_queues=queues)
 
 
@@ -221,7 +186,72 @@ def _not_reached(after: int) -> list[Gate]:
 # ----------------------------------------------------------------------------------------------- the simulator
 
 
-def _quota_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
+def _resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What a Pod's effective requests depend on, as a hashable key (None when a value is not plain text)."""
+    key: list[Any] = []
+    for section in ("initContainers", "containers"):
+        for c in spec.get(section) or []:
+            if not isinstance(c, Mapping):
+                return None
+            res = c.get("resources")
+            parts: list[Any] = [section, c.get("restartPolicy")]
+            for part in ("limits", "requests"):
+                values = res.get(part) if isinstance(res, Mapping) else None
+                if values is None:
+                    parts.append(None)
+                    continue
+                if not isinstance(values, Mapping):
+                    return None
+                parts.append(tuple(sorted((str(k), str(v)) for k, v in values.items())))
+            key.append(tuple(parts))
+    return tuple(key)
+
+
+@dataclass(frozen=True, slots=True)
+class _PodRequests:
+    """One Pod shape's requests: raw (as the scheduler counts them), with TAS's ``pods`` slot, and as Kueue's quota
+    counts them (accelerator keys folded into credits)."""
+
+    raw: Mapping[str, Fraction]
+    slot: Mapping[str, Amount]
+    quota: Mapping[str, Amount]
+
+
+_REQUESTS_MEMO: dict[tuple[Any, ...], _PodRequests] = {}
+
+
+def _requests(spec: Mapping[str, Any]) -> _PodRequests:
+    """A Pod spec's requests; thousands of Workloads share a few shapes, so each shape is computed once."""
+    key = _resources_key(spec)
+    got = _REQUESTS_MEMO.get(key) if key is not None else None
+    if got is None:
+        raw = pod_requests(spec)
+        got = _PodRequests(raw, with_pod_slot(raw), plain(_quota_view(spec)))
+        if key is not None and len(_REQUESTS_MEMO) < 4096:
+            _REQUESTS_MEMO[key] = got
+    return got
+
+
+def _quota_requests(spec: Mapping[str, Any]) -> Mapping[str, Amount]:
+    return _requests(spec).quota
+
+
+class _SpecRequests:
+    """Requests per Pod spec object: the records are immutable and kept alive by the state, so their identity is a
+    key that costs nothing to compute."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Mapping[str, Any], _PodRequests]] = {}
+
+    def __call__(self, spec: Mapping[str, Any]) -> _PodRequests:
+        got = self._by_id.get(id(spec))
+        if got is None or got[0] is not spec:
+            got = (spec, _requests(spec))
+            self._by_id[id(spec)] = got
+        return got[1]
+
+
+def _quota_view(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     """One Pod's requests as Kueue's quota counts them: accelerator keys folded into credits, the rest as is."""
     raw = pod_requests(spec)
     out: dict[str, Fraction] = {k: Fraction(v) for k, v in transform(raw).items()}
@@ -231,9 +261,9 @@ def _quota_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     return out
 
 
-def _amount(resource: str, value: Fraction) -> str:
+def _amount(resource: str, value: Fraction | int) -> str:
     if resource.startswith(naming.CREDITS_PREFIX):
-        return f"{int(value)} credits ({cards_text(value / M)})"
+        return f"{int(value)} credits ({cards_text(Fraction(value, M))})"
     return f"{float(value):g}" if value.denominator != 1 else str(value.numerator)
 
 
@@ -259,14 +289,7 @@ class Simulator:
         if missing:
             raise ScenarioError(f"--at-quota {missing[0]}: no ClusterQueue of that name")
         self.at_quota = frozenset(at_quota)
-        fit = check_inputs(
-            state.flavors,
-            state.devices.values(),
-            state.nodes or None,
-            state.workloads,
-            state.pods,
-            pods_read=state.pods_read,
-        )
+        fit = state.check
         self.base_devices = dict(state.devices)
         self.ledgers: dict[str, NodeDevices] = dict(fit.devices)
         """Every node's ledger with the simulated Workloads' Pods allocated (what gates 4 and 5 and TAS see)."""
@@ -274,18 +297,27 @@ class Simulator:
         """The ledgers the check reads: Allocate has recorded no simulated Pod yet, so the check counts the
         simulated Workloads as admitted and in flight, as it would right after Kueue admits them."""
         self.simulated: set[tuple[str, str]] = set()
-        self.workloads: list[Workload] = list(state.workloads)
-        self.pods: list[Pod] = list(state.pods)
+        self.workloads: list[Workload] = list(fit.workloads)
+        self.by_node: dict[str, Sequence[Workload]] = dict(
+            fit.by_node if fit.by_node is not None else workloads_by_node(self.workloads)
+        )
+        self.pods: list[Pod] = list(fit.pods)
         self.held: dict[tuple[str, str, str, str], int] = dict(fit.held or {})
         self.ledger_kind = fit.ledger
         self.pods_by_node: dict[str, list[Pod]] = {}
         for p in self.pods:
             if p.node_name:
                 self.pods_by_node.setdefault(p.node_name, []).append(p)
-        self.free: dict[str, dict[str, Fraction]] = {}
+        self.free: dict[str, Room] = {}
+        self.requests = _SpecRequests()
         self._init_room()
-        self.labels: dict[str, Mapping[str, str]] = {name: self._labels(name) for name in self.free}
-        self.usage: dict[tuple[str, str, str], Fraction] = {}
+        self.labels: dict[str, Mapping[str, str]] = {}
+        """Labels as TAS reads them, computed when a node is first considered."""
+        self.touched: set[str] = set()
+        """Nodes whose ledger the simulation changed (their published fit labels no longer hold)."""
+        self.flavor_nodes: dict[str, list[str]] = {}
+        """Flavor → the Ready, schedulable nodes carrying its labels (fit labels are not among them)."""
+        self.usage: dict[tuple[str, str, str], Amount] = {}
         for w in self.workloads:
             if w.quota_reserved and not w.finished and w.cluster_queue:
                 self._charge_quota(w)
@@ -302,12 +334,26 @@ class Simulator:
             tuple(p for p in self.pods if (p.namespace, p.workload) not in self.simulated),
             self.ledger_kind,
             self.held,
+            self.by_node,
         )
 
     def _labels(self, node: str) -> Mapping[str, str]:
-        """A node's labels with its fit labels as the operator publishes them from the (simulated) ledger."""
+        """A node's labels as TAS reads them. The fit labels are the Node's own, as the operator published them,
+        until the simulation changes the node's ledger (or when the Node carries none): then they are computed
+        from the ledger, as the operator will publish them."""
         n = self.state.nodes.get(node)
         d = self.ledgers.get(node)
+        if (
+            n is not None
+            and node not in self.touched
+            and d is not None
+            and any(
+                naming.sliced_fit_label(g.accelerator_key) in n.labels
+                or naming.shared_fit_label(g.accelerator_key) in n.labels
+                for g in d.groups
+            )
+        ):
+            return n.labels
         labels = dict(n.labels) if n is not None else dict(d.labels if d else {})
         if d is None or not d.managed:
             return labels
@@ -316,24 +362,44 @@ class Simulator:
         labels.update(node_fit_labels(d))
         return labels
 
-    def _allocatable(self, node: str) -> dict[str, Fraction]:
+    def _allocatable(self, node: str) -> Mapping[str, Amount]:
         n = self.state.nodes.get(node)
         if n is not None:
-            return dict(n.allocatable)
+            return n.allocatable
         d = self.ledgers.get(node)
-        room: dict[str, Fraction] = {k: Fraction(v) for k, v in node_allocatable(d).items()} if d else {}
-        room["pods"] = Fraction(110)
+        room: dict[str, Amount] = dict(node_allocatable(d)) if d else {}
+        room["pods"] = 110
         return room
 
     def _init_room(self) -> None:
         """Node room as TAS counts it: allocatable minus the Pods bound outside TAS and the Workloads placed by
         topology (whether or not their Pods exist yet)."""
-        self.tas_usage: dict[str, dict[str, list[Mapping[str, Fraction]]]] = {}
+        self.tas_usage: dict[str, dict[str, list[Mapping[str, Amount]]]] = {}
         self.tas_workloads: set[tuple[str, str]] = set()
+        used: dict[str, dict[str, Amount]] = {}
         for w in self.workloads:
-            self._add_tas_usage(w)
+            if not w.quota_reserved or w.finished:
+                continue
+            for ps in w.podsets:
+                a = w.assignment(ps.name)
+                hosts = a.hostnames if a else None
+                if not hosts:
+                    continue
+                self.tas_workloads.add((w.namespace, w.name))
+                per_pod = self.requests(ps.spec).slot
+                for node, pods in hosts:  # nothing is shared yet: built in place
+                    self.tas_usage.setdefault(node, {}).setdefault(w.key, []).extend([per_pod] * pods)
+                    u = used.setdefault(node, {})
+                    for k, v in per_pod.items():
+                        u[k] = u.get(k, 0) + v * pods
+        for node, pods_there in self.pods_by_node.items():
+            for p in pods_there:
+                if not p.finished and (p.namespace, p.workload) not in self.tas_workloads:
+                    u = used.setdefault(node, {})
+                    for k, v in with_pod_slot(p.requests).items():
+                        u[k] = u.get(k, 0) + v
         for name in set(self.state.nodes) or set(self.ledgers):
-            self.free[name] = self._room(name)
+            self.free[name] = Room(self._allocatable(name), used.get(name, {}))
 
     def _add_tas_usage(self, w: Workload) -> None:
         if not w.quota_reserved or w.finished:
@@ -344,24 +410,23 @@ class Simulator:
             if not hosts:
                 continue
             self.tas_workloads.add((w.namespace, w.name))
-            per_pod = with_pod_slot(pod_requests(ps.spec))
+            per_pod = self.requests(ps.spec).slot
             for node, pods in hosts:  # copy-on-write: working copies share these containers
                 per = dict(self.tas_usage.get(node, {}))
                 per[w.key] = [*per.get(w.key, ()), *([per_pod] * pods)]
                 self.tas_usage[node] = per
 
-    def _room(self, node: str) -> dict[str, Fraction]:
-        free = self._allocatable(node)
-        used: list[Mapping[str, Fraction]] = [r for rs in self.tas_usage.get(node, {}).values() for r in rs]
-        used += [
-            with_pod_slot(p.requests)
-            for p in self.pods_by_node.get(node, ())
-            if not p.finished and (p.namespace, p.workload) not in self.tas_workloads
-        ]
-        for req in used:
-            for k, v in req.items():
-                free[k] = free.get(k, Fraction(0)) - v
-        return free
+    def _room(self, node: str) -> Room:
+        used: dict[str, Amount] = {}
+        for requests in self.tas_usage.get(node, {}).values():
+            for r in requests:
+                for k, v in r.items():
+                    used[k] = used.get(k, 0) + v
+        for p in self.pods_by_node.get(node, ()):
+            if not p.finished and (p.namespace, p.workload) not in self.tas_workloads:
+                for k, v in with_pod_slot(p.requests).items():
+                    used[k] = used.get(k, 0) + v
+        return Room(self._allocatable(node), used)
 
     # -- working copies ---------------------------------------------------------------------------------------
 
@@ -373,16 +438,40 @@ class Simulator:
         other.check_ledgers = dict(self.check_ledgers)
         other.simulated = set(self.simulated)
         other.workloads = list(self.workloads)
+        other.by_node = dict(self.by_node)
         other.pods = list(self.pods)
         other.held = dict(self.held)
         other.pods_by_node = dict(self.pods_by_node)
         other.free = dict(self.free)
         other.labels = dict(self.labels)
+        other.touched = set(self.touched)
+        other.flavor_nodes = dict(self.flavor_nodes)
         other.usage = dict(self.usage)
         other.tas_usage = dict(self.tas_usage)
         other.tas_workloads = set(self.tas_workloads)
         other.base_devices = dict(self.base_devices)
         return other
+
+    def finish(self, keys: Iterable[str]) -> None:
+        """The ``--without`` scenario: as if these Workloads (``namespace/name``) had finished."""
+        gone = set(keys)
+        missing = sorted(gone - {w.key for w in self.workloads})
+        if missing:
+            raise ScenarioError(f"--without {missing[0]}: no such Workload (`gpuctl workloads -A` lists them)")
+        self.remove(gone)
+
+    def stop(self, pool: str, policy: str) -> None:
+        """The ``--hold`` (``Hold``: admit nothing new) and ``--drain`` (``HoldAndDrain``: also evict what the queue
+        admitted, so its Pods free their cards) scenarios."""
+        cq = self.state.cluster_queues.get(pool)
+        if cq is None:
+            known = ", ".join(sorted(self.state.cluster_queues)) or "none"
+            raise ScenarioError(f"pool {pool!r} has no ClusterQueue of that name (known: {known})")
+        if policy == "HoldAndDrain":
+            self.remove(w.key for w in self.workloads if w.cluster_queue == pool and (w.quota_reserved or w.admitted))
+        self.state = replace(
+            self.state, cluster_queues={**self.state.cluster_queues, pool: replace(cq, stop_policy=policy)}
+        )
 
     def remove(self, keys: Iterable[str]) -> None:
         """As if these Workloads had finished: their quota, their TAS room and their Pods' cards come back."""
@@ -397,18 +486,19 @@ class Simulator:
                 self.tas_usage[node] = {k: v for k, v in per.items() if k not in gone}
                 touched.add(node)
         self.tas_workloads -= {(w.namespace, w.name) for w in leaving}
+        self.simulated -= {(w.namespace, w.name) for w in leaving}
+        for w in leaving:
+            for node in {n for a in w.assignments for n, _ in (a.hostnames or ())}:
+                self.by_node[node] = [x for x in self.by_node.get(node, ()) if x.key not in gone]
         kept = []
         for p in self.pods:
             if f"{p.namespace}/{p.workload}" in gone:
                 touched.add(p.node_name)
-                key = (p.namespace, p.workload, p.podset, p.node_name)
-                self.held.pop(key, None)
+                self.held.pop((p.namespace, p.workload, p.podset, p.node_name), None)
             else:
                 kept.append(p)
         self.pods = kept
-        for node in touched:
-            if not node:
-                continue
+        for node in touched - {""}:
             self.pods_by_node[node] = [
                 p for p in self.pods_by_node.get(node, ()) if f"{p.namespace}/{p.workload}" not in gone
             ]
@@ -416,18 +506,16 @@ class Simulator:
         self.fit_context = self._context()
 
     def add_nodes(self, count: int, like: str) -> None:
-        """``count`` more nodes shaped like ``like`` (see :func:`add_nodes`)."""
-        grown = add_nodes(self.state, count, like)
+        """The ``--add-nodes N --like NODE`` scenario (see :func:`_grown`)."""
+        grown = _grown(self.state, count, like)
         added = [n for n in grown.devices if n not in self.state.devices]
         self.state = grown
+        self.flavor_nodes = {}
         for name in added:
             self.base_devices[name] = grown.devices[name]
-            self.ledgers[name] = (
-                rebuild_ledger(grown.devices[name], ()) if self.ledger_kind == "rebuilt" else grown.devices[name]
-            )
-            self.check_ledgers[name] = self.ledgers[name]
-            self.free[name] = self._allocatable(name)
-            self.labels[name] = self._labels(name)
+            self.ledgers[name] = self.check_ledgers[name] = grown.devices[name]
+            self.free[name] = Room(self._allocatable(name), {})
+            self.touched.add(name)
         self.fit_context = self._context()
 
     def pool_node(self, cluster_queue: str) -> str | None:
@@ -438,8 +526,7 @@ class Simulator:
             if flavor is None:
                 continue
             for name in sorted(self.ledgers):
-                labels = self.labels.get(name, {})
-                if all(labels.get(k) == v for k, v in flavor.device_selector.items()):
+                if all(self.ledgers[name].labels.get(k) == v for k, v in flavor.device_selector.items()):
                     return name
         return None
 
@@ -453,20 +540,21 @@ class Simulator:
             )
         if node in self.free:
             self.free[node] = self._room(node)
-        self.labels[node] = self._labels(node)
+        self.labels.pop(node, None)
+        self.touched.add(node)
 
     def _charge_quota(self, w: Workload, sign: int = 1) -> None:
         for ps in w.podsets:
             a = w.assignment(ps.name)
             if a is None:
                 continue
-            per_pod = _quota_requests(ps.spec)
+            per_pod = self.requests(ps.spec).quota
             count = a.count or ps.count
             for resource, value in per_pod.items():
                 flavor = a.flavors.get(resource)
                 if flavor:
                     key = (w.cluster_queue, flavor, resource)
-                    self.usage[key] = self.usage.get(key, Fraction(0)) + sign * value * count
+                    self.usage[key] = self.usage.get(key, 0) + sign * value * count
 
     def _quota(self, cq: str, flavor: str, resource: str) -> tuple[Fraction, Fraction, Fraction] | None:
         """(nominal, used, available) of a resource in a flavor for a queue, with cohort borrowing."""
@@ -552,32 +640,48 @@ class Simulator:
         g = gate1(w)
         return sub, w, replace(g, evidence=tuple(evidence) + g.evidence)
 
+    def labels_of(self, node: str) -> Mapping[str, str]:
+        labels = self.labels.get(node)
+        if labels is None:
+            labels = self.labels[node] = self._labels(node)
+        return labels
+
+    def _flavor_nodes(self, flavor: ResourceFlavor) -> list[str]:
+        names = self.flavor_nodes.get(flavor.name)
+        if names is None:
+            names = []
+            for name in self.free:
+                node = self.state.nodes.get(name)
+                if node is not None:
+                    if not node.ready or node.unschedulable or naming.LABEL_HOSTNAME not in node.labels:
+                        continue
+                    labels, wanted = node.labels, flavor.node_labels
+                else:
+                    d = self.ledgers.get(name)
+                    labels, wanted = (d.labels if d else {}), flavor.device_selector
+                if all(labels.get(k) == v for k, v in wanted.items()):
+                    names.append(name)
+            self.flavor_nodes[flavor.name] = names
+        return names
+
     def _nodes_for(self, flavor: ResourceFlavor, spec: Mapping[str, Any]) -> tuple[list[NodeRoom], int, dict[str, int]]:
         """Candidate nodes for a PodSet on a flavor: Ready, schedulable, matching the flavor's labels and the
         PodSet's selectors; with how many matched the flavor and why the others were excluded."""
-        total = 0
         excluded: dict[str, int] = {}
         out: list[NodeRoom] = []
-        selector = spec.get("nodeSelector")
-        for name, free in self.free.items():
-            node = self.state.nodes.get(name)
-            labels = self.labels.get(name, {})
-            if node is not None and (not node.ready or node.unschedulable):
-                continue
-            if naming.LABEL_HOSTNAME not in labels and node is not None:
-                continue
-            wanted = flavor.node_labels if node is not None else flavor.device_selector
-            if any(labels.get(k) != v for k, v in wanted.items()):
-                continue
-            total += 1
-            if isinstance(selector, Mapping) and any(labels.get(str(k)) != str(v) for k, v in selector.items()):
+        by_selector = node_selector({"nodeSelector": spec.get("nodeSelector")}) if spec.get("nodeSelector") else None
+        by_affinity = node_selector({"affinity": spec.get("affinity")}) if spec.get("affinity") else None
+        names = self._flavor_nodes(flavor)
+        for name in names:
+            labels = self.labels_of(name)
+            if by_selector is not None and not by_selector(labels):
                 excluded["nodeSelector"] = excluded.get("nodeSelector", 0) + 1
                 continue
-            if not selects_node({"affinity": spec.get("affinity")}, labels):
+            if by_affinity is not None and not by_affinity(labels):
                 excluded["affinity"] = excluded.get("affinity", 0) + 1
                 continue
-            out.append(NodeRoom(name, labels, free))
-        return out, total, excluded
+            out.append(NodeRoom(name, labels, self.free[name]))
+        return out, len(names), excluded
 
     def _reserve(self, w: Workload, cq: ClusterQueue, sub: Submission) -> _Reserved | str:
         """Kueue's flavor assignment for every PodSet: quota first, then the TAS placement; the first flavor that
@@ -628,7 +732,7 @@ class Simulator:
                     nodes, total, excluded = self._nodes_for(flavor, ps.spec)
                     placed = place(
                         ps.count,
-                        with_pod_slot(pod_requests(ps.spec)),
+                        _requests(ps.spec).slot,
                         nodes,
                         sps.topology,
                         topology=flavor.topology_name,
@@ -805,14 +909,13 @@ class Simulator:
                 continue
             fname = got.flavors.get(ps.name)
             flavor = self.state.flavors.get(fname) if fname else None
-            per_pod = with_pod_slot(pod_requests(ps.spec))
+            per_pod = _requests(ps.spec).slot
             if flavor is not None:
                 rooms, _, _ = self._nodes_for(flavor, ps.spec)
             else:
+                selects = node_selector(ps.spec)
                 rooms = [
-                    NodeRoom(n, self.labels.get(n, {}), free)
-                    for n, free in self.free.items()
-                    if selects_node(ps.spec, self.labels.get(n, {}))
+                    NodeRoom(n, self.labels_of(n), free) for n, free in self.free.items() if selects(self.labels_of(n))
                 ]
             placed: list[tuple[str, int]] = []
             left = ps.count
@@ -829,21 +932,21 @@ class Simulator:
     def _gate4(self, w: Workload, hosts: Mapping[str, tuple[tuple[str, int], ...]]) -> Gate:
         evidence: list[str] = []
         short: list[str] = []
-        used: dict[str, dict[str, Fraction]] = {}
+        used: dict[str, dict[str, Amount]] = {}
         for ps in w.podsets:
-            per_pod = with_pod_slot(pod_requests(ps.spec))
+            per_pod = _requests(ps.spec).slot
             if not hosts.get(ps.name):
                 short.append(f"pod set {ps.name}: no node's keys hold its {ps.count} Pod(s)")
                 continue
             for node, pods in hosts[ps.name]:
-                free = self.free.get(node, {})
+                free = self.free.get(node) or Room({}, {})
                 taken = used.setdefault(node, {})
                 for k, v in sorted(per_pod.items()):
-                    need = v * pods + taken.get(k, Fraction(0))
-                    have = free.get(k, Fraction(0))
+                    need = v * pods + taken.get(k, 0)
+                    have = free.get(k, 0)
                     if (naming.classify_resource(k) is not None or k in ("cpu", "memory", "pods")) and need > have:
                         short.append(
-                            f"{node}: {k}: requests {_amount(k, need)}, {_amount(k, max(have, Fraction(0)))} free"
+                            f"{node}: {k}: requests {_amount(k, Fraction(need))}, {_amount(k, Fraction(max(have, 0)))} free"
                         )
                     taken[k] = need
                 evidence.append(f"{node}: {pods} Pod(s) of {ps.name} fit its keys")
@@ -964,6 +1067,8 @@ class Simulator:
         self._charge_quota(admitted)
         self._add_tas_usage(admitted)
         touched: set[str] = {n for a in admitted.assignments for n, _ in (a.hostnames or [])}
+        for node in touched:
+            self.by_node[node] = [*self.by_node.get(node, ()), admitted]
         for p in pods:
             self.pods.append(p)
             self.pods_by_node[p.node_name] = [*self.pods_by_node.get(p.node_name, ()), p]

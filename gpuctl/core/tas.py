@@ -9,7 +9,7 @@ allocatable minus what the Pods bound to it and the Workloads Kueue placed there
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -61,33 +61,44 @@ def _number(text: str) -> int | None:
         return None
 
 
-def expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """One node-selector requirement (``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt``, ``Lt``)."""
+def _requirement(expression: Mapping[str, Any]) -> Callable[[Mapping[str, str]], bool]:
+    """One node-selector requirement (``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt``, ``Lt``), read once."""
     key = str(expression.get("key", ""))
     op = expression.get("operator")
-    values = [str(v) for v in expression.get("values") or []]
-    present = key in labels
+    raw = expression.get("values")
+    values = [str(v) for v in raw] if isinstance(raw, list) else []
     if op == "In":
-        return present and labels[key] in values
+        return lambda labels: labels.get(key) in values
     if op == "NotIn":
-        return not present or labels[key] not in values
+        return lambda labels: labels.get(key) not in values
     if op == "Exists":
-        return present
+        return lambda labels: key in labels
     if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt") and present and len(values) == 1:
-        have, bound = _number(labels[key]), _number(values[0])
-        if have is None or bound is None:
+        return lambda labels: key not in labels
+    bound = _number(values[0]) if op in ("Gt", "Lt") and len(values) == 1 else None
+    if bound is None:
+        return lambda labels: False
+
+    def compare(labels: Mapping[str, str]) -> bool:
+        text = labels.get(key)
+        have = _number(text) if text is not None else None
+        if have is None:
             return False
         return have > bound if op == "Gt" else have < bound
-    return False
+
+    return compare
 
 
-def selects_node(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """Whether a Pod spec's ``nodeSelector`` and required node affinity admit a node with these labels."""
-    selector = spec.get("nodeSelector")
-    if isinstance(selector, Mapping) and any(labels.get(str(k)) != str(v) for k, v in selector.items()):
-        return False
+def expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether one node-selector requirement admits a node with these labels."""
+    return _requirement(expression)(labels)
+
+
+def node_selector(spec: Mapping[str, Any]) -> Callable[[Mapping[str, str]], bool]:
+    """Whether a Pod spec's ``nodeSelector`` and required node affinity admit a node with given labels, as a
+    function read once from the spec (a pool of thousands of nodes is tested against it)."""
+    raw_selector = spec.get("nodeSelector")
+    selector = [(str(k), str(v)) for k, v in raw_selector.items()] if isinstance(raw_selector, Mapping) else []
     affinity = spec.get("affinity")
     node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
     required = (
@@ -95,21 +106,43 @@ def selects_node(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
         if isinstance(node_affinity, Mapping)
         else None
     )
-    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
-    if not isinstance(terms, list) or not terms:
-        return True
-    for term in terms:  # terms are ORed, expressions ANDed
+    raw_terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    terms: list[list[Callable[[Mapping[str, str]], bool]]] = []
+    for term in raw_terms if isinstance(raw_terms, list) else []:  # terms are ORed, expressions ANDed
         if not isinstance(term, Mapping):
             continue
         expressions = term.get("matchExpressions") or []
         if not expressions and not term.get("matchFields"):
             continue
-        if all(isinstance(e, Mapping) and expression_matches(e, labels) for e in expressions):
-            return True
-    return False
+        terms.append([_requirement(e if isinstance(e, Mapping) else {}) for e in expressions])
+
+    def selects(labels: Mapping[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in selector):
+            return False
+        return not terms or any(all(r(labels) for r in term) for term in terms)
+
+    return selects
+
+
+def selects_node(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a Pod spec's ``nodeSelector`` and required node affinity admit a node with these labels."""
+    return node_selector(spec)(labels)
 
 
 # ----------------------------------------------------------------------------------------------- room and placement
+
+
+class Room:
+    """What is left of each resource on a node: its allocatable minus what is used (read, never copied)."""
+
+    __slots__ = ("allocatable", "used")
+
+    def __init__(self, allocatable: Mapping[str, Amount], used: Mapping[str, Amount]) -> None:
+        self.allocatable = allocatable
+        self.used = used
+
+    def get(self, key: str, default: Amount = 0) -> Amount:
+        return self.allocatable.get(key, default) - self.used.get(key, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,15 +151,25 @@ class NodeRoom:
 
     name: str
     labels: Mapping[str, str]
-    free: Mapping[str, Fraction]
+    free: Room | Mapping[str, Amount]
 
-    def pods_that_fit(self, requests: Mapping[str, Fraction]) -> int:
+    def pods_that_fit(self, requests: Mapping[str, Amount]) -> int:
         """How many Pods with these requests the node still holds."""
         fit: int | None = None
+        free = self.free
+        if isinstance(free, Room):
+            allocatable, used = free.allocatable, free.used
+            for key, want in requests.items():
+                if want > 0:
+                    n = int((allocatable.get(key, 0) - used.get(key, 0)) // want)
+                    fit = n if fit is None else min(fit, n)
+                    if fit == 0:
+                        return 0
+            return fit if fit is not None else 1 << 30
         for key, want in requests.items():
             if want <= 0:
                 continue
-            n = int(self.free.get(key, Fraction(0)) // want)
+            n = int(free.get(key, 0) // want)
             fit = n if fit is None else min(fit, n)
             if fit == 0:
                 return 0
@@ -145,24 +188,25 @@ class TasFailure:
     """Kueue's own wording: ``topology "T" doesn't allow to fit any of N pod(s). Total nodes: …; excluded: …``."""
 
 
-def room_left(allocatable: Mapping[str, Fraction], used: Iterable[Mapping[str, Fraction]]) -> dict[str, Fraction]:
-    free = dict(allocatable)
-    for requests in used:
-        for k, v in requests.items():
-            free[k] = free.get(k, Fraction(0)) - v
-    return free
+Amount = int | Fraction
+"""A resource amount: an int when whole (most are; int arithmetic is many times cheaper than Fraction's)."""
 
 
-def with_pod_slot(requests: Mapping[str, Fraction]) -> dict[str, Fraction]:
+def plain(values: Mapping[str, Fraction | int]) -> dict[str, Amount]:
+    """Amounts with whole values as ints."""
+    return {k: (v.numerator if v.denominator == 1 else v) for k, v in values.items()}
+
+
+def with_pod_slot(requests: Mapping[str, Fraction | int]) -> dict[str, Amount]:
     """A Pod's requests as TAS counts them: its raw requests plus one ``pods`` slot."""
-    out = dict(requests)
-    out["pods"] = out.get("pods", Fraction(0)) + 1
+    out = plain(requests)
+    out["pods"] = out.get("pods", 0) + 1
     return out
 
 
 def place(
     count: int,
-    requests: Mapping[str, Fraction],
+    requests: Mapping[str, Amount],
     nodes: Sequence[NodeRoom],
     request: TopologyRequest | None,
     *,
@@ -184,7 +228,7 @@ def place(
         excluded = dict(excluded)
         for n, (c, _) in zip(nodes, counts, strict=True):
             if c == 0:
-                short = next((k for k, v in sorted(requests.items()) if n.free.get(k, Fraction(0)) < v), "")
+                short = next((k for k, v in sorted(requests.items()) if n.free.get(k, 0) < v), "")
                 reason = f'resource "{short}"'
                 excluded[reason] = excluded.get(reason, 0) + 1
     fitting = [(c, name) for c, name in usable if c >= count]

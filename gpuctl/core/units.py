@@ -6,6 +6,7 @@ one percent of a card's memory is ``M / 100``.
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal
 from fractions import Fraction
@@ -61,8 +62,18 @@ def parse_quantity(value: str | int | float) -> Fraction:
         return Fraction(value)
     if isinstance(value, float):
         return Fraction(Decimal(repr(value)))
-    text = value.strip() if isinstance(value, str) else value
-    if not isinstance(text, str) or not text:
+    if not isinstance(value, str):
+        raise QuantityError(
+            f"{value!r} is not a quantity: use a number with an optional suffix such as 64Gi, 500m or 2"
+        )
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_text(value: str) -> Fraction:
+    """A quantity written as text (cached: a cluster repeats a few spellings many times)."""
+    text = value.strip()
+    if not text:
         raise QuantityError(
             f"{value!r} is not a quantity: use a number with an optional suffix such as 64Gi, 500m or 2"
         )

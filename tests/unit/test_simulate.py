@@ -11,7 +11,7 @@ from gpuctl.cluster import read
 from gpuctl.core import naming
 from gpuctl.core.capacity import node_capacity
 from gpuctl.core.ledger import parse_devices
-from gpuctl.core.simulate import ClusterState, ScenarioError, Simulator, add_nodes, drain, hold, without
+from gpuctl.core.simulate import ClusterState, ScenarioError, Simulator
 from gpuctl.core.submissions import ManifestError, Submission, SubmittedPodSet, submissions_from_manifest
 from gpuctl.core.suggest import unblockers
 from gpuctl.core.tas import NodeRoom, TasPlacement, TopologyRequest, place
@@ -286,8 +286,9 @@ def test_gate2_borrows_from_the_cohort_within_its_limit() -> None:
 
 
 def test_gate2_a_stopped_queue_admits_nothing_and_a_missing_local_queue_holds() -> None:
-    state = hold(state_of(pool({"n1": 2})), CQ)
-    outcome = Simulator(state).simulate(submit("w", {"nvidia.com/gpu": "1"}))
+    sim = Simulator(state_of(pool({"n1": 2})))
+    sim.stop(CQ, "Hold")
+    outcome = sim.simulate(submit("w", {"nvidia.com/gpu": "1"}))
     assert gate(outcome, 2)["summary"] == f"ClusterQueue {CQ} is stopped (Hold): it admits nothing"
     outcome = Simulator(state_of(pool({"n1": 2}))).simulate(submit("w", {"nvidia.com/gpu": "1"}, queue="nowhere"))
     assert gate(outcome, 2)["summary"] == f"LocalQueue 'nowhere' does not exist in namespace {NS}"
@@ -395,12 +396,19 @@ def test_without_drain_and_add_nodes_change_the_answer() -> None:
     want = submit("w", {"nvidia.com/gpu": "2"})
     held = Simulator(state).simulate(want)
     assert held.explanation.held_by == 2
-    assert Simulator(without(state, [f"{NS}/big"])).simulate(want).admitted
-    assert Simulator(drain(state, CQ)).simulate(want).explanation.held_by == 2  # drained: it admits nothing new
-    grown = Simulator(add_nodes(state, 1, "n1")).simulate(want)
-    assert grown.admitted and grown.placement[0].name == "n1-sim-1"
+    finished = Simulator(state)
+    finished.finish([f"{NS}/big"])
+    assert finished.simulate(want).admitted
+    drained = Simulator(state)
+    drained.stop(CQ, "HoldAndDrain")
+    assert drained.simulate(want).explanation.held_by == 2  # drained: it admits nothing new
+    assert not any(w.key == f"{NS}/big" for w in drained.workloads)  # and what it admitted is evicted
+    grown = Simulator(state)
+    grown.add_nodes(1, "n1")
+    placed = grown.simulate(want)
+    assert placed.admitted and placed.placement[0].name == "n1-sim-1"
     with pytest.raises(ScenarioError, match="no such Workload"):
-        without(state, [f"{NS}/nope"])
+        Simulator(state).finish([f"{NS}/nope"])
     # The suggestions, each proven: the Workload that would have to finish, and one more node like n1.
     found = {u.kind: u for u in unblockers(Simulator(state), want, held)}
     assert found["finish"].workloads == (f"{NS}/big",) and found["finish"].admitted
