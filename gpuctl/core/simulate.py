@@ -371,6 +371,20 @@ class Simulator:
         room["pods"] = 110
         return room
 
+    def _tas_placements(self, w: Workload) -> list[tuple[Mapping[str, Amount], str, int]]:
+        """(one Pod's requests with its ``pods`` slot, node, Pods) for each node a reserved Workload's topology
+        assignment names."""
+        if not w.quota_reserved or w.finished:
+            return []
+        out: list[tuple[Mapping[str, Amount], str, int]] = []
+        for ps in w.podsets:
+            a = w.assignment(ps.name)
+            hosts = a.hostnames if a else None
+            if hosts:
+                slot = self.requests(ps.spec).slot
+                out.extend((slot, node, pods) for node, pods in hosts)
+        return out
+
     def _init_room(self) -> None:
         """Node room as TAS counts it: allocatable minus the Pods bound outside TAS and the Workloads placed by
         topology (whether or not their Pods exist yet)."""
@@ -378,20 +392,14 @@ class Simulator:
         self.tas_workloads: set[tuple[str, str]] = set()
         used: dict[str, dict[str, Amount]] = {}
         for w in self.workloads:
-            if not w.quota_reserved or w.finished:
-                continue
-            for ps in w.podsets:
-                a = w.assignment(ps.name)
-                hosts = a.hostnames if a else None
-                if not hosts:
-                    continue
+            placed = self._tas_placements(w)
+            if placed:
                 self.tas_workloads.add((w.namespace, w.name))
-                per_pod = self.requests(ps.spec).slot
-                for node, pods in hosts:  # nothing is shared yet: built in place
-                    self.tas_usage.setdefault(node, {}).setdefault(w.key, []).extend([per_pod] * pods)
-                    u = used.setdefault(node, {})
-                    for k, v in per_pod.items():
-                        u[k] = u.get(k, 0) + v * pods
+            for per_pod, node, pods in placed:  # nothing is shared yet: built in place
+                self.tas_usage.setdefault(node, {}).setdefault(w.key, []).extend([per_pod] * pods)
+                u = used.setdefault(node, {})
+                for k, v in per_pod.items():
+                    u[k] = u.get(k, 0) + v * pods
         for node, pods_there in self.pods_by_node.items():
             for p in pods_there:
                 if not p.finished and (p.namespace, p.workload) not in self.tas_workloads:
@@ -402,19 +410,13 @@ class Simulator:
             self.free[name] = Room(self._allocatable(name), used.get(name, {}))
 
     def _add_tas_usage(self, w: Workload) -> None:
-        if not w.quota_reserved or w.finished:
-            return
-        for ps in w.podsets:
-            a = w.assignment(ps.name)
-            hosts = a.hostnames if a else None
-            if not hosts:
-                continue
+        placed = self._tas_placements(w)
+        if placed:
             self.tas_workloads.add((w.namespace, w.name))
-            per_pod = self.requests(ps.spec).slot
-            for node, pods in hosts:  # copy-on-write: working copies share these containers
-                per = dict(self.tas_usage.get(node, {}))
-                per[w.key] = [*per.get(w.key, ()), *([per_pod] * pods)]
-                self.tas_usage[node] = per
+        for per_pod, node, pods in placed:  # copy-on-write: working copies share these containers
+            per = dict(self.tas_usage.get(node, {}))
+            per[w.key] = [*per.get(w.key, ()), *([per_pod] * pods)]
+            self.tas_usage[node] = per
 
     def _room(self, node: str) -> Room:
         used: dict[str, Amount] = {}

@@ -358,41 +358,33 @@ def test_tas_places_least_free_first_for_an_implied_request_and_best_fit_for_a_r
     assert failed.message == 'topology "t" allows to fit only 8 out of 9 pod(s)'
 
 
+def admitted_workload(name: str, cards: int, priority: int) -> JSON:
+    """A Workload Kueue admitted on n1 (TAS-assigned), its Pods not created yet."""
+    template = {"spec": {"containers": [container("main", {"nvidia.com/gpu": str(cards)})]}}
+    assignment = {
+        "name": "main",
+        "count": 1,
+        "flavors": {"credits.gpustack.ai/nvidia": FLAVOR},
+        "topologyAssignment": topology([("n1", 1)]),
+    }
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "queueName": ENTRANCE,
+            "priority": priority,
+            "podSets": [{"name": "main", "count": 1, "template": template}],
+        },
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}],
+            "admission": {"clusterQueue": CQ, "podSetAssignments": [assignment]},
+        },
+    }
+
+
 def test_without_drain_and_add_nodes_change_the_answer() -> None:
-    objects = pool({"n1": 4}, nominal_cards=8)
-    taken = {"nvidia.com/gpu": "4"}
-    objects.append(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Workload",
-            "metadata": {"name": "big", "namespace": NS},
-            "spec": {
-                "queueName": ENTRANCE,
-                "priority": 5,
-                "podSets": [
-                    {"name": "main", "count": 1, "template": {"spec": {"containers": [container("main", taken)]}}}
-                ],
-            },
-            "status": {
-                "conditions": [
-                    {"type": "QuotaReserved", "status": "True"},
-                    {"type": "Admitted", "status": "True"},
-                ],
-                "admission": {
-                    "clusterQueue": CQ,
-                    "podSetAssignments": [
-                        {
-                            "name": "main",
-                            "count": 1,
-                            "flavors": {"credits.gpustack.ai/nvidia": FLAVOR},
-                            "topologyAssignment": topology([("n1", 1)]),
-                        }
-                    ],
-                },
-            },
-        }
-    )
-    state = state_of(objects)
+    state = state_of(pool({"n1": 4}, nominal_cards=8, extra=[admitted_workload("big", 4, 5)]))
     want = submit("w", {"nvidia.com/gpu": "2"})
     held = Simulator(state).simulate(want)
     assert held.explanation.held_by == 2
@@ -416,41 +408,8 @@ def test_without_drain_and_add_nodes_change_the_answer() -> None:
 
 
 def test_suggest_picks_the_fewest_lowest_priority_workloads() -> None:
-    objects = pool({"n1": 4}, nominal_cards=4)
-    for name, prio in (("low", 1), ("high", 9)):
-        objects.append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "Workload",
-                "metadata": {"name": name, "namespace": NS},
-                "spec": {
-                    "queueName": ENTRANCE,
-                    "priority": prio,
-                    "podSets": [
-                        {
-                            "name": "main",
-                            "count": 1,
-                            "template": {"spec": {"containers": [container("main", {"nvidia.com/gpu": "2"})]}},
-                        }
-                    ],
-                },
-                "status": {
-                    "conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}],
-                    "admission": {
-                        "clusterQueue": CQ,
-                        "podSetAssignments": [
-                            {
-                                "name": "main",
-                                "count": 1,
-                                "flavors": {"credits.gpustack.ai/nvidia": FLAVOR},
-                                "topologyAssignment": topology([("n1", 1)]),
-                            }
-                        ],
-                    },
-                },
-            }
-        )
-    sim = Simulator(state_of(objects))
+    extra = [admitted_workload("low", 2, 1), admitted_workload("high", 2, 9)]
+    sim = Simulator(state_of(pool({"n1": 4}, nominal_cards=4, extra=extra)))
     want = submit("w", {"nvidia.com/gpu": "2"})
     held = sim.copy().simulate(want)
     assert held.explanation.held_by == 2
