@@ -42,7 +42,7 @@ from gpuctl.core.naming import Family
 from gpuctl.core.nodes import Node
 from gpuctl.core.pins import FIT_PREFIXES, PinContext, node_fit_labels
 from gpuctl.core.pods import CardAllocation, Pod
-from gpuctl.core.submissions import Submission, instance_pod
+from gpuctl.core.submissions import Submission, SubmittedPodSet, instance_pod
 from gpuctl.core.tas import Amount, NodeRoom, Room, TasFailure, node_selector, place, plain, with_pod_slot
 from gpuctl.core.units import M
 from gpuctl.core.webhooks import Kind, WebhookContext, review
@@ -56,6 +56,7 @@ from gpuctl.core.workloads import (
     ResourceFlavor,
     TopologyDomain,
     Workload,
+    parse_workload,
 )
 
 
@@ -85,10 +86,6 @@ class ClusterState:
     @property
     def workloads(self) -> Sequence[Workload]:
         return self.check.workloads
-
-    @property
-    def pods(self) -> Sequence[Pod]:
-        return self.check.pods
 
 
 def _grown(state: ClusterState, count: int, like: str) -> ClusterState:
@@ -605,8 +602,6 @@ class Simulator:
                 )
             pod = instance_pod(answer.mutated or sub.instance, it)
             spec = pod["spec"]
-            from gpuctl.core.submissions import SubmittedPodSet
-
             sub = replace(
                 sub,
                 queue_name=pod["metadata"]["labels"][naming.LABEL_QUEUE_NAME],
@@ -1142,8 +1137,6 @@ def _accelerator_container(spec: Mapping[str, Any]) -> dict[Family, str]:
 
 
 def _workload_record(sub: Submission, obj: JSON) -> Workload:
-    from gpuctl.core.workloads import parse_workload
-
     w = parse_workload(obj)
     return replace(w, labels=dict(sub.labels))
 

@@ -89,11 +89,6 @@ def _requirement(expression: Mapping[str, Any]) -> Callable[[Mapping[str, str]],
     return compare
 
 
-def expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """Whether one node-selector requirement admits a node with these labels."""
-    return _requirement(expression)(labels)
-
-
 def node_selector(spec: Mapping[str, Any]) -> Callable[[Mapping[str, str]], bool]:
     """Whether a Pod spec's ``nodeSelector`` and required node affinity admit a node with given labels, as a
     function read once from the spec (a pool of thousands of nodes is tested against it)."""
@@ -122,11 +117,6 @@ def node_selector(spec: Mapping[str, Any]) -> Callable[[Mapping[str, str]], bool
         return not terms or any(all(r(labels) for r in term) for term in terms)
 
     return selects
-
-
-def selects_node(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """Whether a Pod spec's ``nodeSelector`` and required node affinity admit a node with these labels."""
-    return node_selector(spec)(labels)
 
 
 # ----------------------------------------------------------------------------------------------- room and placement
