@@ -94,40 +94,6 @@ def _run(
     return results
 
 
-def _smallest_growth(
-    base: "Simulator", submissions: list["Submission"], like: str, limit: int
-) -> tuple[int, list[tuple["Outcome", list["Unblocker"]]]] | None:
-    """The fewest nodes like ``like`` (up to ``limit``) with which every submission is admitted, by bisection."""
-
-    def attempt(n: int) -> list[tuple["Outcome", list["Unblocker"]]]:
-        trial = base.copy()
-        trial.add_nodes(n, like)
-        return _run(trial, submissions, False)
-
-    def all_admitted(results: list[tuple["Outcome", list["Unblocker"]]]) -> bool:
-        return all(o.admitted for o, _ in results)
-
-    first = attempt(0)
-    if all_admitted(first):
-        return 0, first
-    high = 1
-    found = attempt(high)
-    while not all_admitted(found):
-        if high >= limit:
-            return None
-        high = min(limit, high * 2)
-        found = attempt(high)
-    low = high // 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        trial = attempt(mid)
-        if all_admitted(trial):
-            high, found = mid, trial
-        else:
-            low = mid
-    return high, found
-
-
 def _item(outcome: "Outcome", found: list["Unblocker"], suggest: bool) -> dict[str, Any]:
     item = outcome.to_dict()
     if suggest and not outcome.admitted:
@@ -223,6 +189,7 @@ def simulate_command(
     from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core.simulate import ScenarioError, Simulator
+    from gpuctl.core.suggest import fewest_nodes
 
     if not filenames and not workload:
         raise UsageError("give the workloads to simulate: -f FILE (or -f - for stdin) or --workload NAME")
@@ -243,6 +210,10 @@ def simulate_command(
         state = read.simulation_state(opened)
         submissions = _existing(state, workload or [], namespace) + submissions
         try:
+            if like is not None and like not in state.devices:
+                raise ScenarioError(
+                    f"--like {like}: no node of that name has a Devices ledger (`gpuctl views --by-node` lists them)"
+                )
             simulator = Simulator(state, at_quota=at_quota or ())
             # A Workload simulated anew (by --workload or a manifest of the same name) leaves the state first.
             existing = {w.key for w in state.workloads}
@@ -252,13 +223,14 @@ def simulate_command(
             grown_to: dict[str, Any] | None = None
             if add_nodes == "auto":
                 assert like is not None
-                grown = _smallest_growth(simulator, submissions, like, MAX_GROWTH)
+                grown = fewest_nodes(simulator, submissions, like, MAX_GROWTH)
                 if grown is None:
                     note = f"even {MAX_GROWTH} more nodes like {like} do not admit every workload"
                     grown_to = {"like": like, "count": None}
                     results = _run(simulator, submissions, suggest)
                 else:
-                    n, results = grown
+                    n, outcomes = grown
+                    results = [(o, []) for o in outcomes]
                     note = f"{n} more node(s) like {like} admit every workload"
                     grown_to = {"like": like, "count": n}
             else:

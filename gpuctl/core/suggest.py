@@ -205,34 +205,49 @@ def _other_pools(sim: Simulator, sub: Submission, held: Outcome) -> list[Unblock
     return out
 
 
-def _add_nodes(sim: Simulator, sub: Submission, held: Outcome) -> Unblocker | None:
-    like = sim.pool_node(held.cluster_queue)
-    if like is None:
-        return None
+def fewest_nodes(
+    sim: Simulator, submissions: Sequence[Submission], like: str, limit: int = MAX_NODES
+) -> tuple[int, list[Outcome]] | None:
+    """The fewest nodes shaped like ``like`` (0 to ``limit``) with which every submission is admitted, and the
+    outcomes then; None when even ``limit`` do not do. Doubling, then bisection: each step a simulation."""
 
-    def admits(n: int) -> bool:
+    def attempt(n: int) -> list[Outcome]:
         trial = sim.copy()
-        trial.add_nodes(n, like)
-        return trial.simulate(sub, commit=False).admitted
+        if n:
+            trial.add_nodes(n, like)
+        return [trial.simulate(s) for s in submissions]
 
-    high = 1
-    while not admits(high):
-        if high >= MAX_NODES:
+    found = attempt(0)
+    if all(o.admitted for o in found):
+        return 0, found
+    low, high = 0, 1
+    found = attempt(high)
+    while not all(o.admitted for o in found):
+        if high >= limit:
             return None
-        high = min(MAX_NODES, high * 2)
-    low = high // 2  # admits(low) is False (or low is 0)
+        low, high = high, min(limit, high * 2)
+        found = attempt(high)
     while high - low > 1:
         mid = (low + high) // 2
-        if admits(mid):
-            high = mid
+        trial = attempt(mid)
+        if all(o.admitted for o in trial):
+            high, found = mid, trial
         else:
             low = mid
+    return high, found
+
+
+def _add_nodes(sim: Simulator, sub: Submission, held: Outcome) -> Unblocker | None:
+    like = sim.pool_node(held.cluster_queue)
+    grown = fewest_nodes(sim, [sub], like) if like is not None else None
+    if like is None or grown is None:
+        return None
     return Unblocker(
         "add-nodes",
-        f"add {high} node(s) like {like}",
+        f"add {grown[0]} node(s) like {like}",
         True,
         nodes=(like,),
-        extra={"count": high, "like": like},
+        extra={"count": grown[0], "like": like},
     )
 
 

@@ -124,6 +124,7 @@ def test_the_table_names_the_gate_and_the_cards() -> None:
         (("-f", POD, "--without", "team-a/nope"), None, "--without team-a/nope: no such Workload"),
         (("-f", POD, "--drain", "nope"), None, "pool 'nope' has no ClusterQueue of that name"),
         (("-f", POD, "--at-quota", "nope"), None, "--at-quota nope: no ClusterQueue of that name"),
+        (("-f", POD, "--add-nodes", "auto", "--like", "nope"), None, "--like nope: no node of that name"),
         (("-f", "/nonexistent.yaml"), None, "/nonexistent.yaml: cannot read"),
         (("-f", "-"), "kind: [", "not valid YAML"),
     ],
