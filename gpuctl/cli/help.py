@@ -14,6 +14,7 @@ SUMMARIES: Final[dict[str, str]] = {
     "explain pod": "Explain the gates for a Pod's Workload.",
     "explain instance": "Explain the gates for an Instance's Workload.",
     "simulate": "Would these workloads be admitted now, and where?",
+    "fragmentation": "Show free capacity each request shape can use, and what is stranded.",
     "dump": "Write a snapshot of the objects gpuctl reads.",
     "webhook": "Run the admission webhooks without storing anything.",
     "webhook dry-run": "Show what the webhooks do to a manifest.",
@@ -85,6 +86,12 @@ EXAMPLES: Final[dict[str, str]] = {
 
   # Capacity planning: how many more nodes like a10g-1 until the queue's head fits
   gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1""",
+    "fragmentation": """
+  # Every pool against its pending Workloads' shapes, with hints to free whole cards
+  gpuctl fragmentation -o wide
+
+  # One pool against shapes of your choosing, per node
+  gpuctl fragmentation gpustack--nvidia-a10g-linux-amd64 --shape ex=2 --shape sl=60 --by-node""",
     "explain": """
   gpuctl explain workload team-a/train
   gpuctl explain pod train-0 -n team-a

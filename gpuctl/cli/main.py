@@ -81,6 +81,7 @@ def _register() -> None:
     from gpuctl.cli.completion import completion_command
     from gpuctl.cli.dump import dump_command
     from gpuctl.cli.explain import explain_app, workloads_command
+    from gpuctl.cli.fragmentation import fragmentation_command
     from gpuctl.cli.instances import instance_app
     from gpuctl.cli.instancetypes import instancetype_app
     from gpuctl.cli.partitions import partitions_command
@@ -95,6 +96,7 @@ def _register() -> None:
     app.add_typer(explain_app, name="explain")
     app.command("workloads")(workloads_command)
     app.command("simulate")(simulate_command)
+    app.command("fragmentation")(fragmentation_command)
     app.command("dump")(dump_command)
     app.command("completion")(completion_command)
     app.add_typer(webhook_app, name="webhook")

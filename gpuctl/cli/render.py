@@ -171,6 +171,8 @@ class Listing:
     empty: str = "No resources found."
     extra: dict[str, Any] = field(default_factory=dict)
     """Fields of the list object besides apiVersion, kind and items."""
+    rows: Callable[[dict[str, Any]], list[list[str]]] | None = None
+    """Several table rows per item (instead of ``row``): an item that holds a breakdown."""
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:
@@ -250,13 +252,14 @@ def emit(listing: Listing, output: OutputSpec, *, stream: TextIO | None = None) 
         print_table([Column(h) for h, _ in spec], cells, no_headers=output.no_headers, stream=out, empty=listing.empty)
     else:
         columns = list(listing.columns)
-        rows = [listing.row(item) for item in items]
+        per_item = listing.rows or (lambda item: [listing.row(item)])
+        pairs = [(r, item) for item in items for r in per_item(item)]
+        rows = [r for r, _ in pairs]
         if output.show_labels and listing.labels is not None:
             columns.append(Column("LABELS"))
             labeller = listing.labels
             rows = [
-                [*r, ",".join(f"{k}={v}" for k, v in sorted(labeller(item).items())) or "<none>"]
-                for r, item in zip(rows, items, strict=True)
+                [*r, ",".join(f"{k}={v}" for k, v in sorted(labeller(item).items())) or "<none>"] for r, item in pairs
             ]
         print_table(columns, rows, wide=output.wide, no_headers=output.no_headers, stream=out, empty=listing.empty)
 

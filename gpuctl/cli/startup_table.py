@@ -33,21 +33,23 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                           '  -h, --help               Show this message and exit.\n'
                           '\n'
                           'Commands:\n'
-                          '  version       Print the version.\n'
-                          '  views         Show what each pool can still give (EX/SH/SL/PT).\n'
-                          '  partitions    Show offered, carved and free partitions per profile.\n'
-                          '  workloads     List Workloads with the gate that holds each.\n'
-                          '  simulate      Would these workloads be admitted now, and where?\n'
-                          '  dump          Write a snapshot of the objects gpuctl reads.\n'
-                          '  completion    Print a shell completion script.\n'
-                          '  hold          Block admission to a pool; running work keeps running.\n'
-                          '  drain         Drain a pool: evict its workloads, stop its instances.\n'
-                          '  resume        Return a pool to service.\n'
-                          '  explain       Explain which admission gate holds a workload.\n'
-                          '  webhook       Run the admission webhooks without storing anything.\n'
-                          '  instancetype  Create, freeze, rename and delete InstanceTypes.\n'
-                          '  instance      List, stop and start Instances.\n'
-                          "  rbac          Generate least-privilege roles for gpuctl's users.\n",
+                          '  version        Print the version.\n'
+                          '  views          Show what each pool can still give (EX/SH/SL/PT).\n'
+                          '  partitions     Show offered, carved and free partitions per profile.\n'
+                          '  workloads      List Workloads with the gate that holds each.\n'
+                          '  simulate       Would these workloads be admitted now, and where?\n'
+                          '  fragmentation  Show free capacity each request shape can use, and what is\n'
+                          '                 stranded.\n'
+                          '  dump           Write a snapshot of the objects gpuctl reads.\n'
+                          '  completion     Print a shell completion script.\n'
+                          '  hold           Block admission to a pool; running work keeps running.\n'
+                          '  drain          Drain a pool: evict its workloads, stop its instances.\n'
+                          '  resume         Return a pool to service.\n'
+                          '  explain        Explain which admission gate holds a workload.\n'
+                          '  webhook        Run the admission webhooks without storing anything.\n'
+                          '  instancetype   Create, freeze, rename and delete InstanceTypes.\n'
+                          '  instance       List, stop and start Instances.\n'
+                          "  rbac           Generate least-privilege roles for gpuctl's users.\n",
                           2],
                      'explain': ['err',
                                  'Usage: gpuctl explain [OPTIONS] COMMAND [ARGS]...\n'
@@ -164,21 +166,23 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '  -h, --help               Show this message and exit.\n'
                                   '\n'
                                   'Commands:\n'
-                                  '  version       Print the version.\n'
-                                  '  views         Show what each pool can still give (EX/SH/SL/PT).\n'
-                                  '  partitions    Show offered, carved and free partitions per profile.\n'
-                                  '  workloads     List Workloads with the gate that holds each.\n'
-                                  '  simulate      Would these workloads be admitted now, and where?\n'
-                                  '  dump          Write a snapshot of the objects gpuctl reads.\n'
-                                  '  completion    Print a shell completion script.\n'
-                                  '  hold          Block admission to a pool; running work keeps running.\n'
-                                  '  drain         Drain a pool: evict its workloads, stop its instances.\n'
-                                  '  resume        Return a pool to service.\n'
-                                  '  explain       Explain which admission gate holds a workload.\n'
-                                  '  webhook       Run the admission webhooks without storing anything.\n'
-                                  '  instancetype  Create, freeze, rename and delete InstanceTypes.\n'
-                                  '  instance      List, stop and start Instances.\n'
-                                  "  rbac          Generate least-privilege roles for gpuctl's users.\n",
+                                  '  version        Print the version.\n'
+                                  '  views          Show what each pool can still give (EX/SH/SL/PT).\n'
+                                  '  partitions     Show offered, carved and free partitions per profile.\n'
+                                  '  workloads      List Workloads with the gate that holds each.\n'
+                                  '  simulate       Would these workloads be admitted now, and where?\n'
+                                  '  fragmentation  Show free capacity each request shape can use, and what is\n'
+                                  '                 stranded.\n'
+                                  '  dump           Write a snapshot of the objects gpuctl reads.\n'
+                                  '  completion     Print a shell completion script.\n'
+                                  '  hold           Block admission to a pool; running work keeps running.\n'
+                                  '  drain          Drain a pool: evict its workloads, stop its instances.\n'
+                                  '  resume         Return a pool to service.\n'
+                                  '  explain        Explain which admission gate holds a workload.\n'
+                                  '  webhook        Run the admission webhooks without storing anything.\n'
+                                  '  instancetype   Create, freeze, rename and delete InstanceTypes.\n'
+                                  '  instance       List, stop and start Instances.\n'
+                                  "  rbac           Generate least-privilege roles for gpuctl's users.\n",
                                   2],
                              'explain': ['err',
                                          'Usage: kubectl gpuctl explain [OPTIONS] COMMAND [ARGS]...\n'
@@ -294,21 +298,23 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                          '  -h, --help               Show this message and exit.\n'
                          '\n'
                          'Commands:\n'
-                         '  version       Print the version.\n'
-                         '  views         Show what each pool can still give (EX/SH/SL/PT).\n'
-                         '  partitions    Show offered, carved and free partitions per profile.\n'
-                         '  workloads     List Workloads with the gate that holds each.\n'
-                         '  simulate      Would these workloads be admitted now, and where?\n'
-                         '  dump          Write a snapshot of the objects gpuctl reads.\n'
-                         '  completion    Print a shell completion script.\n'
-                         '  hold          Block admission to a pool; running work keeps running.\n'
-                         '  drain         Drain a pool: evict its workloads, stop its instances.\n'
-                         '  resume        Return a pool to service.\n'
-                         '  explain       Explain which admission gate holds a workload.\n'
-                         '  webhook       Run the admission webhooks without storing anything.\n'
-                         '  instancetype  Create, freeze, rename and delete InstanceTypes.\n'
-                         '  instance      List, stop and start Instances.\n'
-                         "  rbac          Generate least-privilege roles for gpuctl's users.\n",
+                         '  version        Print the version.\n'
+                         '  views          Show what each pool can still give (EX/SH/SL/PT).\n'
+                         '  partitions     Show offered, carved and free partitions per profile.\n'
+                         '  workloads      List Workloads with the gate that holds each.\n'
+                         '  simulate       Would these workloads be admitted now, and where?\n'
+                         '  fragmentation  Show free capacity each request shape can use, and what is\n'
+                         '                 stranded.\n'
+                         '  dump           Write a snapshot of the objects gpuctl reads.\n'
+                         '  completion     Print a shell completion script.\n'
+                         '  hold           Block admission to a pool; running work keeps running.\n'
+                         '  drain          Drain a pool: evict its workloads, stop its instances.\n'
+                         '  resume         Return a pool to service.\n'
+                         '  explain        Explain which admission gate holds a workload.\n'
+                         '  webhook        Run the admission webhooks without storing anything.\n'
+                         '  instancetype   Create, freeze, rename and delete InstanceTypes.\n'
+                         '  instance       List, stop and start Instances.\n'
+                         "  rbac           Generate least-privilege roles for gpuctl's users.\n",
                      'completion': 'Usage: gpuctl completion [OPTIONS] {shell}:<bash|zsh|fish>\n'
                                    '\n'
                                    '  Print the completion script for a shell.\n'
@@ -544,6 +550,51 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '    gpuctl explain workload team-a/train\n'
                                          '    # In a script: exit 3 while held\n'
                                          '    gpuctl explain workload train -n team-a --exit-code -o json\n',
+                     'fragmentation': 'Usage: gpuctl fragmentation [OPTIONS] [INSTANCETYPE]...\n'
+                                      '\n'
+                                      '  Free capacity a request of each shape can use against capacity stranded on\n'
+                                      '  cards none of which fits it, a fragmentation score per view, and the fewest\n'
+                                      '  Workloads to move to free whole cards (each simulated).\n'
+                                      '\n'
+                                      'Arguments:\n'
+                                      '  [INSTANCETYPE]...  Pools (default: every accelerated one).\n'
+                                      '\n'
+                                      'Options:\n'
+                                      '  --shape <str>             A request shape to measure against (ex=CARDS,\n'
+                                      '                            sh=CARDS, sl=PERCENT, pt=PROFILE). Repeatable;\n'
+                                      "                            default: the pending Workloads' shapes.\n"
+                                      '  --free-cards <int range>  Hints free this many whole cards on one node\n'
+                                      '                            (default: the largest pending whole-card request,\n'
+                                      '                            or 1).  [1<=x<=64]\n'
+                                      '  --by-node                 One row per node and view.\n'
+                                      '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
+                                      '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
+                                      '                            columns-file=FILE.  [default: table]\n'
+                                      '  --no-headers              Print tables without their header row.\n'
+                                      '  --snapshot <str>          Read objects from snapshot files (a file or\n'
+                                      '                            directory of YAML/JSON) instead of a cluster.\n'
+                                      '                            [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
+                                      '                            or ~/.kube/config).\n'
+                                      '  --context <str>           The kubeconfig context to use.\n'
+                                      '  --cluster <str>           The kubeconfig cluster to use.\n'
+                                      '  --user <str>              The kubeconfig user to use.\n'
+                                      '  -s, --server <str>        The address of the API server.\n'
+                                      '  --token <str>             Bearer token for the API server.\n'
+                                      '  --as <str>                Username to impersonate for the operation.\n'
+                                      '  --as-group <str>          Group to impersonate (repeat for several).\n'
+                                      '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
+                                      '                            default 30s).\n'
+                                      '  -h, --help                Show this message and exit.\n'
+                                      '\n'
+                                      '  Examples:\n'
+                                      "    # Every pool against its pending Workloads' shapes, with hints to free "
+                                      'whole cards\n'
+                                      '    gpuctl fragmentation -o wide\n'
+                                      '\n'
+                                      '    # One pool against shapes of your choosing, per node\n'
+                                      '    gpuctl fragmentation gpustack--nvidia-a10g-linux-amd64 --shape ex=2 --shape '
+                                      'sl=60 --by-node\n',
                      'hold': 'Usage: gpuctl hold [OPTIONS] {INSTANCETYPE}\n'
                              '\n'
                              '  Block admission to a pool; running workloads keep running (InstanceType\n'
@@ -1521,21 +1572,23 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '  -h, --help               Show this message and exit.\n'
                                  '\n'
                                  'Commands:\n'
-                                 '  version       Print the version.\n'
-                                 '  views         Show what each pool can still give (EX/SH/SL/PT).\n'
-                                 '  partitions    Show offered, carved and free partitions per profile.\n'
-                                 '  workloads     List Workloads with the gate that holds each.\n'
-                                 '  simulate      Would these workloads be admitted now, and where?\n'
-                                 '  dump          Write a snapshot of the objects gpuctl reads.\n'
-                                 '  completion    Print a shell completion script.\n'
-                                 '  hold          Block admission to a pool; running work keeps running.\n'
-                                 '  drain         Drain a pool: evict its workloads, stop its instances.\n'
-                                 '  resume        Return a pool to service.\n'
-                                 '  explain       Explain which admission gate holds a workload.\n'
-                                 '  webhook       Run the admission webhooks without storing anything.\n'
-                                 '  instancetype  Create, freeze, rename and delete InstanceTypes.\n'
-                                 '  instance      List, stop and start Instances.\n'
-                                 "  rbac          Generate least-privilege roles for gpuctl's users.\n",
+                                 '  version        Print the version.\n'
+                                 '  views          Show what each pool can still give (EX/SH/SL/PT).\n'
+                                 '  partitions     Show offered, carved and free partitions per profile.\n'
+                                 '  workloads      List Workloads with the gate that holds each.\n'
+                                 '  simulate       Would these workloads be admitted now, and where?\n'
+                                 '  fragmentation  Show free capacity each request shape can use, and what is\n'
+                                 '                 stranded.\n'
+                                 '  dump           Write a snapshot of the objects gpuctl reads.\n'
+                                 '  completion     Print a shell completion script.\n'
+                                 '  hold           Block admission to a pool; running work keeps running.\n'
+                                 '  drain          Drain a pool: evict its workloads, stop its instances.\n'
+                                 '  resume         Return a pool to service.\n'
+                                 '  explain        Explain which admission gate holds a workload.\n'
+                                 '  webhook        Run the admission webhooks without storing anything.\n'
+                                 '  instancetype   Create, freeze, rename and delete InstanceTypes.\n'
+                                 '  instance       List, stop and start Instances.\n'
+                                 "  rbac           Generate least-privilege roles for gpuctl's users.\n",
                              'completion': 'Usage: kubectl gpuctl completion [OPTIONS] {shell}:<bash|zsh|fish>\n'
                                            '\n'
                                            '  Print the completion script for a shell.\n'
@@ -1794,6 +1847,63 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  '    gpuctl explain workload team-a/train\n'
                                                  '    # In a script: exit 3 while held\n'
                                                  '    gpuctl explain workload train -n team-a --exit-code -o json\n',
+                             'fragmentation': 'Usage: kubectl gpuctl fragmentation [OPTIONS] [INSTANCETYPE]...\n'
+                                              '\n'
+                                              '  Free capacity a request of each shape can use against capacity '
+                                              'stranded on\n'
+                                              '  cards none of which fits it, a fragmentation score per view, and the '
+                                              'fewest\n'
+                                              '  Workloads to move to free whole cards (each simulated).\n'
+                                              '\n'
+                                              'Arguments:\n'
+                                              '  [INSTANCETYPE]...  Pools (default: every accelerated one).\n'
+                                              '\n'
+                                              'Options:\n'
+                                              '  --shape <str>             A request shape to measure against '
+                                              '(ex=CARDS,\n'
+                                              '                            sh=CARDS, sl=PERCENT, pt=PROFILE). '
+                                              'Repeatable;\n'
+                                              "                            default: the pending Workloads' shapes.\n"
+                                              '  --free-cards <int range>  Hints free this many whole cards on one '
+                                              'node\n'
+                                              '                            (default: the largest pending whole-card '
+                                              'request,\n'
+                                              '                            or 1).  [1<=x<=64]\n'
+                                              '  --by-node                 One row per node and view.\n'
+                                              '  -o, --output <str>        table, wide, json, yaml, name, '
+                                              'jsonpath=TEMPLATE,\n'
+                                              '                            jsonpath-file=FILE, custom-columns=SPEC, '
+                                              'custom-\n'
+                                              '                            columns-file=FILE.  [default: table]\n'
+                                              '  --no-headers              Print tables without their header row.\n'
+                                              '  --snapshot <str>          Read objects from snapshot files (a file '
+                                              'or\n'
+                                              '                            directory of YAML/JSON) instead of a '
+                                              'cluster.\n'
+                                              '                            [env var: GPUCTL_SNAPSHOT]\n'
+                                              '  --kubeconfig <str>        Path to the kubeconfig file (default '
+                                              '$KUBECONFIG\n'
+                                              '                            or ~/.kube/config).\n'
+                                              '  --context <str>           The kubeconfig context to use.\n'
+                                              '  --cluster <str>           The kubeconfig cluster to use.\n'
+                                              '  --user <str>              The kubeconfig user to use.\n'
+                                              '  -s, --server <str>        The address of the API server.\n'
+                                              '  --token <str>             Bearer token for the API server.\n'
+                                              '  --as <str>                Username to impersonate for the operation.\n'
+                                              '  --as-group <str>          Group to impersonate (repeat for several).\n'
+                                              '  --request-timeout <str>   How long one API request may take (e.g. '
+                                              '10s, 1m;\n'
+                                              '                            default 30s).\n'
+                                              '  -h, --help                Show this message and exit.\n'
+                                              '\n'
+                                              '  Examples:\n'
+                                              "    # Every pool against its pending Workloads' shapes, with hints to "
+                                              'free whole cards\n'
+                                              '    gpuctl fragmentation -o wide\n'
+                                              '\n'
+                                              '    # One pool against shapes of your choosing, per node\n'
+                                              '    gpuctl fragmentation gpustack--nvidia-a10g-linux-amd64 --shape ex=2 '
+                                              '--shape sl=60 --by-node\n',
                              'hold': 'Usage: kubectl gpuctl hold [OPTIONS] {INSTANCETYPE}\n'
                                      '\n'
                                      '  Block admission to a pool; running workloads keep running (InstanceType\n'
@@ -2878,6 +2988,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                             'partitions',
                             'workloads',
                             'simulate',
+                            'fragmentation',
                             'dump',
                             'completion',
                             'hold',
@@ -3100,6 +3211,59 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             'multiple': False,
                                             'names': ['-h', '--help'],
                                             'takes_value': False}]},
+          'fragmentation': {'commands': [],
+                            'options': [{'eager': False, 'multiple': True, 'names': ['--shape'], 'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--free-cards'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--by-node'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--output', '-o'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--no-headers'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--snapshot'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--kubeconfig'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--context'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--cluster'],
+                                         'takes_value': True},
+                                        {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--server', '-s'],
+                                         'takes_value': True},
+                                        {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
+                                        {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': True,
+                                         'names': ['--as-group'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--request-timeout'],
+                                         'takes_value': True},
+                                        {'eager': True,
+                                         'multiple': False,
+                                         'names': ['-h', '--help'],
+                                         'takes_value': False}]},
           'hold': {'commands': [],
                    'options': [{'eager': False, 'multiple': False, 'names': ['--dry-run'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},

@@ -273,3 +273,93 @@ def unblockers(sim: Simulator, sub: Submission, held: Outcome) -> list[Unblocker
     if not found:
         found.append(Unblocker("none", "no single change tried admits it", False))
     return found
+
+
+# ----------------------------------------------------------------------------------------------- defragmentation
+
+
+@dataclass(frozen=True, slots=True)
+class DefragHint:
+    """The fewest Workloads to move off (or let finish on) one node so it has ``cards`` whole cards free, proven by
+    simulating a Workload that asks for them there."""
+
+    node: str
+    cards: int
+    workloads: tuple[str, ...]
+    admitted: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "freeCards": self.cards,
+            "workloads": list(self.workloads),
+            "admitted": self.admitted,
+        }
+
+
+def _whole_free_cards(sim: Simulator, node: str, accelerator_key: str) -> int:
+    ledger = sim.ledgers.get(node)
+    g = ledger.group(accelerator_key) if ledger else None
+    return sum(1 for c in g.cards if c.free and not c.partitioned) if g else 0
+
+
+def defrag_hints(
+    sim: Simulator, pool: str, nodes: Sequence[str], accelerator_key: str, cards: int, *, limit: int = 3
+) -> list[DefragHint]:
+    """For the pool's nodes with too few whole cards free, the fewest Workloads (lowest priority first) whose going
+    frees ``cards`` on one node; each proven by a simulated Workload of ``cards`` whole cards pinned to that node."""
+    queue = next(
+        ((ns, name) for (ns, name), lq in sorted(sim.state.local_queues.items()) if lq.cluster_queue == pool), None
+    )
+    on_node = _by_node(sim, _running(sim))
+    hints: list[DefragHint] = []
+    for node in sorted(nodes, key=lambda n: (len(on_node.get(n, ())), n)):
+        if _whole_free_cards(sim, node, accelerator_key) >= cards or not on_node.get(node):
+            continue
+        chosen: list[Workload] = []
+        trial = sim.copy()
+        for w in sorted(on_node[node], key=lambda x: (x.priority, x.key)):
+            chosen.append(w)
+            trial.remove([w.key])
+            if _whole_free_cards(trial, node, accelerator_key) >= cards:
+                break
+        else:
+            continue  # the node's Workloads are not what holds its cards
+        for w in sorted(chosen, key=lambda x: (-x.priority, x.key)):  # drop what is not needed
+            rest = [c for c in chosen if c.key != w.key]
+            check = sim.copy()
+            check.remove([c.key for c in rest])
+            if rest and _whole_free_cards(check, node, accelerator_key) >= cards:
+                chosen = rest
+        final = sim.copy()
+        final.remove([c.key for c in chosen])
+        admitted = False
+        if queue is not None:
+            probe = Submission(
+                "Workload",
+                queue[0],
+                f"gpuctl-defrag-probe-{cards}",
+                queue[1],
+                (
+                    SubmittedPodSet(
+                        "main",
+                        1,
+                        {
+                            "nodeSelector": {naming.LABEL_HOSTNAME: node},
+                            "containers": [
+                                {"name": "probe", "resources": {"limits": {_base_key(accelerator_key): str(cards)}}}
+                            ],
+                        },
+                    ),
+                ),
+            )
+            admitted = final.simulate(probe, commit=False).admitted
+        hints.append(DefragHint(node, cards, tuple(w.key for w in chosen), admitted))
+        if len(hints) >= limit:
+            break
+    return sorted(hints, key=lambda h: (len(h.workloads), h.node))
+
+
+def _base_key(accelerator_key: str) -> str:
+    manufacturer = naming.MANUFACTURERS.get(accelerator_key.split("-", 1)[0])
+    return manufacturer.base if manufacturer else "nvidia.com/gpu"

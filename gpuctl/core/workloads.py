@@ -38,6 +38,7 @@ class Condition:
     status: str
     reason: str = ""
     message: str = ""
+    last_transition: str = ""
 
     @property
     def true(self) -> bool:
@@ -50,7 +51,13 @@ def parse_conditions(raw: Any) -> dict[str, Condition]:
         c = _m(c)
         t = str(c.get("type", ""))
         if t:
-            out[t] = Condition(t, str(c.get("status", "")), str(c.get("reason", "")), str(c.get("message", "")))
+            out[t] = Condition(
+                t,
+                str(c.get("status", "")),
+                str(c.get("reason", "")),
+                str(c.get("message", "")),
+                str(c.get("lastTransitionTime") or ""),
+            )
     return out
 
 

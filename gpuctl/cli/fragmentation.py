@@ -1,0 +1,178 @@
+"""``gpuctl fragmentation [POOL...]``: free capacity each request shape can use, what is stranded, and what to move."""
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gpuctl.cli import render
+from gpuctl.cli.completion import complete_instancetypes
+from gpuctl.cli.errors import UsageError
+from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.render import Column, OutputSpec
+
+if TYPE_CHECKING:
+    from gpuctl.core.fragmentation import Shape, ViewFragmentation
+    from gpuctl.core.simulate import ClusterState
+
+COLUMNS = (
+    Column("NAME"),
+    Column("VIEW"),
+    Column("FREE"),
+    Column("SHAPE"),
+    Column("USABLE"),
+    Column("STRANDED"),
+    Column("SCORE"),
+    Column("HINT", wide_only=True),
+)
+NODE_COLUMNS = (
+    Column("NAME"),
+    Column("NODE"),
+    Column("VIEW"),
+    Column("FREE"),
+    Column("SHAPE"),
+    Column("USABLE"),
+    Column("STRANDED"),
+)
+SHORT = {"accelerator": "EX", "acceleratorShared": "SH", "acceleratorSliced": "SL", "acceleratorPartitioned": "PT"}
+
+
+def _view_dict(v: "ViewFragmentation") -> dict[str, Any]:
+    return {
+        "unit": v.unit,
+        "free": v.free,
+        "score": v.score,
+        "shapes": [
+            {"shape": str(f.shape), "usable": f.usable, "stranded": f.stranded, "requests": f.requests} for f in v.fits
+        ],
+    }
+
+
+def pool_items(
+    state: "ClusterState", names: list[str], shapes: list["Shape"], free_cards: int | None, by_node: bool
+) -> list[dict[str, Any]]:
+    """One item per pool (or per pool and node): each view's free capacity against the shapes, and the hints."""
+    from gpuctl.core import views
+    from gpuctl.core.fragmentation import EX, cards_of, demand_shapes, pool_fragmentation, reference_shapes
+    from gpuctl.core.queueing import pending_order
+    from gpuctl.core.simulate import Simulator
+    from gpuctl.core.suggest import defrag_hints
+
+    types = [t for n, t in sorted(state.instancetypes.items()) if t.acceleratable and (not names or n in names)]
+    missing = sorted(set(names) - {t.name for t in types})
+    if missing:
+        raise UsageError(f'instancetype "{missing[0]}" not found or not accelerated (`gpuctl views` lists the pools)')
+    lq = {(q.namespace, q.name): q.cluster_queue for q in state.local_queues.values()}
+    queue_of = {w.key: lq.get((w.namespace, w.queue_name), "") for w in state.workloads}
+    simulator = Simulator(state) if not by_node else None
+    items: list[dict[str, Any]] = []
+    for t in types:
+        pool = views.pool_devices(state.devices.values(), t)  # the published ledgers, as `views` reads them
+        waiting = pending_order(state.workloads, queue_of, t.name)
+        asked = shapes or demand_shapes(waiting)
+        covered = {s.view for s in asked}
+        wanted = asked + [s for s in reference_shapes([p.name for p in t.offered_profiles]) if s.view not in covered]
+        if by_node:
+            for d in pool:
+                per = pool_fragmentation([d], t.accelerator_group, wanted, t.card_mib)
+                items.append({"name": t.name, "node": d.node, "views": {v.view: _view_dict(v) for v in per if v.fits}})
+            continue
+        per_view = pool_fragmentation(pool, t.accelerator_group, wanted, t.card_mib)
+        k = free_cards or max((s.size for s in wanted if s.view == EX), default=1)
+        hints = []
+        if simulator is not None:
+            nodes = sorted(cards_of(pool, t.accelerator_group))
+            hints = [h.to_dict() for h in defrag_hints(simulator, t.name, nodes, t.accelerator_group, k)]
+        items.append(
+            {
+                "name": t.name,
+                "accelerator": t.accelerator_group,
+                "pending": len(waiting),
+                "shapesFrom": "--shape" if shapes else ("pending" if asked else "reference"),
+                "views": {v.view: _view_dict(v) for v in per_view if v.fits},
+                "hints": hints,
+            }
+        )
+    return items
+
+
+def _hint_text(item: dict[str, Any]) -> str:
+    hints = item.get("hints") or []
+    if not hints:
+        return "-"
+    h = hints[0]
+    return f"{len(h['workloads'])} to move on {h['node']} frees {h['freeCards']} card(s)" + (
+        "" if h["admitted"] else " (not proven)"
+    )
+
+
+def _rows(item: dict[str, Any]) -> list[list[str]]:
+    out = []
+    for view, v in item["views"].items():
+        for s in v["shapes"]:
+            row = [item["name"]]
+            if "node" in item:
+                row.append(item["node"])
+            row += [SHORT[view], f"{v['free']} {'%' if v['unit'].startswith('%') else 'shares'}", s["shape"]]
+            row += [str(s["usable"]), str(s["stranded"])]
+            if "node" not in item:
+                row += [f"{v['score']:.2f}", _hint_text(item)]
+            out.append(row)
+    return out
+
+
+def fragmentation_command(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[INSTANCETYPE]...",
+            help="Pools (default: every accelerated one).",
+            autocompletion=complete_instancetypes,
+        ),
+    ] = None,
+    shape: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--shape",
+            help="A request shape to measure against (ex=CARDS, sh=CARDS, sl=PERCENT, pt=PROFILE). Repeatable; default: the pending Workloads' shapes.",
+        ),
+    ] = None,
+    free_cards: Annotated[
+        int | None,
+        typer.Option(
+            "--free-cards",
+            min=1,
+            max=64,
+            help="Hints free this many whole cards on one node (default: the largest pending whole-card request, or 1).",
+            show_default=False,
+        ),
+    ] = None,
+    by_node: Annotated[bool, typer.Option("--by-node", help="One row per node and view.")] = False,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
+) -> None:
+    """Free capacity a request of each shape can use against capacity stranded on cards none of which fits it, a
+    fragmentation score per view, and the fewest Workloads to move to free whole cards (each simulated)."""
+    from gpuctl.cluster import read
+    from gpuctl.cluster.bulk import bulk_allocation
+    from gpuctl.core.fragmentation import ShapeError, parse_shape
+
+    try:
+        shapes = [parse_shape(s) for s in shape or []]
+    except ShapeError as exc:
+        raise UsageError(str(exc)) from None
+    opened = source.open()
+    with bulk_allocation():
+        items = pool_items(read.simulation_state(opened), list(names or []), shapes, free_cards, by_node)
+    listing = render.Listing(
+        "NodeFragmentation" if by_node else "PoolFragmentation",
+        items,
+        NODE_COLUMNS if by_node else COLUMNS,
+        name=lambda i: f"instancetype/{i['name']}" + (f"/{i['node']}" if "node" in i else ""),
+        empty="No accelerated pools found.",
+        rows=_rows,
+    )
+    render.emit(listing, output)
+
+
+fragmentation_command = source_options()(output_options(sort=False)(fragmentation_command))

@@ -1,0 +1,238 @@
+"""Stranded capacity: free capacity a request of a given shape cannot use, per view, node and pool.
+
+Kueue's ``credits`` see one scalar per pool, so free capacity spread over cards in the wrong way is invisible to it:
+eight cards sliced to 50 % hold 400 % of free card memory and not one whole card. For each view and each request
+shape (whole cards per Pod, distinct cards of a shared request, a slice's size, a partition profile) this module
+splits the free capacity into **usable** (what requests of that shape could take, placed one after another) and
+**stranded** (the rest).
+
+Units: EX, SL and PT count free capacity in percent of a card (EX: the free memory of every unpartitioned card not
+held whole; PT: the free memory of partitioned cards); SH counts shares.
+
+The **fragmentation score** of a view follows Weng et al., *Beware of Fragmentation: Scheduling GPU-Sharing
+Workloads with Fragmentation Gradient Descent* (USENIX ATC 2023): fragmentation is measured against the workloads
+expected to arrive, as the share of free capacity that those workloads cannot use. Here the expected workloads are
+the pool's pending ones (each shape weighted by how many ask for it) or, with none pending, the view's reference
+shapes; the score is ``Σ weight(shape) x stranded(shape) / free``, from 0 (every free unit usable) to 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from gpuctl.core.fit import podset_demands
+from gpuctl.core.ledger import Card, Mode, NodeDevices
+from gpuctl.core.naming import Family
+from gpuctl.core.units import PERCENT, M
+from gpuctl.core.workloads import Workload
+
+EX, SH, SL, PT = "accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned"
+VIEWS = (EX, SH, SL, PT)
+UNITS = {EX: "% of a card", SH: "shares", SL: "% of a card", PT: "% of a card"}
+REFERENCE_SLICE = 25
+"""The slice size (percent) fragmentation is measured against when nothing is pending."""
+
+
+class ShapeError(ValueError):
+    """A request shape that cannot be read; the message names it and the accepted forms."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Shape:
+    """One request shape: ``ex=K`` (K whole cards per Pod), ``sh=N`` (shares on N distinct cards), ``sl=P`` (a P %
+    slice), ``pt=PROFILE`` (a partition)."""
+
+    view: str
+    size: int = 1
+    profile: str = ""
+
+    def __str__(self) -> str:
+        key = {EX: "ex", SH: "sh", SL: "sl", PT: "pt"}[self.view]
+        return f"{key}={self.profile or self.size}"
+
+
+def parse_shape(text: str) -> Shape:
+    key, sep, value = text.partition("=")
+    view = {"ex": EX, "sh": SH, "sl": SL, "pt": PT}.get(key.strip().lower())
+    if not sep or view is None or not value.strip():
+        raise ShapeError(f"shape {text!r}: use ex=CARDS, sh=CARDS, sl=PERCENT or pt=PROFILE")
+    if view == PT:
+        return Shape(PT, 1, value.strip())
+    try:
+        size = int(value)
+    except ValueError:
+        raise ShapeError(f"shape {text!r}: {value!r} is not a whole number") from None
+    if not (1 <= size <= (100 if view == SL else 64)):
+        raise ShapeError(f"shape {text!r}: {'a slice is 1 to 100 %' if view == SL else 'give 1 to 64 cards'}")
+    return Shape(view, size)
+
+
+def demand_shapes(workloads: Iterable[Workload]) -> list[Shape]:
+    """The shape of each pending Workload's first accelerator demand (one per Workload, in the order given)."""
+    out = []
+    for w in workloads:
+        for ps in w.podsets:
+            demands = podset_demands(ps)
+            if not demands:
+                continue
+            d = demands[0]
+            if d.family is Family.EXCLUSIVE:
+                out.append(Shape(EX, d.cards))
+            elif d.family is Family.SHARED:
+                out.append(Shape(SH, d.cards))
+            elif d.family is Family.SLICED:
+                out.append(Shape(SL, max(1, -(-d.units // PERCENT))))
+            else:
+                out.append(Shape(PT, 1, d.profile))
+            break
+    return out
+
+
+def reference_shapes(profiles: Sequence[str]) -> list[Shape]:
+    """What each view is measured against when nothing is pending: a whole card, a share, a 25 % slice, and every
+    offered profile."""
+    return [Shape(EX, 1), Shape(SH, 1), Shape(SL, REFERENCE_SLICE), *(Shape(PT, 1, p) for p in profiles)]
+
+
+# ----------------------------------------------------------------------------------------------- per card
+
+
+def _pct(units: int) -> int:
+    return max(0, units) * 100 // M
+
+
+def _whole_free(c: Card) -> bool:
+    return not c.partitioned and c.free
+
+
+def _ex_free(c: Card) -> int:
+    """Free memory of an unpartitioned card a whole-card request could want back (not for a card held whole)."""
+    if c.partitioned or c.unhealthy or c.mode not in (Mode.NONE, Mode.SHARED, Mode.SLICED):
+        return 0
+    return _pct(c.remaining)
+
+
+def _pt_free(c: Card) -> int:
+    if not c.partitioned or c.unhealthy or c.mode not in (Mode.NONE, Mode.PARTITIONED):
+        return 0
+    return _pct(c.remaining)
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeFit:
+    shape: Shape
+    free: int
+    usable: int
+    requests: int
+    """How many requests of the shape fit, one after another."""
+
+    @property
+    def stranded(self) -> int:
+        return max(0, self.free - self.usable)
+
+
+def shape_fit(cards_by_node: Mapping[str, Sequence[Card]], shape: Shape, card_mib: int | None = None) -> ShapeFit:
+    """Free capacity of a view against one shape, over nodes' cards (one accelerator model)."""
+    free = usable = requests = 0
+    for cards in cards_by_node.values():
+        if shape.view == EX:
+            free += sum(_ex_free(c) for c in cards)
+            n = sum(1 for c in cards if _whole_free(c)) // shape.size
+            requests += n
+            usable += n * shape.size * 100
+        elif shape.view == SH:
+            shares = sorted((c.free_shares for c in cards if c.free_shares > 0), reverse=True)
+            free += sum(shares)
+            # Each request takes one share on each of N distinct cards, from the cards with the most left.
+            while len(shares) >= shape.size:
+                shares = sorted([s - 1 for s in shares[: shape.size]] + shares[shape.size :], reverse=True)
+                shares = [s for s in shares if s > 0]
+                requests += 1
+                usable += shape.size
+        elif shape.view == SL:
+            for c in cards:
+                if not c.sliceable:
+                    continue
+                pct = c.free_slice_percent
+                free += pct
+                n = min(pct // shape.size, c.free_slots)
+                requests += n
+                usable += n * shape.size
+        else:
+            for c in cards:
+                free += _pt_free(c)
+                p = c.profile(shape.profile)
+                n = c.profile_remaining(shape.profile)
+                if p is None or n == 0:
+                    continue
+                share = Fraction(p.memory_mib, card_mib) if card_mib else Fraction(p.memory_slices or 1, 8)
+                requests += n
+                usable += int(min(Fraction(_pt_free(c)), n * share * 100))
+    return ShapeFit(shape, free, min(usable, free), requests)
+
+
+# ----------------------------------------------------------------------------------------------- a pool
+
+
+@dataclass(frozen=True, slots=True)
+class ViewFragmentation:
+    view: str
+    free: int
+    fits: tuple[ShapeFit, ...]
+    score: float
+    """Σ weight x stranded / free over the shapes (0 when nothing is free)."""
+
+    @property
+    def unit(self) -> str:
+        return UNITS[self.view]
+
+
+def view_fragmentation(
+    cards_by_node: Mapping[str, Sequence[Card]], view: str, weighted: Mapping[Shape, int], card_mib: int | None
+) -> ViewFragmentation:
+    shapes = sorted(s for s in weighted if s.view == view)
+    fits = tuple(shape_fit(cards_by_node, s, card_mib) for s in shapes)
+    free = fits[0].free if fits else shape_fit(cards_by_node, _probe(view), card_mib).free
+    total = sum(weighted[s] for s in shapes)
+    score = (
+        sum(weighted[f.shape] * f.stranded for f in fits) / (total * free) if fits and free > 0 and total > 0 else 0.0
+    )
+    return ViewFragmentation(view, free, fits, round(score, 4))
+
+
+def _probe(view: str) -> Shape:
+    return Shape(view, 1, "") if view != SL else Shape(SL, REFERENCE_SLICE)
+
+
+def cards_of(devices: Iterable[NodeDevices], accelerator_key: str) -> dict[str, tuple[Card, ...]]:
+    """Each node's cards of one accelerator model."""
+    out = {}
+    for d in devices:
+        g = d.group(accelerator_key)
+        if g is not None:
+            out[d.node] = g.cards
+    return out
+
+
+def pool_fragmentation(
+    devices: Iterable[NodeDevices],
+    accelerator_key: str,
+    shapes: Sequence[Shape],
+    card_mib: int | None = None,
+) -> tuple[ViewFragmentation, ...]:
+    """The views of a pool (one accelerator model) that have cards, against the shapes, each weighted by how often it
+    occurs."""
+    weighted: dict[Shape, int] = {}
+    for s in shapes:
+        weighted[s] = weighted.get(s, 0) + 1
+    by_node = cards_of(devices, accelerator_key)
+    cards = [c for cs in by_node.values() for c in cs]
+    populated = {
+        EX: any(not c.partitioned for c in cards),
+        SH: any(not c.partitioned for c in cards),
+        SL: any(c.sliceable for c in cards),
+        PT: any(c.partitioned for c in cards),
+    }
+    return tuple(view_fragmentation(by_node, v, weighted, card_mib) for v in VIEWS if populated[v])
