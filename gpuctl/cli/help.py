@@ -13,7 +13,7 @@ SUMMARIES: Final[dict[str, str]] = {
     "explain workload": "Explain the five gates for a Workload.",
     "explain pod": "Explain the gates for a Pod's Workload.",
     "explain instance": "Explain the gates for an Instance's Workload.",
-    "simulate": "Would these workloads be admitted now, and where?",
+    "simulate": "Show whether workloads would be admitted now, and where.",
     "fragmentation": "Show free capacity each request shape can use, and what is stranded.",
     "dump": "Write a snapshot of the objects gpuctl reads.",
     "webhook": "Run the admission webhooks without storing anything.",
