@@ -65,11 +65,20 @@ def explanation_text(e: "Explanation", *, wide: bool = False, title: str | None 
 def _explain_workload(source: "Source", namespace: str, name: str) -> "Explanation":
     from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
-    from gpuctl.core.explain import explain_workload
+    from gpuctl.core.explain import explain_workload, with_position
+    from gpuctl.core.queueing import pending, pending_order, position_of
 
     with bulk_allocation():
         w = read.workload(source, namespace, name)
-        return explain_workload(w, read.admission_state(source).context_for(w))
+        state = read.admission_state(source)
+        e = explain_workload(w, state.context_for(w))
+        cq = state.cluster_queue_of(w)
+        if pending(w) and cq:
+            line = pending_order(state.workloads, {x.key: state.cluster_queue_of(x) for x in state.workloads}, cq)
+            where = position_of(w, line)
+            if where is not None:
+                e = with_position(e, cq, where.position, where.total, where.ahead)
+        return e
 
 
 def _finish(e: "Explanation", output: OutputSpec, exit_code: bool) -> None:

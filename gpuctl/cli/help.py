@@ -15,6 +15,7 @@ SUMMARIES: Final[dict[str, str]] = {
     "explain instance": "Explain the gates for an Instance's Workload.",
     "simulate": "Show whether workloads would be admitted now, and where.",
     "fragmentation": "Show free capacity each request shape can use, and what is stranded.",
+    "queue": "List pending Workloads in Kueue's order, with what each asks and waits on.",
     "dump": "Write a snapshot of the objects gpuctl reads.",
     "webhook": "Run the admission webhooks without storing anything.",
     "webhook dry-run": "Show what the webhooks do to a manifest.",
@@ -86,6 +87,12 @@ EXAMPLES: Final[dict[str, str]] = {
 
   # Capacity planning: how many more nodes like a10g-1 until the queue's head fits
   gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1""",
+    "queue": """
+  # Every queue's pending Workloads in Kueue's order
+  gpuctl queue
+
+  # One pool's queue; runtimes bounded by a label where Workloads set no maximumExecutionTimeSeconds
+  gpuctl queue gpustack--nvidia-a10g-linux-amd64 --runtime-label example.com/max-runtime-seconds -o wide""",
     "fragmentation": """
   # Every pool against its pending Workloads' shapes, with hints to free whole cards
   gpuctl fragmentation -o wide

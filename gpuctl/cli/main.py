@@ -86,6 +86,7 @@ def _register() -> None:
     from gpuctl.cli.instancetypes import instancetype_app
     from gpuctl.cli.partitions import partitions_command
     from gpuctl.cli.pools import drain_command, hold_command, resume_command
+    from gpuctl.cli.queue import queue_command
     from gpuctl.cli.rbac import rbac_app
     from gpuctl.cli.simulate import simulate_command
     from gpuctl.cli.views import views_command
@@ -97,6 +98,7 @@ def _register() -> None:
     app.command("workloads")(workloads_command)
     app.command("simulate")(simulate_command)
     app.command("fragmentation")(fragmentation_command)
+    app.command("queue")(queue_command)
     app.command("dump")(dump_command)
     app.command("completion")(completion_command)
     app.add_typer(webhook_app, name="webhook")

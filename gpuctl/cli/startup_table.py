@@ -40,6 +40,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                           '  simulate       Show whether workloads would be admitted now, and where.\n'
                           '  fragmentation  Show free capacity each request shape can use, and what is\n'
                           '                 stranded.\n'
+                          "  queue          List pending Workloads in Kueue's order, with what each asks\n"
+                          '                 and waits on.\n'
                           '  dump           Write a snapshot of the objects gpuctl reads.\n'
                           '  completion     Print a shell completion script.\n'
                           '  hold           Block admission to a pool; running work keeps running.\n'
@@ -173,6 +175,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '  simulate       Show whether workloads would be admitted now, and where.\n'
                                   '  fragmentation  Show free capacity each request shape can use, and what is\n'
                                   '                 stranded.\n'
+                                  "  queue          List pending Workloads in Kueue's order, with what each asks\n"
+                                  '                 and waits on.\n'
                                   '  dump           Write a snapshot of the objects gpuctl reads.\n'
                                   '  completion     Print a shell completion script.\n'
                                   '  hold           Block admission to a pool; running work keeps running.\n'
@@ -305,6 +309,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                          '  simulate       Show whether workloads would be admitted now, and where.\n'
                          '  fragmentation  Show free capacity each request shape can use, and what is\n'
                          '                 stranded.\n'
+                         "  queue          List pending Workloads in Kueue's order, with what each asks\n"
+                         '                 and waits on.\n'
                          '  dump           Write a snapshot of the objects gpuctl reads.\n'
                          '  completion     Print a shell completion script.\n'
                          '  hold           Block admission to a pool; running work keeps running.\n'
@@ -1183,6 +1189,51 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    '    gpuctl partitions\n'
                                    "    # Per card, with each carved instance's placement\n"
                                    '    gpuctl partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64 --by-card\n',
+                     'queue': 'Usage: gpuctl queue [OPTIONS] [CLUSTERQUEUE]...\n'
+                              '\n'
+                              "  The pending Workloads in Kueue's order: position, what each asks in its\n"
+                              "  view's unit, whether it would be admitted now (by `simulate`), the gate that\n"
+                              '  holds it and an upper bound on its wait — given only where every admitted\n'
+                              '  Workload and every one ahead has a runtime bound, and never a guess.\n'
+                              '\n'
+                              'Arguments:\n'
+                              "  [CLUSTERQUEUE]...  ClusterQueues (an InstanceType's has its name; default:\n"
+                              '                     every one).\n'
+                              '\n'
+                              'Options:\n'
+                              "  --runtime-label <str>    A label whose value bounds a Workload's runtime in\n"
+                              '                           seconds, where it sets no\n'
+                              '                           maximumExecutionTimeSeconds.\n'
+                              '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
+                              '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
+                              '                           columns-file=FILE.  [default: table]\n'
+                              '  --no-headers             Print tables without their header row.\n'
+                              '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
+                              '                           .remaining).\n'
+                              '  --snapshot <str>         Read objects from snapshot files (a file or\n'
+                              '                           directory of YAML/JSON) instead of a cluster.  [env\n'
+                              '                           var: GPUCTL_SNAPSHOT]\n'
+                              '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
+                              '                           ~/.kube/config).\n'
+                              '  --context <str>          The kubeconfig context to use.\n'
+                              '  --cluster <str>          The kubeconfig cluster to use.\n'
+                              '  --user <str>             The kubeconfig user to use.\n'
+                              '  -s, --server <str>       The address of the API server.\n'
+                              '  --token <str>            Bearer token for the API server.\n'
+                              '  --as <str>               Username to impersonate for the operation.\n'
+                              '  --as-group <str>         Group to impersonate (repeat for several).\n'
+                              '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
+                              '                           default 30s).\n'
+                              '  -h, --help               Show this message and exit.\n'
+                              '\n'
+                              '  Examples:\n'
+                              "    # Every queue's pending Workloads in Kueue's order\n"
+                              '    gpuctl queue\n'
+                              '\n'
+                              "    # One pool's queue; runtimes bounded by a label where Workloads set no "
+                              'maximumExecutionTimeSeconds\n'
+                              '    gpuctl queue gpustack--nvidia-a10g-linux-amd64 --runtime-label '
+                              'example.com/max-runtime-seconds -o wide\n',
                      'rbac': 'Usage: gpuctl rbac [OPTIONS] COMMAND [ARGS]...\n'
                              '\n'
                              "  Generate the least-privilege roles of gpuctl's users from the cluster's\n"
@@ -1579,6 +1630,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '  simulate       Show whether workloads would be admitted now, and where.\n'
                                  '  fragmentation  Show free capacity each request shape can use, and what is\n'
                                  '                 stranded.\n'
+                                 "  queue          List pending Workloads in Kueue's order, with what each asks\n"
+                                 '                 and waits on.\n'
                                  '  dump           Write a snapshot of the objects gpuctl reads.\n'
                                  '  completion     Print a shell completion script.\n'
                                  '  hold           Block admission to a pool; running work keeps running.\n'
@@ -2573,6 +2626,51 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            "    # Per card, with each carved instance's placement\n"
                                            '    gpuctl partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64 '
                                            '--by-card\n',
+                             'queue': 'Usage: kubectl gpuctl queue [OPTIONS] [CLUSTERQUEUE]...\n'
+                                      '\n'
+                                      "  The pending Workloads in Kueue's order: position, what each asks in its\n"
+                                      "  view's unit, whether it would be admitted now (by `simulate`), the gate that\n"
+                                      '  holds it and an upper bound on its wait — given only where every admitted\n'
+                                      '  Workload and every one ahead has a runtime bound, and never a guess.\n'
+                                      '\n'
+                                      'Arguments:\n'
+                                      "  [CLUSTERQUEUE]...  ClusterQueues (an InstanceType's has its name; default:\n"
+                                      '                     every one).\n'
+                                      '\n'
+                                      'Options:\n'
+                                      "  --runtime-label <str>    A label whose value bounds a Workload's runtime in\n"
+                                      '                           seconds, where it sets no\n'
+                                      '                           maximumExecutionTimeSeconds.\n'
+                                      '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
+                                      '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
+                                      '                           columns-file=FILE.  [default: table]\n'
+                                      '  --no-headers             Print tables without their header row.\n'
+                                      '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
+                                      '                           .remaining).\n'
+                                      '  --snapshot <str>         Read objects from snapshot files (a file or\n'
+                                      '                           directory of YAML/JSON) instead of a cluster.  [env\n'
+                                      '                           var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
+                                      '                           ~/.kube/config).\n'
+                                      '  --context <str>          The kubeconfig context to use.\n'
+                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
+                                      '  --user <str>             The kubeconfig user to use.\n'
+                                      '  -s, --server <str>       The address of the API server.\n'
+                                      '  --token <str>            Bearer token for the API server.\n'
+                                      '  --as <str>               Username to impersonate for the operation.\n'
+                                      '  --as-group <str>         Group to impersonate (repeat for several).\n'
+                                      '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
+                                      '                           default 30s).\n'
+                                      '  -h, --help               Show this message and exit.\n'
+                                      '\n'
+                                      '  Examples:\n'
+                                      "    # Every queue's pending Workloads in Kueue's order\n"
+                                      '    gpuctl queue\n'
+                                      '\n'
+                                      "    # One pool's queue; runtimes bounded by a label where Workloads set no "
+                                      'maximumExecutionTimeSeconds\n'
+                                      '    gpuctl queue gpustack--nvidia-a10g-linux-amd64 --runtime-label '
+                                      'example.com/max-runtime-seconds -o wide\n',
                              'rbac': 'Usage: kubectl gpuctl rbac [OPTIONS] COMMAND [ARGS]...\n'
                                      '\n'
                                      "  Generate the least-privilege roles of gpuctl's users from the cluster's\n"
@@ -2989,6 +3087,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                             'workloads',
                             'simulate',
                             'fragmentation',
+                            'queue',
                             'dump',
                             'completion',
                             'hold',
@@ -4054,6 +4153,25 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       'multiple': False,
                                       'names': ['-h', '--help'],
                                       'takes_value': False}]},
+          'queue': {'commands': [],
+                    'options': [{'eager': False, 'multiple': False, 'names': ['--runtime-label'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
+                                {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--request-timeout'],
+                                 'takes_value': True},
+                                {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'rbac': {'commands': ['admin'],
                    'options': [{'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'rbac admin': {'commands': [],

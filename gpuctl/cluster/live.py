@@ -7,6 +7,7 @@ decoding thousands of objects into the client's typed models costs many times a 
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -387,6 +388,21 @@ class LiveSource:
             result: dict[str, Any] = obj
             return result
         raise SourceError(_not_served(kind))
+
+    def pending_workloads(self, cluster_queue: str) -> builtins.list[dict[str, Any]] | None:
+        """Kueue's own pending order for a ClusterQueue (its visibility API), or None where it is not served."""
+        path = f"/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/{cluster_queue}/pendingworkloads"
+        try:
+            data = self._request("GET", path, query=[("limit", "1000")])
+        except NotFoundError:
+            return None
+        except SourceError as exc:
+            text = str(exc)
+            if "is not served" in text or "answered 503" in text or "forbidden" in text:
+                return None
+            raise
+        items = (data or {}).get("items")
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else None
 
     # ------------------------------------------------------------------------------------------- writing
 

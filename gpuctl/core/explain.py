@@ -7,8 +7,8 @@ evidence it rests on (conditions, messages, per-node and per-card figures) and a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuctl.core import naming
@@ -71,6 +71,8 @@ class Explanation:
     name: str
     gates: tuple[Gate, ...]
     kind: str = "Workload"
+    queue: Mapping[str, Any] | None = None
+    """A pending Workload's place in its ClusterQueue: ``position``, ``total``, ``ahead`` (who, needing what)."""
 
     @property
     def held_by(self) -> int | None:
@@ -80,13 +82,16 @@ class Explanation:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kind": self.kind,
             "namespace": self.namespace,
             "name": self.name,
             "heldBy": self.held_by,
             "gates": [g.to_dict() for g in self.gates],
         }
+        if self.queue is not None:
+            out["queue"] = dict(self.queue)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +383,31 @@ def gate5(pods: list[Pod], reached: bool) -> Gate:
         f"pod {p.name}: {', '.join(sorted({a.card_id for a in p.allocations}))}" for p in pods if p.allocations
     )
     return Gate(5, PASSED, "every accelerator container holds its devices", evidence)
+
+
+SHOWN_AHEAD = 5
+
+
+def with_position(
+    e: Explanation, cluster_queue: str, position: int, total: int, ahead: Sequence[Workload]
+) -> Explanation:
+    """A pending Workload's explanation with its place in line (1-based, of ``total`` pending): gate 2's evidence
+    says it, and ``queue`` holds it."""
+    from gpuctl.core.queueing import asks
+
+    needing = [f"{a.key} needing {asks(a)}" for a in ahead[:SHOWN_AHEAD]]
+    more = f"; and {len(ahead) - SHOWN_AHEAD} more" if len(ahead) > SHOWN_AHEAD else ""
+    line = f"position {position} of {total} in ClusterQueue {cluster_queue}" + (
+        f"; ahead: {', '.join(needing)}{more}" if ahead else "; first in line"
+    )
+    gates = tuple(replace(g, evidence=(*g.evidence, line)) if g.gate == 2 else g for g in e.gates)
+    queue = {
+        "clusterQueue": cluster_queue,
+        "position": position,
+        "total": total,
+        "ahead": [{"namespace": a.namespace, "name": a.name, "asks": asks(a)} for a in ahead],
+    }
+    return replace(e, gates=gates, queue=queue)
 
 
 def explain_workload(w: Workload, ctx: ExplainContext) -> Explanation:

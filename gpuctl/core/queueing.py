@@ -52,3 +52,70 @@ def position_of(w: Workload, ordered: list[Workload]) -> Position | None:
         if other.key == w.key:
             return Position(i + 1, len(ordered), tuple(ordered[:i]))
     return None
+
+
+def _seconds(rfc3339: str) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def runtime_bound(w: Workload, label: str | None) -> int | None:
+    """The longest a Workload can run: ``spec.maximumExecutionTimeSeconds``, else the value of the label the admin
+    names (whole seconds); None when neither says."""
+    if w.max_execution_seconds is not None and w.max_execution_seconds > 0:
+        return w.max_execution_seconds
+    raw = w.labels.get(label) if label else None
+    return int(raw) if raw is not None and raw.isdigit() and int(raw) > 0 else None
+
+
+def wait_bound(ahead: Iterable[Workload], running: Iterable[Workload], now: float, label: str | None) -> int | None:
+    """An upper bound on a pending Workload's wait, in seconds, or None when it cannot be honest.
+
+    Every Workload its queue has admitted finishes at the latest when its runtime bound runs out after its admission,
+    and every one ahead of it then runs at most its own bound, one after another. The bound holds while no Workload of
+    higher priority joins the queue and nothing is preempted; it needs a runtime bound on every admitted Workload and
+    every one ahead (``maximumExecutionTimeSeconds`` or the admin's label), else there is none.
+    """
+    latest = 0.0
+    for r in running:
+        bound = runtime_bound(r, label)
+        admitted = r.conditions.get("Admitted")
+        started = _seconds(admitted.last_transition) if admitted is not None and admitted.last_transition else None
+        if bound is None or started is None:
+            return None
+        latest = max(latest, started + bound - now)
+    total = max(0.0, latest)
+    for a in ahead:
+        bound = runtime_bound(a, label)
+        if bound is None:
+            return None
+        total += bound
+    return int(total + 0.999)
+
+
+def asks(w: Workload) -> str:
+    """What a Workload asks, per PodSet, in its view's own unit: ``2 x 60 % slice``, ``1 x 3 whole cards``."""
+    from gpuctl.core.fit import podset_demands
+    from gpuctl.core.naming import Family
+
+    parts = []
+    for ps in w.podsets:
+        demands = podset_demands(ps)
+        if not demands:
+            parts.append(f"{ps.count} x no accelerator")
+            continue
+        d = demands[0]
+        if d.family is Family.EXCLUSIVE:
+            what = f"{d.cards} whole card{'s' if d.cards != 1 else ''}"
+        elif d.family is Family.SHARED:
+            what = f"shares on {d.cards} card{'s' if d.cards != 1 else ''}"
+        elif d.family is Family.SLICED:
+            what = f"{-(-d.units * 100 // 1_600_000)} % slice"
+        else:
+            what = f"{d.profile} partition"
+        parts.append(f"{ps.count} x {what}")
+    return ", ".join(parts)

@@ -158,6 +158,8 @@ class Workload:
     """``spec.priority`` (Kueue copies the priority class's value there)."""
     created: str = ""
     """``metadata.creationTimestamp`` (RFC 3339)."""
+    max_execution_seconds: int | None = None
+    """``spec.maximumExecutionTimeSeconds``: Kueue evicts the Workload once it has run that long."""
 
     @property
     def key(self) -> str:
@@ -243,6 +245,10 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},
         priority=_int(spec.get("priority")),
         created=str(meta.get("creationTimestamp") or ""),
+        max_execution_seconds=_int(spec["maximumExecutionTimeSeconds"])
+        if isinstance(spec.get("maximumExecutionTimeSeconds"), int)
+        and not isinstance(spec.get("maximumExecutionTimeSeconds"), bool)
+        else None,
     )
 
 

@@ -1,0 +1,182 @@
+"""``gpuctl queue [CLUSTERQUEUE...]``: the pending Workloads in Kueue's order, what each asks, whether it would fit
+now, the gate that holds it and, where it can be honest, an upper bound on its wait."""
+
+import time
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gpuctl.cli import render
+from gpuctl.cli.completion import complete_instancetypes
+from gpuctl.cli.errors import UsageError
+from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.render import Column, OutputSpec
+
+if TYPE_CHECKING:
+    from gpuctl.cluster.read import Source
+    from gpuctl.core.simulate import ClusterState
+    from gpuctl.core.workloads import Workload
+
+COLUMNS = (
+    Column("CLUSTERQUEUE"),
+    Column("POS"),
+    Column("NAMESPACE"),
+    Column("NAME"),
+    Column("PRIORITY"),
+    Column("ASKS"),
+    Column("FITS-NOW"),
+    Column("HELD-BY"),
+    Column("WAIT-BOUND"),
+    Column("SUMMARY", wide_only=True),
+)
+RuntimeLabelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--runtime-label",
+        help="A label whose value bounds a Workload's runtime in seconds, where it sets no maximumExecutionTimeSeconds.",
+        show_default=False,
+    ),
+]
+
+
+def _duration(seconds: int | None) -> str:
+    if seconds is None:
+        return "unknown"
+    if seconds < 120:
+        return f"<= {seconds}s"
+    if seconds < 7200:
+        return f"<= {seconds // 60}m"
+    return f"<= {seconds // 3600}h{(seconds % 3600) // 60:02d}m"
+
+
+def cluster_queue_map(state: "ClusterState") -> dict[str, str]:
+    """Each Workload's ClusterQueue: its admission's, or its LocalQueue's."""
+    lq = {(q.namespace, q.name): q.cluster_queue for q in state.local_queues.values()}
+    return {w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "") for w in state.workloads}
+
+
+def ordered(source: "Source", state: "ClusterState", cluster_queue: str) -> tuple[list["Workload"], str]:
+    """The pending Workloads of a ClusterQueue in Kueue's order: its visibility API's answer where the cluster serves
+    it, else computed the same way; and which it was."""
+    from gpuctl.core.queueing import pending_order
+
+    computed = pending_order(state.workloads, cluster_queue_map(state), cluster_queue)
+    served = getattr(source, "pending_workloads", None)
+    items = served(cluster_queue) if served is not None else None
+    if items is None:
+        return computed, "computed"
+    by_key = {w.key: w for w in state.workloads}
+    keyed = [f"{(i.get('metadata') or {}).get('namespace')}/{(i.get('metadata') or {}).get('name')}" for i in items]
+    listed = [by_key[k] for k in keyed if k in by_key]
+    return listed, "visibility"
+
+
+def queue_items(
+    source: "Source", state: "ClusterState", names: list[str], runtime_label: str | None, now: float
+) -> list[dict[str, Any]]:
+    from gpuctl.core.explain import ExplainContext, explain_workload
+    from gpuctl.core.queueing import asks, wait_bound
+    from gpuctl.core.simulate import Simulator
+    from gpuctl.core.suggest import resubmission
+
+    queues = sorted(names or state.cluster_queues)
+    missing = [q for q in queues if q not in state.cluster_queues]
+    if missing:
+        raise UsageError(f'clusterqueue "{missing[0]}" not found (`gpuctl views` lists the pools; each has one)')
+    cq_of = cluster_queue_map(state)
+    simulator = Simulator(state)
+    items = []
+    for cq in queues:
+        waiting, order_from = ordered(source, state, cq)
+        running = [w for w in state.workloads if cq_of.get(w.key) == cq and w.admitted and not w.finished]
+        for i, w in enumerate(waiting):
+            trial = simulator.copy()
+            trial.remove([w.key])
+            outcome = trial.simulate(resubmission(w), commit=False)
+            lq = state.local_queues.get((w.namespace, w.queue_name))
+            explanation = explain_workload(
+                w,
+                ExplainContext(
+                    local_queue=lq,
+                    cluster_queue=state.cluster_queues.get(cq),
+                    instancetype=state.instancetypes.get(cq),
+                    admission_check=state.admission_check,
+                    check=state.check,
+                ),
+            )
+            held = explanation.held_by
+            gate = explanation.gates[held - 1] if held else None
+            items.append(
+                {
+                    "clusterQueue": cq,
+                    "position": i + 1,
+                    "total": len(waiting),
+                    "namespace": w.namespace,
+                    "name": w.name,
+                    "priority": w.priority,
+                    "created": w.created,
+                    "asks": asks(w),
+                    "fitsNow": outcome.admitted,
+                    "simulatedHeldBy": outcome.explanation.held_by,
+                    "heldBy": held,
+                    "summary": gate.summary if gate else "",
+                    "waitBoundSeconds": wait_bound(waiting[:i], running, now, runtime_label),
+                    "orderFrom": order_from,
+                }
+            )
+    return items
+
+
+def _row(i: dict[str, Any]) -> list[str]:
+    held = i["heldBy"]
+    return [
+        i["clusterQueue"],
+        f"{i['position']}/{i['total']}",
+        i["namespace"],
+        i["name"],
+        str(i["priority"]),
+        i["asks"],
+        "yes" if i["fitsNow"] else f"no (gate {i['simulatedHeldBy']})",
+        str(held) if held else "-",
+        _duration(i["waitBoundSeconds"]),
+        i["summary"] or "-",
+    ]
+
+
+def queue_command(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[CLUSTERQUEUE]...",
+            help="ClusterQueues (an InstanceType's has its name; default: every one).",
+            autocompletion=complete_instancetypes,
+        ),
+    ] = None,
+    runtime_label: RuntimeLabelOption = None,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
+) -> None:
+    """The pending Workloads in Kueue's order: position, what each asks in its view's unit, whether it would be
+    admitted now (by `simulate`), the gate that holds it and an upper bound on its wait — given only where every
+    admitted Workload and every one ahead has a runtime bound, and never a guess."""
+    from gpuctl.cluster import read
+    from gpuctl.cluster.bulk import bulk_allocation
+
+    opened = source.open()
+    with bulk_allocation():
+        items = queue_items(opened, read.simulation_state(opened), list(names or []), runtime_label, time.time())
+    render.emit(
+        render.Listing(
+            "PendingWorkload",
+            items,
+            COLUMNS,
+            _row,
+            lambda i: f"workload/{i['namespace']}/{i['name']}",
+            empty="No pending workloads.",
+        ),
+        output,
+    )
+
+
+queue_command = source_options()(output_options()(queue_command))
