@@ -267,6 +267,11 @@ class OperatorCache:
     def store(self, kind: Kind) -> dict[str, Any]:
         return self.informers[kind].store
 
+    def records(self, kind: Kind) -> list[Any]:
+        """A copy of every record of a kind, taken under the lock (safe from any thread)."""
+        with self.lock:
+            return list(self.informers[kind].store.values())
+
     def node(self, name: str) -> Node | None:
         node: Node | None = self.store(kinds.NODE).get(name)
         return node

@@ -36,10 +36,12 @@ from gpuctl.cluster.kinds import Kind
 from gpuctl.cluster.live import ConflictError, NotFoundError
 from gpuctl.core import naming
 from gpuctl.core.fit import READY, Verdict, check_inputs, judge_workload, judgeable
+from gpuctl.core.fragmentation import ViewFragmentation, demand_shapes, pool_fragmentation, reference_shapes
 from gpuctl.core.lifecycle import PlanRefused, instancetype_phase, phase_message, plan_stop, should_stop_instance
 from gpuctl.core.pins import fit_label_changes, node_fit_labels
 from gpuctl.core.pods import Pod, parse_pod
-from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, views_to_status
+from gpuctl.core.queueing import pending_order, queue_timestamp
+from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, pool_devices, views_to_status
 from gpuctl.core.workloads import CheckState, Workload
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache, workload_nodes
 from gpuctl.operator.metrics import Metrics, gauge_family
@@ -301,6 +303,11 @@ class StatusController(Controller):
     name = "instancetype-status"
     kind = kinds.INSTANCETYPE
 
+    def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics) -> None:
+        super().__init__(cache, source, metrics)
+        self.pools: dict[str, tuple[dict[str, Any], tuple[ViewFragmentation, ...]]] = {}
+        """The views and the fragmentation last computed per InstanceType: the pool metrics read them."""
+
     def desired_status(self, cached: CachedInstanceType) -> dict[str, Any]:
         it = cached.record
         cores: list[int] = []
@@ -314,6 +321,7 @@ class StatusController(Controller):
         status: dict[str, Any] = views_to_status(
             instancetype_views(it, devices, node_cores=cores, cpu_reserved=reserved)
         )
+        self.pools[it.name] = (dict(status), self._fragmentation(it, devices))
         detail = instancetype_detail(it, devices)
         if detail is not None:
             # Every accelerated type gets the pool's detail; fields this writer does not compute stay.
@@ -325,9 +333,26 @@ class StatusController(Controller):
         status["phaseMessage"] = phase_message(policy, outstanding)
         return status
 
+    def _fragmentation(self, it: Any, devices: list[Any]) -> tuple[ViewFragmentation, ...]:
+        if not it.acceleratable:
+            return ()
+        pending = pending_order(self.cache.records(kinds.WORKLOAD), self._queue_of(), it.name)
+        asked = demand_shapes(pending)
+        covered = {s.view for s in asked}
+        shapes = asked + [s for s in reference_shapes([p.name for p in it.offered_profiles]) if s.view not in covered]
+        return pool_fragmentation(pool_devices(devices, it), it.accelerator_group, shapes, it.card_mib)
+
+    def _queue_of(self) -> dict[str, str]:
+        lq = {(q.namespace, q.name): q.cluster_queue for q in self.cache.records(kinds.LOCALQUEUE)}
+        return {
+            w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "")
+            for w in self.cache.records(kinds.WORKLOAD)
+        }
+
     def reconcile(self, key: str) -> None:
         cached = self.cache.instancetypes().get(key)
         if cached is None:
+            self.pools.pop(key, None)
             return
         desired = self.desired_status(cached)
         if all(cached.status.get(k) == v for k, v in desired.items()):
@@ -588,7 +613,96 @@ class Controllers:
                 return f"{c.name} has made no progress for {held:.0f}s{on}"
         return None
 
+    def _pool_gauges(self) -> Iterable[Any]:
+        """Per InstanceType and view: the views the status writer published, free and stranded capacity and the
+        fragmentation score; per ClusterQueue: pending Workloads, the head's age, Workloads held per gate."""
+        pools = dict(self.status.pools)
+        for field, doc in (
+            ("onceMaxRequest", "The largest single request the view can take now, in its unit."),
+            ("remaining", "What the view has left, in its unit."),
+            ("capacity", "The view's capacity, in its unit."),
+        ):
+            yield gauge_family(
+                f"gpuctl_pool_{_snake(field)}",
+                doc,
+                ["instancetype", "view"],
+                (
+                    ([name, view], float(status[view][field]))
+                    for name, (status, _) in sorted(pools.items())
+                    for view in VIEW_FIELDS
+                    if isinstance(status.get(view), dict)
+                ),
+            )
+        yield gauge_family(
+            "gpuctl_pool_free",
+            "Free capacity per view (percent of a card for EX, SL and PT; shares for SH).",
+            ["instancetype", "view"],
+            (([name, f.view], float(f.free)) for name, (_, frag) in sorted(pools.items()) for f in frag),
+        )
+        yield gauge_family(
+            "gpuctl_pool_stranded",
+            "Free capacity requests of a shape cannot use, per view and shape (the view's unit).",
+            ["instancetype", "view", "shape"],
+            (
+                ([name, f.view, str(fit.shape)], float(fit.stranded))
+                for name, (_, frag) in sorted(pools.items())
+                for f in frag
+                for fit in f.fits
+            ),
+        )
+        yield gauge_family(
+            "gpuctl_pool_fragmentation_score",
+            "Share of free capacity the pending (or reference) shapes cannot use, 0 to 1.",
+            ["instancetype", "view"],
+            (([name, f.view], f.score) for name, (_, frag) in sorted(pools.items()) for f in frag),
+        )
+        yield from self._queue_gauges(pools)
+
+    def _queue_gauges(self, pools: dict[str, tuple[dict[str, Any], tuple[ViewFragmentation, ...]]]) -> Iterable[Any]:
+        workloads = self.cache.records(kinds.WORKLOAD)
+        queue_of = self.status._queue_of()
+        pods = [p for p in self.cache.records(kinds.POD) if p.workload]
+        now = time.time()
+        pending: list[tuple[list[str], float]] = []
+        age: list[tuple[list[str], float]] = []
+        blocked: list[tuple[list[str], float]] = []
+        held: dict[tuple[str, str], int] = {}
+        for cq in sorted(q.name for q in self.cache.records(kinds.CLUSTERQUEUE)):
+            line = pending_order(workloads, queue_of, cq)
+            pending.append(([cq], float(len(line))))
+            if line:
+                joined = _epoch(queue_timestamp(line[0]))
+                age.append(([cq], max(0.0, now - joined) if joined is not None else 0.0))
+                shapes = demand_shapes(line[:1])
+                frag = pools.get(cq, ({}, ()))[1]
+                blocked.append(([cq], 1.0 if shapes and _blocked(shapes[0], frag) else 0.0))
+        for w in workloads:
+            cq = queue_of.get(w.key, "")
+            gate = _held_gate(w, pods)
+            if cq and gate is not None:
+                held[(cq, str(gate))] = held.get((cq, str(gate)), 0) + 1
+        yield gauge_family("gpuctl_queue_pending", "Pending Workloads per ClusterQueue.", ["cluster_queue"], pending)
+        yield gauge_family(
+            "gpuctl_queue_head_age_seconds",
+            "How long the head of each ClusterQueue has waited since it joined the queue.",
+            ["cluster_queue"],
+            age,
+        )
+        yield gauge_family(
+            "gpuctl_queue_head_blocked_by_fragmentation",
+            "1 when the pool has free capacity enough for the head's request in total, but none of it usable.",
+            ["cluster_queue"],
+            blocked,
+        )
+        yield gauge_family(
+            "gpuctl_workloads_held",
+            "Workloads held, per ClusterQueue and the gate that holds them.",
+            ["cluster_queue", "gate"],
+            (([cq, gate], float(n)) for (cq, gate), n in sorted(held.items())),
+        )
+
     def _gauges(self) -> Iterable[Any]:
+        yield from self._pool_gauges()
         yield gauge_family(
             "gpuctl_workqueue_depth",
             "Keys waiting in each controller's queue.",
@@ -601,3 +715,43 @@ class Controllers:
             ["controller"],
             (([c.name], float(c.queue.delayed)) for c in self.all),
         )
+
+
+VIEW_FIELDS = ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned", "cpu")
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def _epoch(rfc3339: str) -> float | None:
+    try:
+        return datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _blocked(shape: Any, frag: tuple[ViewFragmentation, ...]) -> bool:
+    """The head's shape finds no usable room although the view's free capacity would hold it."""
+    for f in frag:
+        for fit in f.fits:
+            if fit.shape == shape:
+                need = shape.size * 100 if shape.view == "accelerator" else shape.size
+                return fit.requests == 0 and f.free >= need
+    return False
+
+
+def _held_gate(w: Workload, pods: list[Pod]) -> int | None:
+    """The gate that holds a Workload, read from its state and its Pods (None when it runs or is not queued)."""
+    if not w.active or w.finished:
+        return None
+    if not w.quota_reserved:
+        return 2
+    if not w.admitted:
+        return 3
+    own = [p for p in pods if p.namespace == w.namespace and p.workload == w.name and not p.finished]
+    if any(not p.node_name for p in own):
+        return 4
+    if any(p.accelerator_containers and not p.held for p in own):
+        return 5
+    return None

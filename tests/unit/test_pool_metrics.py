@@ -1,0 +1,57 @@
+"""The operator's pool and queue gauges: equal to the views the status writer publishes, stranded capacity on the
+design's example, and the queue's depth and Workloads held per gate."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuctl.cluster import kinds
+from gpuctl.core.units import M
+from tests.factories import card_row, workload
+from tests.memory_cluster import MemoryCluster
+from tests.unit.test_differential import operator
+from tests.unit.test_simulate import CQ, ENTRANCE, allocated, pool
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_pool_gauges_equal_the_published_views_and_show_what_is_stranded() -> None:
+    halves = [allocated(f"s{i}", "n1", {}, [(f"GPU-{i:04d}", 3, M // 2)]) for i in range(8)]
+    waiting = workload("five", [("main", 1, {"nvidia.com/gpu": "5"})], reserved=False, queue=ENTRANCE)
+    waiting["metadata"]["creationTimestamp"] = "2026-12-01T00:00:00Z"
+    objects = pool({"n1": 8}, nominal_cards=16, extra=[*halves, waiting])
+    for o in objects:  # the ledger the device manager publishes for those Pods: every card half sliced
+        if o["kind"] == "Devices":
+            rows = [card_row(i, mode=3, allocated=M // 2, slices=1) for i in range(8)]
+            o["status"]["groups"] = [{"id": "a10g", "manufacturer": "nvidia", "accelerators": rows}]
+    cluster = MemoryCluster(objects)
+    controllers = operator(cluster)
+    controllers.status.reconcile(CQ)
+    controllers.check.reconcile("team-a/five")
+    status = (cluster.get(kinds.INSTANCETYPE, CQ) or {})["status"]
+    got = samples(controllers.metrics.render().decode())
+
+    def value(name: str, **labels: str) -> float:
+        return got[(name, tuple(sorted(labels.items())))]
+
+    for view in ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned"):
+        for field, metric in (
+            ("onceMaxRequest", "once_max_request"),
+            ("remaining", "remaining"),
+            ("capacity", "capacity"),
+        ):
+            assert value(f"gpuctl_pool_{metric}", instancetype=CQ, view=view) == status[view][field], (view, field)
+    # Eight cards sliced to 50 %: 400 % free, a five-card request can use none of it.
+    assert value("gpuctl_pool_free", instancetype=CQ, view="accelerator") == 400
+    assert value("gpuctl_pool_stranded", instancetype=CQ, view="accelerator", shape="ex=5") == 400
+    assert value("gpuctl_pool_fragmentation_score", instancetype=CQ, view="accelerator") == 1.0
+    assert value("gpuctl_queue_pending", cluster_queue=CQ) == 1
+    assert value("gpuctl_queue_head_age_seconds", cluster_queue=CQ) > 0
+    assert value("gpuctl_queue_head_blocked_by_fragmentation", cluster_queue=CQ) == 0  # 400 % < the 500 % it asks
+    assert value("gpuctl_workloads_held", cluster_queue=CQ, gate="2") == 1
