@@ -6,6 +6,7 @@ ones cannot drift apart.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -343,6 +344,12 @@ def write(root: Path) -> list[Path]:
         + yaml.safe_dump(kustomization, sort_keys=False)
     )
     files.append(base / "kustomization.yaml")
+    from gpuctl.operator.monitoring import alert_rules, dashboard
+
+    files.append(dump(root / "monitoring" / "prometheus-rules.yaml", [alert_rules()]))
+    board = root / "monitoring" / "grafana-dashboard.json"
+    board.write_text(json.dumps(dashboard(), indent=2) + "\n")
+    files.append(board)
     return files
 
 

@@ -55,3 +55,22 @@ def test_pool_gauges_equal_the_published_views_and_show_what_is_stranded() -> No
     assert value("gpuctl_queue_head_age_seconds", cluster_queue=CQ) > 0
     assert value("gpuctl_queue_head_blocked_by_fragmentation", cluster_queue=CQ) == 0  # 400 % < the 500 % it asks
     assert value("gpuctl_workloads_held", cluster_queue=CQ, gate="2") == 1
+
+
+def test_the_dashboard_and_the_alerts_read_only_metrics_the_operator_exports() -> None:
+    import re
+
+    from gpuctl.operator.monitoring import alert_rules, dashboard
+
+    cluster = MemoryCluster(
+        pool({"n1": 2}, extra=[workload("w", [("main", 1, {"nvidia.com/gpu": "1"})], reserved=False, queue=ENTRANCE)])
+    )
+    controllers = operator(cluster)
+    controllers.status.reconcile(CQ)
+    controllers.metrics.observe("pod-accelerators", 0.01, True, False)
+    controllers.metrics.verdicts.labels("Ready").inc()
+    exported = {s[0] for s in samples(controllers.metrics.render().decode())}
+    exprs = [t["expr"] for p in dashboard()["panels"] for t in p["targets"]]
+    exprs += [r["expr"] for g in alert_rules()["spec"]["groups"] for r in g["rules"]]
+    used = {m for e in exprs for m in re.findall(r"gpuctl_[a-z0-9_]+", e)}
+    assert used and used <= exported, sorted(used - exported)
