@@ -16,6 +16,7 @@ SUMMARIES: Final[dict[str, str]] = {
     "simulate": "Show whether workloads would be admitted now, and where.",
     "fragmentation": "Show free capacity each request shape can use, and what is stranded.",
     "queue": "List pending Workloads in Kueue's order, with what each asks and waits on.",
+    "diff": "Show what changed between two snapshots, or a snapshot and the cluster.",
     "dump": "Write a snapshot of the objects gpuctl reads.",
     "webhook": "Run the admission webhooks without storing anything.",
     "webhook dry-run": "Show what the webhooks do to a manifest.",
@@ -87,6 +88,13 @@ EXAMPLES: Final[dict[str, str]] = {
 
   # Capacity planning: how many more nodes like a10g-1 until the queue's head fits
   gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1""",
+    "diff": """
+  # What happened between 02:00 and 02:30
+  gpuctl dump ./at-0200 && sleep 1800 && gpuctl dump ./at-0230
+  gpuctl diff ./at-0200 ./at-0230
+
+  # A ticket's snapshot against the cluster now, as JSON
+  gpuctl diff ./ticket-4711 live -o json""",
     "queue": """
   # Every queue's pending Workloads in Kueue's order
   gpuctl queue

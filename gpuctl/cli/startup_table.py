@@ -42,6 +42,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                           '                 stranded.\n'
                           "  queue          List pending Workloads in Kueue's order, with what each asks\n"
                           '                 and waits on.\n'
+                          '  diff           Show what changed between two snapshots, or a snapshot and\n'
+                          '                 the cluster.\n'
                           '  dump           Write a snapshot of the objects gpuctl reads.\n'
                           '  completion     Print a shell completion script.\n'
                           '  hold           Block admission to a pool; running work keeps running.\n'
@@ -177,6 +179,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '                 stranded.\n'
                                   "  queue          List pending Workloads in Kueue's order, with what each asks\n"
                                   '                 and waits on.\n'
+                                  '  diff           Show what changed between two snapshots, or a snapshot and\n'
+                                  '                 the cluster.\n'
                                   '  dump           Write a snapshot of the objects gpuctl reads.\n'
                                   '  completion     Print a shell completion script.\n'
                                   '  hold           Block admission to a pool; running work keeps running.\n'
@@ -311,6 +315,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                          '                 stranded.\n'
                          "  queue          List pending Workloads in Kueue's order, with what each asks\n"
                          '                 and waits on.\n'
+                         '  diff           Show what changed between two snapshots, or a snapshot and\n'
+                         '                 the cluster.\n'
                          '  dump           Write a snapshot of the objects gpuctl reads.\n'
                          '  completion     Print a shell completion script.\n'
                          '  hold           Block admission to a pool; running work keeps running.\n'
@@ -339,6 +345,47 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    '    source <(gpuctl completion bash)\n'
                                    '    gpuctl completion zsh > "${fpath[1]}/_gpuctl"\n'
                                    '    gpuctl completion fish > ~/.config/fish/completions/gpuctl.fish\n',
+                     'diff': 'Usage: gpuctl diff [OPTIONS] {A} {B}\n'
+                             '\n'
+                             "  What changed between two reads of a cluster: each pool's views\n"
+                             '  (EX/SH/SL/PT/CPU, before → after), Workloads admitted, evicted, finished or\n'
+                             '  newly held (with the gate), and cards whose mode changed.\n'
+                             '\n'
+                             'Arguments:\n'
+                             "  A  A snapshot (file or directory), or 'live'.  [required]\n"
+                             "  B  A snapshot (file or directory), or 'live'.  [required]\n"
+                             '\n'
+                             'Options:\n'
+                             '  --exit-code              Exit 3 when anything changed.\n'
+                             '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
+                             '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
+                             '                           columns-file=FILE.  [default: table]\n'
+                             '  --no-headers             Print tables without their header row.\n'
+                             '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
+                             '                           .remaining).\n'
+                             '  --snapshot <str>         Read objects from snapshot files (a file or\n'
+                             '                           directory of YAML/JSON) instead of a cluster.  [env\n'
+                             '                           var: GPUCTL_SNAPSHOT]\n'
+                             '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
+                             '                           ~/.kube/config).\n'
+                             '  --context <str>          The kubeconfig context to use.\n'
+                             '  --cluster <str>          The kubeconfig cluster to use.\n'
+                             '  --user <str>             The kubeconfig user to use.\n'
+                             '  -s, --server <str>       The address of the API server.\n'
+                             '  --token <str>            Bearer token for the API server.\n'
+                             '  --as <str>               Username to impersonate for the operation.\n'
+                             '  --as-group <str>         Group to impersonate (repeat for several).\n'
+                             '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
+                             '                           default 30s).\n'
+                             '  -h, --help               Show this message and exit.\n'
+                             '\n'
+                             '  Examples:\n'
+                             '    # What happened between 02:00 and 02:30\n'
+                             '    gpuctl dump ./at-0200 && sleep 1800 && gpuctl dump ./at-0230\n'
+                             '    gpuctl diff ./at-0200 ./at-0230\n'
+                             '\n'
+                             "    # A ticket's snapshot against the cluster now, as JSON\n"
+                             '    gpuctl diff ./ticket-4711 live -o json\n',
                      'drain': 'Usage: gpuctl drain [OPTIONS] {INSTANCETYPE}\n'
                               '\n'
                               '  Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
@@ -1632,6 +1679,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '                 stranded.\n'
                                  "  queue          List pending Workloads in Kueue's order, with what each asks\n"
                                  '                 and waits on.\n'
+                                 '  diff           Show what changed between two snapshots, or a snapshot and\n'
+                                 '                 the cluster.\n'
                                  '  dump           Write a snapshot of the objects gpuctl reads.\n'
                                  '  completion     Print a shell completion script.\n'
                                  '  hold           Block admission to a pool; running work keeps running.\n'
@@ -1660,6 +1709,47 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            '    source <(gpuctl completion bash)\n'
                                            '    gpuctl completion zsh > "${fpath[1]}/_gpuctl"\n'
                                            '    gpuctl completion fish > ~/.config/fish/completions/gpuctl.fish\n',
+                             'diff': 'Usage: kubectl gpuctl diff [OPTIONS] {A} {B}\n'
+                                     '\n'
+                                     "  What changed between two reads of a cluster: each pool's views\n"
+                                     '  (EX/SH/SL/PT/CPU, before → after), Workloads admitted, evicted, finished or\n'
+                                     '  newly held (with the gate), and cards whose mode changed.\n'
+                                     '\n'
+                                     'Arguments:\n'
+                                     "  A  A snapshot (file or directory), or 'live'.  [required]\n"
+                                     "  B  A snapshot (file or directory), or 'live'.  [required]\n"
+                                     '\n'
+                                     'Options:\n'
+                                     '  --exit-code              Exit 3 when anything changed.\n'
+                                     '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
+                                     '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
+                                     '                           columns-file=FILE.  [default: table]\n'
+                                     '  --no-headers             Print tables without their header row.\n'
+                                     '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
+                                     '                           .remaining).\n'
+                                     '  --snapshot <str>         Read objects from snapshot files (a file or\n'
+                                     '                           directory of YAML/JSON) instead of a cluster.  [env\n'
+                                     '                           var: GPUCTL_SNAPSHOT]\n'
+                                     '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
+                                     '                           ~/.kube/config).\n'
+                                     '  --context <str>          The kubeconfig context to use.\n'
+                                     '  --cluster <str>          The kubeconfig cluster to use.\n'
+                                     '  --user <str>             The kubeconfig user to use.\n'
+                                     '  -s, --server <str>       The address of the API server.\n'
+                                     '  --token <str>            Bearer token for the API server.\n'
+                                     '  --as <str>               Username to impersonate for the operation.\n'
+                                     '  --as-group <str>         Group to impersonate (repeat for several).\n'
+                                     '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
+                                     '                           default 30s).\n'
+                                     '  -h, --help               Show this message and exit.\n'
+                                     '\n'
+                                     '  Examples:\n'
+                                     '    # What happened between 02:00 and 02:30\n'
+                                     '    gpuctl dump ./at-0200 && sleep 1800 && gpuctl dump ./at-0230\n'
+                                     '    gpuctl diff ./at-0200 ./at-0230\n'
+                                     '\n'
+                                     "    # A ticket's snapshot against the cluster now, as JSON\n"
+                                     '    gpuctl diff ./ticket-4711 live -o json\n',
                              'drain': 'Usage: kubectl gpuctl drain [OPTIONS] {INSTANCETYPE}\n'
                                       '\n'
                                       '  Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
@@ -3088,6 +3178,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                             'simulate',
                             'fragmentation',
                             'queue',
+                            'diff',
                             'dump',
                             'completion',
                             'hold',
@@ -3116,6 +3207,22 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       'multiple': False,
                                       'names': ['-h', '--help'],
                                       'takes_value': False}]},
+          'diff': {'commands': [],
+                   'options': [{'eager': False, 'multiple': False, 'names': ['--exit-code'], 'takes_value': False},
+                               {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                               {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
+                               {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
+                               {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'drain': {'commands': [],
                     'options': [{'eager': False, 'multiple': False, 'names': ['--wait'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--timeout'], 'takes_value': True},

@@ -1,0 +1,107 @@
+"""``gpuctl diff A B``: what changed between two snapshots (either may be ``live``, the current cluster)."""
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gpuctl.cli import render
+from gpuctl.cli.errors import AnswerNo
+from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.render import Column, OutputSpec
+
+if TYPE_CHECKING:
+    from gpuctl.cluster.read import Source
+    from gpuctl.core.diff import WorkloadState
+
+LIVE = "live"
+COLUMNS = (Column("KIND"), Column("NAME"), Column("CHANGE"))
+
+
+def _open(side: str, source: SourceSpec) -> "Source":
+    """A snapshot path, or ``live`` for the cluster the connection flags name."""
+    from gpuctl.cluster.snapshot import SnapshotSource
+
+    if side == LIVE:
+        return source.live()
+    return SnapshotSource(side)
+
+
+def _workload_states(opened: "Source") -> dict[str, "WorkloadState"]:
+    from gpuctl.cluster import read
+    from gpuctl.core.diff import WorkloadState
+    from gpuctl.core.explain import explain_workload
+
+    state = read.admission_state(opened)
+    out = {}
+    for w in state.workloads:
+        phase = (
+            "finished"
+            if w.finished
+            else "evicted"
+            if w.evicted
+            else "admitted"
+            if w.admitted
+            else "reserved"
+            if w.quota_reserved
+            else "pending"
+        )
+        e = explain_workload(w, state.context_for(w))
+        held = e.held_by if phase != "finished" else None
+        out[w.key] = WorkloadState(phase, held, e.gates[held - 1].summary if held else "")
+    return out
+
+
+def _cards(opened: "Source") -> dict[tuple[str, str], str]:
+    from gpuctl.cluster import read
+
+    return {
+        (d.node, c.id): ("unhealthy" if c.unhealthy else c.mode.name.lower())
+        for d in read.devices(opened)
+        for g in d.groups
+        for c in g.cards
+    }
+
+
+def _views(opened: "Source") -> dict[str, dict[str, Any]]:
+    from gpuctl.cli.views import compute_items, public
+
+    return {i["name"]: public(i) for i in compute_items(opened, [], None)}
+
+
+def diff_command(
+    before: Annotated[str, typer.Argument(metavar="A", help="A snapshot (file or directory), or 'live'.")],
+    after: Annotated[str, typer.Argument(metavar="B", help="A snapshot (file or directory), or 'live'.")],
+    exit_code: Annotated[bool, typer.Option("--exit-code", help="Exit 3 when anything changed.")] = False,
+    *,
+    source: SourceSpec,
+    output: OutputSpec,
+) -> None:
+    """What changed between two reads of a cluster: each pool's views (EX/SH/SL/PT/CPU, before → after), Workloads
+    admitted, evicted, finished or newly held (with the gate), and cards whose mode changed."""
+    from gpuctl.cluster.bulk import bulk_allocation
+    from gpuctl.core.diff import card_changes, view_changes, workload_changes
+
+    with bulk_allocation():
+        a, b = _open(before, source), _open(after, source)
+        changes = [
+            *view_changes(_views(a), _views(b)),
+            *workload_changes(_workload_states(a), _workload_states(b)),
+            *card_changes(_cards(a), _cards(b)),
+        ]
+    render.emit(
+        render.Listing(
+            "Change",
+            [c.to_dict() for c in changes],
+            COLUMNS,
+            lambda i: [i["kind"], i["name"], i["change"]],
+            lambda i: f"{i['kind'].lower()}/{i['name']}",
+            empty="No differences.",
+            extra={"metadata": {"before": before, "after": after}},
+        ),
+        output,
+    )
+    if exit_code and changes:
+        raise AnswerNo("")
+
+
+diff_command = source_options()(output_options()(diff_command))

@@ -1,0 +1,91 @@
+"""What changed between two reads of a cluster: each pool's views, each Workload's state and gate, each card's mode."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+VIEWS = ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned", "cpu")
+FIELDS = ("onceMaxRequest", "remaining", "capacity")
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One difference: what kind of object, which one, and what became of it."""
+
+    kind: str
+    """``PoolView``, ``Workload`` or ``Card``."""
+    name: str
+    change: str
+    before: Any
+    after: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "change": self.change, "before": self.before, "after": self.after}
+
+
+def view_changes(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]) -> list[Change]:
+    """Pools (name → the views of ``views -o json``) whose views moved, appeared or went away."""
+    out = []
+    for name in sorted(set(before) | set(after)):
+        a, b = before.get(name), after.get(name)
+        if a is None or b is None:
+            out.append(Change("PoolView", name, "added" if a is None else "removed", a is not None, b is not None))
+            continue
+        for view in VIEWS:
+            va, vb = a.get(view) or {}, b.get(view) or {}
+            old = {f: va.get(f) for f in FIELDS}
+            new = {f: vb.get(f) for f in FIELDS}
+            if old != new:
+                delta = ", ".join(f"{f} {old[f]}→{new[f]}" for f in FIELDS if old[f] != new[f])
+                out.append(Change("PoolView", f"{name}/{view}", delta, old, new))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadState:
+    """A Workload as one read saw it: its phase and, while held, the gate that holds it."""
+
+    phase: str
+    """``pending``, ``reserved``, ``admitted``, ``evicted`` or ``finished``."""
+    held_by: int | None
+    summary: str = ""
+
+
+def workload_changes(before: Mapping[str, WorkloadState], after: Mapping[str, WorkloadState]) -> list[Change]:
+    """Workloads admitted, evicted, finished, newly held (with the gate), released, created or gone."""
+    out = []
+    for key in sorted(set(before) | set(after)):
+        a, b = before.get(key), after.get(key)
+        if a == b:
+            continue
+        if a is None:
+            assert b is not None
+            what = "created" + (f", held at gate {b.held_by}" if b.held_by else f", {b.phase}")
+        elif b is None:
+            what = "gone"
+        elif a.phase != b.phase and b.phase in ("admitted", "evicted", "finished"):
+            what = b.phase + (f", held at gate {b.held_by}" if b.held_by and b.phase != "finished" else "")
+        elif b.held_by is not None and b.held_by != a.held_by:
+            what = f"newly held at gate {b.held_by}" + (f" (was gate {a.held_by})" if a.held_by else "")
+        elif b.held_by is None and a.held_by is not None:
+            what = f"released from gate {a.held_by}"
+        else:
+            what = f"{a.phase} → {b.phase}"
+        out.append(Change("Workload", key, what, _state(a), _state(b)))
+    return out
+
+
+def _state(s: WorkloadState | None) -> dict[str, Any] | None:
+    return None if s is None else {"phase": s.phase, "heldBy": s.held_by, "summary": s.summary}
+
+
+def card_changes(before: Mapping[tuple[str, str], str], after: Mapping[tuple[str, str], str]) -> list[Change]:
+    """Cards ((node, card id) → mode name) whose mode changed, appeared or went away."""
+    out = []
+    for node, card in sorted(set(before) | set(after)):
+        a, b = before.get((node, card)), after.get((node, card))
+        if a != b:
+            out.append(Change("Card", f"{node}/{card}", f"{a or 'absent'} → {b or 'absent'}", a, b))
+    return out
