@@ -17,6 +17,7 @@ SUMMARIES: Final[dict[str, str]] = {
     "fragmentation": "Show free capacity each request shape can use, and what is stranded.",
     "queue": "List pending Workloads in Kueue's order, with what each asks and waits on.",
     "diff": "Show what changed between two snapshots, or a snapshot and the cluster.",
+    "top": "Watch pools, queues and held Workloads live.",
     "dump": "Write a snapshot of the objects gpuctl reads.",
     "webhook": "Run the admission webhooks without storing anything.",
     "webhook dry-run": "Show what the webhooks do to a manifest.",
@@ -88,6 +89,12 @@ EXAMPLES: Final[dict[str, str]] = {
 
   # Capacity planning: how many more nodes like a10g-1 until the queue's head fits
   gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1""",
+    "top": """
+  # Live, redrawn as the watches see changes (s sorts, j/k select, e explains, q quits)
+  gpuctl top
+
+  # One frame, e.g. for a ticket
+  gpuctl top --once --snapshot ./dump""",
     "diff": """
   # What happened between 02:00 and 02:30
   gpuctl dump ./at-0200 && sleep 1800 && gpuctl dump ./at-0230

@@ -90,6 +90,7 @@ def _register() -> None:
     from gpuctl.cli.queue import queue_command
     from gpuctl.cli.rbac import rbac_app
     from gpuctl.cli.simulate import simulate_command
+    from gpuctl.cli.top import top_command
     from gpuctl.cli.views import views_command
     from gpuctl.cli.webhook import webhook_app
 
@@ -101,6 +102,7 @@ def _register() -> None:
     app.command("fragmentation")(fragmentation_command)
     app.command("queue")(queue_command)
     app.command("diff")(diff_command)
+    app.command("top")(top_command)
     app.command("dump")(dump_command)
     app.command("completion")(completion_command)
     app.add_typer(webhook_app, name="webhook")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from gpuctl.core.pods import Pod
 from gpuctl.core.workloads import Workload
 
 
@@ -119,3 +120,21 @@ def asks(w: Workload) -> str:
             what = f"{d.profile} partition"
         parts.append(f"{ps.count} x {what}")
     return ", ".join(parts)
+
+
+def held_gate(w: Workload, pods: Iterable[Pod]) -> int | None:
+    """The gate that holds a Workload, read from its conditions and its Pods alone (None when it runs or is not
+    queued): 2 before quota is reserved, 3 until Kueue admits it, 4 while a Pod is unbound, 5 while a bound Pod's
+    accelerators are not recorded by Allocate. ``explain`` gives the reasons; this is the count a dashboard needs."""
+    if not w.active or w.finished:
+        return None
+    if not w.quota_reserved:
+        return 2
+    if not w.admitted:
+        return 3
+    own = [p for p in pods if p.namespace == w.namespace and p.workload == w.name and not p.finished]
+    if any(not p.node_name for p in own):
+        return 4
+    if any(p.accelerator_containers and not p.held for p in own):
+        return 5
+    return None

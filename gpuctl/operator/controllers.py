@@ -40,7 +40,7 @@ from gpuctl.core.fragmentation import ViewFragmentation, demand_shapes, pool_fra
 from gpuctl.core.lifecycle import PlanRefused, instancetype_phase, phase_message, plan_stop, should_stop_instance
 from gpuctl.core.pins import fit_label_changes, node_fit_labels
 from gpuctl.core.pods import Pod, parse_pod
-from gpuctl.core.queueing import pending_order, queue_timestamp
+from gpuctl.core.queueing import held_gate, pending_order, queue_timestamp
 from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, pool_devices, views_to_status
 from gpuctl.core.workloads import CheckState, Workload
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache, workload_nodes
@@ -678,7 +678,7 @@ class Controllers:
                 blocked.append(([cq], 1.0 if shapes and _blocked(shapes[0], frag) else 0.0))
         for w in workloads:
             cq = queue_of.get(w.key, "")
-            gate = _held_gate(w, pods)
+            gate = held_gate(w, pods)
             if cq and gate is not None:
                 held[(cq, str(gate))] = held.get((cq, str(gate)), 0) + 1
         yield gauge_family("gpuctl_queue_pending", "Pending Workloads per ClusterQueue.", ["cluster_queue"], pending)
@@ -739,19 +739,3 @@ def _blocked(shape: Any, frag: tuple[ViewFragmentation, ...]) -> bool:
                 need = shape.size * 100 if shape.view == "accelerator" else shape.size
                 return fit.requests == 0 and f.free >= need
     return False
-
-
-def _held_gate(w: Workload, pods: list[Pod]) -> int | None:
-    """The gate that holds a Workload, read from its state and its Pods (None when it runs or is not queued)."""
-    if not w.active or w.finished:
-        return None
-    if not w.quota_reserved:
-        return 2
-    if not w.admitted:
-        return 3
-    own = [p for p in pods if p.namespace == w.namespace and p.workload == w.name and not p.finished]
-    if any(not p.node_name for p in own):
-        return 4
-    if any(p.accelerator_containers and not p.held for p in own):
-        return 5
-    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -511,3 +512,72 @@ def test_only_one_replica_leads_and_a_stale_lease_is_taken_over(control_plane: A
     time.sleep(2.5)  # the first replica stops renewing
     assert second.try_acquire() is True
     assert first.try_acquire() is False
+
+
+def _tmux() -> str:
+    """tmux, installed from Debian's packages where the machine lacks it (as the image build installs its tools)."""
+    import shutil
+    import subprocess
+
+    found = shutil.which("tmux")
+    if found is None and shutil.which("apt-get") and os.geteuid() == 0:
+        subprocess.run(
+            "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux",
+            shell=True,
+            check=True,
+            capture_output=True,
+        )
+        found = shutil.which("tmux")
+    assert found, "tmux is needed to run gpuctl top under a terminal"
+    return found
+
+
+def test_top_runs_under_a_terminal_and_redraws_when_a_workload_is_admitted(
+    operator: Operator, api: Any, test_namespace: str, control_plane: Any
+) -> None:
+    import re
+    import shlex
+    import subprocess
+    import sys
+
+    tmux = _tmux()
+    pool = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=4)
+    session = f"gpuctl-top-{pool.group_id}"
+    gpuctl = str(Path(sys.executable).with_name("gpuctl"))
+    command = f"{shlex.quote(gpuctl)} top --interval 0.5 --kubeconfig {shlex.quote(str(control_plane.kubeconfig))}"
+
+    def pane() -> str:
+        out = subprocess.run([tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True)
+        return out.stdout
+
+    def admitted_count() -> int | None:
+        # The pool's queue row: its name folds over lines in 80 columns, its counts stay on the first.
+        prefix = pool.name[:20]
+        for line in pane().splitlines():
+            cells = re.split(r"\s{2,}", line.strip())
+            if line.startswith(prefix) and len(cells) >= 3 and cells[1].isdigit() and cells[2].isdigit():
+                return int(cells[2])
+        return None
+
+    subprocess.run([tmux, "new-session", "-d", "-s", session, "-x", "80", "-y", "50", command], check=True)
+    try:
+        wait_for("top draws the pool's queue", lambda: admitted_count() == 0, timeout=60)
+        assert all(len(line) <= 80 for line in pane().splitlines())
+        name = pool.submit("top-one-card", {"nvidia.com/gpu": "1"})
+        wait_for(
+            "Kueue admits the Workload",
+            lambda: (condition(pool.workload(name), "Admitted") or {}).get("status") == "True",
+            timeout=60,
+        )
+        wait_for("top redraws with the admission", lambda: admitted_count() == 1, timeout=30)
+        subprocess.run([tmux, "send-keys", "-t", session, "s"], check=True)  # a key re-sorts and redraws
+        wait_for("the sort key is shown", lambda: "sort: free cards" in pane(), timeout=10)
+        subprocess.run([tmux, "send-keys", "-t", session, "C-c"], check=True)
+        wait_for(
+            "top exits on Ctrl-C",
+            lambda: subprocess.run([tmux, "has-session", "-t", session], capture_output=True).returncode != 0,
+            timeout=15,
+        )
+    finally:
+        subprocess.run([tmux, "kill-session", "-t", session], capture_output=True)
+        pool.cleanup()

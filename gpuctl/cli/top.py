@@ -1,0 +1,314 @@
+"""``gpuctl top``: a live view of pools (four views with bars), queues (depth, head, age) and held Workloads,
+refreshed from watches on a live cluster.
+
+Keys: ``s`` sorts the pools (name, free whole cards, free slice), ``j``/``k`` (or the arrows) move the selection among
+held Workloads, ``e`` (or Enter) opens or closes the selected one's explanation, ``q`` or Ctrl-C quits. On a snapshot,
+or when stdout is not a terminal, it prints one frame and exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gpuctl.cli.options import SourceSpec, source_options
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from gpuctl.cluster.read import Source
+    from gpuctl.core.instancetypes import InstanceType
+    from gpuctl.core.ledger import NodeDevices
+    from gpuctl.core.pods import Pod
+    from gpuctl.core.workloads import ClusterQueue, LocalQueue, Workload
+
+SORTS = ("name", "free cards", "free slice")
+BAR = 10
+
+
+@dataclass
+class Records:
+    """What one frame reads: records of six kinds, from watches or one read."""
+
+    instancetypes: dict[str, InstanceType] = field(default_factory=dict)
+    devices: dict[str, NodeDevices] = field(default_factory=dict)
+    cluster_queues: dict[str, ClusterQueue] = field(default_factory=dict)
+    local_queues: dict[str, LocalQueue] = field(default_factory=dict)
+    workloads: dict[str, Workload] = field(default_factory=dict)
+    pods: dict[str, Pod] = field(default_factory=dict)
+
+
+def read_once(source: Source) -> Records:
+    from gpuctl.cluster import kinds, read
+    from gpuctl.core.workloads import parse_local_queue
+
+    return Records(
+        {t.name: t for t in read.instancetypes(source)},
+        {d.node: d for d in read.devices(source)},
+        read.cluster_queues(source),
+        {f"{q.namespace}/{q.name}": q for q in (parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE))},
+        {w.key: w for w in read.workloads(source)},
+        {f"{p.namespace}/{p.name}": p for p in read.pods(source) if p.workload},
+    )
+
+
+class Watched:
+    """The six kinds kept current by informers; ``changed`` is set on every event."""
+
+    def __init__(self, source: Any) -> None:
+        from gpuctl.cluster import kinds
+        from gpuctl.cluster.informer import Informer
+        from gpuctl.core.instancetypes import parse_instancetype
+        from gpuctl.core.ledger import parse_devices
+        from gpuctl.core.pods import parse_pod
+        from gpuctl.core.workloads import parse_cluster_queue, parse_local_queue, parse_workload
+
+        self.changed = threading.Event()
+        self.lock = threading.RLock()
+
+        def notify(*_: Any) -> None:
+            self.changed.set()
+
+        def pod(obj: dict[str, Any]) -> Any:
+            p = parse_pod(obj)
+            return p if p.workload else None
+
+        parsers: list[tuple[Any, Callable[[dict[str, Any]], Any], bool]] = [
+            (kinds.INSTANCETYPE, parse_instancetype, True),
+            (kinds.DEVICES, parse_devices, True),
+            (kinds.CLUSTERQUEUE, parse_cluster_queue, False),
+            (kinds.LOCALQUEUE, parse_local_queue, False),
+            (kinds.WORKLOAD, parse_workload, False),
+            (kinds.POD, pod, False),
+        ]
+        self.informers = [
+            Informer(source, kind, parse, handler=notify, lock=self.lock, optional=optional)
+            for kind, parse, optional in parsers
+        ]
+
+    def start(self) -> None:
+        for i in self.informers:
+            i.start()
+
+    def stop(self) -> None:
+        for i in self.informers:
+            i.stop()
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    def records(self) -> Records:
+        with self.lock:
+            stores = [dict(i.store) for i in self.informers]
+        instancetypes, devices, cqs, lqs, workloads, pods = stores
+        return Records(
+            {t.name: t for t in instancetypes.values()},
+            {d.node: d for d in devices.values()},
+            {q.name: q for q in cqs.values()},
+            {f"{q.namespace}/{q.name}": q for q in lqs.values()},
+            {w.key: w for w in workloads.values()},
+            {f"{p.namespace}/{p.name}": p for p in pods.values()},
+        )
+
+
+# ----------------------------------------------------------------------------------------------- one frame
+
+
+def _bar(remaining: int, capacity: int) -> str:
+    if capacity <= 0:
+        return "-"
+    filled = round(BAR * remaining / capacity)
+    return "█" * filled + "░" * (BAR - filled) + f" {remaining}/{capacity}"
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h"
+
+
+@dataclass
+class View:
+    sort: int = 0
+    selected: int = 0
+    explain: str | None = None
+    held_keys: list[str] = field(default_factory=list)
+
+
+def frame(records: Records, view: View, now: float, note: str = "") -> RenderableType:
+    """Pools, queues and held Workloads as three tables (whole values, folded rather than cut)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from gpuctl.core.queueing import asks, held_gate, pending_order, queue_timestamp
+    from gpuctl.core.views import instancetype_views
+
+    devices = list(records.devices.values())
+    pools = Table(title="Pools (remaining/capacity)", title_justify="left", box=None, pad_edge=False)
+    for header in ("POOL", "EX", "SH", "SL", "PT", "PHASE"):
+        pools.add_column(header, overflow="fold")
+    rows = []
+    for t in records.instancetypes.values():
+        if not t.acceleratable:
+            continue
+        v = instancetype_views(t, devices)
+        rows.append((t.name, v, t.phase))
+    key: Callable[[tuple[str, Any, str]], Any] = [
+        lambda r: r[0],
+        lambda r: (-r[1].accelerator.remaining, r[0]),
+        lambda r: (-r[1].sliced.once_max_request, r[0]),
+    ][view.sort]
+    for name, v, phase in sorted(rows, key=key):
+        pools.add_row(
+            name,
+            _bar(v.accelerator.remaining, v.accelerator.capacity),
+            _bar(v.shared.remaining, v.shared.capacity),
+            _bar(v.sliced.remaining, v.sliced.capacity),
+            _bar(v.partitioned.remaining, v.partitioned.capacity),
+            phase or "-",
+        )
+    lq = {(q.namespace, q.name): q.cluster_queue for q in records.local_queues.values()}
+    workloads = list(records.workloads.values())
+    queue_of = {w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "") for w in workloads}
+    queues = Table(title="Queues", title_justify="left", box=None, pad_edge=False)
+    for header in ("CLUSTERQUEUE", "PENDING", "ADMITTED", "HEAD", "AGE"):
+        queues.add_column(header, overflow="fold")
+    for cq in sorted(records.cluster_queues):
+        line = pending_order(workloads, queue_of, cq)
+        admitted = sum(1 for w in workloads if queue_of.get(w.key) == cq and w.admitted and not w.finished)
+        head = line[0] if line else None
+        joined = _epoch(queue_timestamp(head)) if head is not None else None
+        queues.add_row(
+            cq,
+            str(len(line)),
+            str(admitted),
+            f"{head.key} ({asks(head)})" if head else "-",
+            _age(now - joined if joined is not None else None),
+        )
+    pods = list(records.pods.values())
+    held = sorted((w for w in workloads if held_gate(w, pods) is not None), key=lambda w: w.key)
+    view.held_keys = [w.key for w in held]
+    view.selected = min(view.selected, max(0, len(held) - 1))
+    table = Table(title="Held workloads (j/k select, e explain)", title_justify="left", box=None, pad_edge=False)
+    for header in ("", "WORKLOAD", "QUEUE", "GATE"):
+        table.add_column(header, overflow="fold")
+    for i, w in enumerate(held):
+        table.add_row(">" if i == view.selected else " ", w.key, queue_of.get(w.key) or "-", str(held_gate(w, pods)))
+    parts: list[Any] = [pools, Text(""), queues, Text(""), table]
+    if view.explain:
+        parts += [Text(""), Text(view.explain)]
+    status = f"sort: {SORTS[view.sort]} (s)   q quits" + (f"   {note}" if note else "")
+    parts += [Text(""), Text(status, style="dim")]
+    return Group(*parts)
+
+
+def _epoch(rfc3339: str) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+# ----------------------------------------------------------------------------------------------- keys
+
+
+@contextlib.contextmanager
+def _keys() -> Iterator[Callable[[float], str]]:
+    """Single keypresses from the terminal (cbreak mode, restored on exit); a reader that waits up to a timeout."""
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+
+    def read(timeout: float) -> str:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            return ""
+        data = os.read(fd, 8).decode(errors="replace")
+        return {"\x1b[A": "k", "\x1b[B": "j", "\r": "e", "\n": "e"}.get(data, data[:1])
+
+    try:
+        yield read
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _explanation(source: Source, key: str) -> str:
+    from gpuctl.cli.explain import _explain_workload, explanation_text
+
+    namespace, _, name = key.partition("/")
+    try:
+        return explanation_text(_explain_workload(source, namespace, name), wide=False)
+    except Exception as exc:  # noqa: BLE001 - an explanation that cannot be read is shown, not fatal
+        return f"{key}: cannot explain: {exc}"
+
+
+def top_command(
+    interval: Annotated[float, typer.Option("--interval", min=0.2, max=3600, help="Seconds between redraws.")] = 2.0,
+    once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
+    *,
+    source: SourceSpec,
+) -> None:
+    """A live view of pools (EX/SH/SL/PT with bars), queues (depth, head, age) and held Workloads, redrawn as the
+    watches see changes; keys sort it and open a held Workload's explanation."""
+    from rich.console import Console
+    from rich.live import Live
+
+    opened = source.open()
+    console = Console()
+    interactive = sys.stdout.isatty() and sys.stdin.isatty() and not once
+    if getattr(opened, "is_snapshot", False) or not interactive:
+        console.print(frame(read_once(opened), View(), time.time()))
+        return
+    watched = Watched(opened)
+    watched.start()
+    view = View()
+    try:
+        with _keys() as key, Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
+            redraw = True
+            deadline = time.monotonic()
+            while True:
+                if watched.changed.is_set() or redraw or time.monotonic() >= deadline:
+                    watched.changed.clear()
+                    note = "" if watched.synced else "syncing..."
+                    live.update(frame(watched.records(), view, time.time(), note), refresh=True)
+                    redraw = False
+                    deadline = time.monotonic() + interval
+                pressed = key(0.2)
+                if pressed in ("q", "\x03"):
+                    break
+                if pressed == "s":
+                    view.sort = (view.sort + 1) % len(SORTS)
+                elif pressed == "j":
+                    view.selected += 1
+                elif pressed == "k":
+                    view.selected = max(0, view.selected - 1)
+                elif pressed == "e":
+                    if view.explain is None and view.held_keys:
+                        view.explain = _explanation(opened, view.held_keys[min(view.selected, len(view.held_keys) - 1)])
+                    else:
+                        view.explain = None
+                redraw = redraw or bool(pressed)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watched.stop()
+
+
+top_command = source_options()(top_command)
