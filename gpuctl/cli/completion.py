@@ -81,10 +81,11 @@ def _source(ctx: Any) -> Any:
     from gpuctl.cli.options import SourceSpec
 
     snapshot = _param(ctx, "snapshot") or os.environ.get("GPUCTL_SNAPSHOT")
+    contexts = _param(ctx, "context")
     return SourceSpec(
         snapshot=snapshot,
         kubeconfig=_param(ctx, "kubeconfig"),
-        context=_param(ctx, "context"),
+        context=contexts[-1] if isinstance(contexts, list | tuple) and contexts else contexts or None,
         cluster=_param(ctx, "cluster"),
         user=_param(ctx, "user"),
         server=_param(ctx, "server"),

@@ -95,6 +95,49 @@ def pool_items(
     return items
 
 
+def _active(src: Any) -> set[str]:
+    from gpuctl.cluster import read
+    from gpuctl.core.fleet import ACTIVE
+
+    return {t.name for t in read.instancetypes(src) if t.phase == ACTIVE}
+
+
+def fleet_items(per: dict[str, list[dict[str, Any]]], active: dict[str, set[str]]) -> list[dict[str, Any]]:
+    """Pools summed across clusters (Active members only): free, usable and stranded add up per view and shape; a
+    view's score is the members' scores weighted by their free capacity."""
+    merged: dict[str, dict[str, Any]] = {}
+    for ctx, items in sorted(per.items()):
+        for item in items:
+            if item["name"] not in active.get(ctx, set()):
+                continue
+            m = merged.setdefault(item["name"], {"name": item["name"], "clusters": [], "pending": 0, "views": {}})
+            m["clusters"].append(ctx)
+            m["pending"] += item.get("pending", 0)
+            for view, v in item["views"].items():
+                mv = m["views"].setdefault(view, {"unit": v["unit"], "free": 0, "weighted": 0.0, "shapes": {}})
+                mv["free"] += v["free"]
+                mv["weighted"] += v["score"] * v["free"]
+                for shape in v["shapes"]:
+                    ms = mv["shapes"].setdefault(
+                        shape["shape"], {"shape": shape["shape"], "usable": 0, "stranded": 0, "requests": 0}
+                    )
+                    for f in ("usable", "stranded", "requests"):
+                        ms[f] += shape[f]
+    out = []
+    for name, m in sorted(merged.items()):
+        views = {}
+        for view, mv in m["views"].items():
+            score = round(mv["weighted"] / mv["free"], 4) if mv["free"] else 0.0
+            views[view] = {
+                "unit": mv["unit"],
+                "free": mv["free"],
+                "score": score,
+                "shapes": list(mv["shapes"].values()),
+            }
+        out.append({"name": name, "clusters": m["clusters"], "pending": m["pending"], "views": views, "hints": []})
+    return out
+
+
 def _hint_text(item: dict[str, Any]) -> str:
     hints = item.get("hints") or []
     if not hints:
@@ -109,7 +152,8 @@ def _rows(item: dict[str, Any]) -> list[list[str]]:
     out = []
     for view, v in item["views"].items():
         for s in v["shapes"]:
-            row = [item["name"]]
+            where = item.get("cluster") or ",".join(item.get("clusters", []))
+            row = [f"{where}/{item['name']}" if where else item["name"]]
             if "node" in item:
                 row.append(item["node"])
             row += [SHORT[view], f"{v['free']} {'%' if v['unit'].startswith('%') else 'shares'}", s["shape"]]
@@ -161,9 +205,22 @@ def fragmentation_command(
         shapes = [parse_shape(s) for s in shape or []]
     except ShapeError as exc:
         raise UsageError(str(exc)) from None
-    opened = source.open()
     with bulk_allocation():
-        items = pool_items(read.simulation_state(opened), list(names or []), shapes, free_cards, by_node)
+        if source.fleet:
+            if by_node:
+                raise UsageError("--by-node reads one cluster: give one --context")
+            per = {
+                ctx: pool_items(read.simulation_state(src), list(names or []), shapes, free_cards, False)
+                for ctx, src in source.clusters()
+            }
+            items = (
+                [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
+                if source.by_cluster
+                else fleet_items(per, {ctx: _active(src) for ctx, src in source.clusters()})
+            )
+        else:
+            opened = source.open()
+            items = pool_items(read.simulation_state(opened), list(names or []), shapes, free_cards, by_node)
     listing = render.Listing(
         "NodeFragmentation" if by_node else "PoolFragmentation",
         items,
@@ -175,4 +232,4 @@ def fragmentation_command(
     render.emit(listing, output)
 
 
-fragmentation_command = source_options()(output_options(sort=False)(fragmentation_command))
+fragmentation_command = source_options(fleet=True)(output_options(sort=False)(fragmentation_command))

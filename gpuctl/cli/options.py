@@ -47,10 +47,19 @@ KubeconfigOption = Annotated[
     ),
 ]
 ContextOption = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
-        "--context", help="The kubeconfig context to use.", show_default=False, autocompletion=_complete("context")
+        "--context",
+        help="The kubeconfig context to use (views, partitions, queue and fragmentation take several).",
+        show_default=False,
+        autocompletion=_complete("context"),
     ),
+]
+AllContextsOption = Annotated[
+    bool, typer.Option("--all-contexts", help="Read every context of the kubeconfig, one cluster each.")
+]
+ByClusterOption = Annotated[
+    bool, typer.Option("--by-cluster", help="With several clusters: one row per cluster instead of their sum.")
 ]
 ClusterOption = Annotated[
     str | None, typer.Option("--cluster", help="The kubeconfig cluster to use.", show_default=False)
@@ -180,6 +189,30 @@ class SourceSpec:
     all_namespaces: bool = False
     selector: str | None = None
     field_selector: str | None = None
+    contexts: tuple[str, ...] = ()
+    """Every ``--context`` given (a fleet command reads each; others take one)."""
+    all_contexts: bool = False
+    by_cluster: bool = False
+
+    @property
+    def fleet(self) -> bool:
+        """Several clusters are named: ``--context`` more than once, or ``--all-contexts``."""
+        return self.all_contexts or len(self.contexts) > 1
+
+    def clusters(self) -> list[tuple[str, Source]]:
+        """(context, source) for each cluster a fleet command reads."""
+        from gpuctl.cli.errors import UsageError
+        from gpuctl.cluster import kubeconfig
+        from gpuctl.cluster.live import LiveSource
+
+        if self.snapshot:
+            raise UsageError("--snapshot reads one cluster: drop --context/--all-contexts, or --snapshot")
+        names = list(self.contexts)
+        if self.all_contexts:
+            if names:
+                raise UsageError("--context and --all-contexts are exclusive: pick one")
+            names = sorted(kubeconfig.load(self.kubeconfig).contexts)
+        return [(name, LiveSource(replace(self, context=name, contexts=()).connection())) for name in names]
 
     def connection(self) -> Any:
         from gpuctl.cluster.live import Connection
@@ -254,6 +287,7 @@ CONNECTION = (
 NAMESPACED = (("namespace", NamespaceOption, None), ("all_namespaces", AllNamespacesOption, False))
 NAMESPACE_ONLY = (("namespace", NamespaceOption, None),)
 SELECTORS = (("selector", SelectorOption, None), ("field_selector", FieldSelectorOption, None))
+FLEET = (("all_contexts", AllContextsOption, False), ("by_cluster", ByClusterOption, False))
 GLOBAL = (*CONNECTION, ("namespace", NamespaceOption, None))
 """What ``gpuctl`` takes before the subcommand (kubectl's global flags)."""
 
@@ -284,13 +318,17 @@ def _install(wrapper: Callable[..., Any], sig: inspect.Signature) -> None:
     wrapper.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
 
 
-def source_options(*, namespaced: bool = False, namespace: bool = False, selectors: bool = False) -> Callable[[F], F]:
+def source_options(
+    *, namespaced: bool = False, namespace: bool = False, selectors: bool = False, fleet: bool = False
+) -> Callable[[F], F]:
     """Give a command kubectl's connection flags (and ``-n``/``-A``, ``-l``/``--field-selector``) as one ``source``
-    argument; a flag given before the subcommand applies when the subcommand does not repeat it."""
+    argument; a flag given before the subcommand applies when the subcommand does not repeat it. A ``fleet`` command
+    also takes ``--context`` several times, ``--all-contexts`` and ``--by-cluster``."""
     added = (
         CONNECTION
         + (NAMESPACED if namespaced else NAMESPACE_ONLY if namespace else ())
         + (SELECTORS if selectors else ())
+        + (FLEET if fleet else ())
     )
     names = [n for n, _, _ in added]
 
@@ -305,6 +343,15 @@ def source_options(*, namespaced: bool = False, namespace: bool = False, selecto
                 given = kwargs.pop(name, None)
                 values[name] = given if given not in (None, False, []) else root.get(name, given)
             values["as_groups"] = tuple(values.get("as_groups") or ())
+            contexts = tuple(values.get("context") or ())
+            if len(contexts) > 1 and not fleet:
+                from gpuctl.cli.errors import UsageError
+
+                raise UsageError(
+                    "--context given more than once: only views, partitions, queue and fragmentation read several clusters"
+                )
+            values["context"] = contexts[-1] if contexts else None
+            values["contexts"] = contexts
             return fn(source=SourceSpec(**values), **kwargs)
 
         _install(wrapper, sig)

@@ -106,15 +106,27 @@ def partitions_command(
 ) -> None:
     """Per partition profile: offered (capability), allocated and remaining — "offered but full" stays distinct from
     "not offered"."""
+    if by_node and by_card:
+        raise UsageError("--by-node and --by-card are exclusive: pick one")
+    if source.fleet:
+        if by_node or by_card:
+            raise UsageError("--by-node and --by-card read one cluster: give one --context")
+        _fleet(source, names or [], output)
+        return
+    items = profile_items(source.open(), names, source.selector, by_node, by_card)
+    _emit(items, by_node, by_card, output)
+
+
+def profile_items(
+    opened: Any, names: list[str] | None, selector: str | None, by_node: bool, by_card: bool
+) -> list[dict[str, Any]]:
+    """The partition table of one cluster, per profile (or per node, or per card)."""
     from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core.views import pool_devices
 
-    if by_node and by_card:
-        raise UsageError("--by-node and --by-card are exclusive: pick one")
-    opened = source.open()
     with bulk_allocation():
-        types = [t for t in read.instancetypes(opened, names or [], label_selector=source.selector) if t.acceleratable]
+        types = [t for t in read.instancetypes(opened, names or [], label_selector=selector) if t.acceleratable]
         devices = read.devices(opened) if types else []
     items: list[dict[str, Any]] = []
     for t in types:
@@ -163,6 +175,48 @@ def partitions_command(
                 if r["offered"] == 0 and r["profile"] in offered_names:
                     r["state"] = "offered but full"
                 items.append({"instanceType": t.name, **r})
+    return items
+
+
+def _fleet(source: SourceSpec, names: list[str], output: OutputSpec) -> None:
+    """Per profile across clusters: summed over Active pools, or one row per cluster (--by-cluster)."""
+    from gpuctl.cluster import read
+    from gpuctl.core.fleet import ACTIVE, sum_rows
+
+    clusters = source.clusters()
+    per = {ctx: profile_items(src, names, source.selector, False, False) for ctx, src in clusters}
+    if source.by_cluster:
+        items = [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
+    else:
+        active = {ctx: {t.name for t in read.instancetypes(src, names) if t.phase == ACTIVE} for ctx, src in clusters}
+        items = sum_rows(per, ("instanceType", "profile"), ("offered", "allocated", "remaining"), active)
+        for r in items:
+            r["state"] = (
+                "not offered" if r["offered"] == 0 else ("offered but full" if r["remaining"] == 0 else "available")
+            )
+    columns = (Column("CLUSTERS"), *POOL_COLUMNS)
+    render.emit(
+        render.Listing(
+            "ProfileAvailability",
+            items,
+            columns,
+            lambda i: [
+                i.get("cluster") or ",".join(i.get("clusters", [])),
+                i["instanceType"],
+                i["profile"],
+                f"{i['memoryMib']}Mi" if i["memoryMib"] else "-",
+                str(i["offered"]),
+                str(i["allocated"]),
+                str(i["remaining"]),
+                i["state"],
+            ],
+            lambda i: f"instancetype/{i['instanceType']}",
+        ),
+        output,
+    )
+
+
+def _emit(items: list[dict[str, Any]], by_node: bool, by_card: bool, output: OutputSpec) -> None:
     if by_card:
         listing = render.Listing(
             "CardPartitions", items, CARD_COLUMNS, _card_row, lambda i: f"card/{i['node']}/{i['card']}"
@@ -216,4 +270,4 @@ def _card_row(i: dict[str, Any]) -> list[str]:
     ]
 
 
-partitions_command = source_options(selectors=True)(output_options()(partitions_command))
+partitions_command = source_options(selectors=True, fleet=True)(output_options()(partitions_command))

@@ -130,7 +130,7 @@ def queue_items(
 def _row(i: dict[str, Any]) -> list[str]:
     held = i["heldBy"]
     return [
-        i["clusterQueue"],
+        f"{i['cluster']}/{i['clusterQueue']}" if "cluster" in i else i["clusterQueue"],
         f"{i['position']}/{i['total']}",
         i["namespace"],
         i["name"],
@@ -159,13 +159,21 @@ def queue_command(
 ) -> None:
     """The pending Workloads in Kueue's order: position, what each asks in its view's unit, whether it would be
     admitted now (by `simulate`), the gate that holds it and an upper bound on its wait — given only where every
-    admitted Workload and every one ahead has a runtime bound, and never a guess."""
+    admitted Workload and every one ahead has a runtime bound, and never a guess. With several clusters, each
+    cluster's queues (a queue's order is its own cluster's)."""
     from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
 
-    opened = source.open()
     with bulk_allocation():
-        items = queue_items(opened, read.simulation_state(opened), list(names or []), runtime_label, time.time())
+        if source.fleet:
+            items = [
+                {**i, "cluster": ctx}
+                for ctx, src in source.clusters()
+                for i in queue_items(src, read.simulation_state(src), list(names or []), runtime_label, time.time())
+            ]
+        else:
+            opened = source.open()
+            items = queue_items(opened, read.simulation_state(opened), list(names or []), runtime_label, time.time())
     render.emit(
         render.Listing(
             "PendingWorkload",
@@ -179,4 +187,4 @@ def queue_command(
     )
 
 
-queue_command = source_options()(output_options()(queue_command))
+queue_command = source_options(fleet=True)(output_options()(queue_command))

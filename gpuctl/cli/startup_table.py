@@ -19,7 +19,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                           '                           var: GPUCTL_SNAPSHOT]\n'
                           '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                           '                           ~/.kube/config).\n'
-                          '  --context <str>          The kubeconfig context to use.\n'
+                          '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                          '                           queue and fragmentation take several).\n'
                           '  --cluster <str>          The kubeconfig cluster to use.\n'
                           '  --user <str>             The kubeconfig user to use.\n'
                           '  -s, --server <str>       The address of the API server.\n'
@@ -44,6 +45,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                           '                 and waits on.\n'
                           '  diff           Show what changed between two snapshots, or a snapshot and\n'
                           '                 the cluster.\n'
+                          '  top            Watch pools, queues and held Workloads live.\n'
                           '  dump           Write a snapshot of the objects gpuctl reads.\n'
                           '  completion     Print a shell completion script.\n'
                           '  hold           Block admission to a pool; running work keeps running.\n'
@@ -156,7 +158,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '                           var: GPUCTL_SNAPSHOT]\n'
                                   '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                   '                           ~/.kube/config).\n'
-                                  '  --context <str>          The kubeconfig context to use.\n'
+                                  '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                  '                           queue and fragmentation take several).\n'
                                   '  --cluster <str>          The kubeconfig cluster to use.\n'
                                   '  --user <str>             The kubeconfig user to use.\n'
                                   '  -s, --server <str>       The address of the API server.\n'
@@ -181,6 +184,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '                 and waits on.\n'
                                   '  diff           Show what changed between two snapshots, or a snapshot and\n'
                                   '                 the cluster.\n'
+                                  '  top            Watch pools, queues and held Workloads live.\n'
                                   '  dump           Write a snapshot of the objects gpuctl reads.\n'
                                   '  completion     Print a shell completion script.\n'
                                   '  hold           Block admission to a pool; running work keeps running.\n'
@@ -292,7 +296,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                          '                           var: GPUCTL_SNAPSHOT]\n'
                          '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                          '                           ~/.kube/config).\n'
-                         '  --context <str>          The kubeconfig context to use.\n'
+                         '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                         '                           queue and fragmentation take several).\n'
                          '  --cluster <str>          The kubeconfig cluster to use.\n'
                          '  --user <str>             The kubeconfig user to use.\n'
                          '  -s, --server <str>       The address of the API server.\n'
@@ -317,6 +322,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                          '                 and waits on.\n'
                          '  diff           Show what changed between two snapshots, or a snapshot and\n'
                          '                 the cluster.\n'
+                         '  top            Watch pools, queues and held Workloads live.\n'
                          '  dump           Write a snapshot of the objects gpuctl reads.\n'
                          '  completion     Print a shell completion script.\n'
                          '  hold           Block admission to a pool; running work keeps running.\n'
@@ -368,7 +374,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                              '                           var: GPUCTL_SNAPSHOT]\n'
                              '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                              '                           ~/.kube/config).\n'
-                             '  --context <str>          The kubeconfig context to use.\n'
+                             '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                             '                           queue and fragmentation take several).\n'
                              '  --cluster <str>          The kubeconfig cluster to use.\n'
                              '  --user <str>             The kubeconfig user to use.\n'
                              '  -s, --server <str>       The address of the API server.\n'
@@ -413,7 +420,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               '                           var: GPUCTL_SNAPSHOT]\n'
                               '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                               '                           ~/.kube/config).\n'
-                              '  --context <str>          The kubeconfig context to use.\n'
+                              '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                              '                           queue and fragmentation take several).\n'
                               '  --cluster <str>          The kubeconfig cluster to use.\n'
                               '  --user <str>             The kubeconfig user to use.\n'
                               '  -s, --server <str>       The address of the API server.\n'
@@ -452,7 +460,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                              '                           var: GPUCTL_SNAPSHOT]\n'
                              '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                              '                           ~/.kube/config).\n'
-                             '  --context <str>          The kubeconfig context to use.\n'
+                             '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                             '                           queue and fragmentation take several).\n'
                              '  --cluster <str>          The kubeconfig cluster to use.\n'
                              '  --user <str>             The kubeconfig user to use.\n'
                              '  -s, --server <str>       The address of the API server.\n'
@@ -510,7 +519,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
                                          'or\n'
                                          '                           ~/.kube/config).\n'
-                                         '  --context <str>          The kubeconfig context to use.\n'
+                                         '  --context <str>          The kubeconfig context to use (views, '
+                                         'partitions,\n'
+                                         '                           queue and fragmentation take several).\n'
                                          '  --cluster <str>          The kubeconfig cluster to use.\n'
                                          '  --user <str>             The kubeconfig user to use.\n'
                                          '  -s, --server <str>       The address of the API server.\n'
@@ -546,7 +557,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                     '                           var: GPUCTL_SNAPSHOT]\n'
                                     '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                     '                           ~/.kube/config).\n'
-                                    '  --context <str>          The kubeconfig context to use.\n'
+                                    '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                    '                           queue and fragmentation take several).\n'
                                     '  --cluster <str>          The kubeconfig cluster to use.\n'
                                     '  --user <str>             The kubeconfig user to use.\n'
                                     '  -s, --server <str>       The address of the API server.\n'
@@ -584,7 +596,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
                                          'or\n'
                                          '                           ~/.kube/config).\n'
-                                         '  --context <str>          The kubeconfig context to use.\n'
+                                         '  --context <str>          The kubeconfig context to use (views, '
+                                         'partitions,\n'
+                                         '                           queue and fragmentation take several).\n'
                                          '  --cluster <str>          The kubeconfig cluster to use.\n'
                                          '  --user <str>             The kubeconfig user to use.\n'
                                          '  -s, --server <str>       The address of the API server.\n'
@@ -629,7 +643,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '                            [env var: GPUCTL_SNAPSHOT]\n'
                                       '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
                                       '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use.\n'
+                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
+                                      '                            queue and fragmentation take several).\n'
                                       '  --cluster <str>           The kubeconfig cluster to use.\n'
                                       '  --user <str>              The kubeconfig user to use.\n'
                                       '  -s, --server <str>        The address of the API server.\n'
@@ -638,6 +653,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  --as-group <str>          Group to impersonate (repeat for several).\n'
                                       '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
                                       '                            default 30s).\n'
+                                      '  --all-contexts            Read every context of the kubeconfig, one cluster\n'
+                                      '                            each.\n'
+                                      '  --by-cluster              With several clusters: one row per cluster instead\n'
+                                      '                            of their sum.\n'
                                       '  -h, --help                Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
@@ -670,7 +689,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                              '                           var: GPUCTL_SNAPSHOT]\n'
                              '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                              '                           ~/.kube/config).\n'
-                             '  --context <str>          The kubeconfig context to use.\n'
+                             '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                             '                           queue and fragmentation take several).\n'
                              '  --cluster <str>          The kubeconfig cluster to use.\n'
                              '  --user <str>             The kubeconfig user to use.\n'
                              '  -s, --server <str>       The address of the API server.\n'
@@ -717,7 +737,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '                            [env var: GPUCTL_SNAPSHOT]\n'
                                       '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
                                       '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use.\n'
+                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
+                                      '                            queue and fragmentation take several).\n'
                                       '  --cluster <str>           The kubeconfig cluster to use.\n'
                                       '  --user <str>              The kubeconfig user to use.\n'
                                       '  -s, --server <str>        The address of the API server.\n'
@@ -765,7 +786,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        '                            [env var: GPUCTL_SNAPSHOT]\n'
                                        '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
                                        '                            or ~/.kube/config).\n'
-                                       '  --context <str>           The kubeconfig context to use.\n'
+                                       '  --context <str>           The kubeconfig context to use (views, partitions,\n'
+                                       '                            queue and fragmentation take several).\n'
                                        '  --cluster <str>           The kubeconfig cluster to use.\n'
                                        '  --user <str>              The kubeconfig user to use.\n'
                                        '  -s, --server <str>        The address of the API server.\n'
@@ -812,7 +834,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '                            [env var: GPUCTL_SNAPSHOT]\n'
                                       '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
                                       '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use.\n'
+                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
+                                      '                            queue and fragmentation take several).\n'
                                       '  --cluster <str>           The kubeconfig cluster to use.\n'
                                       '  --user <str>              The kubeconfig user to use.\n'
                                       '  -s, --server <str>        The address of the API server.\n'
@@ -882,7 +905,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                               '$KUBECONFIG or\n'
                                               '                           ~/.kube/config).\n'
-                                              '  --context <str>          The kubeconfig context to use.\n'
+                                              '  --context <str>          The kubeconfig context to use (views, '
+                                              'partitions,\n'
+                                              '                           queue and fragmentation take several).\n'
                                               '  --cluster <str>          The kubeconfig cluster to use.\n'
                                               '  --user <str>             The kubeconfig user to use.\n'
                                               '  -s, --server <str>       The address of the API server.\n'
@@ -924,7 +949,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                            '$KUBECONFIG or\n'
                                            '                           ~/.kube/config).\n'
-                                           '  --context <str>          The kubeconfig context to use.\n'
+                                           '  --context <str>          The kubeconfig context to use (views, '
+                                           'partitions,\n'
+                                           '                           queue and fragmentation take several).\n'
                                            '  --cluster <str>          The kubeconfig cluster to use.\n'
                                            '  --user <str>             The kubeconfig user to use.\n'
                                            '  -s, --server <str>       The address of the API server.\n'
@@ -979,7 +1006,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  --kubeconfig <str>         Path to the kubeconfig file (default '
                                             '$KUBECONFIG\n'
                                             '                             or ~/.kube/config).\n'
-                                            '  --context <str>            The kubeconfig context to use.\n'
+                                            '  --context <str>            The kubeconfig context to use (views, '
+                                            'partitions,\n'
+                                            '                             queue and fragmentation take several).\n'
                                             '  --cluster <str>            The kubeconfig cluster to use.\n'
                                             '  --user <str>               The kubeconfig user to use.\n'
                                             '  -s, --server <str>         The address of the API server.\n'
@@ -1024,7 +1053,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                 '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                                 '$KUBECONFIG or\n'
                                                 '                           ~/.kube/config).\n'
-                                                '  --context <str>          The kubeconfig context to use.\n'
+                                                '  --context <str>          The kubeconfig context to use (views, '
+                                                'partitions,\n'
+                                                '                           queue and fragmentation take several).\n'
                                                 '  --cluster <str>          The kubeconfig cluster to use.\n'
                                                 '  --user <str>             The kubeconfig user to use.\n'
                                                 '  -s, --server <str>       The address of the API server.\n'
@@ -1067,7 +1098,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                             '$KUBECONFIG or\n'
                                             '                           ~/.kube/config).\n'
-                                            '  --context <str>          The kubeconfig context to use.\n'
+                                            '  --context <str>          The kubeconfig context to use (views, '
+                                            'partitions,\n'
+                                            '                           queue and fragmentation take several).\n'
                                             '  --cluster <str>          The kubeconfig cluster to use.\n'
                                             '  --user <str>             The kubeconfig user to use.\n'
                                             '  -s, --server <str>       The address of the API server.\n'
@@ -1097,7 +1130,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                               '$KUBECONFIG or\n'
                                               '                           ~/.kube/config).\n'
-                                              '  --context <str>          The kubeconfig context to use.\n'
+                                              '  --context <str>          The kubeconfig context to use (views, '
+                                              'partitions,\n'
+                                              '                           queue and fragmentation take several).\n'
                                               '  --cluster <str>          The kubeconfig cluster to use.\n'
                                               '  --user <str>             The kubeconfig user to use.\n'
                                               '  -s, --server <str>       The address of the API server.\n'
@@ -1132,7 +1167,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                           '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
                                           'or\n'
                                           '                           ~/.kube/config).\n'
-                                          '  --context <str>          The kubeconfig context to use.\n'
+                                          '  --context <str>          The kubeconfig context to use (views, '
+                                          'partitions,\n'
+                                          '                           queue and fragmentation take several).\n'
                                           '  --cluster <str>          The kubeconfig cluster to use.\n'
                                           '  --user <str>             The kubeconfig user to use.\n'
                                           '  -s, --server <str>       The address of the API server.\n'
@@ -1181,7 +1218,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                             '$KUBECONFIG or\n'
                                             '                           ~/.kube/config).\n'
-                                            '  --context <str>          The kubeconfig context to use.\n'
+                                            '  --context <str>          The kubeconfig context to use (views, '
+                                            'partitions,\n'
+                                            '                           queue and fragmentation take several).\n'
                                             '  --cluster <str>          The kubeconfig cluster to use.\n'
                                             '  --user <str>             The kubeconfig user to use.\n'
                                             '  -s, --server <str>       The address of the API server.\n'
@@ -1217,7 +1256,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    '                           var: GPUCTL_SNAPSHOT]\n'
                                    '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                    '                           ~/.kube/config).\n'
-                                   '  --context <str>          The kubeconfig context to use.\n'
+                                   '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                   '                           queue and fragmentation take several).\n'
                                    '  --cluster <str>          The kubeconfig cluster to use.\n'
                                    '  --user <str>             The kubeconfig user to use.\n'
                                    '  -s, --server <str>       The address of the API server.\n'
@@ -1229,6 +1269,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    '  -l, --selector <str>     Label selector (e.g. key=value,other!=x).\n'
                                    '  --field-selector <str>   Field selector, where the server supports it (e.g.\n'
                                    '                           metadata.name=x).\n'
+                                   '  --all-contexts           Read every context of the kubeconfig, one cluster\n'
+                                   '                           each.\n'
+                                   '  --by-cluster             With several clusters: one row per cluster instead\n'
+                                   '                           of their sum.\n'
                                    '  -h, --help               Show this message and exit.\n'
                                    '\n'
                                    '  Examples:\n'
@@ -1241,7 +1285,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               "  The pending Workloads in Kueue's order: position, what each asks in its\n"
                               "  view's unit, whether it would be admitted now (by `simulate`), the gate that\n"
                               '  holds it and an upper bound on its wait — given only where every admitted\n'
-                              '  Workload and every one ahead has a runtime bound, and never a guess.\n'
+                              '  Workload and every one ahead has a runtime bound, and never a guess. With\n'
+                              "  several clusters, each cluster's queues (a queue's order is its own\n"
+                              "  cluster's).\n"
                               '\n'
                               'Arguments:\n'
                               "  [CLUSTERQUEUE]...  ClusterQueues (an InstanceType's has its name; default:\n"
@@ -1262,7 +1308,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               '                           var: GPUCTL_SNAPSHOT]\n'
                               '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                               '                           ~/.kube/config).\n'
-                              '  --context <str>          The kubeconfig context to use.\n'
+                              '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                              '                           queue and fragmentation take several).\n'
                               '  --cluster <str>          The kubeconfig cluster to use.\n'
                               '  --user <str>             The kubeconfig user to use.\n'
                               '  -s, --server <str>       The address of the API server.\n'
@@ -1271,6 +1318,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               '  --as-group <str>         Group to impersonate (repeat for several).\n'
                               '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
                               '                           default 30s).\n'
+                              '  --all-contexts           Read every context of the kubeconfig, one cluster\n'
+                              '                           each.\n'
+                              '  --by-cluster             With several clusters: one row per cluster instead\n'
+                              '                           of their sum.\n'
                               '  -h, --help               Show this message and exit.\n'
                               '\n'
                               '  Examples:\n'
@@ -1316,7 +1367,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    '                             [env var: GPUCTL_SNAPSHOT]\n'
                                    '  --kubeconfig <str>         Path to the kubeconfig file (default $KUBECONFIG\n'
                                    '                             or ~/.kube/config).\n'
-                                   '  --context <str>            The kubeconfig context to use.\n'
+                                   '  --context <str>            The kubeconfig context to use (views, partitions,\n'
+                                   '                             queue and fragmentation take several).\n'
                                    '  --cluster <str>            The kubeconfig cluster to use.\n'
                                    '  --user <str>               The kubeconfig user to use.\n'
                                    '  -s, --server <str>         The address of the API server.\n'
@@ -1354,7 +1406,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                '                           var: GPUCTL_SNAPSHOT]\n'
                                '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                '                           ~/.kube/config).\n'
-                               '  --context <str>          The kubeconfig context to use.\n'
+                               '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                               '                           queue and fragmentation take several).\n'
                                '  --cluster <str>          The kubeconfig cluster to use.\n'
                                '  --user <str>             The kubeconfig user to use.\n'
                                '  -s, --server <str>       The address of the API server.\n'
@@ -1401,7 +1454,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '                           var: GPUCTL_SNAPSHOT]\n'
                                  '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                  '                           ~/.kube/config).\n'
-                                 '  --context <str>          The kubeconfig context to use.\n'
+                                 '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                 '                           queue and fragmentation take several).\n'
                                  '  --cluster <str>          The kubeconfig cluster to use.\n'
                                  '  --user <str>             The kubeconfig user to use.\n'
                                  '  -s, --server <str>       The address of the API server.\n'
@@ -1432,6 +1486,39 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  "    # Capacity planning: how many more nodes like a10g-1 until the queue's head "
                                  'fits\n'
                                  '    gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1\n',
+                     'top': 'Usage: gpuctl top [OPTIONS]\n'
+                            '\n'
+                            '  A live view of pools (EX/SH/SL/PT with bars), queues (depth, head, age) and\n'
+                            '  held Workloads, redrawn as the watches see changes; keys sort it and open a\n'
+                            "  held Workload's explanation.\n"
+                            '\n'
+                            'Options:\n'
+                            '  --interval <float>       [default: 2.0]\n'
+                            '  --once / --no-once       [default: no-once]\n'
+                            '  --snapshot <str>         Read objects from snapshot files (a file or\n'
+                            '                           directory of YAML/JSON) instead of a cluster.  [env\n'
+                            '                           var: GPUCTL_SNAPSHOT]\n'
+                            '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
+                            '                           ~/.kube/config).\n'
+                            '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                            '                           queue and fragmentation take several).\n'
+                            '  --cluster <str>          The kubeconfig cluster to use.\n'
+                            '  --user <str>             The kubeconfig user to use.\n'
+                            '  -s, --server <str>       The address of the API server.\n'
+                            '  --token <str>            Bearer token for the API server.\n'
+                            '  --as <str>               Username to impersonate for the operation.\n'
+                            '  --as-group <str>         Group to impersonate (repeat for several).\n'
+                            '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
+                            '                           default 30s).\n'
+                            '  -h, --help               Show this message and exit.\n'
+                            '\n'
+                            '  Examples:\n'
+                            '    # Live, redrawn as the watches see changes (s sorts, j/k select, e explains, q '
+                            'quits)\n'
+                            '    gpuctl top\n'
+                            '\n'
+                            '    # One frame, e.g. for a ticket\n'
+                            '    gpuctl top --once --snapshot ./dump\n',
                      'version': 'Usage: gpuctl version [OPTIONS]\n'
                                 '\n'
                                 "  Print the client version (with --show-cluster, the API server's and the\n"
@@ -1445,7 +1532,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 '                           var: GPUCTL_SNAPSHOT]\n'
                                 '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                 '                           ~/.kube/config).\n'
-                                '  --context <str>          The kubeconfig context to use.\n'
+                                '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                '                           queue and fragmentation take several).\n'
                                 '  --cluster <str>          The kubeconfig cluster to use.\n'
                                 '  --user <str>             The kubeconfig user to use.\n'
                                 '  -s, --server <str>       The address of the API server.\n'
@@ -1492,7 +1580,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               '                            [env var: GPUCTL_SNAPSHOT]\n'
                               '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
                               '                            or ~/.kube/config).\n'
-                              '  --context <str>           The kubeconfig context to use.\n'
+                              '  --context <str>           The kubeconfig context to use (views, partitions,\n'
+                              '                            queue and fragmentation take several).\n'
                               '  --cluster <str>           The kubeconfig cluster to use.\n'
                               '  --user <str>              The kubeconfig user to use.\n'
                               '  -s, --server <str>        The address of the API server.\n'
@@ -1504,6 +1593,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
                               '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
                               '                            metadata.name=x).\n'
+                              '  --all-contexts            Read every context of the kubeconfig, one cluster\n'
+                              '                            each.\n'
+                              '  --by-cluster              With several clusters: one row per cluster instead\n'
+                              '                            of their sum.\n'
                               '  -h, --help                Show this message and exit.\n'
                               '\n'
                               '  Examples:\n'
@@ -1573,7 +1666,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         '                               [env var: GPUCTL_SNAPSHOT]\n'
                                         '  --kubeconfig <str>           Path to the kubeconfig file (default\n'
                                         '                               $KUBECONFIG or ~/.kube/config).\n'
-                                        '  --context <str>              The kubeconfig context to use.\n'
+                                        '  --context <str>              The kubeconfig context to use (views,\n'
+                                        '                               partitions, queue and fragmentation take\n'
+                                        '                               several).\n'
                                         '  --cluster <str>              The kubeconfig cluster to use.\n'
                                         '  --user <str>                 The kubeconfig user to use.\n'
                                         '  -s, --server <str>           The address of the API server.\n'
@@ -1616,7 +1711,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '                            [env var: GPUCTL_SNAPSHOT]\n'
                                   '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
                                   '                            or ~/.kube/config).\n'
-                                  '  --context <str>           The kubeconfig context to use.\n'
+                                  '  --context <str>           The kubeconfig context to use (views, partitions,\n'
+                                  '                            queue and fragmentation take several).\n'
                                   '  --cluster <str>           The kubeconfig cluster to use.\n'
                                   '  --user <str>              The kubeconfig user to use.\n'
                                   '  -s, --server <str>        The address of the API server.\n'
@@ -1656,7 +1752,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '                           var: GPUCTL_SNAPSHOT]\n'
                                  '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                  '                           ~/.kube/config).\n'
-                                 '  --context <str>          The kubeconfig context to use.\n'
+                                 '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                 '                           queue and fragmentation take several).\n'
                                  '  --cluster <str>          The kubeconfig cluster to use.\n'
                                  '  --user <str>             The kubeconfig user to use.\n'
                                  '  -s, --server <str>       The address of the API server.\n'
@@ -1681,6 +1778,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '                 and waits on.\n'
                                  '  diff           Show what changed between two snapshots, or a snapshot and\n'
                                  '                 the cluster.\n'
+                                 '  top            Watch pools, queues and held Workloads live.\n'
                                  '  dump           Write a snapshot of the objects gpuctl reads.\n'
                                  '  completion     Print a shell completion script.\n'
                                  '  hold           Block admission to a pool; running work keeps running.\n'
@@ -1732,7 +1830,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      '                           var: GPUCTL_SNAPSHOT]\n'
                                      '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                      '                           ~/.kube/config).\n'
-                                     '  --context <str>          The kubeconfig context to use.\n'
+                                     '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                     '                           queue and fragmentation take several).\n'
                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
                                      '  --user <str>             The kubeconfig user to use.\n'
                                      '  -s, --server <str>       The address of the API server.\n'
@@ -1777,7 +1876,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '                           var: GPUCTL_SNAPSHOT]\n'
                                       '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                       '                           ~/.kube/config).\n'
-                                      '  --context <str>          The kubeconfig context to use.\n'
+                                      '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                      '                           queue and fragmentation take several).\n'
                                       '  --cluster <str>          The kubeconfig cluster to use.\n'
                                       '  --user <str>             The kubeconfig user to use.\n'
                                       '  -s, --server <str>       The address of the API server.\n'
@@ -1816,7 +1916,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      '                           var: GPUCTL_SNAPSHOT]\n'
                                      '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                      '                           ~/.kube/config).\n'
-                                     '  --context <str>          The kubeconfig context to use.\n'
+                                     '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                     '                           queue and fragmentation take several).\n'
                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
                                      '  --user <str>             The kubeconfig user to use.\n'
                                      '  -s, --server <str>       The address of the API server.\n'
@@ -1879,7 +1980,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                                  '$KUBECONFIG or\n'
                                                  '                           ~/.kube/config).\n'
-                                                 '  --context <str>          The kubeconfig context to use.\n'
+                                                 '  --context <str>          The kubeconfig context to use (views, '
+                                                 'partitions,\n'
+                                                 '                           queue and fragmentation take several).\n'
                                                  '  --cluster <str>          The kubeconfig cluster to use.\n'
                                                  '  --user <str>             The kubeconfig user to use.\n'
                                                  '  -s, --server <str>       The address of the API server.\n'
@@ -1924,7 +2027,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                             '$KUBECONFIG or\n'
                                             '                           ~/.kube/config).\n'
-                                            '  --context <str>          The kubeconfig context to use.\n'
+                                            '  --context <str>          The kubeconfig context to use (views, '
+                                            'partitions,\n'
+                                            '                           queue and fragmentation take several).\n'
                                             '  --cluster <str>          The kubeconfig cluster to use.\n'
                                             '  --user <str>             The kubeconfig user to use.\n'
                                             '  -s, --server <str>       The address of the API server.\n'
@@ -1968,7 +2073,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                                  '$KUBECONFIG or\n'
                                                  '                           ~/.kube/config).\n'
-                                                 '  --context <str>          The kubeconfig context to use.\n'
+                                                 '  --context <str>          The kubeconfig context to use (views, '
+                                                 'partitions,\n'
+                                                 '                           queue and fragmentation take several).\n'
                                                  '  --cluster <str>          The kubeconfig cluster to use.\n'
                                                  '  --user <str>             The kubeconfig user to use.\n'
                                                  '  -s, --server <str>       The address of the API server.\n'
@@ -2027,7 +2134,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  --kubeconfig <str>        Path to the kubeconfig file (default '
                                               '$KUBECONFIG\n'
                                               '                            or ~/.kube/config).\n'
-                                              '  --context <str>           The kubeconfig context to use.\n'
+                                              '  --context <str>           The kubeconfig context to use (views, '
+                                              'partitions,\n'
+                                              '                            queue and fragmentation take several).\n'
                                               '  --cluster <str>           The kubeconfig cluster to use.\n'
                                               '  --user <str>              The kubeconfig user to use.\n'
                                               '  -s, --server <str>        The address of the API server.\n'
@@ -2037,6 +2146,12 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  --request-timeout <str>   How long one API request may take (e.g. '
                                               '10s, 1m;\n'
                                               '                            default 30s).\n'
+                                              '  --all-contexts            Read every context of the kubeconfig, one '
+                                              'cluster\n'
+                                              '                            each.\n'
+                                              '  --by-cluster              With several clusters: one row per cluster '
+                                              'instead\n'
+                                              '                            of their sum.\n'
                                               '  -h, --help                Show this message and exit.\n'
                                               '\n'
                                               '  Examples:\n'
@@ -2069,7 +2184,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      '                           var: GPUCTL_SNAPSHOT]\n'
                                      '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                      '                           ~/.kube/config).\n'
-                                     '  --context <str>          The kubeconfig context to use.\n'
+                                     '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                     '                           queue and fragmentation take several).\n'
                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
                                      '  --user <str>             The kubeconfig user to use.\n'
                                      '  -s, --server <str>       The address of the API server.\n'
@@ -2122,7 +2238,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  --kubeconfig <str>        Path to the kubeconfig file (default '
                                               '$KUBECONFIG\n'
                                               '                            or ~/.kube/config).\n'
-                                              '  --context <str>           The kubeconfig context to use.\n'
+                                              '  --context <str>           The kubeconfig context to use (views, '
+                                              'partitions,\n'
+                                              '                            queue and fragmentation take several).\n'
                                               '  --cluster <str>           The kubeconfig cluster to use.\n'
                                               '  --user <str>              The kubeconfig user to use.\n'
                                               '  -s, --server <str>        The address of the API server.\n'
@@ -2182,7 +2300,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                '  --kubeconfig <str>        Path to the kubeconfig file (default '
                                                '$KUBECONFIG\n'
                                                '                            or ~/.kube/config).\n'
-                                               '  --context <str>           The kubeconfig context to use.\n'
+                                               '  --context <str>           The kubeconfig context to use (views, '
+                                               'partitions,\n'
+                                               '                            queue and fragmentation take several).\n'
                                                '  --cluster <str>           The kubeconfig cluster to use.\n'
                                                '  --user <str>              The kubeconfig user to use.\n'
                                                '  -s, --server <str>        The address of the API server.\n'
@@ -2244,7 +2364,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  --kubeconfig <str>        Path to the kubeconfig file (default '
                                               '$KUBECONFIG\n'
                                               '                            or ~/.kube/config).\n'
-                                              '  --context <str>           The kubeconfig context to use.\n'
+                                              '  --context <str>           The kubeconfig context to use (views, '
+                                              'partitions,\n'
+                                              '                            queue and fragmentation take several).\n'
                                               '  --cluster <str>           The kubeconfig cluster to use.\n'
                                               '  --user <str>              The kubeconfig user to use.\n'
                                               '  -s, --server <str>        The address of the API server.\n'
@@ -2320,7 +2442,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                       '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                                       '$KUBECONFIG or\n'
                                                       '                           ~/.kube/config).\n'
-                                                      '  --context <str>          The kubeconfig context to use.\n'
+                                                      '  --context <str>          The kubeconfig context to use '
+                                                      '(views, partitions,\n'
+                                                      '                           queue and fragmentation take '
+                                                      'several).\n'
                                                       '  --cluster <str>          The kubeconfig cluster to use.\n'
                                                       '  --user <str>             The kubeconfig user to use.\n'
                                                       '  -s, --server <str>       The address of the API server.\n'
@@ -2366,7 +2491,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                    '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                                    '$KUBECONFIG or\n'
                                                    '                           ~/.kube/config).\n'
-                                                   '  --context <str>          The kubeconfig context to use.\n'
+                                                   '  --context <str>          The kubeconfig context to use (views, '
+                                                   'partitions,\n'
+                                                   '                           queue and fragmentation take several).\n'
                                                    '  --cluster <str>          The kubeconfig cluster to use.\n'
                                                    '  --user <str>             The kubeconfig user to use.\n'
                                                    '  -s, --server <str>       The address of the API server.\n'
@@ -2427,7 +2554,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                     '  --kubeconfig <str>         Path to the kubeconfig file (default '
                                                     '$KUBECONFIG\n'
                                                     '                             or ~/.kube/config).\n'
-                                                    '  --context <str>            The kubeconfig context to use.\n'
+                                                    '  --context <str>            The kubeconfig context to use '
+                                                    '(views, partitions,\n'
+                                                    '                             queue and fragmentation take '
+                                                    'several).\n'
                                                     '  --cluster <str>            The kubeconfig cluster to use.\n'
                                                     '  --user <str>               The kubeconfig user to use.\n'
                                                     '  -s, --server <str>         The address of the API server.\n'
@@ -2477,7 +2607,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                         '  --kubeconfig <str>       Path to the kubeconfig file '
                                                         '(default $KUBECONFIG or\n'
                                                         '                           ~/.kube/config).\n'
-                                                        '  --context <str>          The kubeconfig context to use.\n'
+                                                        '  --context <str>          The kubeconfig context to use '
+                                                        '(views, partitions,\n'
+                                                        '                           queue and fragmentation take '
+                                                        'several).\n'
                                                         '  --cluster <str>          The kubeconfig cluster to use.\n'
                                                         '  --user <str>             The kubeconfig user to use.\n'
                                                         '  -s, --server <str>       The address of the API server.\n'
@@ -2522,7 +2655,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                     '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                                     '$KUBECONFIG or\n'
                                                     '                           ~/.kube/config).\n'
-                                                    '  --context <str>          The kubeconfig context to use.\n'
+                                                    '  --context <str>          The kubeconfig context to use (views, '
+                                                    'partitions,\n'
+                                                    '                           queue and fragmentation take '
+                                                    'several).\n'
                                                     '  --cluster <str>          The kubeconfig cluster to use.\n'
                                                     '  --user <str>             The kubeconfig user to use.\n'
                                                     '  -s, --server <str>       The address of the API server.\n'
@@ -2556,7 +2692,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                       '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                                       '$KUBECONFIG or\n'
                                                       '                           ~/.kube/config).\n'
-                                                      '  --context <str>          The kubeconfig context to use.\n'
+                                                      '  --context <str>          The kubeconfig context to use '
+                                                      '(views, partitions,\n'
+                                                      '                           queue and fragmentation take '
+                                                      'several).\n'
                                                       '  --cluster <str>          The kubeconfig cluster to use.\n'
                                                       '  --user <str>             The kubeconfig user to use.\n'
                                                       '  -s, --server <str>       The address of the API server.\n'
@@ -2596,7 +2735,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                   '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                                   '$KUBECONFIG or\n'
                                                   '                           ~/.kube/config).\n'
-                                                  '  --context <str>          The kubeconfig context to use.\n'
+                                                  '  --context <str>          The kubeconfig context to use (views, '
+                                                  'partitions,\n'
+                                                  '                           queue and fragmentation take several).\n'
                                                   '  --cluster <str>          The kubeconfig cluster to use.\n'
                                                   '  --user <str>             The kubeconfig user to use.\n'
                                                   '  -s, --server <str>       The address of the API server.\n'
@@ -2652,7 +2793,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                     '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                                     '$KUBECONFIG or\n'
                                                     '                           ~/.kube/config).\n'
-                                                    '  --context <str>          The kubeconfig context to use.\n'
+                                                    '  --context <str>          The kubeconfig context to use (views, '
+                                                    'partitions,\n'
+                                                    '                           queue and fragmentation take '
+                                                    'several).\n'
                                                     '  --cluster <str>          The kubeconfig cluster to use.\n'
                                                     '  --user <str>             The kubeconfig user to use.\n'
                                                     '  -s, --server <str>       The address of the API server.\n'
@@ -2694,7 +2838,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            '  --kubeconfig <str>       Path to the kubeconfig file (default '
                                            '$KUBECONFIG or\n'
                                            '                           ~/.kube/config).\n'
-                                           '  --context <str>          The kubeconfig context to use.\n'
+                                           '  --context <str>          The kubeconfig context to use (views, '
+                                           'partitions,\n'
+                                           '                           queue and fragmentation take several).\n'
                                            '  --cluster <str>          The kubeconfig cluster to use.\n'
                                            '  --user <str>             The kubeconfig user to use.\n'
                                            '  -s, --server <str>       The address of the API server.\n'
@@ -2708,6 +2854,12 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            '  --field-selector <str>   Field selector, where the server supports it '
                                            '(e.g.\n'
                                            '                           metadata.name=x).\n'
+                                           '  --all-contexts           Read every context of the kubeconfig, one '
+                                           'cluster\n'
+                                           '                           each.\n'
+                                           '  --by-cluster             With several clusters: one row per cluster '
+                                           'instead\n'
+                                           '                           of their sum.\n'
                                            '  -h, --help               Show this message and exit.\n'
                                            '\n'
                                            '  Examples:\n'
@@ -2721,7 +2873,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       "  The pending Workloads in Kueue's order: position, what each asks in its\n"
                                       "  view's unit, whether it would be admitted now (by `simulate`), the gate that\n"
                                       '  holds it and an upper bound on its wait — given only where every admitted\n'
-                                      '  Workload and every one ahead has a runtime bound, and never a guess.\n'
+                                      '  Workload and every one ahead has a runtime bound, and never a guess. With\n'
+                                      "  several clusters, each cluster's queues (a queue's order is its own\n"
+                                      "  cluster's).\n"
                                       '\n'
                                       'Arguments:\n'
                                       "  [CLUSTERQUEUE]...  ClusterQueues (an InstanceType's has its name; default:\n"
@@ -2742,7 +2896,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '                           var: GPUCTL_SNAPSHOT]\n'
                                       '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
                                       '                           ~/.kube/config).\n'
-                                      '  --context <str>          The kubeconfig context to use.\n'
+                                      '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                      '                           queue and fragmentation take several).\n'
                                       '  --cluster <str>          The kubeconfig cluster to use.\n'
                                       '  --user <str>             The kubeconfig user to use.\n'
                                       '  -s, --server <str>       The address of the API server.\n'
@@ -2751,6 +2906,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  --as-group <str>         Group to impersonate (repeat for several).\n'
                                       '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
                                       '                           default 30s).\n'
+                                      '  --all-contexts           Read every context of the kubeconfig, one cluster\n'
+                                      '                           each.\n'
+                                      '  --by-cluster             With several clusters: one row per cluster instead\n'
+                                      '                           of their sum.\n'
                                       '  -h, --help               Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
@@ -2803,7 +2962,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            '  --kubeconfig <str>         Path to the kubeconfig file (default '
                                            '$KUBECONFIG\n'
                                            '                             or ~/.kube/config).\n'
-                                           '  --context <str>            The kubeconfig context to use.\n'
+                                           '  --context <str>            The kubeconfig context to use (views, '
+                                           'partitions,\n'
+                                           '                             queue and fragmentation take several).\n'
                                            '  --cluster <str>            The kubeconfig cluster to use.\n'
                                            '  --user <str>               The kubeconfig user to use.\n'
                                            '  -s, --server <str>         The address of the API server.\n'
@@ -2844,7 +3005,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
                                        'or\n'
                                        '                           ~/.kube/config).\n'
-                                       '  --context <str>          The kubeconfig context to use.\n'
+                                       '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                       '                           queue and fragmentation take several).\n'
                                        '  --cluster <str>          The kubeconfig cluster to use.\n'
                                        '  --user <str>             The kubeconfig user to use.\n'
                                        '  -s, --server <str>       The address of the API server.\n'
@@ -2900,7 +3062,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
                                          'or\n'
                                          '                           ~/.kube/config).\n'
-                                         '  --context <str>          The kubeconfig context to use.\n'
+                                         '  --context <str>          The kubeconfig context to use (views, '
+                                         'partitions,\n'
+                                         '                           queue and fragmentation take several).\n'
                                          '  --cluster <str>          The kubeconfig cluster to use.\n'
                                          '  --user <str>             The kubeconfig user to use.\n'
                                          '  -s, --server <str>       The address of the API server.\n'
@@ -2934,6 +3098,39 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          "    # Capacity planning: how many more nodes like a10g-1 until the queue's "
                                          'head fits\n'
                                          '    gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1\n',
+                             'top': 'Usage: kubectl gpuctl top [OPTIONS]\n'
+                                    '\n'
+                                    '  A live view of pools (EX/SH/SL/PT with bars), queues (depth, head, age) and\n'
+                                    '  held Workloads, redrawn as the watches see changes; keys sort it and open a\n'
+                                    "  held Workload's explanation.\n"
+                                    '\n'
+                                    'Options:\n'
+                                    '  --interval <float>       [default: 2.0]\n'
+                                    '  --once / --no-once       [default: no-once]\n'
+                                    '  --snapshot <str>         Read objects from snapshot files (a file or\n'
+                                    '                           directory of YAML/JSON) instead of a cluster.  [env\n'
+                                    '                           var: GPUCTL_SNAPSHOT]\n'
+                                    '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
+                                    '                           ~/.kube/config).\n'
+                                    '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                    '                           queue and fragmentation take several).\n'
+                                    '  --cluster <str>          The kubeconfig cluster to use.\n'
+                                    '  --user <str>             The kubeconfig user to use.\n'
+                                    '  -s, --server <str>       The address of the API server.\n'
+                                    '  --token <str>            Bearer token for the API server.\n'
+                                    '  --as <str>               Username to impersonate for the operation.\n'
+                                    '  --as-group <str>         Group to impersonate (repeat for several).\n'
+                                    '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
+                                    '                           default 30s).\n'
+                                    '  -h, --help               Show this message and exit.\n'
+                                    '\n'
+                                    '  Examples:\n'
+                                    '    # Live, redrawn as the watches see changes (s sorts, j/k select, e explains, '
+                                    'q quits)\n'
+                                    '    gpuctl top\n'
+                                    '\n'
+                                    '    # One frame, e.g. for a ticket\n'
+                                    '    gpuctl top --once --snapshot ./dump\n',
                              'version': 'Usage: kubectl gpuctl version [OPTIONS]\n'
                                         '\n'
                                         "  Print the client version (with --show-cluster, the API server's and the\n"
@@ -2949,7 +3146,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
                                         'or\n'
                                         '                           ~/.kube/config).\n'
-                                        '  --context <str>          The kubeconfig context to use.\n'
+                                        '  --context <str>          The kubeconfig context to use (views, partitions,\n'
+                                        '                           queue and fragmentation take several).\n'
                                         '  --cluster <str>          The kubeconfig cluster to use.\n'
                                         '  --user <str>             The kubeconfig user to use.\n'
                                         '  -s, --server <str>       The address of the API server.\n'
@@ -2996,7 +3194,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '                            [env var: GPUCTL_SNAPSHOT]\n'
                                       '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
                                       '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use.\n'
+                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
+                                      '                            queue and fragmentation take several).\n'
                                       '  --cluster <str>           The kubeconfig cluster to use.\n'
                                       '  --user <str>              The kubeconfig user to use.\n'
                                       '  -s, --server <str>        The address of the API server.\n'
@@ -3008,6 +3207,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
                                       '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
                                       '                            metadata.name=x).\n'
+                                      '  --all-contexts            Read every context of the kubeconfig, one cluster\n'
+                                      '                            each.\n'
+                                      '  --by-cluster              With several clusters: one row per cluster instead\n'
+                                      '                            of their sum.\n'
                                       '  -h, --help                Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
@@ -3089,7 +3292,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                 '                               [env var: GPUCTL_SNAPSHOT]\n'
                                                 '  --kubeconfig <str>           Path to the kubeconfig file (default\n'
                                                 '                               $KUBECONFIG or ~/.kube/config).\n'
-                                                '  --context <str>              The kubeconfig context to use.\n'
+                                                '  --context <str>              The kubeconfig context to use (views,\n'
+                                                '                               partitions, queue and fragmentation '
+                                                'take\n'
+                                                '                               several).\n'
                                                 '  --cluster <str>              The kubeconfig cluster to use.\n'
                                                 '  --user <str>                 The kubeconfig user to use.\n'
                                                 '  -s, --server <str>           The address of the API server.\n'
@@ -3138,7 +3344,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                           '  --kubeconfig <str>        Path to the kubeconfig file (default '
                                           '$KUBECONFIG\n'
                                           '                            or ~/.kube/config).\n'
-                                          '  --context <str>           The kubeconfig context to use.\n'
+                                          '  --context <str>           The kubeconfig context to use (views, '
+                                          'partitions,\n'
+                                          '                            queue and fragmentation take several).\n'
                                           '  --cluster <str>           The kubeconfig cluster to use.\n'
                                           '  --user <str>              The kubeconfig user to use.\n'
                                           '  -s, --server <str>        The address of the API server.\n'
@@ -3179,6 +3387,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                             'fragmentation',
                             'queue',
                             'diff',
+                            'top',
                             'dump',
                             'completion',
                             'hold',
@@ -3192,7 +3401,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                'options': [{'eager': True, 'multiple': False, 'names': ['--version'], 'takes_value': False},
                            {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                            {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
-                           {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                           {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                            {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                            {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                            {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
@@ -3214,7 +3423,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
-                               {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                               {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
@@ -3231,7 +3440,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
-                                {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
@@ -3249,7 +3458,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': False, 'multiple': False, 'names': ['--no-redact'], 'takes_value': False},
                                {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
-                               {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                               {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
@@ -3283,7 +3492,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             'names': ['--kubeconfig'],
                                             'takes_value': True},
                                            {'eager': False,
-                                            'multiple': False,
+                                            'multiple': True,
                                             'names': ['--context'],
                                             'takes_value': True},
                                            {'eager': False,
@@ -3337,7 +3546,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        'multiple': False,
                                        'names': ['--kubeconfig'],
                                        'takes_value': True},
-                                      {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                      {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                       {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                       {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                       {'eager': False,
@@ -3381,7 +3590,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             'names': ['--kubeconfig'],
                                             'takes_value': True},
                                            {'eager': False,
-                                            'multiple': False,
+                                            'multiple': True,
                                             'names': ['--context'],
                                             'takes_value': True},
                                            {'eager': False,
@@ -3443,10 +3652,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          'multiple': False,
                                          'names': ['--kubeconfig'],
                                          'takes_value': True},
-                                        {'eager': False,
-                                         'multiple': False,
-                                         'names': ['--context'],
-                                         'takes_value': True},
+                                        {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                         {'eager': False,
                                          'multiple': False,
                                          'names': ['--cluster'],
@@ -3466,6 +3672,14 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          'multiple': False,
                                          'names': ['--request-timeout'],
                                          'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--all-contexts'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--by-cluster'],
+                                         'takes_value': False},
                                         {'eager': True,
                                          'multiple': False,
                                          'names': ['-h', '--help'],
@@ -3476,7 +3690,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
                                {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
-                               {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                               {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
@@ -3519,10 +3733,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          'multiple': False,
                                          'names': ['--kubeconfig'],
                                          'takes_value': True},
-                                        {'eager': False,
-                                         'multiple': False,
-                                         'names': ['--context'],
-                                         'takes_value': True},
+                                        {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                         {'eager': False,
                                          'multiple': False,
                                          'names': ['--cluster'],
@@ -3593,7 +3804,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                           'names': ['--kubeconfig'],
                                           'takes_value': True},
                                          {'eager': False,
-                                          'multiple': False,
+                                          'multiple': True,
                                           'names': ['--context'],
                                           'takes_value': True},
                                          {'eager': False,
@@ -3665,10 +3876,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          'multiple': False,
                                          'names': ['--kubeconfig'],
                                          'takes_value': True},
-                                        {'eager': False,
-                                         'multiple': False,
-                                         'names': ['--context'],
-                                         'takes_value': True},
+                                        {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                         {'eager': False,
                                          'multiple': False,
                                          'names': ['--cluster'],
@@ -3742,7 +3950,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  'names': ['--kubeconfig'],
                                                  'takes_value': True},
                                                 {'eager': False,
-                                                 'multiple': False,
+                                                 'multiple': True,
                                                  'names': ['--context'],
                                                  'takes_value': True},
                                                 {'eager': False,
@@ -3803,7 +4011,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               'names': ['--kubeconfig'],
                                               'takes_value': True},
                                              {'eager': False,
-                                              'multiple': False,
+                                              'multiple': True,
                                               'names': ['--context'],
                                               'takes_value': True},
                                              {'eager': False,
@@ -3900,7 +4108,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'names': ['--kubeconfig'],
                                                'takes_value': True},
                                               {'eager': False,
-                                               'multiple': False,
+                                               'multiple': True,
                                                'names': ['--context'],
                                                'takes_value': True},
                                               {'eager': False,
@@ -3957,7 +4165,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                    'names': ['--kubeconfig'],
                                                    'takes_value': True},
                                                   {'eager': False,
-                                                   'multiple': False,
+                                                   'multiple': True,
                                                    'names': ['--context'],
                                                    'takes_value': True},
                                                   {'eager': False,
@@ -4014,7 +4222,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'names': ['--kubeconfig'],
                                                'takes_value': True},
                                               {'eager': False,
-                                               'multiple': False,
+                                               'multiple': True,
                                                'names': ['--context'],
                                                'takes_value': True},
                                               {'eager': False,
@@ -4059,7 +4267,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  'names': ['--kubeconfig'],
                                                  'takes_value': True},
                                                 {'eager': False,
-                                                 'multiple': False,
+                                                 'multiple': True,
                                                  'names': ['--context'],
                                                  'takes_value': True},
                                                 {'eager': False,
@@ -4120,7 +4328,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                              'names': ['--kubeconfig'],
                                              'takes_value': True},
                                             {'eager': False,
-                                             'multiple': False,
+                                             'multiple': True,
                                              'names': ['--context'],
                                              'takes_value': True},
                                             {'eager': False,
@@ -4182,7 +4390,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'names': ['--kubeconfig'],
                                                'takes_value': True},
                                               {'eager': False,
-                                               'multiple': False,
+                                               'multiple': True,
                                                'names': ['--context'],
                                                'takes_value': True},
                                               {'eager': False,
@@ -4234,7 +4442,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       'multiple': False,
                                       'names': ['--kubeconfig'],
                                       'takes_value': True},
-                                     {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                     {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                      {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                      {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                      {'eager': False,
@@ -4256,6 +4464,14 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       'multiple': False,
                                       'names': ['--field-selector'],
                                       'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--all-contexts'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--by-cluster'],
+                                      'takes_value': False},
                                      {'eager': True,
                                       'multiple': False,
                                       'names': ['-h', '--help'],
@@ -4267,7 +4483,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
-                                {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
@@ -4278,6 +4494,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  'multiple': False,
                                  'names': ['--request-timeout'],
                                  'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--all-contexts'], 'takes_value': False},
+                                {'eager': False, 'multiple': False, 'names': ['--by-cluster'], 'takes_value': False},
                                 {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'rbac': {'commands': ['admin'],
                    'options': [{'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
@@ -4294,7 +4512,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       'multiple': False,
                                       'names': ['--kubeconfig'],
                                       'takes_value': True},
-                                     {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                     {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                      {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                      {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                      {'eager': False,
@@ -4318,7 +4536,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
                                  {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
-                                 {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                 {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
@@ -4351,7 +4569,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
                                    {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                    {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
-                                   {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                   {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                    {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                    {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                    {'eager': False,
@@ -4373,6 +4591,23 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                     'multiple': False,
                                     'names': ['-h', '--help'],
                                     'takes_value': False}]},
+          'top': {'commands': [],
+                  'options': [{'eager': False, 'multiple': False, 'names': ['--interval'], 'takes_value': True},
+                              {'eager': False,
+                               'multiple': False,
+                               'names': ['--once', '--no-once'],
+                               'takes_value': False},
+                              {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
+                              {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
+                              {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
+                              {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'version': {'commands': [],
                       'options': [{'eager': False,
                                    'multiple': False,
@@ -4380,7 +4615,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    'takes_value': False},
                                   {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                   {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
-                                  {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                  {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                   {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                   {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                   {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
@@ -4404,7 +4639,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 {'eager': False, 'multiple': False, 'names': ['--show-labels'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
-                                {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
@@ -4417,6 +4652,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--all-contexts'], 'takes_value': False},
+                                {'eager': False, 'multiple': False, 'names': ['--by-cluster'], 'takes_value': False},
                                 {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'webhook': {'commands': ['dry-run'],
                       'options': [{'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
@@ -4459,7 +4696,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            'names': ['--kubeconfig'],
                                            'takes_value': True},
                                           {'eager': False,
-                                           'multiple': False,
+                                           'multiple': True,
                                            'names': ['--context'],
                                            'takes_value': True},
                                           {'eager': False,
@@ -4509,7 +4746,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      'takes_value': False},
                                     {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                     {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
-                                    {'eager': False, 'multiple': False, 'names': ['--context'], 'takes_value': True},
+                                    {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
                                     {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
                                     {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
                                     {'eager': False,

@@ -339,6 +339,11 @@ def views_command(
         raise UsageError("--by-node and --by-card are exclusive: pick one")
     if watch_flag and source.snapshot:
         raise UsageError("--watch needs a live cluster: a snapshot does not change")
+    if source.fleet:
+        if by_node or by_card or watch_flag or published:
+            raise UsageError("--by-node, --by-card, --watch and --published read one cluster: give one --context")
+        render.emit(fleet_listing(source, names or []), output)
+        return
     opened = source.open()
 
     def once() -> list[dict[str, Any]]:
@@ -368,4 +373,39 @@ def views_command(
     show(once())
 
 
-views_command = source_options(selectors=True)(output_options(labels=True)(views_command))
+FLEET_COLUMNS = (
+    Column("NAME"),
+    Column("CLUSTERS"),
+    Column("ACCELERATOR(EX/SH/SL/PT)"),
+    Column("CPU"),
+    Column("PHASE"),
+    Column("PARTITIONS", wide_only=True),
+)
+
+
+def fleet_listing(source: SourceSpec, names: list[str]) -> render.Listing:
+    """The views of several clusters: summed per pool over Active members, or one row per cluster (--by-cluster)."""
+    from gpuctl.cluster.bulk import bulk_allocation
+    from gpuctl.core.fleet import sum_views
+
+    with bulk_allocation():
+        per = {ctx: [public(i) for i in compute_items(src, names, source.selector)] for ctx, src in source.clusters()}
+    if source.by_cluster:
+        items = [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
+    else:
+        items = sum_views(per)
+
+    def row(i: dict[str, Any]) -> list[str]:
+        return [
+            i["name"],
+            i.get("cluster") or ",".join(i.get("clusters", [])),
+            " ".join(_cell(i[k]) if k in i else "-" for k in VIEW_KEYS[:4]),
+            _cell(i["cpu"]) if "cpu" in i else "-",
+            i.get("phase") or "<unknown>",
+            _profiles_cell((i.get("acceleratorPartitioned") or {}).get("remainingProfiles", [])),
+        ]
+
+    return render.Listing("InstanceTypeView", items, FLEET_COLUMNS, row, lambda i: f"instancetype/{i['name']}")
+
+
+views_command = source_options(selectors=True, fleet=True)(output_options(labels=True)(views_command))

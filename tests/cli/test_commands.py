@@ -112,7 +112,7 @@ def test_completion_protocol_completes_commands_and_flags() -> None:
     }
     gpuctl = str(Path(sys.executable).with_name("gpuctl"))
     out = subprocess.run([gpuctl], env=env, capture_output=True, text=True).stdout
-    assert out.split() == ["--by-node", "--by-card"]
+    assert out.split() == ["--by-node", "--by-card", "--by-cluster"]
 
 
 def test_generated_man_pages_and_completions_are_fresh(tmp_path: Path) -> None:

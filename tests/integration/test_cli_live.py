@@ -263,3 +263,42 @@ def test_dump_is_private_whole_and_redacted(pool: GpuPool, control_plane: Any, t
     assert gpuctl("dump", str(target), "--overwrite", "--no-redact", "--kubeconfig", kubeconfig)[0] == 0
     assert not (target / "stale.json").exists() and "hunter2" in (target / "pods.json").read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["dump"]  # no staging directory left behind
+
+
+def test_fleet_views_sum_two_clusters_and_name_each_by_cluster(
+    pool: GpuPool, control_plane: Any, tmp_path: Path
+) -> None:
+    """Two contexts of one kubeconfig (here both reach the test cluster): views, fragmentation and partitions sum the
+    pool over both, `--by-cluster` gives one row per context, and queue lists each context's queues."""
+    import yaml
+
+    config = yaml.safe_load(Path(control_plane.kubeconfig).read_text())
+    first = config["contexts"][0]
+    config["contexts"].append({"name": "second", "context": dict(first["context"])})
+    kubeconfig = tmp_path / "two-contexts"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    both = ["--context", first["name"], "--context", "second", "--kubeconfig", str(kubeconfig)]
+
+    def run(*args: str) -> Any:
+        code, out, err = gpuctl(*args, *both)
+        assert code == 0, err
+        return json.loads(out)
+
+    [single] = live(control_plane, "views", pool.name, "-o", "json")["items"]
+    [summed] = run("views", pool.name, "-o", "json")["items"]
+    assert summed["clusters"] == [first["name"], "second"]
+    for view in ("accelerator", "acceleratorShared", "acceleratorSliced"):
+        assert summed[view]["remaining"] == 2 * single[view]["remaining"]
+        assert summed[view]["capacity"] == 2 * single[view]["capacity"]
+        assert summed[view]["onceMaxRequest"] == single[view]["onceMaxRequest"]
+    rows = run("views", pool.name, "--by-cluster", "-o", "json")["items"]
+    assert sorted(r["cluster"] for r in rows) == sorted([first["name"], "second"])
+    assert all(r["accelerator"] == single["accelerator"] for r in rows)
+    [frag] = [i for i in run("fragmentation", pool.name, "-o", "json")["items"] if i["name"] == pool.name]
+    [alone] = live(control_plane, "fragmentation", pool.name, "-o", "json")["items"]
+    assert frag["views"]["acceleratorSliced"]["free"] == 2 * alone["views"]["acceleratorSliced"]["free"]
+    queued = run("queue", "-o", "json")["items"]
+    assert {i["cluster"] for i in queued} <= {first["name"], "second"}
+    assert run("partitions", "-o", "json")["kind"] == "ProfileAvailabilityList"
+    code, _, err = gpuctl("workloads", "-A", *both)
+    assert code == 2 and "--context given more than once" in err
