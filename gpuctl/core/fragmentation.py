@@ -120,6 +120,25 @@ def _pt_free(c: Card) -> int:
     return _pct(c.remaining)
 
 
+def most_spread_requests(shares: Sequence[int], distinct: int) -> int:
+    """How many requests, each for one share on ``distinct`` different cards, the cards' free shares can serve.
+
+    k requests fit exactly when ``Σ min(shares_i, k) >= distinct x k``: no card can give one request two shares,
+    and any such spread can be laid out card by card in rounds. The largest such k is found by bisection (the
+    condition only gets harder as k grows).
+    """
+    if distinct <= 0 or len(shares) < distinct:
+        return 0
+    low, high = 0, sum(shares) // distinct
+    while low < high:
+        k = (low + high + 1) // 2
+        if sum(min(s, k) for s in shares) >= distinct * k:
+            low = k
+        else:
+            high = k - 1
+    return low
+
+
 @dataclass(frozen=True, slots=True)
 class ShapeFit:
     shape: Shape
@@ -143,14 +162,11 @@ def shape_fit(cards_by_node: Mapping[str, Sequence[Card]], shape: Shape, card_mi
             requests += n
             usable += n * shape.size * 100
         elif shape.view == SH:
-            shares = sorted((c.free_shares for c in cards if c.free_shares > 0), reverse=True)
+            shares = [c.free_shares for c in cards if c.free_shares > 0]
             free += sum(shares)
-            # Each request takes one share on each of N distinct cards, from the cards with the most left.
-            while len(shares) >= shape.size:
-                shares = sorted([s - 1 for s in shares[: shape.size]] + shares[shape.size :], reverse=True)
-                shares = [s for s in shares if s > 0]
-                requests += 1
-                usable += shape.size
+            n = most_spread_requests(shares, shape.size)
+            requests += n
+            usable += n * shape.size
         elif shape.view == SL:
             for c in cards:
                 if not c.sliceable:

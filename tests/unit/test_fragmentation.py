@@ -152,3 +152,21 @@ def test_a_defragmentation_hint_names_the_fewest_workloads_and_is_proven() -> No
     assert sorted(three.workloads) == ["team-a/high", "team-a/low"]  # both must go for three whole cards
     [one] = defrag_hints(sim, cq, ["n1"], KEY, 1)
     assert one.workloads == ("team-a/low",) and one.admitted  # the lowest priority alone frees two
+
+
+def _greedy(shares: list[int], distinct: int) -> int:
+    """One request at a time, from the cards with the most shares left (optimal for this problem)."""
+    left = sorted((s for s in shares if s > 0), reverse=True)
+    n = 0
+    while len(left) >= distinct:
+        left = sorted([s - 1 for s in left[:distinct]] + left[distinct:], reverse=True)
+        left = [s for s in left if s > 0]
+        n += 1
+    return n
+
+
+@given(st.lists(st.integers(0, 10), max_size=8), st.integers(1, 5))
+def test_the_spread_formula_equals_taking_one_request_at_a_time(shares: list[int], distinct: int) -> None:
+    from gpuctl.core.fragmentation import most_spread_requests
+
+    assert most_spread_requests([s for s in shares if s > 0], distinct) == _greedy(shares, distinct)
