@@ -159,7 +159,7 @@ def _rows(item: dict[str, Any]) -> list[list[str]]:
             row += [SHORT[view], f"{v['free']} {'%' if v['unit'].startswith('%') else 'shares'}", s["shape"]]
             row += [str(s["usable"]), str(s["stranded"])]
             if "node" not in item:
-                row += [f"{v['score']:.2f}", _hint_text(item)]
+                row += [f"{v['score']:.2f}", _hint_text(item) if view == "accelerator" else "-"]
             out.append(row)
     return out
 
