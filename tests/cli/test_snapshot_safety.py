@@ -18,15 +18,31 @@ EXAMPLE = ROOT / "examples" / "snapshot"
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}
 
 
+# A small launcher starts gpuctl and reports its peak RSS: measured as a child of this (large) test process, the
+# high-water mark would also count the pages a forked child shares with its parent before it execs.
+LAUNCHER = (
+    "import os, resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[2:])\n"
+    "with open(sys.argv[1], 'w') as f: f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+    "sys.exit(code)\n"
+)
+
+
 def gpuctl(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str, float, float]:
     """Run gpuctl as its own process: exit code, stdout, stderr, seconds and that process's peak RSS in MiB."""
+    import tempfile
+
     started = time.monotonic()
+    fd, rss_path = tempfile.mkstemp(suffix=".rss")
+    os.close(fd)
+    command = [sys.executable, "-c", "from gpuctl.cli.startup import run; run()", *args]
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from gpuctl.cli.startup import run; run()", *args],
+        [sys.executable, "-c", LAUNCHER, rss_path, *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "NO_COLOR": "1", **(env or {})},
         cwd=ROOT,
+        start_new_session=True,
     )
     streams: dict[str, bytes] = {}
     readers = [
@@ -35,21 +51,23 @@ def gpuctl(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str
     ]
     for r in readers:
         r.start()
-    watchdog = threading.Timer(20, proc.kill)
+    watchdog = threading.Timer(20, lambda: os.killpg(proc.pid, 9))  # the launcher and gpuctl under it
     watchdog.start()
-    _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
+    _, status, _ = os.wait4(proc.pid, 0)
     hung = not watchdog.is_alive()
     watchdog.cancel()
     for r in readers:
         r.join()
     assert not hung, f"gpuctl {' '.join(args)} hung"
     took = time.monotonic() - started
+    rss_text = Path(rss_path).read_text()
+    os.unlink(rss_path)
     return (
         os.waitstatus_to_exitcode(status),
         streams["out"].decode(),
         streams["err"].decode(),
         took,
-        usage.ru_maxrss / 1024,
+        int(rss_text or 0) / 1024,
     )
 
 
