@@ -581,3 +581,59 @@ def test_top_runs_under_a_terminal_and_redraws_when_a_workload_is_admitted(
     finally:
         subprocess.run([tmux, "kill-session", "-t", session], capture_output=True)
         pool.cleanup()
+
+
+def test_pool_metrics_equal_views_and_follow_the_ledger(
+    operator: Operator, api: Any, test_namespace: str, control_plane: Any
+) -> None:
+    """The operator's /metrics gauges for a pool equal `views -o json`, before and after the ledger moves."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    pool = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=4)
+    fields = {"onceMaxRequest": "once_max_request", "remaining": "remaining", "capacity": "capacity"}
+    views_keys = ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned")
+
+    def gauges() -> dict[tuple[str, str], float]:
+        text = operator.get("/metrics")[1].decode()
+        out = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.labels.get("instancetype") == pool.name and "view" in s.labels and "shape" not in s.labels:
+                    out[(s.name, s.labels["view"])] = s.value
+        return out
+
+    def views() -> dict[str, Any]:
+        result = CliRunner().invoke(
+            app, ["views", pool.name, "-o", "json", "--kubeconfig", str(control_plane.kubeconfig)]
+        )
+        assert result.exit_code == 0, result.stderr
+        [item] = json.loads(result.stdout)["items"]
+        return dict(item)
+
+    def agree() -> bool:
+        g, v = gauges(), views()
+        return all(
+            g.get((f"gpuctl_pool_{metric}", view)) == v[view][field]
+            for view in views_keys
+            for field, metric in fields.items()
+        )
+
+    try:
+        wait_for("the pool gauges equal views", agree, timeout=30)
+        assert gauges()[("gpuctl_pool_remaining", "accelerator")] == 4
+        pool.write_ledger(
+            pool.nodes[0],
+            [
+                card_row(0, mode=3, allocated=M // 2, slices=1),
+                card_row(1, mode=1, allocated=M),
+                card_row(2),
+                card_row(3),
+            ],
+        )
+        wait_for("the ledger moved", lambda: views()["accelerator"]["remaining"] == 2, timeout=30)
+        wait_for("the pool gauges follow it and equal views again", agree, timeout=30)
+        g = gauges()
+        assert g[("gpuctl_pool_free", "accelerator")] == 250  # two free cards, half of the sliced one
+        assert g[("gpuctl_pool_fragmentation_score", "accelerator")] == 0.2  # 50 of 250 % stranded for one card
+    finally:
+        pool.cleanup()
