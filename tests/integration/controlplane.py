@@ -43,6 +43,8 @@ OUR_CRDS_DIR = REPO_ROOT / "deploy" / "crds"
 BINARIES = ("etcd", "kube-apiserver", "kubectl", "kueue")
 
 KUEUE_NAMESPACE = "kueue-system"
+FRONT_PROXY_CLIENT = "gpuctl-it-front-proxy"
+VISIBILITY_SERVICE = "kueue-visibility-server"
 KUEUE_WEBHOOK_SERVICE = "kueue-webhook-service"
 KUEUE_WEBHOOK_SECRET = "kueue-webhook-server-cert"
 KUEUE_MUTATING_CONFIG = "kueue-mutating-webhook-configuration"
@@ -141,6 +143,21 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def host_address() -> str:
+    """A non-loopback IPv4 address of this machine: the aggregator dials Kueue's visibility server through an
+    EndpointSlice, and EndpointSlices refuse loopback addresses."""
+    with contextlib.suppress(OSError):
+        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+            address = str(info[4][0])
+            if not address.startswith("127."):
+                return address
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True)
+    found = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out.stdout)
+    if found is None:
+        raise RuntimeError("no non-loopback IPv4 address: Kueue's visibility API cannot be aggregated")
+    return found.group(1)
 
 
 def tail(path: Path, lines: int = 60) -> str:
@@ -250,6 +267,8 @@ class ControlPlane:
     kueue_webhook_port: int = field(init=False, default=0)
     kueue_health_port: int = field(init=False, default=0)
     kueue_metrics_port: int = field(init=False, default=0)
+    visibility_port: int = field(init=False, default=0)
+    host_address: str = field(init=False, default="")
     processes: list[Process] = field(init=False, default_factory=list)
     timings: dict[str, float] = field(init=False, default_factory=dict)
 
@@ -395,6 +414,10 @@ class ControlPlane:
         admin = self.ca.client_cert("gpuctl-it-admin", ["system:masters"])
         (self.pki_dir / "admin.crt").write_bytes(admin.cert_pem)
         (self.pki_dir / "admin.key").write_bytes(admin.key_pem)
+        # The aggregation layer's client certificate (Kueue's visibility API is served through it).
+        proxy = self.ca.client_cert(FRONT_PROXY_CLIENT)
+        (self.pki_dir / "front-proxy-client.crt").write_bytes(proxy.cert_pem)
+        (self.pki_dir / "front-proxy-client.key").write_bytes(proxy.key_pem)
 
         def etcd_healthy() -> bool:
             with urllib.request.urlopen(f"http://127.0.0.1:{etcd_port}/health", timeout=2) as r:
@@ -424,6 +447,14 @@ class ControlPlane:
                 # No kube-controller-manager runs, so nothing would create the
                 # "default" ServiceAccount that this plugin requires for Pods.
                 "--disable-admission-plugins=ServiceAccount",
+                f"--requestheader-client-ca-file={self.ca_file}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={self.pki_dir / 'front-proxy-client.crt'}",
+                f"--proxy-client-key-file={self.pki_dir / 'front-proxy-client.key'}",
+                "--enable-aggregator-routing=true",
                 "--profiling=false",
                 "--v=1",
             ],
@@ -618,6 +649,8 @@ class ControlPlane:
 
         self.kueue_health_port = free_port()
         self.kueue_metrics_port = free_port()
+        self.visibility_port = free_port()
+        self.host_address = host_address()
         kueue_cfg = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
@@ -633,7 +666,8 @@ class ControlPlane:
             },
             "manageJobsWithoutQueueName": False,
             "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
-            "featureGates": {"TopologyAwareScheduling": True, "VisibilityOnDemand": False},
+            "featureGates": {"TopologyAwareScheduling": True, "VisibilityOnDemand": True},
+            "visibilityServer": {"bindAddress": self.host_address, "bindPort": self.visibility_port},
             # As deployed: every accelerator key folds into credits.gpustack.ai/<manufacturer>.
             "resources": kueue_resources_config(),
         }
@@ -645,6 +679,8 @@ class ControlPlane:
             [
                 str(self.bin_dir / "kueue"),
                 f"--config={cfg_path}",
+                # The visibility server reads its credentials from this flag, never from $KUBECONFIG.
+                f"--kubeconfig={self.kubeconfig}",
                 "--zap-encoder=console",
                 "--zap-log-level=info",
             ],
@@ -679,6 +715,55 @@ class ControlPlane:
             return True
 
         wait_until("Kueue webhooks to answer", webhook_round_trip, timeout=START_TIMEOUT, watch=watch, interval=0.2)
+        self._aggregate_visibility(api, watch)
+
+    def _aggregate_visibility(self, api, watch: list[Process]) -> None:
+        """Serve Kueue's visibility API through the API server, as its manifests do in a cluster: a Service whose
+        EndpointSlice names Kueue's visibility port on this machine, and the APIServices pointing at it."""
+        from kubernetes import client
+
+        client.CoreV1Api(api).create_namespaced_service(
+            KUEUE_NAMESPACE,
+            {
+                "metadata": {"name": VISIBILITY_SERVICE},
+                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": self.visibility_port}]},
+            },
+        )
+        client.DiscoveryV1Api(api).create_namespaced_endpoint_slice(
+            KUEUE_NAMESPACE,
+            {
+                "metadata": {
+                    "name": f"{VISIBILITY_SERVICE}-1",
+                    "labels": {"kubernetes.io/service-name": VISIBILITY_SERVICE},
+                },
+                "addressType": "IPv4",
+                "ports": [{"name": "https", "port": self.visibility_port, "protocol": "TCP"}],
+                "endpoints": [{"addresses": [self.host_address], "conditions": {"ready": True}}],
+            },
+        )
+        registration = client.ApiregistrationV1Api(api)
+        for version in ("v1beta1", "v1beta2"):
+            registration.create_api_service(
+                {
+                    "metadata": {"name": f"{version}.visibility.kueue.x-k8s.io"},
+                    "spec": {
+                        "group": "visibility.kueue.x-k8s.io",
+                        "version": version,
+                        "groupPriorityMinimum": 100,
+                        "versionPriority": 100,
+                        "insecureSkipTLSVerify": True,
+                        "service": {"name": VISIBILITY_SERVICE, "namespace": KUEUE_NAMESPACE, "port": 443},
+                    },
+                }
+            )
+
+        def available() -> bool:
+            status = registration.read_api_service("v1beta2.visibility.kueue.x-k8s.io").status
+            return any(c.type == "Available" and c.status == "True" for c in (status.conditions or []))
+
+        wait_until(
+            "Kueue's visibility API to be available", available, timeout=START_TIMEOUT, watch=watch, interval=0.5
+        )
 
     def stop(self) -> None:
         for p in reversed(self.processes):

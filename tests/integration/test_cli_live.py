@@ -302,3 +302,45 @@ def test_fleet_views_sum_two_clusters_and_name_each_by_cluster(
     assert run("partitions", "-o", "json")["kind"] == "ProfileAvailabilityList"
     code, _, err = gpuctl("workloads", "-A", *both)
     assert code == 2 and "--context given more than once" in err
+
+
+def test_queue_order_matches_kueues_visibility_api(api: Any, test_namespace: str, control_plane: Any) -> None:
+    """Twelve Workloads wait in a queue whose quota holds none of them, at three priorities: `gpuctl queue` lists them
+    in the order Kueue's visibility API gives, and its own computation of that order agrees."""
+    from gpuctl.cluster.live import Connection, LiveSource
+
+    pool = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=1)
+    try:
+        names = []
+        for i in range(12):
+            name = pool.submit(f"wait-{i:02d}", {"nvidia.com/gpu": "2"})
+            pool.objs.patch_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", test_namespace, "workloads", name, {"spec": {"priority": (i % 3) * 10}}
+            )
+            names.append(name)
+        source = LiveSource(Connection(str(control_plane.kubeconfig)))
+
+        def listed() -> list[str] | None:
+            items = source.pending_workloads(pool.name)
+            got = [i["metadata"]["name"] for i in items or []]
+            return got if len(got) == 12 else None
+
+        kueue_order = wait_for("Kueue lists the twelve pending Workloads", listed, timeout=60)
+        priorities = {n: (int(n.split("-")[1]) % 3) * 10 for n in names}
+        assert [priorities[n] for n in kueue_order] == sorted(priorities.values(), reverse=True)  # across priorities
+        code, out, err = gpuctl("queue", pool.name, "-o", "json", "--kubeconfig", str(control_plane.kubeconfig))
+        assert code == 0, err
+        items = json.loads(out)["items"]
+        assert [i["name"] for i in items] == kueue_order
+        assert {i["orderFrom"] for i in items} == {"visibility"}
+        assert [i["position"] for i in items] == list(range(1, 13))
+        # The order gpuctl computes where the API is not served is the same.
+        from gpuctl.cli.queue import cluster_queue_map
+        from gpuctl.cluster import read
+        from gpuctl.core.queueing import pending_order
+
+        state = read.simulation_state(source)
+        computed = pending_order(state.workloads, cluster_queue_map(state), pool.name)
+        assert [w.name for w in computed] == kueue_order
+    finally:
+        pool.cleanup()
