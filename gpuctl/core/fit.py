@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gpuctl.core import naming
-from gpuctl.core.ledger import Card, Group, Mode, NodeDevices
+from gpuctl.core.ledger import NO_COUNTS, Card, Group, Mode, NodeDevices
 from gpuctl.core.naming import Family, KeyKind
 from gpuctl.core.nodes import Node
 from gpuctl.core.pods import CardAllocation, Pod
@@ -720,15 +720,10 @@ def rebuild_ledger(node: NodeDevices, pods: Iterable[Pod]) -> NodeDevices:
         for c in g.cards:
             records = per_card.get((g.manufacturer, g.id, c.id), [])
             if not records:
+                # A card no Pod holds is free (built directly: thousands are rebuilt at once).
+                free_profiles = {p.name: p.count for p in c.profiles} if c.profiles else NO_COUNTS
                 cards.append(
-                    c._replace(
-                        mode=Mode.NONE,
-                        allocated=0,
-                        remaining=M,
-                        allocated_slices=0,
-                        allocated_profiles={},
-                        remaining_profiles={p.name: p.count for p in c.profiles},
-                    )
+                    Card(c.id, c.index, c.capability, c.unhealthy, Mode.NONE, 0, M, 0, NO_COUNTS, free_profiles)
                 )
                 continue
             modes = [Mode(r.mode) if 0 <= r.mode <= 5 else Mode.NONE for r in records]

@@ -152,31 +152,39 @@ class ShapeFit:
         return max(0, self.free - self.usable)
 
 
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What the unpartitioned views read of one card, read once for every shape."""
+
+    ex_free: int
+    whole_free: bool
+    free_shares: int
+    sliceable: bool
+    slice_free: int
+    free_slots: int
+
+
+def _facts(c: Card) -> _Facts:
+    if c.free and not c.partitioned and c.allocated_slices == 0:  # the common case: a card nobody holds
+        return _Facts(100, True, c.free_shares, c.sliceable, 100 if c.sliceable else 0, c.logical_slots)
+    return _Facts(_ex_free(c), _whole_free(c), c.free_shares, c.sliceable, c.free_slice_percent, c.free_slots)
+
+
 def shape_fit(cards_by_node: Mapping[str, Sequence[Card]], shape: Shape, card_mib: int | None = None) -> ShapeFit:
     """Free capacity of a view against one shape, over nodes' cards (one accelerator model)."""
+    facts = {n: [_facts(c) for c in cards] for n, cards in cards_by_node.items()} if shape.view != PT else {}
+    return _fit(cards_by_node, facts, shape, card_mib)
+
+
+def _fit(
+    cards_by_node: Mapping[str, Sequence[Card]],
+    facts_by_node: Mapping[str, Sequence[_Facts]],
+    shape: Shape,
+    card_mib: int | None,
+) -> ShapeFit:
     free = usable = requests = 0
-    for cards in cards_by_node.values():
-        if shape.view == EX:
-            free += sum(_ex_free(c) for c in cards)
-            n = sum(1 for c in cards if _whole_free(c)) // shape.size
-            requests += n
-            usable += n * shape.size * 100
-        elif shape.view == SH:
-            shares = [c.free_shares for c in cards if c.free_shares > 0]
-            free += sum(shares)
-            n = most_spread_requests(shares, shape.size)
-            requests += n
-            usable += n * shape.size
-        elif shape.view == SL:
-            for c in cards:
-                if not c.sliceable:
-                    continue
-                pct = c.free_slice_percent
-                free += pct
-                n = min(pct // shape.size, c.free_slots)
-                requests += n
-                usable += n * shape.size
-        else:
+    if shape.view == PT:
+        for cards in cards_by_node.values():
             for c in cards:
                 free += _pt_free(c)
                 p = c.profile(shape.profile)
@@ -186,6 +194,27 @@ def shape_fit(cards_by_node: Mapping[str, Sequence[Card]], shape: Shape, card_mi
                 share = Fraction(p.memory_mib, card_mib) if card_mib else Fraction(p.memory_slices or 1, 8)
                 requests += n
                 usable += int(min(Fraction(_pt_free(c)), n * share * 100))
+        return ShapeFit(shape, free, min(usable, free), requests)
+    size = shape.size
+    for facts in facts_by_node.values():
+        if shape.view == EX:
+            free += sum(f.ex_free for f in facts)
+            n = sum(1 for f in facts if f.whole_free) // size
+            requests += n
+            usable += n * size * 100
+        elif shape.view == SH:
+            shares = [f.free_shares for f in facts if f.free_shares > 0]
+            free += sum(shares)
+            n = most_spread_requests(shares, size)
+            requests += n
+            usable += n * size
+        else:
+            for f in facts:
+                if f.sliceable:
+                    free += f.slice_free
+                    n = min(f.slice_free // size, f.free_slots)
+                    requests += n
+                    usable += n * size
     return ShapeFit(shape, free, min(usable, free), requests)
 
 
@@ -206,11 +235,17 @@ class ViewFragmentation:
 
 
 def view_fragmentation(
-    cards_by_node: Mapping[str, Sequence[Card]], view: str, weighted: Mapping[Shape, int], card_mib: int | None
+    cards_by_node: Mapping[str, Sequence[Card]],
+    view: str,
+    weighted: Mapping[Shape, int],
+    card_mib: int | None,
+    facts: Mapping[str, Sequence[_Facts]] | None = None,
 ) -> ViewFragmentation:
+    if facts is None and view != PT:
+        facts = {n: [_facts(c) for c in cards] for n, cards in cards_by_node.items()}
     shapes = sorted(s for s in weighted if s.view == view)
-    fits = tuple(shape_fit(cards_by_node, s, card_mib) for s in shapes)
-    free = fits[0].free if fits else shape_fit(cards_by_node, _probe(view), card_mib).free
+    fits = tuple(_fit(cards_by_node, facts or {}, s, card_mib) for s in shapes)
+    free = fits[0].free if fits else _fit(cards_by_node, facts or {}, _probe(view), card_mib).free
     total = sum(weighted[s] for s in shapes)
     score = (
         sum(weighted[f.shape] * f.stranded for f in fits) / (total * free) if fits and free > 0 and total > 0 else 0.0
@@ -251,4 +286,5 @@ def pool_fragmentation(
         SL: any(c.sliceable for c in cards),
         PT: any(c.partitioned for c in cards),
     }
-    return tuple(view_fragmentation(by_node, v, weighted, card_mib) for v in VIEWS if populated[v])
+    facts = {n: [_facts(c) for c in cs] for n, cs in by_node.items()} if populated[EX] else {}
+    return tuple(view_fragmentation(by_node, v, weighted, card_mib, facts) for v in VIEWS if populated[v])
