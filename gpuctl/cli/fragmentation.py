@@ -9,10 +9,11 @@ from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.errors import UsageError
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cluster import kinds
 
 if TYPE_CHECKING:
+    from gpuctl.cluster.read import Source
     from gpuctl.core.fragmentation import Shape, ViewFragmentation
-    from gpuctl.core.simulate import ClusterState
 
 COLUMNS = (
     Column("NAME"),
@@ -48,26 +49,33 @@ def _view_dict(v: "ViewFragmentation") -> dict[str, Any]:
 
 
 def pool_items(
-    state: "ClusterState", names: list[str], shapes: list["Shape"], free_cards: int | None, by_node: bool
+    source: "Source", names: list[str], shapes: list["Shape"], free_cards: int | None, by_node: bool
 ) -> list[dict[str, Any]]:
-    """One item per pool (or per pool and node): each view's free capacity against the shapes, and the hints."""
+    """One item per pool (or per pool and node): each view's free capacity against the shapes, and the hints.
+
+    The pools, their ledgers and the Workloads are read first; the whole state the simulator needs (Nodes, Pods,
+    every ledger rebuilt) only when a pool needs a hint — when no node of it has the whole cards asked for free."""
+    from gpuctl.cluster import read
     from gpuctl.core import views
-    from gpuctl.core.fragmentation import EX, cards_of, demand_shapes, pool_fragmentation, reference_shapes
+    from gpuctl.core.fragmentation import EX, Shape, cards_of, demand_shapes, pool_fragmentation, reference_shapes
     from gpuctl.core.queueing import pending_order
     from gpuctl.core.simulate import Simulator
     from gpuctl.core.suggest import defrag_hints
+    from gpuctl.core.workloads import parse_local_queue
 
-    types = [t for n, t in sorted(state.instancetypes.items()) if t.acceleratable and (not names or n in names)]
+    types = [t for t in read.instancetypes(source) if t.acceleratable and (not names or t.name in names)]
     missing = sorted(set(names) - {t.name for t in types})
     if missing:
         raise UsageError(f'instancetype "{missing[0]}" not found or not accelerated (`gpuctl views` lists the pools)')
-    lq = {(q.namespace, q.name): q.cluster_queue for q in state.local_queues.values()}
-    queue_of = {w.key: lq.get((w.namespace, w.queue_name), "") for w in state.workloads}
-    simulator = Simulator(state) if not by_node else None
+    devices = read.devices(source) if types else []
+    workloads = read.workloads(source) if types else []
+    lq = {(q.namespace, q.name): q.cluster_queue for q in map(parse_local_queue, source.list(kinds.LOCALQUEUE))}
+    queue_of = {w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "") for w in workloads}
     items: list[dict[str, Any]] = []
-    for t in types:
-        pool = views.pool_devices(state.devices.values(), t)  # the published ledgers, as `views` reads them
-        waiting = pending_order(state.workloads, queue_of, t.name)
+    wants_hint: dict[str, tuple[list[str], int]] = {}
+    for t in sorted(types, key=lambda t: t.name):
+        pool = views.pool_devices(devices, t)  # the published ledgers, as `views` reads them
+        waiting = pending_order(workloads, queue_of, t.name)
         asked = shapes or demand_shapes(waiting)
         covered = {s.view for s in asked}
         wanted = asked + [s for s in reference_shapes([p.name for p in t.offered_profiles]) if s.view not in covered]
@@ -78,10 +86,11 @@ def pool_items(
             continue
         per_view = pool_fragmentation(pool, t.accelerator_group, wanted, t.card_mib)
         k = free_cards or max((s.size for s in wanted if s.view == EX), default=1)
-        hints = []
-        if simulator is not None:
-            nodes = sorted(cards_of(pool, t.accelerator_group))
-            hints = [h.to_dict() for h in defrag_hints(simulator, t.name, nodes, t.accelerator_group, k)]
+        ex = next((v for v in per_view if v.view == EX), None)
+        probe = pool_fragmentation(pool, t.accelerator_group, [Shape(EX, k)], t.card_mib) if ex is not None else ()
+        nobody_has_k = any(f.requests == 0 for v in probe if v.view == EX for f in v.fits)
+        if nobody_has_k:
+            wants_hint[t.name] = (sorted(cards_of(pool, t.accelerator_group)), k)
         items.append(
             {
                 "name": t.name,
@@ -89,9 +98,17 @@ def pool_items(
                 "pending": len(waiting),
                 "shapesFrom": "--shape" if shapes else ("pending" if asked else "reference"),
                 "views": {v.view: _view_dict(v) for v in per_view if v.fits},
-                "hints": hints,
+                "hints": [],
             }
         )
+    if wants_hint:
+        simulator = Simulator(read.simulation_state(source))
+        by_type = {t.name: t for t in types}
+        for item in items:
+            if item["name"] in wants_hint:
+                nodes, k = wants_hint[item["name"]]
+                key = by_type[item["name"]].accelerator_group
+                item["hints"] = [h.to_dict() for h in defrag_hints(simulator, item["name"], nodes, key, k)]
     return items
 
 
@@ -197,7 +214,6 @@ def fragmentation_command(
 ) -> None:
     """Free capacity a request of each shape can use against capacity stranded on cards none of which fits it, a
     fragmentation score per view, and the fewest Workloads to move to free whole cards (each simulated)."""
-    from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core.fragmentation import ShapeError, parse_shape
 
@@ -209,18 +225,14 @@ def fragmentation_command(
         if source.fleet:
             if by_node:
                 raise UsageError("--by-node reads one cluster: give one --context")
-            per = {
-                ctx: pool_items(read.simulation_state(src), list(names or []), shapes, free_cards, False)
-                for ctx, src in source.clusters()
-            }
+            per = {ctx: pool_items(src, list(names or []), shapes, free_cards, False) for ctx, src in source.clusters()}
             items = (
                 [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
                 if source.by_cluster
                 else fleet_items(per, {ctx: _active(src) for ctx, src in source.clusters()})
             )
         else:
-            opened = source.open()
-            items = pool_items(read.simulation_state(opened), list(names or []), shapes, free_cards, by_node)
+            items = pool_items(source.open(), list(names or []), shapes, free_cards, by_node)
     listing = render.Listing(
         "NodeFragmentation" if by_node else "PoolFragmentation",
         items,

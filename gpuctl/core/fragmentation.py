@@ -25,7 +25,7 @@ from fractions import Fraction
 from gpuctl.core.fit import podset_demands
 from gpuctl.core.ledger import Card, Mode, NodeDevices
 from gpuctl.core.naming import Family
-from gpuctl.core.units import PERCENT, M
+from gpuctl.core.units import PERCENT, SHARE, M
 from gpuctl.core.workloads import Workload
 
 EX, SH, SL, PT = "accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned"
@@ -164,9 +164,23 @@ class _Facts:
     free_slots: int
 
 
+_FREE_FACTS: dict[int, _Facts] = {}
+
+
 def _facts(c: Card) -> _Facts:
-    if c.free and not c.partitioned and c.allocated_slices == 0:  # the common case: a card nobody holds
-        return _Facts(100, True, c.free_shares, c.sliceable, 100 if c.sliceable else 0, c.logical_slots)
+    capability = c.capability
+    if (
+        c.mode is Mode.NONE
+        and c.remaining >= M
+        and not c.unhealthy
+        and capability.partition_ceiling == 0
+        and c.allocated_slices == 0
+    ):  # the common case, one shared record per slot count: a card nobody holds
+        slots = capability.logical_slots
+        facts = _FREE_FACTS.get(slots)
+        if facts is None:
+            facts = _FREE_FACTS[slots] = _Facts(100, True, M // SHARE, slots > 0, 100 if slots > 0 else 0, slots)
+        return facts
     return _Facts(_ex_free(c), _whole_free(c), c.free_shares, c.sliceable, c.free_slice_percent, c.free_slots)
 
 

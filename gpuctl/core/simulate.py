@@ -669,7 +669,13 @@ class Simulator:
         by_selector = node_selector({"nodeSelector": spec.get("nodeSelector")}) if spec.get("nodeSelector") else None
         by_affinity = node_selector({"affinity": spec.get("affinity")}) if spec.get("affinity") else None
         names = self._flavor_nodes(flavor)
-        for name in names:
+        selector = spec.get("nodeSelector")
+        pinned = selector.get(naming.LABEL_HOSTNAME) if isinstance(selector, Mapping) else None
+        candidates = names
+        if isinstance(pinned, str):  # a node selected by name: the others fail the selector without reading them
+            candidates = [n for n in names if n == pinned]
+            excluded["nodeSelector"] = len(names) - len(candidates)
+        for name in candidates:
             labels = self.labels_of(name)
             if by_selector is not None and not by_selector(labels):
                 excluded["nodeSelector"] = excluded.get("nodeSelector", 0) + 1
