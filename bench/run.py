@@ -321,7 +321,34 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
                 },
             }
         )
+    for i in range(PENDING):  # a queue: Workloads waiting for more whole cards than any node has
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {"name": f"waiting-{i:02d}", "namespace": "team-a", "uid": f"uid-waiting-{i:02d}"},
+                "spec": {
+                    "queueName": entrance,
+                    "priority": i % 3,
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": 1,
+                            "template": {
+                                "spec": {
+                                    "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "9"}}}]
+                                }
+                            },
+                        }
+                    ],
+                },
+            }
+        )
     return objects
+
+
+PENDING = 10
+"""Workloads waiting in the synthetic cluster's queue."""
 
 
 def bench_simulate(nodes: int) -> list[Row]:

@@ -89,7 +89,10 @@ def pool_items(
         ex = next((v for v in per_view if v.view == EX), None)
         probe = pool_fragmentation(pool, t.accelerator_group, [Shape(EX, k)], t.card_mib) if ex is not None else ()
         nobody_has_k = any(f.requests == 0 for v in probe if v.view == EX for f in v.fits)
-        if nobody_has_k:
+        largest = max(
+            (sum(1 for c in cs if not c.partitioned) for cs in cards_of(pool, t.accelerator_group).values()), default=0
+        )
+        if nobody_has_k and largest >= k:  # some node could hold them, once freed
             wants_hint[t.name] = (sorted(cards_of(pool, t.accelerator_group)), k)
         items.append(
             {

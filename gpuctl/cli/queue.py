@@ -51,53 +51,63 @@ def _duration(seconds: int | None) -> str:
 
 def cluster_queue_map(state: "ClusterState") -> dict[str, str]:
     """Each Workload's ClusterQueue: its admission's, or its LocalQueue's."""
-    lq = {(q.namespace, q.name): q.cluster_queue for q in state.local_queues.values()}
-    return {w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "") for w in state.workloads}
+    return _queue_map(state.workloads, state.local_queues.values())
 
 
-def ordered(source: "Source", state: "ClusterState", cluster_queue: str) -> tuple[list["Workload"], str]:
+def _queue_map(workloads: Any, local_queues: Any) -> dict[str, str]:
+    lq = {(q.namespace, q.name): q.cluster_queue for q in local_queues}
+    return {w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "") for w in workloads}
+
+
+def ordered(
+    source: "Source", workloads: list["Workload"], cq_of: dict[str, str], cluster_queue: str
+) -> tuple[list["Workload"], str]:
     """The pending Workloads of a ClusterQueue in Kueue's order: its visibility API's answer where the cluster serves
     it, else computed the same way; and which it was."""
     from gpuctl.core.queueing import pending_order
 
-    computed = pending_order(state.workloads, cluster_queue_map(state), cluster_queue)
     served = getattr(source, "pending_workloads", None)
     items = served(cluster_queue) if served is not None else None
     if items is None:
-        return computed, "computed"
-    by_key = {w.key: w for w in state.workloads}
+        return pending_order(workloads, cq_of, cluster_queue), "computed"
+    by_key = {w.key: w for w in workloads}
     keyed = [f"{(i.get('metadata') or {}).get('namespace')}/{(i.get('metadata') or {}).get('name')}" for i in items]
-    listed = [by_key[k] for k in keyed if k in by_key]
-    return listed, "visibility"
+    return [by_key[k] for k in keyed if k in by_key], "visibility"
 
 
-def queue_items(
-    source: "Source", state: "ClusterState", names: list[str], runtime_label: str | None, now: float
-) -> list[dict[str, Any]]:
+def queue_items(source: "Source", names: list[str], runtime_label: str | None, now: float) -> list[dict[str, Any]]:
+    """The pending Workloads of each ClusterQueue. The queues and Workloads are read first; the whole state the
+    simulator and the explanations need, only when something is pending."""
+    from gpuctl.cluster import kinds, read
     from gpuctl.core.explain import ExplainContext, explain_workload
     from gpuctl.core.queueing import asks, wait_bound
     from gpuctl.core.simulate import Simulator
     from gpuctl.core.suggest import resubmission
+    from gpuctl.core.workloads import parse_local_queue
 
-    queues = sorted(names or state.cluster_queues)
-    missing = [q for q in queues if q not in state.cluster_queues]
+    cluster_queues = read.cluster_queues(source)
+    queues = sorted(names or cluster_queues)
+    missing = [q for q in queues if q not in cluster_queues]
     if missing:
         raise UsageError(f'clusterqueue "{missing[0]}" not found (`gpuctl views` lists the pools; each has one)')
-    cq_of = cluster_queue_map(state)
+    workloads = read.workloads(source)
+    cq_of = _queue_map(workloads, map(parse_local_queue, source.list(kinds.LOCALQUEUE)))
+    lines = {cq: ordered(source, workloads, cq_of, cq) for cq in queues}
+    if not any(waiting for waiting, _ in lines.values()):
+        return []
+    state = read.simulation_state(source, read_workloads=workloads, read_cluster_queues=cluster_queues)
     simulator = Simulator(state)
     items = []
     for cq in queues:
-        waiting, order_from = ordered(source, state, cq)
-        running = [w for w in state.workloads if cq_of.get(w.key) == cq and w.admitted and not w.finished]
+        waiting, order_from = lines[cq]
+        running = [w for w in workloads if cq_of.get(w.key) == cq and w.admitted and not w.finished]
         for i, w in enumerate(waiting):
-            trial = simulator.copy()
-            trial.remove([w.key])
-            outcome = trial.simulate(resubmission(w), commit=False)
-            lq = state.local_queues.get((w.namespace, w.queue_name))
+            # A pending Workload holds nothing, so it is simulated anew on the cluster as it is (nothing committed).
+            outcome = simulator.simulate(resubmission(w), commit=False)
             explanation = explain_workload(
                 w,
                 ExplainContext(
-                    local_queue=lq,
+                    local_queue=state.local_queues.get((w.namespace, w.queue_name)),
                     cluster_queue=state.cluster_queues.get(cq),
                     instancetype=state.instancetypes.get(cq),
                     admission_check=state.admission_check,
@@ -161,7 +171,6 @@ def queue_command(
     admitted now (by `simulate`), the gate that holds it and an upper bound on its wait — given only where every
     admitted Workload and every one ahead has a runtime bound, and never a guess. With several clusters, each
     cluster's queues (a queue's order is its own cluster's)."""
-    from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
 
     with bulk_allocation():
@@ -169,11 +178,10 @@ def queue_command(
             items = [
                 {**i, "cluster": ctx}
                 for ctx, src in source.clusters()
-                for i in queue_items(src, read.simulation_state(src), list(names or []), runtime_label, time.time())
+                for i in queue_items(src, list(names or []), runtime_label, time.time())
             ]
         else:
-            opened = source.open()
-            items = queue_items(opened, read.simulation_state(opened), list(names or []), runtime_label, time.time())
+            items = queue_items(source.open(), list(names or []), runtime_label, time.time())
     render.emit(
         render.Listing(
             "PendingWorkload",

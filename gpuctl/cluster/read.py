@@ -198,9 +198,15 @@ def _served(source: Source, kind: Kind) -> list[dict[str, Any]]:
         raise
 
 
-def simulation_state(source: Source) -> ClusterState:
+def simulation_state(
+    source: Source,
+    *,
+    read_workloads: Sequence[Workload] | None = None,
+    read_cluster_queues: Mapping[str, ClusterQueue] | None = None,
+) -> ClusterState:
     """Everything the simulator reads, parsed once: queues, pools, flavors, topologies, Nodes, ledgers, Workloads
-    and the Pods bound to nodes or owned by a Workload; gate 3's inputs built as :func:`admission_state` builds them."""
+    and the Pods bound to nodes or owned by a Workload; gate 3's inputs built as :func:`admission_state` builds them.
+    Workloads and ClusterQueues a command has already read are passed in rather than parsed again."""
     from gpuctl.core.simulate import ClusterState
     from gpuctl.core.tas import parse_topology
 
@@ -211,7 +217,7 @@ def simulation_state(source: Source) -> ClusterState:
     read_flavors = flavors(source)
     return ClusterState(
         local_queues={(q.namespace, q.name): q for q in (parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE))},
-        cluster_queues=cluster_queues(source),
+        cluster_queues=read_cluster_queues if read_cluster_queues is not None else cluster_queues(source),
         instancetypes={t.name: t for t in instancetypes(source)},
         flavors=read_flavors,
         topologies=dict(parse_topology(o) for o in _served(source, kinds.TOPOLOGY)),
@@ -222,7 +228,7 @@ def simulation_state(source: Source) -> ClusterState:
             read_flavors,
             read_devices.values(),
             read_nodes or None,
-            workloads(source),
+            read_workloads if read_workloads is not None else workloads(source),
             kept,
             pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
         ),

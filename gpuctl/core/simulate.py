@@ -17,6 +17,7 @@ Workload sees it placed. Nothing is ever written to the cluster.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -313,6 +314,8 @@ class Simulator:
         self.touched: set[str] = set()
         """Nodes whose ledger the simulation changed (their published fit labels no longer hold)."""
         self.flavor_nodes: dict[str, list[str]] = {}
+        self.candidates: dict[tuple[str, str, str], tuple[list[NodeRoom], int, dict[str, int]]] = {}
+        """Candidate nodes per (flavor, node selector, affinity), until the working copy changes."""
         """Flavor → the Ready, schedulable nodes carrying its labels (fit labels are not among them)."""
         self.usage: dict[tuple[str, str, str], Amount] = {}
         for w in self.workloads:
@@ -445,6 +448,7 @@ class Simulator:
         other.labels = dict(self.labels)
         other.touched = set(self.touched)
         other.flavor_nodes = dict(self.flavor_nodes)
+        other.candidates = {}
         other.usage = dict(self.usage)
         other.tas_usage = dict(self.tas_usage)
         other.tas_workloads = set(self.tas_workloads)
@@ -510,6 +514,7 @@ class Simulator:
         added = [n for n in grown.devices if n not in self.state.devices]
         self.state = grown
         self.flavor_nodes = {}
+        self.candidates = {}
         for name in added:
             self.base_devices[name] = grown.devices[name]
             self.ledgers[name] = self.check_ledgers[name] = grown.devices[name]
@@ -541,6 +546,7 @@ class Simulator:
             self.free[node] = self._room(node)
         self.labels.pop(node, None)
         self.touched.add(node)
+        self.candidates.clear()
 
     def _charge_quota(self, w: Workload, sign: int = 1) -> None:
         for ps in w.podsets:
@@ -663,7 +669,21 @@ class Simulator:
 
     def _nodes_for(self, flavor: ResourceFlavor, spec: Mapping[str, Any]) -> tuple[list[NodeRoom], int, dict[str, int]]:
         """Candidate nodes for a PodSet on a flavor: Ready, schedulable, matching the flavor's labels and the
-        PodSet's selectors; with how many matched the flavor and why the others were excluded."""
+        PodSet's selectors; with how many matched the flavor and why the others were excluded (kept until the
+        working copy changes: a queue of Workloads asking alike is placed against the same candidates)."""
+        key = (
+            flavor.name,
+            json.dumps(spec.get("nodeSelector"), sort_keys=True),
+            json.dumps(spec.get("affinity"), sort_keys=True),
+        )
+        cached = self.candidates.get(key)
+        if cached is None:
+            cached = self.candidates[key] = self._select_nodes(flavor, spec)
+        return cached
+
+    def _select_nodes(
+        self, flavor: ResourceFlavor, spec: Mapping[str, Any]
+    ) -> tuple[list[NodeRoom], int, dict[str, int]]:
         excluded: dict[str, int] = {}
         out: list[NodeRoom] = []
         by_selector = node_selector({"nodeSelector": spec.get("nodeSelector")}) if spec.get("nodeSelector") else None

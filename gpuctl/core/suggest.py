@@ -297,42 +297,64 @@ class DefragHint:
         }
 
 
-def _whole_free_cards(sim: Simulator, node: str, accelerator_key: str) -> int:
+def _holders(sim: Simulator, node: str, accelerator_key: str) -> tuple[int, int, dict[str, set[str]], set[str]]:
+    """A node's cards of one model: how many there are, how many are free, which Workload holds which card (by its
+    Pods' allocation records) and which cards something else holds (a Pod outside Kueue, a record of no Pod)."""
     ledger = sim.ledgers.get(node)
     g = ledger.group(accelerator_key) if ledger else None
-    return sum(1 for c in g.cards if c.free and not c.partitioned) if g else 0
+    if g is None:
+        return 0, 0, {}, set()
+    free = {c.id for c in g.cards if c.free and not c.partitioned}
+    held_by: dict[str, set[str]] = {}
+    holders: dict[str, set[str]] = {}
+    for p in sim.pods_by_node.get(node, ()):
+        if p.finished:
+            continue
+        for a in p.allocations:
+            if a.group == g.id and a.manufacturer == g.manufacturer:
+                holders.setdefault(a.card_id, set()).add(f"{p.namespace}/{p.workload}" if p.workload else "")
+    other = {c.id for c in g.cards if c.id not in free and (not holders.get(c.id) or "" in holders[c.id])}
+    for card, keys in holders.items():
+        for key in keys - {""}:
+            held_by.setdefault(key, set()).add(card)
+    unpartitioned = sum(1 for c in g.cards if not c.partitioned)
+    return unpartitioned, len(free), held_by, other | {c.id for c in g.cards if c.partitioned}
 
 
 def defrag_hints(
     sim: Simulator, pool: str, nodes: Sequence[str], accelerator_key: str, cards: int, *, limit: int = 3
 ) -> list[DefragHint]:
     """For the pool's nodes with too few whole cards free, the fewest Workloads (lowest priority first) whose going
-    frees ``cards`` on one node; each proven by a simulated Workload of ``cards`` whole cards pinned to that node."""
+    frees ``cards`` on one node; each proven by a simulated Workload of ``cards`` whole cards pinned to that node.
+
+    Candidates are found from the allocation records alone (a card frees when every Workload holding it goes and
+    nothing else holds it); only the best ``limit`` nodes are simulated."""
     queue = next(
         ((ns, name) for (ns, name), lq in sorted(sim.state.local_queues.items()) if lq.cluster_queue == pool), None
     )
-    on_node = _by_node(sim, _running(sim))
-    hints: list[DefragHint] = []
-    for node in sorted(nodes, key=lambda n: (len(on_node.get(n, ())), n)):
-        if _whole_free_cards(sim, node, accelerator_key) >= cards or not on_node.get(node):
-            continue
-        chosen: list[Workload] = []
-        trial = sim.copy()
-        for w in sorted(on_node[node], key=lambda x: (x.priority, x.key)):
-            chosen.append(w)
-            trial.remove([w.key])
-            if _whole_free_cards(trial, node, accelerator_key) >= cards:
+    priority = {w.key: (w.priority, w.key) for w in _running(sim)}
+    found: list[tuple[int, str, tuple[str, ...]]] = []
+    for node in nodes:
+        total, free, held_by, other = _holders(sim, node, accelerator_key)
+        if total < cards or free >= cards:
+            continue  # the node cannot hold them at all, or already has them free
+        movable = {k: v for k, v in held_by.items() if k in priority}
+        chosen: list[str] = []
+        for key in sorted(movable, key=lambda k: priority[k]):
+            chosen.append(key)
+            if free + _freed(chosen, held_by, movable, other) >= cards:
                 break
         else:
             continue  # the node's Workloads are not what holds its cards
-        for w in sorted(chosen, key=lambda x: (-x.priority, x.key)):  # drop what is not needed
-            rest = [c for c in chosen if c.key != w.key]
-            check = sim.copy()
-            check.remove([c.key for c in rest])
-            if rest and _whole_free_cards(check, node, accelerator_key) >= cards:
+        for key in sorted(chosen, key=lambda k: (-priority[k][0], k)):  # drop what is not needed
+            rest = [k for k in chosen if k != key]
+            if rest and free + _freed(rest, held_by, movable, other) >= cards:
                 chosen = rest
-        final = sim.copy()
-        final.remove([c.key for c in chosen])
+        found.append((len(chosen), node, tuple(chosen)))
+    hints: list[DefragHint] = []
+    for _, node, moved in sorted(found)[:limit]:
+        trial = sim.copy()
+        trial.remove(moved)
         admitted = False
         if queue is not None:
             probe = Submission(
@@ -353,11 +375,19 @@ def defrag_hints(
                     ),
                 ),
             )
-            admitted = final.simulate(probe, commit=False).admitted
-        hints.append(DefragHint(node, cards, tuple(w.key for w in chosen), admitted))
-        if len(hints) >= limit:
-            break
-    return sorted(hints, key=lambda h: (len(h.workloads), h.node))
+            admitted = trial.simulate(probe, commit=False).admitted
+        hints.append(DefragHint(node, cards, moved, admitted))
+    return hints
+
+
+def _freed(keys: Sequence[str], held_by: dict[str, set[str]], movable: dict[str, set[str]], other: set[str]) -> int:
+    """Cards that free when these Workloads go: every Workload holding them goes, and nothing else holds them."""
+    gone = set(keys)
+    return sum(
+        1
+        for c in {c for k in gone for c in movable[k]}
+        if c not in other and all(k in gone for k, v in held_by.items() if c in v)
+    )
 
 
 def _base_key(accelerator_key: str) -> str:
