@@ -44,7 +44,7 @@ from gpuctl.core.nodes import Node
 from gpuctl.core.pins import FIT_PREFIXES, PinContext, node_fit_labels
 from gpuctl.core.pods import CardAllocation, Pod
 from gpuctl.core.submissions import Submission, SubmittedPodSet, instance_pod
-from gpuctl.core.tas import Amount, NodeRoom, Room, TasFailure, node_selector, place, plain, with_pod_slot
+from gpuctl.core.tas import Amount, NodeRoom, Room, TasFailure, TasPlacement, node_selector, place, plain, with_pod_slot
 from gpuctl.core.units import M
 from gpuctl.core.webhooks import Kind, WebhookContext, review
 from gpuctl.core.workloads import (
@@ -316,6 +316,8 @@ class Simulator:
         self.flavor_nodes: dict[str, list[str]] = {}
         self.candidates: dict[tuple[str, str, str], tuple[list[NodeRoom], int, dict[str, int]]] = {}
         """Candidate nodes per (flavor, node selector, affinity), until the working copy changes."""
+        self.placements: dict[tuple[Any, ...], TasPlacement | TasFailure] = {}
+        """TAS's answer per (candidates, Pods, one Pod's requests, topology), until the working copy changes."""
         """Flavor → the Ready, schedulable nodes carrying its labels (fit labels are not among them)."""
         self.usage: dict[tuple[str, str, str], Amount] = {}
         for w in self.workloads:
@@ -449,6 +451,7 @@ class Simulator:
         other.touched = set(self.touched)
         other.flavor_nodes = dict(self.flavor_nodes)
         other.candidates = {}
+        other.placements = {}
         other.usage = dict(self.usage)
         other.tas_usage = dict(self.tas_usage)
         other.tas_workloads = set(self.tas_workloads)
@@ -515,6 +518,7 @@ class Simulator:
         self.state = grown
         self.flavor_nodes = {}
         self.candidates = {}
+        self.placements = {}
         for name in added:
             self.base_devices[name] = grown.devices[name]
             self.ledgers[name] = self.check_ledgers[name] = grown.devices[name]
@@ -547,6 +551,7 @@ class Simulator:
         self.labels.pop(node, None)
         self.touched.add(node)
         self.candidates.clear()
+        self.placements.clear()
 
     def _charge_quota(self, w: Workload, sign: int = 1) -> None:
         for ps in w.podsets:
@@ -753,15 +758,19 @@ class Simulator:
                         )
                         continue
                     nodes, total, excluded = self._nodes_for(flavor, ps.spec)
-                    placed = place(
-                        ps.count,
-                        _requests(ps.spec).slot,
-                        nodes,
-                        sps.topology,
-                        topology=flavor.topology_name,
-                        total_nodes=total,
-                        excluded=excluded,
-                    )
+                    slot = _requests(ps.spec).slot
+                    shape = (id(nodes), ps.count, tuple(sorted(slot.items())), sps.topology, flavor.topology_name)
+                    placed = self.placements.get(shape)
+                    if placed is None:  # Workloads asking alike are placed alike until the working copy changes
+                        placed = self.placements[shape] = place(
+                            ps.count,
+                            slot,
+                            nodes,
+                            sps.topology,
+                            topology=flavor.topology_name,
+                            total_nodes=total,
+                            excluded=excluded,
+                        )
                     if isinstance(placed, TasFailure):
                         reasons.append(placed.message)
                         reserved.evidence.extend(lines)

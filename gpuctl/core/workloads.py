@@ -12,7 +12,7 @@ from gpuctl.core.units import QuantityError, parse_quantity
 
 
 def _m(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}  # dicts first: the ABC check is slow
 
 
 def _l(value: Any) -> list[Any]:
