@@ -17,6 +17,7 @@ class Node:
     allocatable: Mapping[str, Fraction | int]
     """Whole amounts are ints (cheap arithmetic when thousands of nodes are compared), the rest Fractions."""
     capacity: Mapping[str, Fraction | int]
+    """Only what is read of it: ``cpu``, the fallback of :attr:`cpu_cores`."""
     ready: bool
     unschedulable: bool
 
@@ -44,12 +45,15 @@ def _quantities(raw: Any) -> dict[str, Fraction | int]:
 def parse_node(obj: Mapping[str, Any]) -> Node:
     meta = _m(obj.get("metadata"))
     status = _m(obj.get("status"))
+    capacity = _m(status.get("capacity"))
     ready = any(_m(c).get("type") == "Ready" and _m(c).get("status") == "True" for c in status.get("conditions") or [])
     return Node(
         name=str(meta.get("name", "")),
         labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},
         allocatable=_quantities(status.get("allocatable")),
-        capacity=_quantities(status.get("capacity")),
+        capacity=_quantities({"cpu": _m(status.get("capacity")).get("cpu")})
+        if "cpu" in _m(status.get("capacity"))
+        else {},
         ready=ready,
         unschedulable=bool(_m(obj.get("spec")).get("unschedulable", False)),
     )
