@@ -200,20 +200,23 @@ def _fleet(source: SourceSpec, names: list[str], output: OutputSpec) -> None:
             "ProfileAvailability",
             items,
             columns,
-            lambda i: [
-                i.get("cluster") or ",".join(i.get("clusters", [])),
-                i["instanceType"],
-                i["profile"],
-                f"{i['memoryMib']}Mi" if i["memoryMib"] else "-",
-                str(i["offered"]),
-                str(i["allocated"]),
-                str(i["remaining"]),
-                i["state"],
-            ],
+            lambda i: [i.get("cluster") or ",".join(i.get("clusters", [])), *_profile_row(i)],
             lambda i: f"instancetype/{i['instanceType']}",
         ),
         output,
     )
+
+
+def _profile_row(i: dict[str, Any]) -> list[str]:
+    return [
+        i["instanceType"],
+        i["profile"],
+        f"{i['memoryMib']}Mi" if i["memoryMib"] else "-",
+        str(i["offered"]),
+        str(i["allocated"]),
+        str(i["remaining"]),
+        i["state"],
+    ]
 
 
 def _emit(items: list[dict[str, Any]], by_node: bool, by_card: bool, output: OutputSpec) -> None:
@@ -241,15 +244,7 @@ def _emit(items: list[dict[str, Any]], by_node: bool, by_card: bool, output: Out
             "ProfileAvailability",
             items,
             POOL_COLUMNS,
-            lambda i: [
-                i["instanceType"],
-                i["profile"],
-                f"{i['memoryMib']}Mi" if i["memoryMib"] else "-",
-                str(i["offered"]),
-                str(i["allocated"]),
-                str(i["remaining"]),
-                i["state"],
-            ],
+            _profile_row,
             lambda i: f"instancetype/{i['instanceType']}",
         )
     render.emit(listing, output)

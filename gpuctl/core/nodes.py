@@ -51,9 +51,7 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
         name=str(meta.get("name", "")),
         labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},
         allocatable=_quantities(status.get("allocatable")),
-        capacity=_quantities({"cpu": _m(status.get("capacity")).get("cpu")})
-        if "cpu" in _m(status.get("capacity"))
-        else {},
+        capacity=_quantities({"cpu": capacity["cpu"]}) if "cpu" in capacity else {},
         ready=ready,
         unschedulable=bool(_m(obj.get("spec")).get("unschedulable", False)),
     )
