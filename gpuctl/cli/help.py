@@ -18,6 +18,7 @@ SUMMARIES: Final[dict[str, str]] = {
     "queue": "List pending Workloads in Kueue's order, with what each asks and waits on.",
     "diff": "Show what changed between two snapshots, or a snapshot and the cluster.",
     "top": "Watch pools, queues and held Workloads live.",
+    "doctor": "Audit the admission chain and say how to fix each finding.",
     "dump": "Write a snapshot of the objects gpuctl reads.",
     "webhook": "Run the admission webhooks without storing anything.",
     "webhook dry-run": "Show what the webhooks do to a manifest.",
@@ -89,6 +90,12 @@ EXAMPLES: Final[dict[str, str]] = {
 
   # Capacity planning: how many more nodes like a10g-1 until the queue's head fits
   gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1""",
+    "doctor": """
+  # Every check on the live cluster; exit 3 when one fails
+  gpuctl doctor
+
+  # On a dump attached to a ticket, as JSON
+  gpuctl doctor --snapshot ./ticket-4711 -o json""",
     "top": """
   # Live, redrawn as the watches see changes (s sorts, j/k select, e explains, q quits)
   gpuctl top

@@ -80,6 +80,7 @@ def _finish_tree(typer_app: typer.Typer, prefix: str = "") -> None:
 def _register() -> None:
     from gpuctl.cli.completion import completion_command
     from gpuctl.cli.diff import diff_command
+    from gpuctl.cli.doctor import doctor_command
     from gpuctl.cli.dump import dump_command
     from gpuctl.cli.explain import explain_app, workloads_command
     from gpuctl.cli.fragmentation import fragmentation_command
@@ -103,6 +104,7 @@ def _register() -> None:
     app.command("queue")(queue_command)
     app.command("diff")(diff_command)
     app.command("top")(top_command)
+    app.command("doctor")(doctor_command)
     app.command("dump")(dump_command)
     app.command("completion")(completion_command)
     app.add_typer(webhook_app, name="webhook")

@@ -46,6 +46,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                           '  diff           Show what changed between two snapshots, or a snapshot and\n'
                           '                 the cluster.\n'
                           '  top            Watch pools, queues and held Workloads live.\n'
+                          '  doctor         Audit the admission chain and say how to fix each finding.\n'
                           '  dump           Write a snapshot of the objects gpuctl reads.\n'
                           '  completion     Print a shell completion script.\n'
                           '  hold           Block admission to a pool; running work keeps running.\n'
@@ -185,6 +186,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '  diff           Show what changed between two snapshots, or a snapshot and\n'
                                   '                 the cluster.\n'
                                   '  top            Watch pools, queues and held Workloads live.\n'
+                                  '  doctor         Audit the admission chain and say how to fix each finding.\n'
                                   '  dump           Write a snapshot of the objects gpuctl reads.\n'
                                   '  completion     Print a shell completion script.\n'
                                   '  hold           Block admission to a pool; running work keeps running.\n'
@@ -323,6 +325,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                          '  diff           Show what changed between two snapshots, or a snapshot and\n'
                          '                 the cluster.\n'
                          '  top            Watch pools, queues and held Workloads live.\n'
+                         '  doctor         Audit the admission chain and say how to fix each finding.\n'
                          '  dump           Write a snapshot of the objects gpuctl reads.\n'
                          '  completion     Print a shell completion script.\n'
                          '  hold           Block admission to a pool; running work keeps running.\n'
@@ -393,6 +396,45 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                              '\n'
                              "    # A ticket's snapshot against the cluster now, as JSON\n"
                              '    gpuctl diff ./ticket-4711 live -o json\n',
+                     'doctor': 'Usage: gpuctl doctor [OPTIONS]\n'
+                               '\n'
+                               '  Check the admission chain: the gpustack-node-devices AdmissionCheck, the\n'
+                               '  accelerated queues, every pool (its entrance, queues, published views,\n'
+                               '  Devices and fit labels) and stuck work; exit 3 when a check fails. Runs the\n'
+                               '  same on a live cluster and on a dump attached to a ticket.\n'
+                               '\n'
+                               'Options:\n'
+                               '  --retry-minutes <int range>  Report Workloads the check has held at Retry\n'
+                               '                               for longer.  [default: 30; x>=1]\n'
+                               '  -o, --output <str>           table, wide, json, yaml, name,\n'
+                               '                               jsonpath=TEMPLATE, jsonpath-file=FILE, custom-\n'
+                               '                               columns=SPEC, custom-columns-file=FILE.\n'
+                               '                               [default: table]\n'
+                               '  --no-headers                 Print tables without their header row.\n'
+                               '  --snapshot <str>             Read objects from snapshot files (a file or\n'
+                               '                               directory of YAML/JSON) instead of a cluster.\n'
+                               '                               [env var: GPUCTL_SNAPSHOT]\n'
+                               '  --kubeconfig <str>           Path to the kubeconfig file (default\n'
+                               '                               $KUBECONFIG or ~/.kube/config).\n'
+                               '  --context <str>              The kubeconfig context to use (views,\n'
+                               '                               partitions, queue and fragmentation take\n'
+                               '                               several).\n'
+                               '  --cluster <str>              The kubeconfig cluster to use.\n'
+                               '  --user <str>                 The kubeconfig user to use.\n'
+                               '  -s, --server <str>           The address of the API server.\n'
+                               '  --token <str>                Bearer token for the API server.\n'
+                               '  --as <str>                   Username to impersonate for the operation.\n'
+                               '  --as-group <str>             Group to impersonate (repeat for several).\n'
+                               '  --request-timeout <str>      How long one API request may take (e.g. 10s,\n'
+                               '                               1m; default 30s).\n'
+                               '  -h, --help                   Show this message and exit.\n'
+                               '\n'
+                               '  Examples:\n'
+                               '    # Every check on the live cluster; exit 3 when one fails\n'
+                               '    gpuctl doctor\n'
+                               '\n'
+                               '    # On a dump attached to a ticket, as JSON\n'
+                               '    gpuctl doctor --snapshot ./ticket-4711 -o json\n',
                      'drain': 'Usage: gpuctl drain [OPTIONS] {INSTANCETYPE}\n'
                               '\n'
                               '  Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
@@ -1779,6 +1821,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '  diff           Show what changed between two snapshots, or a snapshot and\n'
                                  '                 the cluster.\n'
                                  '  top            Watch pools, queues and held Workloads live.\n'
+                                 '  doctor         Audit the admission chain and say how to fix each finding.\n'
                                  '  dump           Write a snapshot of the objects gpuctl reads.\n'
                                  '  completion     Print a shell completion script.\n'
                                  '  hold           Block admission to a pool; running work keeps running.\n'
@@ -1849,6 +1892,45 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      '\n'
                                      "    # A ticket's snapshot against the cluster now, as JSON\n"
                                      '    gpuctl diff ./ticket-4711 live -o json\n',
+                             'doctor': 'Usage: kubectl gpuctl doctor [OPTIONS]\n'
+                                       '\n'
+                                       '  Check the admission chain: the gpustack-node-devices AdmissionCheck, the\n'
+                                       '  accelerated queues, every pool (its entrance, queues, published views,\n'
+                                       '  Devices and fit labels) and stuck work; exit 3 when a check fails. Runs the\n'
+                                       '  same on a live cluster and on a dump attached to a ticket.\n'
+                                       '\n'
+                                       'Options:\n'
+                                       '  --retry-minutes <int range>  Report Workloads the check has held at Retry\n'
+                                       '                               for longer.  [default: 30; x>=1]\n'
+                                       '  -o, --output <str>           table, wide, json, yaml, name,\n'
+                                       '                               jsonpath=TEMPLATE, jsonpath-file=FILE, custom-\n'
+                                       '                               columns=SPEC, custom-columns-file=FILE.\n'
+                                       '                               [default: table]\n'
+                                       '  --no-headers                 Print tables without their header row.\n'
+                                       '  --snapshot <str>             Read objects from snapshot files (a file or\n'
+                                       '                               directory of YAML/JSON) instead of a cluster.\n'
+                                       '                               [env var: GPUCTL_SNAPSHOT]\n'
+                                       '  --kubeconfig <str>           Path to the kubeconfig file (default\n'
+                                       '                               $KUBECONFIG or ~/.kube/config).\n'
+                                       '  --context <str>              The kubeconfig context to use (views,\n'
+                                       '                               partitions, queue and fragmentation take\n'
+                                       '                               several).\n'
+                                       '  --cluster <str>              The kubeconfig cluster to use.\n'
+                                       '  --user <str>                 The kubeconfig user to use.\n'
+                                       '  -s, --server <str>           The address of the API server.\n'
+                                       '  --token <str>                Bearer token for the API server.\n'
+                                       '  --as <str>                   Username to impersonate for the operation.\n'
+                                       '  --as-group <str>             Group to impersonate (repeat for several).\n'
+                                       '  --request-timeout <str>      How long one API request may take (e.g. 10s,\n'
+                                       '                               1m; default 30s).\n'
+                                       '  -h, --help                   Show this message and exit.\n'
+                                       '\n'
+                                       '  Examples:\n'
+                                       '    # Every check on the live cluster; exit 3 when one fails\n'
+                                       '    gpuctl doctor\n'
+                                       '\n'
+                                       '    # On a dump attached to a ticket, as JSON\n'
+                                       '    gpuctl doctor --snapshot ./ticket-4711 -o json\n',
                              'drain': 'Usage: kubectl gpuctl drain [OPTIONS] {INSTANCETYPE}\n'
                                       '\n'
                                       '  Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
@@ -3388,6 +3470,7 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                             'queue',
                             'diff',
                             'top',
+                            'doctor',
                             'dump',
                             'completion',
                             'hold',
@@ -3432,6 +3515,24 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
                                {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
+          'doctor': {'commands': [],
+                     'options': [{'eager': False, 'multiple': False, 'names': ['--retry-minutes'], 'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                 {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
+                                 {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
+                                 {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--request-timeout'],
+                                  'takes_value': True},
+                                 {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'drain': {'commands': [],
                     'options': [{'eager': False, 'multiple': False, 'names': ['--wait'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--timeout'], 'takes_value': True},

@@ -138,6 +138,7 @@ class CheckState:
     state: str
     message: str = ""
     requeue_after_seconds: int | None = None
+    last_transition: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +227,7 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
             str(_m(c).get("state", "")),
             str(_m(c).get("message", "")),
             _m(c).get("requeueAfterSeconds") if isinstance(_m(c).get("requeueAfterSeconds"), int) else None,
+            str(_m(c).get("lastTransitionTime") or ""),
         )
         for c in _l(status.get("admissionChecks"))
     )
