@@ -21,9 +21,9 @@ def doctor_command(
     source: SourceSpec,
     output: OutputSpec,
 ) -> None:
-    """Check the admission chain: the gpustack-node-devices AdmissionCheck, the accelerated queues, every pool (its
-    entrance, queues, published views, Devices and fit labels) and stuck work; exit 3 when a check fails. Runs the
-    same on a live cluster and on a dump attached to a ticket."""
+    """Check the admission chain: the webhooks against this version's registry, the gpustack-node-devices
+    AdmissionCheck, the accelerated queues, every pool (its entrance, queues, published views, Devices and fit labels)
+    and stuck work; exit 3 when a check fails. Runs the same on a live cluster and on a dump attached to a ticket."""
     from gpuctl.cluster import kinds, read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core import doctor, naming
@@ -35,6 +35,7 @@ def doctor_command(
         queues = read.cluster_queues(opened)
         types = {t.name: t for t in read.instancetypes(opened)}
         findings = [
+            *_webhook_findings(opened),
             doctor.admission_check(check),
             *doctor.queues(queues, types, check is not None and check.active),
             *doctor.pools(
@@ -59,6 +60,27 @@ def doctor_command(
     )
     if any(f.status == doctor.FAIL for f in findings):
         raise AnswerNo("")
+
+
+def _webhook_findings(opened: Any) -> list[Any]:
+    """The webhook audit, or one warning when the configurations cannot be read (a role without them)."""
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.core import doctor
+
+    try:
+        configs = [*opened.list(kinds.MUTATING_WEBHOOKS), *opened.list(kinds.VALIDATING_WEBHOOKS)]
+    except SourceError as exc:
+        return [
+            doctor.Finding(
+                "webhook",
+                doctor.WARN,
+                f"cannot read the webhook configurations: {exc}",
+                "the webhooks hold gate 1 and the KV-cache and pool rules",
+                "grant the gpuctl-view role (deploy/rbac/gpuctl-cli.yaml), which reads them",
+            )
+        ]
+    return doctor.webhooks([e for c in configs for e in doctor.parse_webhook_configuration(c)])
 
 
 doctor_command = source_options()(output_options(sort=False)(doctor_command))

@@ -6,8 +6,6 @@ held Workloads, ``e`` (or Enter) opens or closes the selected one's explanation,
 or when stdout is not a terminal, it prints one frame and exits.
 """
 
-from __future__ import annotations
-
 import contextlib
 import os
 import select
@@ -20,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.options import SourceSpec, source_options
 
 if TYPE_CHECKING:
@@ -39,15 +38,15 @@ BAR = 10
 class Records:
     """What one frame reads: records of six kinds, from watches or one read."""
 
-    instancetypes: dict[str, InstanceType] = field(default_factory=dict)
-    devices: dict[str, NodeDevices] = field(default_factory=dict)
-    cluster_queues: dict[str, ClusterQueue] = field(default_factory=dict)
-    local_queues: dict[str, LocalQueue] = field(default_factory=dict)
-    workloads: dict[str, Workload] = field(default_factory=dict)
-    pods: dict[str, Pod] = field(default_factory=dict)
+    instancetypes: dict[str, "InstanceType"] = field(default_factory=dict)
+    devices: dict[str, "NodeDevices"] = field(default_factory=dict)
+    cluster_queues: dict[str, "ClusterQueue"] = field(default_factory=dict)
+    local_queues: dict[str, "LocalQueue"] = field(default_factory=dict)
+    workloads: dict[str, "Workload"] = field(default_factory=dict)
+    pods: dict[str, "Pod"] = field(default_factory=dict)
 
 
-def read_once(source: Source) -> Records:
+def read_once(source: "Source") -> Records:
     from gpuctl.cluster import kinds, read
     from gpuctl.core.workloads import parse_local_queue
 
@@ -144,9 +143,11 @@ class View:
     selected: int = 0
     explain: str | None = None
     held_keys: list[str] = field(default_factory=list)
+    pools: tuple[str, ...] = ()
+    """Only these pools (and their queues and Workloads); every one when empty."""
 
 
-def frame(records: Records, view: View, now: float, note: str = "") -> RenderableType:
+def frame(records: Records, view: View, now: float, note: str = "") -> "RenderableType":
     """Pools, queues and held Workloads as three tables (whole values, folded rather than cut)."""
     from rich.console import Group
     from rich.table import Table
@@ -161,7 +162,7 @@ def frame(records: Records, view: View, now: float, note: str = "") -> Renderabl
         pools.add_column(header, overflow="fold")
     rows = []
     for t in records.instancetypes.values():
-        if not t.acceleratable:
+        if not t.acceleratable or (view.pools and t.name not in view.pools):
             continue
         v = instancetype_views(t, devices)
         rows.append((t.name, v, t.phase))
@@ -186,6 +187,8 @@ def frame(records: Records, view: View, now: float, note: str = "") -> Renderabl
     for header in ("CLUSTERQUEUE", "PENDING", "ADMITTED", "HEAD", "AGE"):
         queues.add_column(header, overflow="fold")
     for cq in sorted(records.cluster_queues):
+        if view.pools and cq not in view.pools:
+            continue
         line = pending_order(workloads, queue_of, cq)
         admitted = sum(1 for w in workloads if queue_of.get(w.key) == cq and w.admitted and not w.finished)
         head = line[0] if line else None
@@ -198,7 +201,14 @@ def frame(records: Records, view: View, now: float, note: str = "") -> Renderabl
             _age(now - joined if joined is not None else None),
         )
     pods = list(records.pods.values())
-    held = sorted((w for w in workloads if held_gate(w, pods) is not None), key=lambda w: w.key)
+    held = sorted(
+        (
+            w
+            for w in workloads
+            if held_gate(w, pods) is not None and (not view.pools or queue_of.get(w.key) in view.pools)
+        ),
+        key=lambda w: w.key,
+    )
     view.held_keys = [w.key for w in held]
     view.selected = min(view.selected, max(0, len(held) - 1))
     table = Table(title="Held workloads (j/k select, e explain)", title_justify="left", box=None, pad_edge=False)
@@ -249,7 +259,7 @@ def _keys() -> Iterator[Callable[[float], str]]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-def _explanation(source: Source, key: str) -> str:
+def _explanation(source: "Source", key: str) -> str:
     from gpuctl.cli.explain import _explain_workload, explanation_text
 
     namespace, _, name = key.partition("/")
@@ -260,6 +270,14 @@ def _explanation(source: Source, key: str) -> str:
 
 
 def top_command(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[INSTANCETYPE]...",
+            help="Only these pools, their queues and Workloads (default: every one).",
+            autocompletion=complete_instancetypes,
+        ),
+    ] = None,
     interval: Annotated[float, typer.Option("--interval", min=0.2, max=3600, help="Seconds between redraws.")] = 2.0,
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     *,
@@ -274,11 +292,11 @@ def top_command(
     console = Console()
     interactive = sys.stdout.isatty() and sys.stdin.isatty() and not once
     if getattr(opened, "is_snapshot", False) or not interactive:
-        console.print(frame(read_once(opened), View(), time.time()))
+        console.print(frame(read_once(opened), View(pools=tuple(names or ())), time.time()))
         return
     watched = Watched(opened)
     watched.start()
-    view = View()
+    view = View(pools=tuple(names or ()))
     try:
         with _keys() as key, Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
             redraw = True

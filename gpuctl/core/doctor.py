@@ -255,3 +255,135 @@ def stuck(
                 )
             )
     return out
+
+
+# ----------------------------------------------------------------------------------------------- webhooks
+
+KUEUE_MUTATING = "kueue-mutating-webhook-configuration"
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookEntry:
+    """One ``webhooks[]`` entry of a deployed configuration, as the audit reads it."""
+
+    configuration: str
+    mutating: bool
+    name: str
+    failure_policy: str
+    side_effects: str
+    timeout_seconds: int | None
+    rules: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
+    """(operations, apiGroups, resources) per rule."""
+    object_selector: Mapping[str, object]
+    path: str
+    ca_bundle: bool
+
+
+def _strs(value: object) -> tuple[str, ...]:
+    return tuple(sorted(str(v) for v in value)) if isinstance(value, list) else ()
+
+
+def parse_webhook_configuration(obj: Mapping[str, object]) -> list[WebhookEntry]:
+    """The entries of a Mutating- or ValidatingWebhookConfiguration."""
+    meta = obj.get("metadata")
+    name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
+    mutating = obj.get("kind") == "MutatingWebhookConfiguration"
+    raw_entries = obj.get("webhooks")
+    out = []
+    for raw in raw_entries if isinstance(raw_entries, list) else []:
+        if not isinstance(raw, Mapping):
+            continue
+        raw_client = raw.get("clientConfig")
+        client: Mapping[str, object] = raw_client if isinstance(raw_client, Mapping) else {}
+        service = client.get("service") if isinstance(client.get("service"), Mapping) else None
+        url = str(client.get("url") or "")
+        path = (
+            str(service.get("path") or "")
+            if isinstance(service, Mapping)
+            else "/" + url.split("/", 3)[-1]
+            if url
+            else ""
+        )
+        timeout = raw.get("timeoutSeconds")
+        out.append(
+            WebhookEntry(
+                name,
+                mutating,
+                str(raw.get("name", "")),
+                str(raw.get("failurePolicy") or "Fail"),
+                str(raw.get("sideEffects") or ""),
+                timeout if isinstance(timeout, int) and not isinstance(timeout, bool) else None,
+                tuple(
+                    (_strs(r.get("operations")), _strs(r.get("apiGroups")), _strs(r.get("resources")))
+                    for r in raw.get("rules") or []
+                    if isinstance(r, Mapping)
+                ),
+                raw.get("objectSelector") if isinstance(raw.get("objectSelector"), Mapping) else {},  # type: ignore[arg-type]
+                path,
+                bool(client.get("caBundle")),
+            )
+        )
+    return out
+
+
+def webhooks(entries: Sequence[WebhookEntry]) -> list[Finding]:
+    """Every webhook this version serves is registered as its registry says (kind of configuration, path,
+    operations and rules, object selector, failurePolicy, sideEffects, timeout, a CA bundle), and the mutating
+    configuration holding the Pod webhook sorts before Kueue's."""
+    from gpuctl.core.webhooks import REGISTRY
+
+    by_name = {e.name: e for e in entries}
+    out = []
+    for w in REGISTRY:
+        e = by_name.get(w.name)
+        where = "mutating" if w.mutating else "validating"
+        if e is None:
+            out.append(
+                Finding(
+                    "webhook",
+                    FAIL,
+                    f"webhook {w.name} is not registered",
+                    "every admission rule of the design runs only where its webhook is registered",
+                    "kubectl apply -k deploy/base (the configurations are generated from this version's registry)",
+                )
+            )
+            continue
+        r = w.resource
+        want = {
+            "configuration kind": ("mutating" if e.mutating else "validating", where),
+            "path": (e.path, w.path),
+            "failurePolicy": (e.failure_policy, w.failure_policy.value),
+            "sideEffects": (e.side_effects, "None"),
+            "timeoutSeconds": (e.timeout_seconds, w.timeout_seconds),
+            "rules": (e.rules, ((tuple(sorted(w.operations)), (r.group,), (r.plural,)),)),
+            "objectSelector": (dict(e.object_selector), dict(w.selector.selector().get("objectSelector", {}))),
+        }
+        wrong = [f"{k} {have!r} (want {need!r})" for k, (have, need) in want.items() if have != need]
+        if not e.ca_bundle:
+            wrong.append("no caBundle")
+        if wrong:
+            out.append(
+                Finding(
+                    "webhook",
+                    FAIL,
+                    f"webhook {w.name} in {e.configuration}: " + "; ".join(wrong),
+                    "a Fail webhook left at Ignore lets rule-breaking Pods through; a wrong selector or path skips "
+                    "or misroutes reviews",
+                    "kubectl apply -k deploy/base (the configurations are generated from this version's registry)",
+                )
+            )
+        else:
+            out.append(Finding("webhook", OK, f"webhook {w.name} in {e.configuration} as this version serves it"))
+    pod = by_name.get("pod-accelerators.gpustack.ai")
+    if pod is not None and pod.mutating and not pod.configuration < KUEUE_MUTATING:
+        out.append(
+            Finding(
+                "webhook-order",
+                FAIL,
+                f"MutatingWebhookConfiguration {pod.configuration} sorts after {KUEUE_MUTATING}",
+                "the Pod webhook's configuration sorts before Kueue's, so the fold precedes Kueue's resource hash",
+                f"rename it to sort first: kubectl get mutatingwebhookconfiguration {pod.configuration} -o yaml | "
+                "sed 's/name: .*/name: gpustack-worker-mutation/' | kubectl apply -f - (then delete the old one)",
+            )
+        )
+    return out

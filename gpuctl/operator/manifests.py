@@ -136,6 +136,9 @@ def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
             READ,
         ),
         _rule(["kvcache.gpustack.ai"], ["kvcachepoolbindings", "kvcachepools", "kvcachebackends"], READ),
+        _rule(
+            ["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], READ
+        ),
     ]
     admin = [
         *view,

@@ -38,3 +38,11 @@ def test_the_selection_and_sort_keys_change_the_frame() -> None:
     held = [line for line in text.splitlines() if "team-a/" in line and line.lstrip().startswith((">", "team"))]
     assert any(line.lstrip().startswith("> ") and "team-a/embed" in line for line in held)  # the second row
     assert view.held_keys == ["team-a/batch", "team-a/embed", "team-a/train-big"]
+
+
+def test_named_pools_only() -> None:
+    result = CliRunner().invoke(
+        app, ["top", "gpustack--nvidia-h100-80gb-hbm3-linux-amd64", "--snapshot", str(SNAPSHOT)], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "h100" in result.stdout and "a10g" not in result.stdout

@@ -544,7 +544,11 @@ def test_top_runs_under_a_terminal_and_redraws_when_a_workload_is_admitted(
     pool = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=4)
     session = f"gpuctl-top-{pool.group_id}"
     gpuctl = str(Path(sys.executable).with_name("gpuctl"))
-    command = f"{shlex.quote(gpuctl)} top --interval 0.5 --kubeconfig {shlex.quote(str(control_plane.kubeconfig))}"
+    # One pool: the suite's other pools would push its rows below a 50-line pane.
+    command = (
+        f"{shlex.quote(gpuctl)} top {shlex.quote(pool.name)} --interval 0.5 "
+        f"--kubeconfig {shlex.quote(str(control_plane.kubeconfig))}"
+    )
 
     def pane() -> str:
         out = subprocess.run([tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True)
@@ -635,5 +639,83 @@ def test_pool_metrics_equal_views_and_follow_the_ledger(
         g = gauges()
         assert g[("gpuctl_pool_free", "accelerator")] == 250  # two free cards, half of the sliced one
         assert g[("gpuctl_pool_fragmentation_score", "accelerator")] == 0.2  # 50 of 250 % stranded for one card
+    finally:
+        pool.cleanup()
+
+
+def test_doctor_passes_a_correct_deployment_and_names_each_injected_fault(
+    operator: Operator, api: Any, test_namespace: str, control_plane: Any
+) -> None:
+    """The operator's generated webhook configurations, its AdmissionCheck and a pool it keeps: doctor reports them
+    ok; then each injected fault is reported as a failure, and undoing it (what the fix says) passes again."""
+    adm = client.AdmissionregistrationV1Api(api)
+    objs = client.CustomObjectsApi(api)
+    pool = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=4)
+
+    def findings() -> list[dict[str, Any]]:
+        result = CliRunner().invoke(app, ["doctor", "-o", "json", "--kubeconfig", str(control_plane.kubeconfig)])
+        assert result.exit_code in (0, 3), result.stderr
+        return list(json.loads(result.stdout)["items"])
+
+    def failing(check: str, needle: str = "") -> bool:
+        return any(f["check"] == check and f["status"] == "fail" and needle in f["saw"] for f in findings())
+
+    def ours_ok() -> bool:
+        got = findings()
+        mine = [f for f in got if f["check"] in ("webhook", "webhook-order", "admissioncheck")]
+        pool_rows = [f for f in got if pool.name in f["saw"] and f["status"] != "ok"]
+        return bool(mine) and all(f["status"] == "ok" for f in mine) and not pool_rows
+
+    try:
+        wait_for("doctor finds the deployment and the pool correct", ours_ok, timeout=60)
+        # 1. The Pod webhook's failurePolicy flipped to Ignore.
+        mutating = adm.read_mutating_webhook_configuration("gpustack-worker-mutation")
+        original = mutating.webhooks[0].failure_policy
+        adm.patch_mutating_webhook_configuration(
+            "gpustack-worker-mutation", [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]
+        )
+        assert failing("webhook", "failurePolicy 'Ignore'")
+        adm.patch_mutating_webhook_configuration(
+            "gpustack-worker-mutation", [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": original}]
+        )
+        # 2. The CA bundle removed.
+        bundle = mutating.webhooks[0].client_config.ca_bundle
+        adm.patch_mutating_webhook_configuration(
+            "gpustack-worker-mutation", [{"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"}]
+        )
+        assert failing("webhook", "no caBundle")
+        adm.patch_mutating_webhook_configuration(
+            "gpustack-worker-mutation",
+            [{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": bundle}],
+        )
+        # 3. The queue without the check.
+        objs.patch_cluster_custom_object(
+            "kueue.x-k8s.io", "v1beta2", "clusterqueues", pool.name, {"spec": {"admissionChecksStrategy": None}}
+        )
+        assert failing("queue-check", pool.name)
+        objs.patch_cluster_custom_object(
+            "kueue.x-k8s.io",
+            "v1beta2",
+            "clusterqueues",
+            pool.name,
+            {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK}]}}},
+        )
+        # 4. A stale InstanceType status (the operator rewrites it: doctor sees the stale one first, then ok).
+        objs.patch_cluster_custom_object_status(
+            WORKER, WV, "instancetypes", pool.name, {"status": {"accelerator": {"remaining": 99}}}
+        )
+        wait_for("the pool ok again once the status writer repairs it", ours_ok, timeout=60)
+        # 5. The mutating configuration renamed to sort after Kueue's.
+        body = adm.read_mutating_webhook_configuration("gpustack-worker-mutation")
+        body.metadata = client.V1ObjectMeta(name="zz-gpustack-worker-mutation")
+        adm.create_mutating_webhook_configuration(body)
+        adm.delete_mutating_webhook_configuration("gpustack-worker-mutation")
+        try:
+            assert failing("webhook-order")
+        finally:
+            body.metadata = client.V1ObjectMeta(name="gpustack-worker-mutation")
+            adm.create_mutating_webhook_configuration(body)
+            adm.delete_mutating_webhook_configuration("zz-gpustack-worker-mutation")
+        assert not failing("webhook-order")
     finally:
         pool.cleanup()

@@ -104,3 +104,29 @@ def test_stuck_work_is_reported_and_healthy_work_is_not() -> None:
     found = doctor.stuck([parse_workload(old), parse_workload(evicted)], [], time.time())
     assert statuses(found, "stuck-retry") == [doctor.WARN] and "gpuctl simulate" in found[-1].fix
     assert statuses(found, "evicted-verdict") == [doctor.FAIL]
+
+
+def entries(configs: list[dict[str, Any]]) -> list[doctor.WebhookEntry]:
+    return [e for c in configs for e in doctor.parse_webhook_configuration(c)]
+
+
+def test_the_generated_webhook_configurations_pass_and_each_break_fails() -> None:
+    import copy
+
+    from gpuctl.operator.manifests import webhook_configurations
+
+    healthy = webhook_configurations(ca_bundle="Y2E=")
+    found = doctor.webhooks(entries(healthy))
+    assert found and {f.status for f in found} == {doctor.OK}
+    flipped = copy.deepcopy(healthy)
+    flipped[0]["webhooks"][0]["failurePolicy"] = "Ignore"  # the Pod webhook, which fails closed
+    [bad] = [f for f in doctor.webhooks(entries(flipped)) if f.status == doctor.FAIL]
+    assert "failurePolicy 'Ignore' (want 'Fail')" in bad.saw
+    renamed = copy.deepcopy(healthy)
+    renamed[0]["metadata"]["name"] = "zz-gpustack-worker-mutation"
+    assert statuses(doctor.webhooks(entries(renamed)), "webhook-order") == [doctor.FAIL]
+    no_ca = webhook_configurations()
+    assert any("no caBundle" in f.saw for f in doctor.webhooks(entries(no_ca)))
+    missing = copy.deepcopy(healthy)
+    missing[1]["webhooks"] = missing[1]["webhooks"][1:]
+    assert any("is not registered" in f.saw for f in doctor.webhooks(entries(missing)))
