@@ -58,7 +58,7 @@ def pool_items(
     from gpuctl.cluster import read
     from gpuctl.core import views
     from gpuctl.core.fragmentation import EX, Shape, cards_of, demand_shapes, pool_fragmentation, reference_shapes
-    from gpuctl.core.queueing import pending_order
+    from gpuctl.core.queueing import cluster_queues_of, pending_order
     from gpuctl.core.simulate import Simulator
     from gpuctl.core.suggest import defrag_hints
     from gpuctl.core.workloads import parse_local_queue
@@ -69,8 +69,7 @@ def pool_items(
         raise UsageError(f'instancetype "{missing[0]}" not found or not accelerated (`gpuctl views` lists the pools)')
     devices = read.devices(source) if types else []
     workloads = read.workloads(source) if types else []
-    lq = {(q.namespace, q.name): q.cluster_queue for q in map(parse_local_queue, source.list(kinds.LOCALQUEUE))}
-    queue_of = {w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "") for w in workloads}
+    queue_of = cluster_queues_of(workloads, map(parse_local_queue, source.list(kinds.LOCALQUEUE)))
     items: list[dict[str, Any]] = []
     wants_hint: dict[str, tuple[list[str], int]] = {}
     for t in sorted(types, key=lambda t: t.name):
@@ -228,11 +227,12 @@ def fragmentation_command(
         if source.fleet:
             if by_node:
                 raise UsageError("--by-node reads one cluster: give one --context")
-            per = {ctx: pool_items(src, list(names or []), shapes, free_cards, False) for ctx, src in source.clusters()}
+            clusters = source.clusters()
+            per = {ctx: pool_items(src, list(names or []), shapes, free_cards, False) for ctx, src in clusters}
             items = (
                 [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
                 if source.by_cluster
-                else fleet_items(per, {ctx: _active(src) for ctx, src in source.clusters()})
+                else fleet_items(per, {ctx: _active(src) for ctx, src in clusters})
             )
         else:
             items = pool_items(source.open(), list(names or []), shapes, free_cards, by_node)

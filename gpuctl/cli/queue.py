@@ -51,12 +51,9 @@ def _duration(seconds: int | None) -> str:
 
 def cluster_queue_map(state: "ClusterState") -> dict[str, str]:
     """Each Workload's ClusterQueue: its admission's, or its LocalQueue's."""
-    return _queue_map(state.workloads, state.local_queues.values())
+    from gpuctl.core.queueing import cluster_queues_of
 
-
-def _queue_map(workloads: Any, local_queues: Any) -> dict[str, str]:
-    lq = {(q.namespace, q.name): q.cluster_queue for q in local_queues}
-    return {w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "") for w in workloads}
+    return cluster_queues_of(state.workloads, state.local_queues.values())
 
 
 def ordered(
@@ -80,7 +77,7 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
     simulator and the explanations need, only when something is pending."""
     from gpuctl.cluster import kinds, read
     from gpuctl.core.explain import ExplainContext, explain_workload
-    from gpuctl.core.queueing import asks, wait_bound
+    from gpuctl.core.queueing import asks, cluster_queues_of, wait_bound
     from gpuctl.core.simulate import Simulator
     from gpuctl.core.suggest import resubmission
     from gpuctl.core.workloads import parse_local_queue
@@ -91,7 +88,7 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
     if missing:
         raise UsageError(f'clusterqueue "{missing[0]}" not found (`gpuctl views` lists the pools; each has one)')
     workloads = read.workloads(source)
-    cq_of = _queue_map(workloads, map(parse_local_queue, source.list(kinds.LOCALQUEUE)))
+    cq_of = cluster_queues_of(workloads, map(parse_local_queue, source.list(kinds.LOCALQUEUE)))
     lines = {cq: ordered(source, workloads, cq_of, cq) for cq in queues}
     if not any(waiting for waiting, _ in lines.values()):
         return []

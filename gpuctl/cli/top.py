@@ -153,7 +153,7 @@ def frame(records: Records, view: View, now: float, note: str = "") -> "Renderab
     from rich.table import Table
     from rich.text import Text
 
-    from gpuctl.core.queueing import asks, held_gate, pending_order, queue_timestamp
+    from gpuctl.core.queueing import asks, cluster_queues_of, epoch_seconds, held_gate, pending_order, queue_timestamp
     from gpuctl.core.views import instancetype_views
 
     devices = list(records.devices.values())
@@ -180,9 +180,8 @@ def frame(records: Records, view: View, now: float, note: str = "") -> "Renderab
             _bar(v.partitioned.remaining, v.partitioned.capacity),
             phase or "-",
         )
-    lq = {(q.namespace, q.name): q.cluster_queue for q in records.local_queues.values()}
     workloads = list(records.workloads.values())
-    queue_of = {w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "") for w in workloads}
+    queue_of = cluster_queues_of(workloads, records.local_queues.values())
     queues = Table(title="Queues", title_justify="left", box=None, pad_edge=False)
     for header in ("CLUSTERQUEUE", "PENDING", "ADMITTED", "HEAD", "AGE"):
         queues.add_column(header, overflow="fold")
@@ -192,7 +191,7 @@ def frame(records: Records, view: View, now: float, note: str = "") -> "Renderab
         line = pending_order(workloads, queue_of, cq)
         admitted = sum(1 for w in workloads if queue_of.get(w.key) == cq and w.admitted and not w.finished)
         head = line[0] if line else None
-        joined = _epoch(queue_timestamp(head)) if head is not None else None
+        joined = epoch_seconds(queue_timestamp(head)) if head is not None else None
         queues.add_row(
             cq,
             str(len(line)),
@@ -222,15 +221,6 @@ def frame(records: Records, view: View, now: float, note: str = "") -> "Renderab
     status = f"sort: {SORTS[view.sort]} (s)   q quits" + (f"   {note}" if note else "")
     parts += [Text(""), Text(status, style="dim")]
     return Group(*parts)
-
-
-def _epoch(rfc3339: str) -> float | None:
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 # ----------------------------------------------------------------------------------------------- keys

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from gpuctl.core import naming
 from gpuctl.core.instancetypes import InstanceType
@@ -16,6 +15,7 @@ from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.nodes import Node
 from gpuctl.core.pins import FIT_PREFIXES, node_fit_labels
 from gpuctl.core.pods import Pod
+from gpuctl.core.queueing import epoch_seconds
 from gpuctl.core.views import in_pool, instancetype_views, views_to_status
 from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, LocalQueue, Workload
 
@@ -205,10 +205,8 @@ def pools(
 
 
 def _age_minutes(rfc3339: str, now: float) -> float | None:
-    try:
-        return (now - datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()) / 60
-    except ValueError:
-        return None
+    since = epoch_seconds(rfc3339)
+    return None if since is None else (now - since) / 60
 
 
 def stuck(

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gpuctl.core.pods import Pod
-from gpuctl.core.workloads import Workload
+from gpuctl.core.workloads import LocalQueue, Workload
 
 
 def pending(w: Workload) -> bool:
@@ -29,6 +29,12 @@ def queue_timestamp(w: Workload) -> str:
 
 def order_key(w: Workload) -> tuple[int, str, str]:
     return (-w.priority, queue_timestamp(w), w.uid)
+
+
+def cluster_queues_of(workloads: Iterable[Workload], local_queues: Iterable[LocalQueue]) -> dict[str, str]:
+    """Each Workload's ClusterQueue (by key): its admission's, else the one its LocalQueue points at ("" for none)."""
+    lq = {(q.namespace, q.name): q.cluster_queue for q in local_queues}
+    return {w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "") for w in workloads}
 
 
 def pending_order(
@@ -55,7 +61,8 @@ def position_of(w: Workload, ordered: list[Workload]) -> Position | None:
     return None
 
 
-def _seconds(rfc3339: str) -> float | None:
+def epoch_seconds(rfc3339: str) -> float | None:
+    """An RFC 3339 time (as the API server writes it) in seconds since the epoch; None when it is not one."""
     from datetime import datetime
 
     try:
@@ -85,7 +92,7 @@ def wait_bound(ahead: Iterable[Workload], running: Iterable[Workload], now: floa
     for r in running:
         bound = runtime_bound(r, label)
         admitted = r.conditions.get("Admitted")
-        started = _seconds(admitted.last_transition) if admitted is not None and admitted.last_transition else None
+        started = epoch_seconds(admitted.last_transition) if admitted is not None and admitted.last_transition else None
         if bound is None or started is None:
             return None
         latest = max(latest, started + bound - now)

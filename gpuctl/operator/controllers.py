@@ -40,7 +40,7 @@ from gpuctl.core.fragmentation import ViewFragmentation, demand_shapes, pool_fra
 from gpuctl.core.lifecycle import PlanRefused, instancetype_phase, phase_message, plan_stop, should_stop_instance
 from gpuctl.core.pins import fit_label_changes, node_fit_labels
 from gpuctl.core.pods import Pod, parse_pod
-from gpuctl.core.queueing import held_gate, pending_order, queue_timestamp
+from gpuctl.core.queueing import cluster_queues_of, epoch_seconds, held_gate, pending_order, queue_timestamp
 from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, pool_devices, views_to_status
 from gpuctl.core.workloads import CheckState, Workload
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache, workload_nodes
@@ -305,8 +305,8 @@ class StatusController(Controller):
 
     def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics) -> None:
         super().__init__(cache, source, metrics)
-        self.pools: dict[str, tuple[dict[str, Any], tuple[ViewFragmentation, ...]]] = {}
-        """The views and the fragmentation last computed per InstanceType: the pool metrics read them."""
+        self.pools: dict[str, dict[str, Any]] = {}
+        """The views last computed per InstanceType: the pool metrics read them."""
 
     def desired_status(self, cached: CachedInstanceType) -> dict[str, Any]:
         it = cached.record
@@ -321,7 +321,7 @@ class StatusController(Controller):
         status: dict[str, Any] = views_to_status(
             instancetype_views(it, devices, node_cores=cores, cpu_reserved=reserved)
         )
-        self.pools[it.name] = (dict(status), self._fragmentation(it, devices))
+        self.pools[it.name] = dict(status)
         detail = instancetype_detail(it, devices)
         if detail is not None:
             # Every accelerated type gets the pool's detail; fields this writer does not compute stay.
@@ -333,9 +333,14 @@ class StatusController(Controller):
         status["phaseMessage"] = phase_message(policy, outstanding)
         return status
 
-    def _fragmentation(self, it: Any, devices: list[Any]) -> tuple[ViewFragmentation, ...]:
-        if not it.acceleratable:
+    def fragmentation(self, name: str) -> tuple[ViewFragmentation, ...]:
+        """A pool's free and stranded capacity against its pending shapes: computed when the metrics are scraped,
+        never on the reconcile path (a ledger moves far more often than Prometheus scrapes)."""
+        cached = self.cache.instancetypes().get(name)
+        it = cached.record if cached is not None else None
+        if it is None or not it.acceleratable:
             return ()
+        devices = self.cache.pool_devices(it.accelerator_group)
         pending = pending_order(self.cache.records(kinds.WORKLOAD), self._queue_of(), it.name)
         asked = demand_shapes(pending)
         covered = {s.view for s in asked}
@@ -343,11 +348,7 @@ class StatusController(Controller):
         return pool_fragmentation(pool_devices(devices, it), it.accelerator_group, shapes, it.card_mib)
 
     def _queue_of(self) -> dict[str, str]:
-        lq = {(q.namespace, q.name): q.cluster_queue for q in self.cache.records(kinds.LOCALQUEUE)}
-        return {
-            w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "")
-            for w in self.cache.records(kinds.WORKLOAD)
-        }
+        return cluster_queues_of(self.cache.records(kinds.WORKLOAD), self.cache.records(kinds.LOCALQUEUE))
 
     def reconcile(self, key: str) -> None:
         cached = self.cache.instancetypes().get(key)
@@ -616,7 +617,7 @@ class Controllers:
     def _pool_gauges(self) -> Iterable[Any]:
         """Per InstanceType and view: the views the status writer published, free and stranded capacity and the
         fragmentation score; per ClusterQueue: pending Workloads, the head's age, Workloads held per gate."""
-        pools = dict(self.status.pools)
+        pools = {name: (status, self.status.fragmentation(name)) for name, status in dict(self.status.pools).items()}
         for field, doc in (
             ("onceMaxRequest", "The largest single request the view can take now, in its unit."),
             ("remaining", "What the view has left, in its unit."),
@@ -671,7 +672,7 @@ class Controllers:
             line = pending_order(workloads, queue_of, cq)
             pending.append(([cq], float(len(line))))
             if line:
-                joined = _epoch(queue_timestamp(line[0]))
+                joined = epoch_seconds(queue_timestamp(line[0]))
                 age.append(([cq], max(0.0, now - joined) if joined is not None else 0.0))
                 shapes = demand_shapes(line[:1])
                 frag = pools.get(cq, ({}, ()))[1]
@@ -722,13 +723,6 @@ VIEW_FIELDS = ("accelerator", "acceleratorShared", "acceleratorSliced", "acceler
 
 def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
-
-
-def _epoch(rfc3339: str) -> float | None:
-    try:
-        return datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _blocked(shape: Any, frag: tuple[ViewFragmentation, ...]) -> bool:
