@@ -6,38 +6,75 @@ from typing import Annotated, Any
 import typer
 
 from gpuctl.cli import render
-from gpuctl.cli.errors import AnswerNo
+from gpuctl.cli.errors import AnswerNo, UsageError
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
 
 COLUMNS = (Column("STATUS"), Column("CHECK"), Column("SAW"), Column("FIX"), Column("WHY", wide_only=True))
+CONFIG_LIMIT = 1024 * 1024
+"""The largest Kueue Configuration read (bytes of YAML)."""
 
 
 def doctor_command(
     retry_minutes: Annotated[
         int, typer.Option("--retry-minutes", min=1, help="Report Workloads the check has held at Retry for longer.")
     ] = 30,
+    kueue_config: Annotated[
+        str,
+        typer.Option("--kueue-config", metavar="NAMESPACE/NAME", help="The ConfigMap holding Kueue's Configuration."),
+    ] = "kueue-system/kueue-manager-config",
+    operator_namespace: Annotated[
+        str, typer.Option("--operator-namespace", help="Where the operator's Deployment and leader Lease live.")
+    ] = "gpuctl-system",
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe/--no-probe",
+            help="On a live cluster, reach the webhook endpoints and send dry-run reviews through the API server.",
+        ),
+    ] = True,
+    kueue_resources: Annotated[
+        bool,
+        typer.Option("--kueue-resources", help="Print the resources block Kueue's Configuration needs, and exit."),
+    ] = False,
     *,
     source: SourceSpec,
     output: OutputSpec,
 ) -> None:
-    """Check the admission chain: the webhooks against this version's registry, the gpustack-node-devices
-    AdmissionCheck, the accelerated queues, every pool (its entrance, queues, published views, Devices and fit labels)
-    and stuck work; exit 3 when a check fails. Runs the same on a live cluster and on a dump attached to a ticket."""
+    """Check the admission chain: the webhooks against this version's registry (and, live, their endpoints and a
+    dry-run review), the gpustack-node-devices AdmissionCheck, the accelerated queues, Kueue's Configuration, every
+    pool (its entrance, queues, published views, Devices and fit labels), stuck work and the operator's health; exit
+    3 when a check fails. Runs the same on a live cluster and on a dump attached to a ticket (without the probes)."""
     from gpuctl.cluster import kinds, read
     from gpuctl.cluster.bulk import bulk_allocation
-    from gpuctl.core import doctor, naming
+    from gpuctl.cluster.live import LiveSource
+    from gpuctl.core import credits, doctor, naming
     from gpuctl.core.workloads import parse_local_queue
 
+    if kueue_resources:
+        import yaml
+
+        typer.echo(yaml.safe_dump({"resources": credits.kueue_resources_config()}, sort_keys=False), nl=False)
+        return
+    config_ns, slash, config_name = kueue_config.partition("/")
+    if not slash or not config_ns or not config_name:
+        raise UsageError(
+            f"--kueue-config {kueue_config!r}: give NAMESPACE/NAME, e.g. kueue-system/kueue-manager-config"
+        )
     opened = source.open()
+    now = time.time()
     with bulk_allocation():
         check = read.admission_check(opened, naming.NODE_DEVICES_CHECK)
         queues = read.cluster_queues(opened)
         types = {t.name: t for t in read.instancetypes(opened)}
+        entries, webhook_findings = _webhooks(opened)
+        flavors = read.flavors(opened)
         findings = [
-            *_webhook_findings(opened),
+            *webhook_findings,
             doctor.admission_check(check),
             *doctor.queues(queues, types, check is not None and check.active),
+            *_kueue(opened, config_ns, config_name),
+            *doctor.kueue_topologies(flavors, _topologies(opened)),
             *doctor.pools(
                 types,
                 queues,
@@ -45,8 +82,11 @@ def doctor_command(
                 read.devices(opened),
                 {n.name: n for n in read.nodes(opened)},
             ),
-            *doctor.stuck(read.workloads(opened), read.pods(opened), time.time(), retry_minutes),
+            *doctor.stuck(read.workloads(opened), read.pods(opened), now, retry_minutes),
+            *_operator(opened, entries, operator_namespace, now),
         ]
+        if probe and isinstance(opened, LiveSource) and entries:
+            findings += _probes(opened, entries, source.namespace or opened.default_namespace() or "default")
     items: list[dict[str, Any]] = [f.to_dict() for f in findings]
     render.emit(
         render.Listing(
@@ -62,8 +102,20 @@ def doctor_command(
         raise AnswerNo("")
 
 
-def _webhook_findings(opened: Any) -> list[Any]:
-    """The webhook audit, or one warning when the configurations cannot be read (a role without them)."""
+def _unreadable(check: str, what: str, exc: Exception, why: str) -> Any:
+    from gpuctl.core import doctor
+
+    return doctor.Finding(
+        check,
+        doctor.WARN,
+        f"cannot read {what}: {exc}",
+        why,
+        "grant the gpuctl-view role (deploy/rbac/gpuctl-cli.yaml), which reads it",
+    )
+
+
+def _webhooks(opened: Any) -> tuple[list[Any], list[Any]]:
+    """The deployed webhook entries and their audit, or one warning when the configurations cannot be read."""
     from gpuctl.cluster import kinds
     from gpuctl.cluster.errors import SourceError
     from gpuctl.core import doctor
@@ -71,16 +123,106 @@ def _webhook_findings(opened: Any) -> list[Any]:
     try:
         configs = [*opened.list(kinds.MUTATING_WEBHOOKS), *opened.list(kinds.VALIDATING_WEBHOOKS)]
     except SourceError as exc:
+        why = "the webhooks hold gate 1 and the KV-cache and pool rules"
+        return [], [_unreadable("webhook", "the webhook configurations", exc, why)]
+    entries = [e for c in configs for e in doctor.parse_webhook_configuration(c)]
+    return entries, doctor.webhooks(entries)
+
+
+def _kueue(opened: Any, namespace: str, name: str) -> list[Any]:
+    """Kueue's Configuration from its ConfigMap and the manager's --feature-gates, audited."""
+    import yaml
+
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.core import credits, doctor, naming
+
+    where = f"ConfigMap {namespace}/{name}"
+    why = "the feature gates and resource transformations the design sets cannot be checked"
+    try:
+        cm = opened.get(kinds.CONFIGMAP, name, namespace)
+        deployment = opened.get(kinds.DEPLOYMENT, naming.KUEUE_DEPLOYMENT, namespace)
+    except SourceError as exc:
+        return [_unreadable("kueue-config", where, exc, why)]
+    data = (cm or {}).get("data") or {}
+    text = data.get(naming.KUEUE_CONFIGMAP_KEY) if isinstance(data, dict) else None
+    if not isinstance(text, str):
+        return doctor.kueue_configuration(None, credits.kueue_resources_config())
+    problem = ""
+    config: object = None
+    if len(text) > CONFIG_LIMIT:
+        problem = f"is larger than {CONFIG_LIMIT} bytes"
+    else:
+        try:
+            config = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            problem = f"is not YAML: {str(exc).splitlines()[0]}"
+    settings = None
+    if not problem and not isinstance(config, dict):
+        problem = "is not a Configuration mapping"
+    elif not problem and isinstance(config, dict):
+        args = doctor.parse_deployment(deployment).args if isinstance(deployment, dict) else ()
+        try:
+            settings = doctor.parse_kueue_settings(config, args, where)
+        except doctor.KueueConfigError as exc:
+            problem = str(exc)
+    if settings is None:
         return [
             doctor.Finding(
-                "webhook",
-                doctor.WARN,
-                f"cannot read the webhook configurations: {exc}",
-                "the webhooks hold gate 1 and the KV-cache and pool rules",
-                "grant the gpuctl-view role (deploy/rbac/gpuctl-cli.yaml), which reads them",
+                "kueue-config",
+                doctor.FAIL,
+                f"{where}: {naming.KUEUE_CONFIGMAP_KEY} {problem}",
+                "Kueue's manager does not start on a Configuration it cannot decode",
+                f"kubectl -n {namespace} edit configmap {name}",
             )
         ]
-    return doctor.webhooks([e for c in configs for e in doctor.parse_webhook_configuration(c)])
+    return doctor.kueue_configuration(settings, credits.kueue_resources_config())
+
+
+def _topologies(opened: Any) -> dict[str, tuple[str, ...]]:
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.core.tas import parse_topology
+
+    try:
+        return dict(parse_topology(o) for o in opened.list(kinds.TOPOLOGY))
+    except SourceError as exc:
+        if "is not served" in str(exc):
+            return {}
+        raise
+
+
+def _operator(opened: Any, entries: list[Any], namespace: str, now: float) -> list[Any]:
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.core import doctor, naming
+    from gpuctl.core.webhooks import REGISTRY
+
+    ours = {w.name for w in REGISTRY}
+    try:
+        deployment = opened.get(kinds.DEPLOYMENT, naming.OPERATOR_NAME, namespace)
+        lease = opened.get(kinds.LEASE, naming.OPERATOR_NAME, namespace)
+    except SourceError as exc:
+        why = "a webhook with no replica behind it refuses every Pod it selects"
+        return [_unreadable("operator-replicas", "the operator's Deployment and Lease", exc, why)]
+    return doctor.operator_health(
+        doctor.parse_deployment(deployment) if deployment else None,
+        doctor.parse_lease(lease) if lease else None,
+        any(e.service is not None for e in entries if e.name in ours),
+        namespace,
+        now,
+    )
+
+
+def _probes(live: Any, entries: list[Any], namespace: str) -> list[Any]:
+    from gpuctl.cluster.probe import dry_run_reviews, probe_endpoints
+    from gpuctl.core import doctor
+
+    timeout = min((e.timeout_seconds or 10) for e in entries)
+    return [
+        *doctor.endpoints(probe_endpoints(live, entries, float(timeout)), entries, timeout),
+        *doctor.live_reviews(dry_run_reviews(live, entries, namespace), entries),
+    ]
 
 
 doctor_command = source_options()(output_options(sort=False)(doctor_command))

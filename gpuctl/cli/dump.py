@@ -42,6 +42,19 @@ def dumped_kinds() -> tuple["Kind", ...]:
     )
 
 
+def dumped_objects() -> tuple[tuple["Kind", str, str], ...]:
+    """Single objects a dump adds, by kind, namespace and name: what ``doctor`` reads of the deployment."""
+    from gpuctl.cluster import kinds
+    from gpuctl.core import naming
+
+    return (
+        (kinds.CONFIGMAP, naming.KUEUE_NAMESPACE, naming.KUEUE_CONFIGMAP),
+        (kinds.DEPLOYMENT, naming.KUEUE_NAMESPACE, naming.KUEUE_DEPLOYMENT),
+        (kinds.DEPLOYMENT, naming.OPERATOR_NAMESPACE, naming.OPERATOR_NAME),
+        (kinds.LEASE, naming.OPERATOR_NAMESPACE, naming.OPERATOR_NAME),
+    )
+
+
 def keep_pod(pod: dict[str, Any]) -> bool:
     """Pods the gates concern: those asking for an accelerator, and those Kueue manages."""
     from gpuctl.core import naming
@@ -194,18 +207,18 @@ def dump_command(
                     raise
                 if kind.kind == "Pod":
                     objs = [o for o in objs if keep_pod(o)]
-                items = [slim(o) if no_redact else redact(slim(o)) for o in objs]
-                doc = {"apiVersion": "v1", "kind": "List", "items": items}
-                path = staging / f"{kind.plural}.{fmt}"
-                if fmt == "json":
-                    text = json.dumps(doc, separators=(",", ":")) + "\n"
-                else:
-                    import yaml
-
-                    text = yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
-                write_private(path, text)
-                written.append(f"{path.name}: {len(items)}")
+                written.append(_write_list(staging / f"{kind.plural}.{fmt}", objs, fmt, no_redact))
                 progress.advance(task)
+            found = []
+            for kind, ns, name in dumped_objects():
+                try:
+                    obj = live.get(kind, name, ns)
+                except SourceError as exc:
+                    skipped.append(f"{kind.plural} {ns}/{name}: {exc}")
+                    continue
+                if obj is not None:
+                    found.append(obj)
+            written.append(_write_list(staging / f"deployment.{fmt}", found, fmt, no_redact))
         if directory.exists():
             retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
             os.rename(directory, retired / directory.name)
@@ -218,6 +231,19 @@ def dump_command(
     sys.stderr.write(f"wrote {directory}: " + ", ".join(written) + "\n")
     if skipped:
         sys.stderr.write("skipped " + ", ".join(skipped) + "\n")
+
+
+def _write_list(path: Path, objs: list[dict[str, Any]], fmt: str, no_redact: bool) -> str:
+    items = [slim(o) if no_redact else redact(slim(o)) for o in objs]
+    doc = {"apiVersion": "v1", "kind": "List", "items": items}
+    if fmt == "json":
+        text = json.dumps(doc, separators=(",", ":")) + "\n"
+    else:
+        import yaml
+
+        text = yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+    write_private(path, text)
+    return f"{path.name}: {len(items)}"
 
 
 def _stderr_console() -> Any:

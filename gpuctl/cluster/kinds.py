@@ -43,6 +43,10 @@ TOPOLOGY = Kind("Topology", KUEUE, "v1beta2", "topologies", False, ("v1beta1", "
 ADMISSION = "admissionregistration.k8s.io"
 MUTATING_WEBHOOKS = Kind("MutatingWebhookConfiguration", ADMISSION, "v1", "mutatingwebhookconfigurations", False)
 VALIDATING_WEBHOOKS = Kind("ValidatingWebhookConfiguration", ADMISSION, "v1", "validatingwebhookconfigurations", False)
+# Read by name only (doctor): Kueue's Configuration, the operator's and Kueue's Deployments, the leader Lease.
+CONFIGMAP = Kind("ConfigMap", "", "v1", "configmaps", True)
+DEPLOYMENT = Kind("Deployment", "apps", "v1", "deployments", True)
+LEASE = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
 
 ALL = (
     NODE,

@@ -404,6 +404,35 @@ class LiveSource:
         items = (data or {}).get("items")
         return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else None
 
+    def service_get(self, namespace: str, service: str, port: int, path: str, limit: int) -> tuple[int, str]:
+        """GET ``path`` of a Service's HTTPS port through the API server's proxy: the status and at most ``limit``
+        bytes of the body (a longer one is refused)."""
+        from kubernetes.client.exceptions import ApiException
+
+        api = self._api()
+        url = f"/api/v1/namespaces/{namespace}/services/https:{service}:{port}/proxy{path}"
+        try:
+            response = api.call_api(
+                url,
+                "GET",
+                header_params={"Accept": "text/plain"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=self.connection.timeouts(),
+            )
+        except ApiException as exc:
+            return int(exc.status or 0), str(exc.body or exc.reason or "")[:limit]
+        except Exception as exc:  # noqa: BLE001 - urllib3 and socket errors: the server cannot be reached
+            raise self._unreachable(exc) from None
+        response = response[0] if isinstance(response, tuple) else response
+        try:
+            body = response.read(limit + 1)
+        finally:
+            response.release_conn()
+        if len(body) > limit:
+            raise SourceError(f"{url} answered more than {limit} bytes")
+        return int(response.status), body.decode("utf-8", "replace")
+
     # ------------------------------------------------------------------------------------------- writing
 
     def patch(

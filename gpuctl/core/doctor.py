@@ -6,8 +6,11 @@ check is a pure function of the records read, so it runs the same on a live clus
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final
 
 from gpuctl.core import naming
 from gpuctl.core.instancetypes import InstanceType
@@ -16,8 +19,9 @@ from gpuctl.core.nodes import Node
 from gpuctl.core.pins import FIT_PREFIXES, node_fit_labels
 from gpuctl.core.pods import Pod
 from gpuctl.core.queueing import epoch_seconds
+from gpuctl.core.units import parse_quantity
 from gpuctl.core.views import in_pool, instancetype_views, views_to_status
-from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, LocalQueue, Workload
+from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, LocalQueue, ResourceFlavor, Workload
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 RETRY_MINUTES = 30
@@ -226,8 +230,23 @@ def stuck(
                     f"Workload {w.key} is evicted and still carries the check's {c.state}",
                     "the check never judges an evicted Workload: a verdict written between Kueue's two reset "
                     "writes deadlocks the backoff",
-                    f"kubectl -n {w.namespace} patch workload {w.name} --subresource status --type json "
-                    '-p \'[{"op":"replace","path":"/status/admissionChecks/0/state","value":"Pending"}]\'',
+                    f"kubectl -n {w.namespace} patch workload {w.name} --subresource status --type json -p "
+                    + "'"
+                    + _json(
+                        [
+                            {
+                                "op": "test",
+                                "path": f"/status/admissionChecks/{w.checks.index(c)}/name",
+                                "value": c.name,
+                            },
+                            {
+                                "op": "replace",
+                                "path": f"/status/admissionChecks/{w.checks.index(c)}/state",
+                                "value": "Pending",
+                            },
+                        ]
+                    )
+                    + "'",
                 )
             )
         age = _age_minutes(c.last_transition, now) if c.last_transition else None
@@ -257,8 +276,6 @@ def stuck(
 
 # ----------------------------------------------------------------------------------------------- webhooks
 
-KUEUE_MUTATING = "kueue-mutating-webhook-configuration"
-
 
 @dataclass(frozen=True, slots=True)
 class WebhookEntry:
@@ -274,7 +291,13 @@ class WebhookEntry:
     """(operations, apiGroups, resources) per rule."""
     object_selector: Mapping[str, object]
     path: str
-    ca_bundle: bool
+    ca_bundle: str
+    """The base64 PEM bundle, empty when missing."""
+    index: int = 0
+    """Its position in the configuration's ``webhooks`` list (JSON patches address it)."""
+    url: str = ""
+    service: tuple[str, str, int] | None = None
+    """(namespace, name, port) of the Service, when called through one."""
 
 
 def _strs(value: object) -> tuple[str, ...]:
@@ -288,7 +311,7 @@ def parse_webhook_configuration(obj: Mapping[str, object]) -> list[WebhookEntry]
     mutating = obj.get("kind") == "MutatingWebhookConfiguration"
     raw_entries = obj.get("webhooks")
     out = []
-    for raw in raw_entries if isinstance(raw_entries, list) else []:
+    for index, raw in enumerate(raw_entries if isinstance(raw_entries, list) else []):
         if not isinstance(raw, Mapping):
             continue
         raw_client = raw.get("clientConfig")
@@ -318,7 +341,16 @@ def parse_webhook_configuration(obj: Mapping[str, object]) -> list[WebhookEntry]
                 ),
                 raw.get("objectSelector") if isinstance(raw.get("objectSelector"), Mapping) else {},  # type: ignore[arg-type]
                 path,
-                bool(client.get("caBundle")),
+                str(client.get("caBundle") or ""),
+                index,
+                url,
+                (
+                    str(service.get("namespace") or ""),
+                    str(service.get("name") or ""),
+                    int(service["port"]) if isinstance(service.get("port"), int) else 443,
+                )
+                if isinstance(service, Mapping)
+                else None,
             )
         )
     return out
@@ -367,21 +399,563 @@ def webhooks(entries: Sequence[WebhookEntry]) -> list[Finding]:
                     f"webhook {w.name} in {e.configuration}: " + "; ".join(wrong),
                     "a Fail webhook left at Ignore lets rule-breaking Pods through; a wrong selector or path skips "
                     "or misroutes reviews",
-                    "kubectl apply -k deploy/base (the configurations are generated from this version's registry)",
+                    _webhook_fix(e, {k: need for k, (have, need) in want.items() if have != need}, entries),
                 )
             )
         else:
             out.append(Finding("webhook", OK, f"webhook {w.name} in {e.configuration} as this version serves it"))
     pod = by_name.get("pod-accelerators.gpustack.ai")
-    if pod is not None and pod.mutating and not pod.configuration < KUEUE_MUTATING:
+    if pod is not None and pod.mutating and not pod.configuration < naming.KUEUE_MUTATING_CONFIGURATION:
         out.append(
             Finding(
                 "webhook-order",
                 FAIL,
-                f"MutatingWebhookConfiguration {pod.configuration} sorts after {KUEUE_MUTATING}",
+                f"MutatingWebhookConfiguration {pod.configuration} sorts after {naming.KUEUE_MUTATING_CONFIGURATION}",
                 "the Pod webhook's configuration sorts before Kueue's, so the fold precedes Kueue's resource hash",
-                f"rename it to sort first: kubectl get mutatingwebhookconfiguration {pod.configuration} -o yaml | "
-                "sed 's/name: .*/name: gpustack-worker-mutation/' | kubectl apply -f - (then delete the old one)",
+                f"kubectl apply -k deploy/base (it registers {naming.MUTATING_CONFIGURATION}), then "
+                f"kubectl delete mutatingwebhookconfiguration {pod.configuration}",
+            )
+        )
+    elif pod is not None and pod.mutating:
+        out.append(
+            Finding(
+                "webhook-order",
+                OK,
+                f"MutatingWebhookConfiguration {pod.configuration} sorts before {naming.KUEUE_MUTATING_CONFIGURATION}",
             )
         )
     return out
+
+
+# A field a JSON patch sets in place; the others (kind, path, rules) come back with the generated configurations.
+_PATCHABLE = {
+    "failurePolicy": "failurePolicy",
+    "sideEffects": "sideEffects",
+    "timeoutSeconds": "timeoutSeconds",
+    "objectSelector": "objectSelector",
+}
+
+
+def _webhook_fix(e: WebhookEntry, wrong: Mapping[str, object], entries: Sequence[WebhookEntry]) -> str:
+    regenerate = "kubectl apply -k deploy/base (the configurations generated from this version's registry)"
+    if any(k not in _PATCHABLE for k in wrong):
+        return regenerate
+    ops = [
+        {
+            "op": "add" if k == "objectSelector" else "replace",
+            "path": f"/webhooks/{e.index}/{_PATCHABLE[k]}",
+            "value": v,
+        }
+        for k, v in wrong.items()
+    ]
+    fixes = [f"kubectl patch {_config_kind(e.mutating)} {e.configuration} --type json -p '{_json(ops)}'"] if ops else []
+    if not e.ca_bundle:
+        fixes.append(ca_bundle_fix(entries, (e.configuration,)))
+    return "; ".join(fixes)
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+# ----------------------------------------------------------------------------------------------- Kueue's Configuration
+
+# Kueue v0.17's defaults for the gates the design sets: queue labels are copied onto Pods unless disabled; TAS is on.
+KUEUE_GATE_DEFAULTS: Final[Mapping[str, bool]] = {"AssignQueueLabelsForPods": True, "TopologyAwareScheduling": True}
+KUEUE_GATES_WANTED: Final[Mapping[str, bool]] = {"AssignQueueLabelsForPods": False, "TopologyAwareScheduling": True}
+
+
+@dataclass(frozen=True, slots=True)
+class Transformation:
+    """One ``resources.transformations`` entry, normalised: quantities as numbers, the default strategy spelled."""
+
+    input: str
+    strategy: str
+    multiply_by: str
+    outputs: tuple[tuple[str, Fraction], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KueueSettings:
+    """What the audit reads of Kueue's Configuration and of its manager's ``--feature-gates`` flag."""
+
+    source: str
+    """Where it was read, e.g. ``ConfigMap kueue-system/kueue-manager-config``."""
+    config_gates: Mapping[str, bool]
+    flag_gates: Mapping[str, bool]
+    transformations: tuple[Transformation, ...]
+    exclude_prefixes: tuple[str, ...]
+
+    def gate(self, name: str) -> bool:
+        """The gate as the manager runs it: the flag, else the Configuration, else Kueue's default."""
+        return self.flag_gates.get(name, self.config_gates.get(name, KUEUE_GATE_DEFAULTS.get(name, False)))
+
+
+class KueueConfigError(ValueError):
+    """Kueue's Configuration cannot be read as one."""
+
+
+def parse_transformations(raw: object) -> tuple[Transformation, ...]:
+    out = []
+    for t in raw if isinstance(raw, list) else []:
+        if not isinstance(t, Mapping):
+            raise KueueConfigError("resources.transformations: every entry must be a mapping")
+        outputs = _map(t, "outputs")
+        try:
+            parsed = tuple(sorted((str(k), parse_quantity(str(v))) for k, v in outputs.items()))
+        except (TypeError, ValueError) as exc:
+            raise KueueConfigError(f"resources.transformations[{t.get('input')}].outputs: {exc}") from None
+        out.append(
+            Transformation(
+                str(t.get("input") or ""), str(t.get("strategy") or "Retain"), str(t.get("multiplyBy") or ""), parsed
+            )
+        )
+    return tuple(sorted(out, key=lambda t: t.input))
+
+
+def feature_gate_flag(args: Iterable[str]) -> dict[str, bool]:
+    """The gates a manager's ``--feature-gates=A=true,B=false`` argument sets."""
+    gates: dict[str, bool] = {}
+    for arg in args:
+        if not arg.startswith("--feature-gates="):
+            continue
+        for pair in arg.partition("=")[2].split(","):
+            name, _, value = pair.partition("=")
+            if name.strip():
+                gates[name.strip()] = value.strip().lower() == "true"
+    return gates
+
+
+def parse_kueue_settings(config: Mapping[str, object], flag_args: Iterable[str], source: str) -> KueueSettings:
+    """Kueue's Configuration (the decoded YAML of its ConfigMap) and its manager's arguments."""
+    if config.get("kind") not in (None, "Configuration"):
+        raise KueueConfigError(f"kind {config.get('kind')!r}: want Configuration")
+    gates = config.get("featureGates")
+    resources = _map(config, "resources")
+    exclude = resources.get("excludeResourcePrefixes")
+    return KueueSettings(
+        source,
+        {str(k): bool(v) for k, v in gates.items()} if isinstance(gates, Mapping) else {},
+        feature_gate_flag(flag_args),
+        parse_transformations(resources.get("transformations")),
+        tuple(str(p) for p in exclude) if isinstance(exclude, list) else (),
+    )
+
+
+def kueue_configuration(settings: KueueSettings | None, wanted_resources: Mapping[str, object]) -> list[Finding]:
+    """The design's Kueue settings: ``AssignQueueLabelsForPods`` off, TAS on, the generated ``credits``
+    transformations and exclusions."""
+    out = []
+    edit = (
+        f"kubectl -n {naming.KUEUE_NAMESPACE} edit configmap {naming.KUEUE_CONFIGMAP}, then "
+        f"kubectl -n {naming.KUEUE_NAMESPACE} rollout restart deployment {naming.KUEUE_DEPLOYMENT}"
+    )
+    if settings is None:
+        out.append(
+            Finding(
+                "kueue-config",
+                WARN,
+                f"no Kueue Configuration found (ConfigMap {naming.KUEUE_NAMESPACE}/{naming.KUEUE_CONFIGMAP}, "
+                f"key {naming.KUEUE_CONFIGMAP_KEY})",
+                "the feature gates and resource transformations the design sets cannot be checked",
+                "pass --kueue-config NAMESPACE/NAME where Kueue's manager reads its Configuration",
+            )
+        )
+    else:
+        for gate, want in KUEUE_GATES_WANTED.items():
+            have = settings.gate(gate)
+            if have == want:
+                out.append(Finding("kueue-gates", OK, f"{gate} is {'enabled' if have else 'disabled'}"))
+                continue
+            where = "--feature-gates of the manager" if gate in settings.flag_gates else settings.source
+            out.append(
+                Finding(
+                    "kueue-gates",
+                    FAIL,
+                    f"{gate} is {'enabled' if have else 'disabled'} in {where}",
+                    "AssignQueueLabelsForPods stays off: long ClusterQueue names do not fit a label value"
+                    if gate == "AssignQueueLabelsForPods"
+                    else "generated flavors reference Topologies: TopologyAwareScheduling stays on",
+                    f"set featureGates: {{{gate}: {str(want).lower()}}} in key {naming.KUEUE_CONFIGMAP_KEY}: {edit}",
+                )
+            )
+        want_t = {t.input: t for t in parse_transformations(wanted_resources.get("transformations"))}
+        have_t = {t.input: t for t in settings.transformations}
+        wrong = sorted(
+            [f"{i} missing" for i in want_t if i not in have_t]
+            + [f"{i} differs" for i in want_t if i in have_t and have_t[i] != want_t[i]]
+        )
+        wanted_exclude = wanted_resources.get("excludeResourcePrefixes")
+        missing_exclude = [
+            p
+            for p in (wanted_exclude if isinstance(wanted_exclude, list) else [])
+            if p not in settings.exclude_prefixes
+        ]
+        if wrong or missing_exclude:
+            saw = "; ".join(
+                [
+                    *(["transformations: " + ", ".join(wrong[:6]) + (" …" if len(wrong) > 6 else "")] if wrong else []),
+                    *(["excludeResourcePrefixes lacks " + ", ".join(missing_exclude[:4])] if missing_exclude else []),
+                ]
+            )
+            out.append(
+                Finding(
+                    "kueue-resources",
+                    FAIL,
+                    f"{settings.source}: {saw}",
+                    "every accelerator key folds into credits.gpustack.ai/<manufacturer> and its sub-keys are left "
+                    "out; otherwise quota is charged in the wrong unit or a Workload asks for an undeclared resource",
+                    f"set resources to what `gpuctl doctor --kueue-resources` prints: {edit}",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    "kueue-resources",
+                    OK,
+                    f"{len(want_t)} credits transformations and {len(settings.exclude_prefixes)} exclusions as generated",
+                )
+            )
+    return out
+
+
+def kueue_topologies(flavors: Mapping[str, ResourceFlavor], topologies: Mapping[str, tuple[str, ...]]) -> list[Finding]:
+    """Every Topology a flavor names exists and ends at the hostname level."""
+    out = []
+    for name in sorted({f.topology_name for f in flavors.values() if f.topology_name}):
+        users = sorted(f.name for f in flavors.values() if f.topology_name == name)
+        levels = topologies.get(name)
+        if levels is None:
+            out.append(
+                Finding(
+                    "kueue-topology",
+                    FAIL,
+                    f"Topology {name} does not exist (named by ResourceFlavor {', '.join(users[:3])})",
+                    "TAS cannot place a Workload in a flavor whose Topology is missing: it stays pending",
+                    f"create Topology {name} with levels ending at {naming.LABEL_HOSTNAME}",
+                )
+            )
+        elif not levels or levels[-1] != naming.LABEL_HOSTNAME:
+            out.append(
+                Finding(
+                    "kueue-topology",
+                    FAIL,
+                    f"Topology {name} ends at {levels[-1] if levels else 'no level'}",
+                    "the check judges the nodes TAS assigns: only a hostname-level assignment names them",
+                    f"add the level {naming.LABEL_HOSTNAME} last (recreate the Topology: its levels are immutable)",
+                )
+            )
+        else:
+            out.append(Finding("kueue-topology", OK, f"Topology {name} ends at {naming.LABEL_HOSTNAME}"))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- operator health
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    namespace: str
+    name: str
+    holder: str
+    renew_time: str
+    acquire_time: str
+    duration_seconds: int
+
+
+def _map(obj: object, key: str) -> Mapping[str, object]:
+    """``obj[key]`` when both are mappings, else an empty one: untrusted objects are read field by field."""
+    value = obj.get(key) if isinstance(obj, Mapping) else None
+    return value if isinstance(value, Mapping) else {}
+
+
+def parse_lease(obj: Mapping[str, object]) -> LeaseRecord:
+    meta, spec = _map(obj, "metadata"), _map(obj, "spec")
+    duration = spec.get("leaseDurationSeconds")
+    return LeaseRecord(
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+        str(spec.get("holderIdentity") or ""),
+        str(spec.get("renewTime") or ""),
+        str(spec.get("acquireTime") or ""),
+        duration if isinstance(duration, int) and not isinstance(duration, bool) else 15,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentRecord:
+    namespace: str
+    name: str
+    replicas: int
+    ready: int
+    args: tuple[str, ...]
+    """The first container's arguments."""
+
+
+def parse_deployment(obj: Mapping[str, object]) -> DeploymentRecord:
+    spec, status, meta = _map(obj, "spec"), _map(obj, "status"), _map(obj, "metadata")
+    containers = _map(_map(spec, "template"), "spec").get("containers")
+    first = containers[0] if isinstance(containers, list) and containers else {}
+    args = [a for key in ("command", "args") for a in (_strs_in(first, key))]
+    replicas, ready = spec.get("replicas"), status.get("readyReplicas")
+    return DeploymentRecord(
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+        replicas if isinstance(replicas, int) else 1,
+        ready if isinstance(ready, int) else 0,
+        tuple(str(a) for a in args),
+    )
+
+
+def _strs_in(obj: object, key: str) -> list[str]:
+    value = obj.get(key) if isinstance(obj, Mapping) else None
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def operator_health(
+    deployment: DeploymentRecord | None,
+    lease: LeaseRecord | None,
+    served_by_service: bool,
+    namespace: str,
+    now: float,
+) -> list[Finding]:
+    """The operator's replicas (when the webhooks are served by its Service) and its leader Lease."""
+    out = []
+    pods = f"kubectl -n {namespace} get pods -l app.kubernetes.io/name={naming.OPERATOR_NAME}; kubectl -n {namespace} logs deployment/{naming.OPERATOR_NAME}"
+    if deployment is None:
+        if served_by_service:
+            out.append(
+                Finding(
+                    "operator-replicas",
+                    FAIL,
+                    f"no Deployment {namespace}/{naming.OPERATOR_NAME}, yet the webhooks name its Service",
+                    "every Pod the Pod webhook selects is refused while nothing serves it (failurePolicy Fail)",
+                    "kubectl apply -k deploy/base",
+                )
+            )
+    elif deployment.ready == 0:
+        out.append(
+            Finding(
+                "operator-replicas",
+                FAIL,
+                f"Deployment {deployment.namespace}/{deployment.name}: 0 of {deployment.replicas} replicas ready",
+                "with no replica ready the Fail webhooks refuse every Pod and Instance they select",
+                pods,
+            )
+        )
+    elif deployment.ready < deployment.replicas:
+        out.append(
+            Finding(
+                "operator-replicas",
+                WARN,
+                f"Deployment {deployment.namespace}/{deployment.name}: {deployment.ready} of {deployment.replicas} replicas ready",
+                "two replicas keep the webhooks answering through a node's loss",
+                pods,
+            )
+        )
+    else:
+        out.append(
+            Finding(
+                "operator-replicas",
+                OK,
+                f"Deployment {deployment.namespace}/{deployment.name}: {deployment.ready}/{deployment.replicas} ready",
+            )
+        )
+    leader_elect = deployment is None or "--leader-elect" in deployment.args
+    if lease is None:
+        if leader_elect and (deployment is None or deployment.replicas > 1):
+            out.append(
+                Finding(
+                    "operator-leader",
+                    FAIL if deployment is not None else WARN,
+                    f"no Lease {namespace}/{naming.OPERATOR_NAME}: no replica leads",
+                    "with --leader-elect only the Lease's holder runs the check, the status writer and the fit labels",
+                    pods,
+                )
+            )
+        return out
+    renewed = epoch_seconds(lease.renew_time)
+    age = None if renewed is None else now - renewed
+    acquired = epoch_seconds(lease.acquire_time)
+    held = "" if acquired is None else f", leading for {_duration(now - acquired)}"
+    if age is None or age > lease.duration_seconds:
+        out.append(
+            Finding(
+                "operator-leader",
+                FAIL,
+                f"Lease {lease.namespace}/{lease.name}: {lease.holder or 'no holder'} last renewed "
+                + ("never" if age is None else f"{_duration(age)} ago")
+                + f" (duration {lease.duration_seconds} s)",
+                "no leader runs the check: Workloads wait at gate 3 and the views stop moving",
+                pods,
+            )
+        )
+    else:
+        out.append(
+            Finding(
+                "operator-leader",
+                OK,
+                f"Lease {lease.namespace}/{lease.name}: {lease.holder}, renewed {_duration(max(age, 0))} ago{held}",
+            )
+        )
+    return out
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s} s" if s < 120 else f"{s // 60} min" if s < 7200 else f"{s // 3600} h"
+
+
+def histogram_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float | None:
+    """The q-quantile of a Prometheus histogram from its cumulative ``(le, count)`` buckets, interpolated within a
+    bucket as Prometheus does; None with no observation. The +Inf bucket answers the largest finite bound."""
+    ordered = sorted(buckets)
+    if not ordered or ordered[-1][1] <= 0:
+        return None
+    rank = q * ordered[-1][1]
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in ordered:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower_bound
+            width = count - lower_count
+            return bound if width <= 0 else lower_bound + (bound - lower_bound) * (rank - lower_count) / width
+        lower_bound, lower_count = bound, count
+    return lower_bound
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointProbe:
+    """What reaching a webhook endpoint told."""
+
+    target: str
+    """The URL, or ``service NAMESPACE/NAME:PORT`` reached through the API server."""
+    configurations: tuple[str, ...]
+    error: str = ""
+    """Why it could not be reached (a TLS failure included); empty when it answered."""
+    ca_verified: bool | None = None
+    """True when the caBundle verified its serving certificate; None when not checked (through the API server)."""
+    readyz: int | None = None
+    readyz_body: str = ""
+    p99_seconds: float | None = None
+    reviews: int = 0
+
+
+def endpoints(probes: Sequence[EndpointProbe], entries: Sequence[WebhookEntry], timeout_seconds: int) -> list[Finding]:
+    out = []
+    for p in probes:
+        where = f"{p.target} ({', '.join(p.configurations)})"
+        if p.error:
+            tls = "certificate" in p.error or "SSL" in p.error
+            out.append(
+                Finding(
+                    "webhook-endpoint",
+                    FAIL,
+                    f"{where}: {p.error}",
+                    "the API server calls the webhooks here with the caBundle; a Fail webhook it cannot call "
+                    "refuses what it selects",
+                    ca_bundle_fix(entries, p.configurations)
+                    if tls
+                    else f"check the operator: kubectl -n {naming.OPERATOR_NAMESPACE} get pods,endpointslices",
+                )
+            )
+            continue
+        if p.readyz is not None and p.readyz != 200:
+            out.append(
+                Finding(
+                    "operator-ready",
+                    FAIL,
+                    f"{where}: /readyz answered {p.readyz}: {p.readyz_body[:200]}",
+                    "a replica that is not ready has not synced the kinds its webhooks read",
+                    f"kubectl -n {naming.OPERATOR_NAMESPACE} logs deployment/{naming.OPERATOR_NAME}",
+                )
+            )
+        verified = " (its caBundle verifies the serving certificate)" if p.ca_verified else ""
+        if p.readyz == 200:
+            out.append(Finding("operator-ready", OK, f"{where}: /readyz 200{verified}"))
+        if p.p99_seconds is not None:
+            status = FAIL if p.p99_seconds >= timeout_seconds else WARN if p.p99_seconds >= timeout_seconds / 2 else OK
+            out.append(
+                Finding(
+                    "webhook-latency",
+                    status,
+                    f"{where}: review p99 {p.p99_seconds * 1000:.1f} ms over {p.reviews} reviews "
+                    f"(timeout {timeout_seconds} s)",
+                    "" if status == OK else "a review slower than timeoutSeconds is refused (Fail) or skipped (Ignore)",
+                    ""
+                    if status == OK
+                    else f"kubectl -n {naming.OPERATOR_NAMESPACE} top pods; see gpuctl_webhook_duration_seconds",
+                )
+            )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LiveReview:
+    """A server-side dry-run the API server sent through a webhook configuration."""
+
+    configuration: str
+    request: str
+    """What was sent, e.g. ``dry-run create Pod default/gpuctl-doctor-probe``."""
+    seconds: float
+    error: str = ""
+    """The API server's answer when it could not call a webhook; empty when every webhook answered."""
+    sent: bool = True
+    """False when the user may not send it (a role without create): nothing was checked."""
+
+
+def live_reviews(reviews: Sequence[LiveReview], entries: Sequence[WebhookEntry]) -> list[Finding]:
+    out = []
+    for r in reviews:
+        if not r.sent:
+            out.append(
+                Finding(
+                    "webhook-review",
+                    WARN,
+                    f"{r.configuration}: {r.request} not sent: {r.error[:200]}",
+                    "a dry run shows the API server can call the webhooks; nothing is persisted",
+                    "run doctor as a user who may create Pods and InstanceTypes (dry runs need create)",
+                )
+            )
+        elif r.error:
+            tls = "x509" in r.error or "certificate" in r.error
+            out.append(
+                Finding(
+                    "webhook-review",
+                    FAIL,
+                    f"{r.configuration}: {r.request}: {r.error[:300]}",
+                    "the API server could not call the webhook, so it refuses what the webhook selects",
+                    ca_bundle_fix(entries, (r.configuration,))
+                    if tls
+                    else f"check the operator: kubectl -n {naming.OPERATOR_NAMESPACE} get pods,endpointslices",
+                )
+            )
+        else:
+            out.append(
+                Finding("webhook-review", OK, f"{r.configuration}: {r.request} answered in {r.seconds * 1000:.0f} ms")
+            )
+    return out
+
+
+def ca_bundle_fix(entries: Sequence[WebhookEntry], configurations: Iterable[str]) -> str:
+    """One command setting every webhook's caBundle in these configurations to the CA of the operator's Secret."""
+    wanted = set(configurations)
+    by_config: dict[tuple[bool, str], list[int]] = {}
+    for e in entries:
+        if e.configuration in wanted:
+            by_config.setdefault((e.mutating, e.configuration), []).append(e.index)
+    parts = [
+        f"CA=$(kubectl -n {naming.OPERATOR_NAMESPACE} get secret {naming.OPERATOR_TLS_SECRET} "
+        "-o jsonpath='{.data.ca\\.crt}')"
+    ]
+    for (mutating, name), indexes in sorted(by_config.items()):
+        ops = ",".join(
+            f'{{\\"op\\":\\"add\\",\\"path\\":\\"/webhooks/{i}/clientConfig/caBundle\\",\\"value\\":\\"$CA\\"}}'
+            for i in sorted(indexes)
+        )
+        parts.append(f'kubectl patch {_config_kind(mutating)} {name} --type json -p "[{ops}]"')
+    return "; ".join(parts)
+
+
+def _config_kind(mutating: bool) -> str:
+    return "mutatingwebhookconfiguration" if mutating else "validatingwebhookconfiguration"

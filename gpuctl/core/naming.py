@@ -41,6 +41,22 @@ ENTRANCE_PREFIX: Final = "gpustack-fnv64-"
 NODE_DEVICES_CHECK: Final = "gpustack-node-devices"
 NODE_DEVICES_CONTROLLER: Final = "worker.gpustack.ai/node-devices"
 
+# The operator as deployed (deploy/base): its namespace, the name of its Deployment, Service, Lease and serving
+# Secret (``<name>-tls``), and its webhook configurations. The mutating one sorts before Kueue's by name, so units
+# fold before Kueue hashes a Pod's resources.
+OPERATOR_NAMESPACE: Final = "gpuctl-system"
+OPERATOR_NAME: Final = "gpuctl-operator"
+OPERATOR_TLS_SECRET: Final = f"{OPERATOR_NAME}-tls"
+MUTATING_CONFIGURATION: Final = "gpustack-worker-mutation"
+VALIDATING_CONFIGURATION: Final = "gpustack-worker-validation"
+KUEUE_MUTATING_CONFIGURATION: Final = "kueue-mutating-webhook-configuration"
+
+# Kueue as its manifests deploy it: the manager's Deployment and the ConfigMap holding its Configuration.
+KUEUE_NAMESPACE: Final = "kueue-system"
+KUEUE_DEPLOYMENT: Final = "kueue-controller-manager"
+KUEUE_CONFIGMAP: Final = "kueue-manager-config"
+KUEUE_CONFIGMAP_KEY: Final = "controller_manager_config.yaml"
+
 
 def accelerator_label(accelerator_key: str) -> str:
     """``acceleratable.feature.gpustack.ai/<aKey>``: the node (and Devices) label of an accelerator model."""

@@ -11,10 +11,9 @@ import threading
 import uuid
 
 from gpuctl.cluster.errors import SourceError
-from gpuctl.cluster.kinds import Kind
+from gpuctl.cluster.kinds import LEASE
 from gpuctl.cluster.live import ConflictError, LiveSource
-
-LEASE = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
+from gpuctl.core.naming import OPERATOR_NAME
 
 
 def _now() -> datetime.datetime:
@@ -35,9 +34,7 @@ def _parse(text: str | None) -> datetime.datetime | None:
 
 
 class LeaderElector:
-    def __init__(
-        self, source: LiveSource, namespace: str, name: str = "gpuctl-operator", lease_seconds: int = 15
-    ) -> None:
+    def __init__(self, source: LiveSource, namespace: str, name: str = OPERATOR_NAME, lease_seconds: int = 15) -> None:
         self.source = source
         self.namespace = namespace
         self.name = name

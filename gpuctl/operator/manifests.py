@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl import __version__
+from gpuctl.core import naming
 from gpuctl.core.webhooks import REGISTRY, Webhook
 
-NAMESPACE = "gpuctl-system"
-NAME = "gpuctl-operator"
-MUTATING = (
-    "gpustack-worker-mutation"  # sorts before kueue-mutating-webhook-configuration: units fold before Kueue hashes
-)
-VALIDATING = "gpustack-worker-validation"
+NAMESPACE = naming.OPERATOR_NAMESPACE
+NAME = naming.OPERATOR_NAME
+MUTATING = naming.MUTATING_CONFIGURATION
+VALIDATING = naming.VALIDATING_CONFIGURATION
 IMAGE = f"gpuctl-operator:{__version__}"
 
 
@@ -139,6 +138,10 @@ def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
         _rule(
             ["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], READ
         ),
+        # doctor reads these by name only: Kueue's Configuration, the two Deployments and the leader Lease.
+        {**_rule([""], ["configmaps"], ["get"]), "resourceNames": [naming.KUEUE_CONFIGMAP]},
+        {**_rule(["apps"], ["deployments"], ["get"]), "resourceNames": [naming.KUEUE_DEPLOYMENT, naming.OPERATOR_NAME]},
+        {**_rule(["coordination.k8s.io"], ["leases"], ["get"]), "resourceNames": [naming.OPERATOR_NAME]},
     ]
     admin = [
         *view,
@@ -272,7 +275,7 @@ def deployment(apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[s
                                 "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": True}],
                             }
                         ],
-                        "volumes": [{"name": "tls", "secret": {"secretName": f"{NAME}-tls"}}],
+                        "volumes": [{"name": "tls", "secret": {"secretName": naming.OPERATOR_TLS_SECRET}}],
                     },
                 },
             },

@@ -130,3 +130,242 @@ def test_the_generated_webhook_configurations_pass_and_each_break_fails() -> Non
     missing = copy.deepcopy(healthy)
     missing[1]["webhooks"] = missing[1]["webhooks"][1:]
     assert any("is not registered" in f.saw for f in doctor.webhooks(entries(missing)))
+
+
+def patch_of(fix: str) -> list[dict[str, Any]]:
+    """The JSON patch a printed ``kubectl patch ... -p '<patch>'`` fix carries."""
+    import json
+    import shlex
+
+    words = shlex.split(fix.split(";")[0])
+    return list(json.loads(words[words.index("-p") + 1]))
+
+
+def test_a_webhook_field_fix_is_a_json_patch_that_makes_the_configuration_pass() -> None:
+    import copy
+
+    import jsonpatch
+
+    from gpuctl.operator.manifests import webhook_configurations
+
+    healthy = webhook_configurations(ca_bundle="Y2E=")
+    broken = copy.deepcopy(healthy)
+    broken[1]["webhooks"][2]["failurePolicy"] = "Ignore"
+    broken[1]["webhooks"][2]["timeoutSeconds"] = 30
+    [bad] = [f for f in doctor.webhooks(entries(broken)) if f.status == doctor.FAIL]
+    assert bad.fix.startswith(f"kubectl patch validatingwebhookconfiguration {naming.VALIDATING_CONFIGURATION}")
+    broken[1] = jsonpatch.apply_patch(broken[1], patch_of(bad.fix))
+    assert {f.status for f in doctor.webhooks(entries(broken))} == {doctor.OK}
+
+
+def test_the_ca_bundle_fix_adds_the_operators_ca_to_every_webhook_of_the_configuration() -> None:
+    from gpuctl.operator.manifests import webhook_configurations
+
+    found = entries(webhook_configurations())
+    fix = doctor.ca_bundle_fix(found, [naming.MUTATING_CONFIGURATION])
+    assert fix.startswith(f"CA=$(kubectl -n {naming.OPERATOR_NAMESPACE} get secret {naming.OPERATOR_TLS_SECRET}")
+    mutating = [e for e in found if e.configuration == naming.MUTATING_CONFIGURATION]
+    assert fix.count("/clientConfig/caBundle") == len(mutating) > 1
+    assert "validatingwebhookconfiguration" not in fix
+
+
+def test_the_evicted_verdict_fix_resets_the_check_and_the_finding_goes() -> None:
+    import jsonpatch
+
+    evicted = workload("evicted", [("main", 1, {"nvidia.com/gpu": "1"})], reserved=False)
+    evicted["status"]["admissionChecks"] = [
+        {"name": "another-check", "state": "Ready"},
+        {"name": naming.NODE_DEVICES_CHECK, "state": "Retry"},
+    ]
+    evicted["status"]["conditions"] = [
+        {"type": "Evicted", "status": "True", "reason": "ClusterQueueStopped"},
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending"},
+    ]
+    [found] = [f for f in doctor.stuck([parse_workload(evicted)], [], time.time()) if f.check == "evicted-verdict"]
+    assert found.status == doctor.FAIL and "--subresource status" in found.fix
+    fixed = jsonpatch.apply_patch(evicted, patch_of(found.fix))
+    assert fixed["status"]["admissionChecks"][0] == {"name": "another-check", "state": "Ready"}
+    assert not [f for f in doctor.stuck([parse_workload(fixed)], [], time.time()) if f.check == "evicted-verdict"]
+
+
+def kueue(config: dict[str, Any], args: tuple[str, ...] = ()) -> doctor.KueueSettings:
+    return doctor.parse_kueue_settings(config, args, "ConfigMap kueue-system/kueue-manager-config")
+
+
+def deployed_kueue_config() -> dict[str, Any]:
+    from gpuctl.core.credits import kueue_resources_config
+
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "featureGates": {"AssignQueueLabelsForPods": False, "TopologyAwareScheduling": True},
+        "resources": kueue_resources_config(),
+    }
+
+
+def test_kueue_configuration_as_the_design_deploys_it_passes() -> None:
+    from gpuctl.core.credits import kueue_resources_config
+
+    found = doctor.kueue_configuration(kueue(deployed_kueue_config()), kueue_resources_config())
+    assert {f.check for f in found} == {"kueue-gates", "kueue-resources"}
+    assert {f.status for f in found} == {doctor.OK}
+
+
+def test_a_flipped_or_defaulted_feature_gate_fails_and_names_where_it_is_set() -> None:
+    from gpuctl.core.credits import kueue_resources_config
+
+    wanted = kueue_resources_config()
+    config = deployed_kueue_config()
+    config["featureGates"]["AssignQueueLabelsForPods"] = True
+    [bad] = [f for f in doctor.kueue_configuration(kueue(config), wanted) if f.status == doctor.FAIL]
+    assert "AssignQueueLabelsForPods is enabled in ConfigMap" in bad.saw
+    assert "AssignQueueLabelsForPods: false" in bad.fix and "rollout restart" in bad.fix
+    # Kueue v0.17 enables it by default: a Configuration that does not mention it fails too.
+    del config["featureGates"]["AssignQueueLabelsForPods"]
+    assert statuses(doctor.kueue_configuration(kueue(config), wanted), "kueue-gates") == [doctor.FAIL, doctor.OK]
+    # The manager's flag wins over the Configuration.
+    flagged = kueue(deployed_kueue_config(), ("/manager", "--feature-gates=TopologyAwareScheduling=false,Foo=true"))
+    [bad] = [f for f in doctor.kueue_configuration(flagged, wanted) if f.status == doctor.FAIL]
+    assert "TopologyAwareScheduling is disabled in --feature-gates" in bad.saw
+    assert doctor.feature_gate_flag(["--feature-gates=A=true, B=False", "--v=2"]) == {"A": True, "B": False}
+
+
+def test_transformations_and_exclusions_must_equal_the_generated_ones() -> None:
+    from gpuctl.core.credits import kueue_resources_config
+
+    wanted = kueue_resources_config()
+    config = deployed_kueue_config()
+    config["resources"] = {
+        "excludeResourcePrefixes": config["resources"]["excludeResourcePrefixes"][1:],
+        "transformations": [dict(t) for t in config["resources"]["transformations"][1:]],
+    }
+    config["resources"]["transformations"][0]["outputs"] = {"credits.gpustack.ai/other": "7"}
+    [bad] = [f for f in doctor.kueue_configuration(kueue(config), wanted) if f.status == doctor.FAIL]
+    first, second = wanted["transformations"][0]["input"], wanted["transformations"][1]["input"]
+    assert f"{first} missing" in bad.saw and f"{second} differs" in bad.saw
+    assert "excludeResourcePrefixes lacks device.gpustack.ai/" in bad.saw
+    assert "gpuctl doctor --kueue-resources" in bad.fix
+    # Quantities compare as numbers, not spellings.
+    config = deployed_kueue_config()
+    t = config["resources"]["transformations"][0]
+    t["outputs"] = {k: f"{v}000m" for k, v in t["outputs"].items()}
+    assert statuses(doctor.kueue_configuration(kueue(config), wanted), "kueue-resources") == [doctor.OK]
+    assert statuses(doctor.kueue_configuration(None, wanted), "kueue-config") == [doctor.WARN]
+
+
+def test_topologies_named_by_flavors_exist_and_end_at_the_hostname() -> None:
+    from gpuctl.core.workloads import ResourceFlavor
+
+    flavors = {"f1": ResourceFlavor("f1", {}, topology_name="gpus"), "f2": ResourceFlavor("f2", {})}
+    assert statuses(doctor.kueue_topologies(flavors, {"gpus": ("rack", naming.LABEL_HOSTNAME)}), "kueue-topology") == [
+        doctor.OK
+    ]
+    [missing] = doctor.kueue_topologies(flavors, {})
+    assert missing.status == doctor.FAIL and "does not exist" in missing.saw
+    [short] = doctor.kueue_topologies(flavors, {"gpus": ("rack",)})
+    assert short.status == doctor.FAIL and "ends at rack" in short.saw
+
+
+def deployment(replicas: int, ready: int, *args: str) -> doctor.DeploymentRecord:
+    return doctor.parse_deployment(
+        {
+            "metadata": {"namespace": naming.OPERATOR_NAMESPACE, "name": naming.OPERATOR_NAME},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"args": list(args)}]}}},
+            "status": {"readyReplicas": ready},
+        }
+    )
+
+
+def lease(renewed_ago: float, now: float) -> doctor.LeaseRecord:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - renewed_ago))
+    return doctor.parse_lease(
+        {
+            "metadata": {"namespace": naming.OPERATOR_NAMESPACE, "name": naming.OPERATOR_NAME},
+            "spec": {"holderIdentity": "op-1", "renewTime": stamp, "acquireTime": stamp, "leaseDurationSeconds": 15},
+        }
+    )
+
+
+def test_operator_health_replicas_and_leader() -> None:
+    now = time.time()
+    ns = naming.OPERATOR_NAMESPACE
+    healthy = doctor.operator_health(deployment(2, 2, "--leader-elect"), lease(3, now), True, ns, now)
+    assert [(f.check, f.status) for f in healthy] == [("operator-replicas", "ok"), ("operator-leader", "ok")]
+    assert "op-1, renewed 3 s ago" in healthy[1].saw
+    down = doctor.operator_health(deployment(2, 0, "--leader-elect"), lease(3, now), True, ns, now)
+    assert statuses(down, "operator-replicas") == [doctor.FAIL]
+    assert statuses(doctor.operator_health(deployment(2, 1), lease(3, now), True, ns, now), "operator-replicas") == [
+        doctor.WARN
+    ]
+    stale = doctor.operator_health(deployment(2, 2, "--leader-elect"), lease(60, now), True, ns, now)
+    assert statuses(stale, "operator-leader") == [doctor.FAIL] and "last renewed 60 s ago" in stale[1].saw
+    nothing = doctor.operator_health(None, None, True, ns, now)
+    assert statuses(nothing, "operator-replicas") == [doctor.FAIL] and "kubectl apply -k deploy/base" in nothing[0].fix
+    # Served by URL (outside the cluster): no Deployment is expected; its Lease still is.
+    assert doctor.operator_health(None, lease(1, now), False, ns, now)[0].check == "operator-leader"
+    leaderless = doctor.operator_health(deployment(2, 2, "--leader-elect"), None, True, ns, now)
+    assert statuses(leaderless, "operator-leader") == [doctor.FAIL]
+
+
+def test_histogram_quantile_interpolates_within_the_bucket() -> None:
+    buckets = [(0.005, 50.0), (0.01, 90.0), (0.05, 100.0), (float("inf"), 100.0)]
+    assert doctor.histogram_quantile(buckets, 0.5) == 0.005
+    assert abs((doctor.histogram_quantile(buckets, 0.99) or 0) - 0.046) < 1e-9
+    assert doctor.histogram_quantile([(0.1, 0.0), (float("inf"), 0.0)], 0.99) is None
+    assert doctor.histogram_quantile([(0.1, 1.0), (float("inf"), 10.0)], 0.99) == 0.1
+
+
+def test_latency_buckets_sum_the_webhooks_label_sets() -> None:
+    from gpuctl.cluster.probe import latency_buckets
+
+    text = "\n".join(
+        [
+            "# TYPE gpuctl_webhook_duration_seconds histogram",
+            'gpuctl_webhook_duration_seconds_bucket{le="0.01",webhook="a"} 3.0',
+            'gpuctl_webhook_duration_seconds_bucket{le="+Inf",webhook="a"} 4.0',
+            'gpuctl_webhook_duration_seconds_bucket{webhook="b",le="0.01"} 1.0',
+            'gpuctl_webhook_duration_seconds_bucket{webhook="b",le="+Inf"} 1.0',
+            "gpuctl_webhook_duration_seconds_count 5.0",
+        ]
+    )
+    assert latency_buckets(text) == [(0.01, 4.0), (float("inf"), 5.0)]
+
+
+def test_endpoint_and_live_review_findings() -> None:
+    from gpuctl.operator.manifests import webhook_configurations
+
+    found = entries(webhook_configurations(ca_bundle="Y2E=", url="https://10.0.0.1:9443"))
+    config = (naming.MUTATING_CONFIGURATION,)
+    ok = doctor.endpoints(
+        [
+            doctor.EndpointProbe(
+                "https://10.0.0.1:9443", config, ca_verified=True, readyz=200, p99_seconds=0.004, reviews=9
+            )
+        ],
+        found,
+        10,
+    )
+    assert [(f.check, f.status) for f in ok] == [("operator-ready", "ok"), ("webhook-latency", "ok")]
+    assert "caBundle verifies" in ok[0].saw and "p99 4.0 ms over 9 reviews" in ok[1].saw
+    [tls] = doctor.endpoints(
+        [doctor.EndpointProbe("https://10.0.0.1:9443", config, error="TLS failed: certificate verify failed")],
+        found,
+        10,
+    )
+    assert tls.status == doctor.FAIL and tls.fix.startswith("CA=$(kubectl")
+    slow = doctor.endpoints(
+        [doctor.EndpointProbe("x", config, readyz=503, readyz_body="cache", p99_seconds=12.0)], found, 10
+    )
+    assert [f.status for f in slow] == [doctor.FAIL, doctor.FAIL]
+    reviews = doctor.live_reviews(
+        [
+            doctor.LiveReview(config[0], "dry-run create Pod", 0.01),
+            doctor.LiveReview(
+                config[0], "dry-run create Pod", 0.01, 'failed calling webhook "x": x509: unknown authority'
+            ),
+            doctor.LiveReview(config[0], "dry-run create Pod", 0.0, "forbidden: cannot create pods", sent=False),
+        ],
+        found,
+    )
+    assert [f.status for f in reviews] == [doctor.OK, doctor.FAIL, doctor.WARN]
+    assert reviews[1].fix.startswith("CA=$(kubectl")
