@@ -398,37 +398,47 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                              '    gpuctl diff ./ticket-4711 live -o json\n',
                      'doctor': 'Usage: gpuctl doctor [OPTIONS]\n'
                                '\n'
-                               "  Check the admission chain: the webhooks against this version's registry, the\n"
-                               '  gpustack-node-devices AdmissionCheck, the accelerated queues, every pool\n'
-                               '  (its entrance, queues, published views, Devices and fit labels) and stuck\n'
-                               '  work; exit 3 when a check fails. Runs the same on a live cluster and on a\n'
-                               '  dump attached to a ticket.\n'
+                               "  Check the admission chain: the webhooks against this version's registry\n"
+                               '  (and, live, their endpoints and a dry-run review), the gpustack-node-devices\n'
+                               "  AdmissionCheck, the accelerated queues, Kueue's Configuration, every pool\n"
+                               '  (its entrance, queues, published views, Devices and fit labels), stuck work\n'
+                               "  and the operator's health; exit 3 when a check fails. Runs the same on a\n"
+                               '  live cluster and on a dump attached to a ticket (without the probes).\n'
                                '\n'
                                'Options:\n'
-                               '  --retry-minutes <int range>  Report Workloads the check has held at Retry\n'
-                               '                               for longer.  [default: 30; x>=1]\n'
-                               '  -o, --output <str>           table, wide, json, yaml, name,\n'
-                               '                               jsonpath=TEMPLATE, jsonpath-file=FILE, custom-\n'
-                               '                               columns=SPEC, custom-columns-file=FILE.\n'
-                               '                               [default: table]\n'
-                               '  --no-headers                 Print tables without their header row.\n'
-                               '  --snapshot <str>             Read objects from snapshot files (a file or\n'
-                               '                               directory of YAML/JSON) instead of a cluster.\n'
-                               '                               [env var: GPUCTL_SNAPSHOT]\n'
-                               '  --kubeconfig <str>           Path to the kubeconfig file (default\n'
-                               '                               $KUBECONFIG or ~/.kube/config).\n'
-                               '  --context <str>              The kubeconfig context to use (views,\n'
-                               '                               partitions, queue and fragmentation take\n'
-                               '                               several).\n'
-                               '  --cluster <str>              The kubeconfig cluster to use.\n'
-                               '  --user <str>                 The kubeconfig user to use.\n'
-                               '  -s, --server <str>           The address of the API server.\n'
-                               '  --token <str>                Bearer token for the API server.\n'
-                               '  --as <str>                   Username to impersonate for the operation.\n'
-                               '  --as-group <str>             Group to impersonate (repeat for several).\n'
-                               '  --request-timeout <str>      How long one API request may take (e.g. 10s,\n'
-                               '                               1m; default 30s).\n'
-                               '  -h, --help                   Show this message and exit.\n'
+                               '  --retry-minutes <int range>    Report Workloads the check has held at Retry\n'
+                               '                                 for longer.  [default: 30; x>=1]\n'
+                               "  --kueue-config NAMESPACE/NAME  The ConfigMap holding Kueue's Configuration.\n"
+                               '                                 [default: kueue-system/kueue-manager-config]\n'
+                               "  --operator-namespace <str>     Where the operator's Deployment and leader\n"
+                               '                                 Lease live.  [default: gpuctl-system]\n'
+                               '  --probe / --no-probe           On a live cluster, reach the webhook\n'
+                               '                                 endpoints and send dry-run reviews through\n'
+                               '                                 the API server.  [default: probe]\n'
+                               "  --kueue-resources              Print the resources block Kueue's\n"
+                               '                                 Configuration needs, and exit.\n'
+                               '  -o, --output <str>             table, wide, json, yaml, name,\n'
+                               '                                 jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                               '                                 custom-columns=SPEC, custom-columns-\n'
+                               '                                 file=FILE.  [default: table]\n'
+                               '  --no-headers                   Print tables without their header row.\n'
+                               '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                               '                                 directory of YAML/JSON) instead of a cluster.\n'
+                               '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                               '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                               '                                 $KUBECONFIG or ~/.kube/config).\n'
+                               '  --context <str>                The kubeconfig context to use (views,\n'
+                               '                                 partitions, queue and fragmentation take\n'
+                               '                                 several).\n'
+                               '  --cluster <str>                The kubeconfig cluster to use.\n'
+                               '  --user <str>                   The kubeconfig user to use.\n'
+                               '  -s, --server <str>             The address of the API server.\n'
+                               '  --token <str>                  Bearer token for the API server.\n'
+                               '  --as <str>                     Username to impersonate for the operation.\n'
+                               '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                               '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                               '                                 1m; default 30s).\n'
+                               '  -h, --help                     Show this message and exit.\n'
                                '\n'
                                '  Examples:\n'
                                '    # Every check on the live cluster; exit 3 when one fails\n'
@@ -1900,38 +1910,49 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      '    gpuctl diff ./ticket-4711 live -o json\n',
                              'doctor': 'Usage: kubectl gpuctl doctor [OPTIONS]\n'
                                        '\n'
-                                       "  Check the admission chain: the webhooks against this version's registry, "
-                                       'the\n'
-                                       '  gpustack-node-devices AdmissionCheck, the accelerated queues, every pool\n'
-                                       '  (its entrance, queues, published views, Devices and fit labels) and stuck\n'
-                                       '  work; exit 3 when a check fails. Runs the same on a live cluster and on a\n'
-                                       '  dump attached to a ticket.\n'
+                                       "  Check the admission chain: the webhooks against this version's registry\n"
+                                       '  (and, live, their endpoints and a dry-run review), the '
+                                       'gpustack-node-devices\n'
+                                       "  AdmissionCheck, the accelerated queues, Kueue's Configuration, every pool\n"
+                                       '  (its entrance, queues, published views, Devices and fit labels), stuck work\n'
+                                       "  and the operator's health; exit 3 when a check fails. Runs the same on a\n"
+                                       '  live cluster and on a dump attached to a ticket (without the probes).\n'
                                        '\n'
                                        'Options:\n'
-                                       '  --retry-minutes <int range>  Report Workloads the check has held at Retry\n'
-                                       '                               for longer.  [default: 30; x>=1]\n'
-                                       '  -o, --output <str>           table, wide, json, yaml, name,\n'
-                                       '                               jsonpath=TEMPLATE, jsonpath-file=FILE, custom-\n'
-                                       '                               columns=SPEC, custom-columns-file=FILE.\n'
-                                       '                               [default: table]\n'
-                                       '  --no-headers                 Print tables without their header row.\n'
-                                       '  --snapshot <str>             Read objects from snapshot files (a file or\n'
-                                       '                               directory of YAML/JSON) instead of a cluster.\n'
-                                       '                               [env var: GPUCTL_SNAPSHOT]\n'
-                                       '  --kubeconfig <str>           Path to the kubeconfig file (default\n'
-                                       '                               $KUBECONFIG or ~/.kube/config).\n'
-                                       '  --context <str>              The kubeconfig context to use (views,\n'
-                                       '                               partitions, queue and fragmentation take\n'
-                                       '                               several).\n'
-                                       '  --cluster <str>              The kubeconfig cluster to use.\n'
-                                       '  --user <str>                 The kubeconfig user to use.\n'
-                                       '  -s, --server <str>           The address of the API server.\n'
-                                       '  --token <str>                Bearer token for the API server.\n'
-                                       '  --as <str>                   Username to impersonate for the operation.\n'
-                                       '  --as-group <str>             Group to impersonate (repeat for several).\n'
-                                       '  --request-timeout <str>      How long one API request may take (e.g. 10s,\n'
-                                       '                               1m; default 30s).\n'
-                                       '  -h, --help                   Show this message and exit.\n'
+                                       '  --retry-minutes <int range>    Report Workloads the check has held at Retry\n'
+                                       '                                 for longer.  [default: 30; x>=1]\n'
+                                       "  --kueue-config NAMESPACE/NAME  The ConfigMap holding Kueue's Configuration.\n"
+                                       '                                 [default: kueue-system/kueue-manager-config]\n'
+                                       "  --operator-namespace <str>     Where the operator's Deployment and leader\n"
+                                       '                                 Lease live.  [default: gpuctl-system]\n'
+                                       '  --probe / --no-probe           On a live cluster, reach the webhook\n'
+                                       '                                 endpoints and send dry-run reviews through\n'
+                                       '                                 the API server.  [default: probe]\n'
+                                       "  --kueue-resources              Print the resources block Kueue's\n"
+                                       '                                 Configuration needs, and exit.\n'
+                                       '  -o, --output <str>             table, wide, json, yaml, name,\n'
+                                       '                                 jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                       '                                 custom-columns=SPEC, custom-columns-\n'
+                                       '                                 file=FILE.  [default: table]\n'
+                                       '  --no-headers                   Print tables without their header row.\n'
+                                       '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                       '                                 directory of YAML/JSON) instead of a '
+                                       'cluster.\n'
+                                       '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                       '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                       '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                       '  --context <str>                The kubeconfig context to use (views,\n'
+                                       '                                 partitions, queue and fragmentation take\n'
+                                       '                                 several).\n'
+                                       '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                       '  --user <str>                   The kubeconfig user to use.\n'
+                                       '  -s, --server <str>             The address of the API server.\n'
+                                       '  --token <str>                  Bearer token for the API server.\n'
+                                       '  --as <str>                     Username to impersonate for the operation.\n'
+                                       '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                       '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                       '                                 1m; default 30s).\n'
+                                       '  -h, --help                     Show this message and exit.\n'
                                        '\n'
                                        '  Examples:\n'
                                        '    # Every check on the live cluster; exit 3 when one fails\n'
@@ -3530,6 +3551,19 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'doctor': {'commands': [],
                      'options': [{'eager': False, 'multiple': False, 'names': ['--retry-minutes'], 'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--kueue-config'], 'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--operator-namespace'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--probe', '--no-probe'],
+                                  'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--kueue-resources'],
+                                  'takes_value': False},
                                  {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
                                  {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},

@@ -49,9 +49,18 @@ def admission_check(check: AdmissionCheck | None) -> Finding:
             name,
             FAIL,
             f"AdmissionCheck {naming.NODE_DEVICES_CHECK} does not exist",
-            "gate 3 is this check: without it a queue that references it is inactive and admits nothing",
-            "the operator applies it at start-up: check its logs, or `kubectl apply` the AdmissionCheck with "
-            f"controllerName {naming.NODE_DEVICES_CONTROLLER}",
+            "gate 3 is this check: without it a queue that references it is inactive and admits nothing; the "
+            "operator applies it at start-up and keeps it Active",
+            "echo '"
+            + _json(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "AdmissionCheck",
+                    "metadata": {"name": naming.NODE_DEVICES_CHECK},
+                    "spec": {"controllerName": naming.NODE_DEVICES_CONTROLLER},
+                }
+            )
+            + "' | kubectl apply -f -",
         )
     if check.controller != naming.NODE_DEVICES_CONTROLLER:
         return Finding(
@@ -167,9 +176,11 @@ def pools(
                     "pool-status",
                     FAIL,
                     f"InstanceType {name} publishes views that differ from its ledger: {', '.join(stale) or 'none published'}",
-                    "InstanceType.status carries the four views computed from the Devices ledger; a stale one "
-                    "misleads the gateway and the Instance webhook",
-                    f"`gpuctl views {name} --published` shows the differences; check the operator's status writer",
+                    "InstanceType.status carries the four views computed from the Devices ledger (the fix writes "
+                    "them); a stale one misleads the gateway and the Instance webhook, and the operator's status "
+                    "writer keeps them current only while it runs and leads",
+                    f"kubectl patch instancetype {name} --subresource status --type merge -p "
+                    f"'{_json({'status': computed})}'",
                 )
             )
         pool = it.pool_labels()
@@ -761,16 +772,26 @@ def operator_health(
                 f"Deployment {deployment.namespace}/{deployment.name}: {deployment.ready}/{deployment.replicas} ready",
             )
         )
-    leader_elect = deployment is None or "--leader-elect" in deployment.args
     if lease is None:
-        if leader_elect and (deployment is None or deployment.replicas > 1):
+        if deployment is not None and "--leader-elect" in deployment.args:
             out.append(
                 Finding(
                     "operator-leader",
-                    FAIL if deployment is not None else WARN,
+                    FAIL,
                     f"no Lease {namespace}/{naming.OPERATOR_NAME}: no replica leads",
                     "with --leader-elect only the Lease's holder runs the check, the status writer and the fit labels",
                     pods,
+                )
+            )
+        elif deployment is not None and deployment.replicas > 1:
+            out.append(
+                Finding(
+                    "operator-leader",
+                    WARN,
+                    f"Deployment {deployment.namespace}/{deployment.name} runs {deployment.replicas} replicas "
+                    "without --leader-elect",
+                    "every replica runs the controllers: verdicts and status writes race",
+                    f"kubectl -n {namespace} edit deployment {naming.OPERATOR_NAME} (add --leader-elect)",
                 )
             )
         return out

@@ -35,3 +35,36 @@ def test_the_table_has_one_line_per_finding() -> None:
     assert len(lines) - 1 == len(
         json.loads(CliRunner().invoke(app, ["doctor", "--snapshot", SNAPSHOT, "-o", "json"]).stdout)["items"]
     )
+
+
+def test_the_example_kueue_configuration_is_the_one_the_design_deploys() -> None:
+    items = json.loads(CliRunner().invoke(app, ["doctor", "--snapshot", SNAPSHOT, "-o", "json"]).stdout)["items"]
+    kueue = {(i["check"], i["status"]) for i in items if i["check"].startswith("kueue-")}
+    assert kueue == {("kueue-gates", "ok"), ("kueue-resources", "ok"), ("kueue-topology", "ok")}
+
+
+def test_kueue_resources_prints_the_generated_block() -> None:
+    import yaml
+
+    from gpuctl.core.credits import kueue_resources_config
+
+    result = CliRunner().invoke(app, ["doctor", "--kueue-resources"])
+    assert result.exit_code == 0
+    assert yaml.safe_load(result.stdout) == {"resources": kueue_resources_config()}
+
+
+def test_a_broken_kueue_configmap_is_a_finding_and_a_bad_option_a_usage_error(tmp_path: Path) -> None:
+    import shutil
+
+    snapshot = tmp_path / "snap"
+    shutil.copytree(SNAPSHOT, snapshot)
+    (snapshot / "kueue-config.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kueue-manager-config, namespace: kueue-system}\n"
+        "data:\n  controller_manager_config.yaml: 'featureGates: [unclosed'\n"
+    )
+    result = CliRunner().invoke(app, ["doctor", "--snapshot", str(snapshot), "-o", "json"])
+    assert result.exit_code == 3, result.output
+    [bad] = [i for i in json.loads(result.stdout)["items"] if i["check"] == "kueue-config"]
+    assert bad["status"] == "fail" and "is not YAML" in bad["saw"]
+    result = CliRunner().invoke(app, ["doctor", "--snapshot", SNAPSHOT, "--kueue-config", "no-slash"])
+    assert result.exit_code == 2 and "NAMESPACE/NAME" in result.stderr and "Traceback" not in result.output

@@ -43,6 +43,8 @@ OUR_CRDS_DIR = REPO_ROOT / "deploy" / "crds"
 BINARIES = ("etcd", "kube-apiserver", "kubectl", "kueue")
 
 KUEUE_NAMESPACE = "kueue-system"
+KUEUE_CONFIGMAP = "kueue-manager-config"
+KUEUE_CONFIGMAP_KEY = "controller_manager_config.yaml"
 FRONT_PROXY_CLIENT = "gpuctl-it-front-proxy"
 VISIBILITY_SERVICE = "kueue-visibility-server"
 KUEUE_WEBHOOK_SERVICE = "kueue-webhook-service"
@@ -666,13 +668,24 @@ class ControlPlane:
             },
             "manageJobsWithoutQueueName": False,
             "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
-            "featureGates": {"TopologyAwareScheduling": True, "VisibilityOnDemand": True},
+            # As the design deploys it: queue names are never copied onto Pod labels; TAS is on.
+            "featureGates": {
+                "AssignQueueLabelsForPods": False,
+                "TopologyAwareScheduling": True,
+                "VisibilityOnDemand": True,
+            },
             "visibilityServer": {"bindAddress": self.host_address, "bindPort": self.visibility_port},
             # As deployed: every accelerator key folds into credits.gpustack.ai/<manufacturer>.
             "resources": kueue_resources_config(),
         }
+        # Kueue's manifests mount this ConfigMap as the manager's --config file; here the file is written from it.
+        config_text = yaml.safe_dump(kueue_cfg, sort_keys=False)
+        core.create_namespaced_config_map(
+            KUEUE_NAMESPACE,
+            {"metadata": {"name": KUEUE_CONFIGMAP}, "data": {KUEUE_CONFIGMAP_KEY: config_text}},
+        )
         cfg_path = self.work_dir / "kueue" / "config.yaml"
-        cfg_path.write_text(yaml.safe_dump(kueue_cfg, sort_keys=False))
+        cfg_path.write_text(config_text)
 
         kueue = Process(
             "kueue",

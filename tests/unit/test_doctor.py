@@ -305,6 +305,10 @@ def test_operator_health_replicas_and_leader() -> None:
     assert doctor.operator_health(None, lease(1, now), False, ns, now)[0].check == "operator-leader"
     leaderless = doctor.operator_health(deployment(2, 2, "--leader-elect"), None, True, ns, now)
     assert statuses(leaderless, "operator-leader") == [doctor.FAIL]
+    racing = doctor.operator_health(deployment(2, 2), None, True, ns, now)
+    assert statuses(racing, "operator-leader") == [doctor.WARN] and "--leader-elect" in racing[1].fix
+    # Nothing read (a dump without the deployment's objects): nothing to say of the leader.
+    assert doctor.operator_health(None, None, False, ns, now) == []
 
 
 def test_histogram_quantile_interpolates_within_the_bucket() -> None:

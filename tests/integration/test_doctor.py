@@ -1,0 +1,303 @@
+"""``gpuctl doctor`` on the real control plane: a deployment as the design has it passes every check; each injected
+fault is reported as a failure with its fix, and applying that fix (the printed command, run by a shell with the
+run's kubectl) makes the check pass again.
+
+The operator runs as a process, with ``--leader-elect`` in ``gpuctl-system``; its serving Secret holds the run's CA
+(as cert-manager would write it), and its webhooks are registered by URL with that CA. Faults the operator repairs on
+its own (a deleted AdmissionCheck, a stale InstanceType status) are injected while it is paused (SIGSTOP).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from typer.testing import CliRunner
+
+from gpuctl.cli.main import app
+from gpuctl.core import naming
+from gpuctl.operator.manifests import webhook_configurations
+
+from .gpucluster import WORKER, WV, GpuPool, condition, new_pool, wait_for
+from .operator_process import Operator, running_operator
+from .pki import CertificateAuthority
+
+KUEUE, KV = "kueue.x-k8s.io", "v1beta2"
+OURS = ("webhook", "webhook-order", "webhook-endpoint", "webhook-review", "webhook-latency", "admissioncheck")
+DEPLOYMENT = (*OURS, "operator-ready", "operator-leader", "kueue-gates", "kueue-resources")
+
+
+@pytest.fixture(scope="module")
+def deployed(control_plane: Any, api: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    """The operator with its serving Secret, its leader Lease and its webhook configurations."""
+    core = client.CoreV1Api(api)
+    with contextlib.suppress(ApiException):
+        core.create_namespace({"metadata": {"name": naming.OPERATOR_NAMESPACE}})
+    work = tmp_path_factory.mktemp("doctor-operator")
+    with running_operator(control_plane, work, "--leader-elect", f"--namespace={naming.OPERATOR_NAMESPACE}") as op:
+        secret = {
+            "metadata": {"name": naming.OPERATOR_TLS_SECRET},
+            "type": "kubernetes.io/tls",
+            "data": {
+                "ca.crt": control_plane.ca_bundle,
+                "tls.crt": base64.b64encode((work / "tls.crt").read_bytes()).decode(),
+                "tls.key": base64.b64encode((work / "tls.key").read_bytes()).decode(),
+            },
+        }
+        core.create_namespaced_secret(naming.OPERATOR_NAMESPACE, secret)
+        adm = client.AdmissionregistrationV1Api(api)
+        configs = webhook_configurations(ca_bundle=control_plane.ca_bundle, url=op.url)
+        adm.create_mutating_webhook_configuration(configs[0])
+        adm.create_validating_webhook_configuration(configs[1])
+        try:
+            yield op
+        finally:
+            for delete, name in (
+                (adm.delete_mutating_webhook_configuration, naming.MUTATING_CONFIGURATION),
+                (adm.delete_validating_webhook_configuration, naming.VALIDATING_CONFIGURATION),
+            ):
+                with contextlib.suppress(ApiException):
+                    delete(name)
+            with contextlib.suppress(ApiException):
+                core.delete_namespaced_secret(naming.OPERATOR_TLS_SECRET, naming.OPERATOR_NAMESPACE)
+
+
+@contextlib.contextmanager
+def paused(op: Operator) -> Iterator[None]:
+    """The operator stopped in its tracks (its webhooks and controllers hang) until the block ends."""
+    op.proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        op.proc.send_signal(signal.SIGCONT)
+
+
+class Doctor:
+    def __init__(self, control_plane: Any) -> None:
+        self.control_plane = control_plane
+
+    def findings(self, *args: str) -> list[dict[str, Any]]:
+        where = [] if "--snapshot" in args else ["--kubeconfig", str(self.control_plane.kubeconfig)]
+        result = CliRunner().invoke(app, ["doctor", "-o", "json", *where, *args])
+        assert result.exit_code in (0, 3), result.output
+        return list(json.loads(result.stdout)["items"])
+
+    def failing(self, check: str, needle: str = "", *args: str) -> list[dict[str, Any]]:
+        return [f for f in self.findings(*args) if f["check"] == check and f["status"] == "fail" and needle in f["saw"]]
+
+    def apply(self, fix: str) -> None:
+        """Run a printed fix as a user would paste it, with the run's kubectl and credentials."""
+        env = {
+            **os.environ,
+            "PATH": f"{self.control_plane.bin_dir}:{os.environ['PATH']}",
+            "KUBECONFIG": str(self.control_plane.kubeconfig),
+        }
+        done = subprocess.run(["bash", "-c", fix], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"{fix}\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.fixture()
+def doctor(control_plane: Any) -> Doctor:
+    return Doctor(control_plane)
+
+
+@pytest.fixture()
+def pool(deployed: Operator, api: Any, test_namespace: str) -> Iterator[GpuPool]:
+    p = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=4)
+    try:
+        yield p
+    finally:
+        p.cleanup()
+
+
+def deployment_ok(findings: list[dict[str, Any]], pool: GpuPool) -> list[dict[str, Any]]:
+    """What is wrong with this deployment and this pool (other tests' leftovers aside)."""
+    return [
+        f
+        for f in findings
+        if f["status"] != "ok" and (f["check"] in DEPLOYMENT or pool.name in f["saw"] or pool.nodes[0] in f["saw"])
+    ]
+
+
+def test_a_correct_deployment_passes_every_check(doctor: Doctor, pool: GpuPool) -> None:
+    def clean() -> list[dict[str, Any]]:
+        return deployment_ok(doctor.findings(), pool)
+
+    # The fit labels and the status writer settle the new pool first.
+    wait_for("doctor to find the deployment and the pool correct", lambda: not clean(), timeout=60)
+    got = doctor.findings()
+    checks = {f["check"] for f in got if f["status"] == "ok"}
+    assert set(DEPLOYMENT) <= checks, sorted(set(DEPLOYMENT) - checks)
+    ours = [f["saw"] for f in got if f["check"] in ("operator-ready", "webhook-review", "operator-leader")]
+    assert any("caBundle verifies the serving certificate" in s for s in ours), ours
+    assert any("dry-run create Pod" in s for s in ours) and any("dry-run create InstanceType" in s for s in ours)
+    assert any(f"Lease {naming.OPERATOR_NAMESPACE}/{naming.OPERATOR_NAME}" in s for s in ours)
+
+
+def test_each_injected_fault_fails_with_a_fix_that_makes_it_pass(
+    doctor: Doctor, pool: GpuPool, deployed: Operator, api: Any, control_plane: Any
+) -> None:
+    adm = client.AdmissionregistrationV1Api(api)
+    objs = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    wait_for("the deployment and the pool correct", lambda: not deployment_ok(doctor.findings(), pool), timeout=60)
+
+    # 1. The Pod webhook's failurePolicy flipped to Ignore: the fix is a JSON patch.
+    adm.patch_mutating_webhook_configuration(
+        naming.MUTATING_CONFIGURATION, [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]
+    )
+    [bad] = doctor.failing("webhook", "failurePolicy 'Ignore'", "--no-probe")
+    doctor.apply(bad["fix"])
+    assert not doctor.failing("webhook", "", "--no-probe")
+
+    # 2. A CA bundle that does not verify the serving certificate: the endpoint probe and the API server's dry run
+    #    both fail; the fix copies the CA from the operator's serving Secret.
+    other_ca = base64.b64encode(CertificateAuthority("some-other-ca").cert_pem).decode()
+    count = len(adm.read_mutating_webhook_configuration(naming.MUTATING_CONFIGURATION).webhooks)
+    adm.patch_mutating_webhook_configuration(
+        naming.MUTATING_CONFIGURATION,
+        [{"op": "replace", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": other_ca} for i in range(count)],
+    )
+    time.sleep(1)  # the API server picks up webhook configurations asynchronously
+    found = doctor.findings()
+    [endpoint] = [f for f in found if f["check"] == "webhook-endpoint" and f["status"] == "fail"]
+    assert "does not verify the serving certificate" in endpoint["saw"]
+    [review] = [f for f in found if f["check"] == "webhook-review" and f["status"] == "fail"]
+    assert "x509" in review["saw"] or "certificate" in review["saw"]
+    doctor.apply(endpoint["fix"])
+    wait_for(
+        "the endpoint and the dry run to pass with the fixed bundle",
+        lambda: (
+            not [
+                f
+                for f in doctor.findings()
+                if f["check"] in ("webhook-endpoint", "webhook-review") and f["status"] != "ok"
+            ]
+        ),
+        timeout=30,
+    )
+
+    # 3. The pool's queue without the check.
+    objs.patch_cluster_custom_object(KUEUE, KV, "clusterqueues", pool.name, {"spec": {"admissionChecksStrategy": None}})
+    [bad] = doctor.failing("queue-check", pool.name, "--no-probe")
+    doctor.apply(bad["fix"])
+    assert not doctor.failing("queue-check", pool.name, "--no-probe")
+
+    # 4. A feature gate flipped in Kueue's Configuration: the fix says which gate to set in which ConfigMap.
+    cm = core.read_namespaced_config_map(naming.KUEUE_CONFIGMAP, naming.KUEUE_NAMESPACE)
+    original = cm.data[naming.KUEUE_CONFIGMAP_KEY]
+    config = yaml.safe_load(original)
+    config["featureGates"]["AssignQueueLabelsForPods"] = True
+    core.patch_namespaced_config_map(
+        naming.KUEUE_CONFIGMAP,
+        naming.KUEUE_NAMESPACE,
+        {"data": {naming.KUEUE_CONFIGMAP_KEY: yaml.safe_dump(config, sort_keys=False)}},
+    )
+    try:
+        [bad] = doctor.failing("kueue-gates", "AssignQueueLabelsForPods is enabled", "--no-probe")
+        assert "featureGates: {AssignQueueLabelsForPods: false}" in bad["fix"]
+        assert f"edit configmap {naming.KUEUE_CONFIGMAP}" in bad["fix"]
+        config["featureGates"]["AssignQueueLabelsForPods"] = False  # what the edit sets
+        core.patch_namespaced_config_map(
+            naming.KUEUE_CONFIGMAP,
+            naming.KUEUE_NAMESPACE,
+            {"data": {naming.KUEUE_CONFIGMAP_KEY: yaml.safe_dump(config, sort_keys=False)}},
+        )
+        assert not doctor.failing("kueue-gates", "", "--no-probe")
+    finally:
+        core.patch_namespaced_config_map(
+            naming.KUEUE_CONFIGMAP, naming.KUEUE_NAMESPACE, {"data": {naming.KUEUE_CONFIGMAP_KEY: original}}
+        )
+
+    # 5. The AdmissionCheck deleted while the operator is down: the fix recreates it; once the operator runs again it
+    #    is Active.
+    with paused(deployed):
+        objs.delete_cluster_custom_object(KUEUE, KV, "admissionchecks", naming.NODE_DEVICES_CHECK)
+        [bad] = doctor.failing("admissioncheck", "does not exist", "--no-probe")
+        doctor.apply(bad["fix"])
+        still = doctor.failing("admissioncheck", "", "--no-probe")
+        assert not still or "is not Active" in still[0]["saw"]  # exists now; only the paused operator activates it
+    wait_for("the recreated AdmissionCheck Active", lambda: not doctor.failing("admissioncheck", "", "--no-probe"))
+
+    # 6. A stale InstanceType status, while the operator (which would rewrite it) is down: the fix writes the views
+    #    of the ledger.
+    with paused(deployed):
+        objs.patch_cluster_custom_object_status(
+            WORKER, WV, "instancetypes", pool.name, {"status": {"accelerator": {"remaining": 99}}}
+        )
+        [bad] = doctor.failing("pool-status", pool.name, "--no-probe")
+        doctor.apply(bad["fix"])
+        assert not doctor.failing("pool-status", pool.name, "--no-probe")
+
+    # 7. A Workload evicted and still carrying a verdict: Kueue evicts it when its queue drains (and resets the
+    #    check to Pending); a verdict written after that reset is the deadlock the design warns about.
+    name = pool.submit("evicted-verdict", {"nvidia.com/gpu": "1"})
+    wait_for(
+        "the Workload admitted", lambda: (condition(pool.workload(name), "Admitted") or {}).get("status") == "True"
+    )
+    objs.patch_cluster_custom_object(KUEUE, KV, "clusterqueues", pool.name, {"spec": {"stopPolicy": "HoldAndDrain"}})
+    try:
+        wait_for(
+            "Kueue to evict it",
+            lambda: (
+                (condition(pool.workload(name), "Evicted") or {}).get("status") == "True"
+                and (condition(pool.workload(name), "QuotaReserved") or {}).get("status") == "False"
+            ),
+        )
+        pool.set_check(name, "Retry", "a verdict written after Kueue's reset")
+        [bad] = doctor.failing("evicted-verdict", name, "--no-probe")
+        doctor.apply(bad["fix"])
+        assert not doctor.failing("evicted-verdict", name, "--no-probe")
+        [state] = pool.workload(name)["status"]["admissionChecks"]
+        assert state["state"] == "Pending"
+    finally:
+        objs.patch_cluster_custom_object(KUEUE, KV, "clusterqueues", pool.name, {"spec": {"stopPolicy": "None"}})
+
+    # 8. The mutating configuration renamed to sort after Kueue's. The printed fix applies the generated
+    #    configurations (this run registers them by URL, as generated with --url) and deletes the renamed one.
+    body = adm.read_mutating_webhook_configuration(naming.MUTATING_CONFIGURATION)
+    body.metadata = client.V1ObjectMeta(name="zz-" + naming.MUTATING_CONFIGURATION)
+    adm.create_mutating_webhook_configuration(body)
+    adm.delete_mutating_webhook_configuration(naming.MUTATING_CONFIGURATION)
+    try:
+        [bad] = doctor.failing("webhook-order", "", "--no-probe")
+        apply_generated, delete_renamed = bad["fix"].split(", then ")
+        assert apply_generated.startswith("kubectl apply -k deploy/base")
+        adm.create_mutating_webhook_configuration(
+            webhook_configurations(ca_bundle=control_plane.ca_bundle, url=deployed.url)[0]
+        )
+        doctor.apply(delete_renamed)
+        assert not doctor.failing("webhook-order", "", "--no-probe")
+    finally:
+        with contextlib.suppress(ApiException):
+            adm.delete_mutating_webhook_configuration("zz-" + naming.MUTATING_CONFIGURATION)
+    wait_for("the whole deployment correct again", lambda: not deployment_ok(doctor.findings(), pool), timeout=60)
+
+
+def test_a_dump_carries_what_doctor_reads_of_the_deployment(
+    doctor: Doctor, pool: GpuPool, control_plane: Any, tmp_path: Path
+) -> None:
+    wait_for("the deployment correct", lambda: not deployment_ok(doctor.findings(), pool), timeout=60)
+    out = tmp_path / "dump"
+    result = CliRunner().invoke(app, ["dump", str(out), "--kubeconfig", str(control_plane.kubeconfig)])
+    assert result.exit_code == 0, result.output
+    kinds = {o["kind"] for o in json.loads((out / "deployment.json").read_text())["items"]}
+    assert {"ConfigMap", "Lease"} <= kinds
+    offline = [f for f in doctor.findings("--snapshot", str(out)) if f["check"] in DEPLOYMENT]
+    live = {(f["check"], f["status"]) for f in doctor.findings("--no-probe") if f["check"] in DEPLOYMENT}
+    # The same audit offline, but the Lease is judged by the clock, so it may have aged since the dump.
+    assert {(f["check"], f["status"]) for f in offline if f["check"] != "operator-leader"} == {
+        c for c in live if c[0] != "operator-leader"
+    }
