@@ -49,6 +49,7 @@ def doctor_command(
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.cluster.live import LiveSource
     from gpuctl.core import credits, doctor, naming
+    from gpuctl.core.instances import parse_instance
     from gpuctl.core.workloads import parse_local_queue
 
     if kueue_resources:
@@ -83,6 +84,7 @@ def doctor_command(
                 {n.name: n for n in read.nodes(opened)},
             ),
             *doctor.stuck(read.workloads(opened), read.pods(opened), now, retry_minutes),
+            *doctor.drain_stopped([parse_instance(o) for o in _optional_list(opened, kinds.INSTANCE)], types, queues),
             *_operator(opened, entries, operator_namespace, now),
         ]
         if probe and isinstance(opened, LiveSource) and entries:
@@ -179,17 +181,23 @@ def _kueue(opened: Any, namespace: str, name: str) -> list[Any]:
     return doctor.kueue_configuration(settings, credits.kueue_resources_config())
 
 
-def _topologies(opened: Any) -> dict[str, tuple[str, ...]]:
-    from gpuctl.cluster import kinds
+def _optional_list(opened: Any, kind: Any) -> list[Any]:
+    """The objects of a kind a cluster may not serve (its CRD not installed): none then."""
     from gpuctl.cluster.errors import SourceError
-    from gpuctl.core.tas import parse_topology
 
     try:
-        return dict(parse_topology(o) for o in opened.list(kinds.TOPOLOGY))
+        return list(opened.list(kind))
     except SourceError as exc:
         if "is not served" in str(exc):
-            return {}
+            return []
         raise
+
+
+def _topologies(opened: Any) -> dict[str, tuple[str, ...]]:
+    from gpuctl.cluster import kinds
+    from gpuctl.core.tas import parse_topology
+
+    return dict(parse_topology(o) for o in _optional_list(opened, kinds.TOPOLOGY))
 
 
 def _operator(opened: Any, entries: list[Any], namespace: str, now: float) -> list[Any]:

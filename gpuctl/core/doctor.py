@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Final
 
 from gpuctl.core import naming
+from gpuctl.core.instances import Instance
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.nodes import Node
@@ -282,6 +283,32 @@ def stuck(
                     f"gpuctl explain pod {p.namespace}/{p.name}",
                 )
             )
+    return out
+
+
+def drain_stopped(
+    instances: Iterable[Instance],
+    instancetypes: Mapping[str, InstanceType],
+    cluster_queues: Mapping[str, ClusterQueue],
+) -> list[Finding]:
+    """Instances a drain stopped (the operator's stop, told by its field manager) whose pool admits again: a resume
+    leaves them stopped, to be started one by one."""
+    out = []
+    for i in sorted(instances, key=lambda i: (i.namespace, i.name)):
+        if not i.stop or i.stopped_by != naming.INSTANCE_STOP_MANAGER:
+            continue
+        it, cq = instancetypes.get(i.type), cluster_queues.get(i.type)
+        if it is None or it.deleting or it.inactive or cq is None or cq.stop_policy not in ("", "None"):
+            continue
+        out.append(
+            Finding(
+                "drain-stopped",
+                WARN,
+                f"Instance {i.namespace}/{i.name} was stopped by the drain of {i.type}, which admits again",
+                "resuming a pool leaves the Instances its drain stopped stopped; each is started on purpose",
+                f"gpuctl instance start {i.name} -n {i.namespace}",
+            )
+        )
     return out
 
 

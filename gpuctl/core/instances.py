@@ -135,6 +135,8 @@ class Instance:
     node_name: str
     resource_version: str
     deleting: bool = False
+    stopped_by: str = ""
+    """The field manager that set ``spec.stop`` (from ``managedFields``), "" when unknown."""
 
     @property
     def running(self) -> bool:
@@ -163,6 +165,16 @@ def parse_resources(resources: Any) -> InstanceResources:
     )
 
 
+def _stop_manager(managed: object) -> str:
+    """The last manager in ``managedFields`` that owns ``spec.stop``."""
+    owner = ""
+    for entry in managed if isinstance(managed, list) else []:
+        fields = _mapping(_mapping(_mapping(entry).get("fieldsV1")).get("f:spec"))
+        if "f:stop" in fields:
+            owner = _text(_mapping(entry).get("manager"))
+    return owner
+
+
 def parse_instance(obj: Mapping[str, Any]) -> Instance:
     """Read a ``worker.gpustack.ai`` Instance (v1alpha1 or v1); never raises on an odd shape."""
     meta = _mapping(obj.get("metadata")) if isinstance(obj, Mapping) else {}
@@ -179,6 +191,7 @@ def parse_instance(obj: Mapping[str, Any]) -> Instance:
         node_name=_text(spec.get("nodeName")),
         resource_version=_text(meta.get("resourceVersion")),
         deleting=bool(meta.get("deletionTimestamp")),
+        stopped_by=_stop_manager(meta.get("managedFields")),
     )
 
 

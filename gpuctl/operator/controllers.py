@@ -418,7 +418,13 @@ class InstanceStopController(Controller):
         except PlanRefused:
             return
         namespace, name = _split(key)
-        self.source.patch(kinds.INSTANCE, name, plan.body(), namespace=namespace or "default")
+        self.source.patch(
+            kinds.INSTANCE,
+            name,
+            plan.body(),
+            namespace=namespace or "default",
+            field_manager=naming.INSTANCE_STOP_MANAGER,
+        )
         self.metrics.wrote(self.name)
         log.info(
             "instance %s: stop instance as its instance type is gone, deleting, or draining (%s)", key, decision.reason

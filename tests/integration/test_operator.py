@@ -384,8 +384,21 @@ def test_instancetype_status_views_follow_the_ledger(operator: Operator, api: An
         pool.cleanup()
 
 
-def test_a_hold_and_drain_queue_stops_its_instances(operator: Operator, api: Any, test_namespace: str) -> None:
+def test_a_hold_and_drain_queue_stops_its_instances(
+    operator: Operator, api: Any, test_namespace: str, control_plane: Any
+) -> None:
+    """The drain stops the Instance; once the pool is resumed, doctor names it (the operator's stop, told by its field
+    manager) and its fix starts it."""
+    import shlex
+
     pool = new_pool(api, test_namespace, nodes=1, cards=4, nominal_cards=4, check=False)
+    kubeconfig = ["--kubeconfig", str(control_plane.kubeconfig)]
+
+    def drain_stopped() -> list[dict[str, Any]]:
+        result = CliRunner().invoke(app, ["doctor", "-o", "json", "--no-probe", *kubeconfig])
+        items = json.loads(result.stdout)["items"]
+        return [i for i in items if i["check"] == "drain-stopped" and "drained-instance" in i["saw"]]
+
     objs = client.CustomObjectsApi(api)
     try:
         pool.instance("drained-instance", phase="Running")
@@ -409,6 +422,17 @@ def test_a_hold_and_drain_queue_stops_its_instances(operator: Operator, api: Any
             ),
             timeout=30,
         )
+        assert not drain_stopped()  # the pool still drains
+        # The Instance's own controller deletes the Pod and writes Stopped; then the pool is resumed.
+        objs.patch_namespaced_custom_object_status(
+            WORKER, WV, test_namespace, "instances", "drained-instance", {"status": {"phase": "Stopped"}}
+        )
+        assert CliRunner().invoke(app, ["resume", pool.name, *kubeconfig]).exit_code == 0
+        [found] = wait_for("doctor to name the drain-stopped Instance", drain_stopped, timeout=30)
+        assert found["status"] == "warn" and found["fix"].startswith("gpuctl instance start drained-instance")
+        result = CliRunner().invoke(app, [*shlex.split(found["fix"])[1:], *kubeconfig])
+        assert result.exit_code == 0, result.output
+        assert not drain_stopped()
     finally:
         pool.cleanup()
 

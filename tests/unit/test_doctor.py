@@ -373,3 +373,40 @@ def test_endpoint_and_live_review_findings() -> None:
     )
     assert [f.status for f in reviews] == [doctor.OK, doctor.FAIL, doctor.WARN]
     assert reviews[1].fix.startswith("CA=$(kubectl")
+
+
+def test_an_instance_a_drain_stopped_is_reported_once_its_pool_admits_again() -> None:
+    from gpuctl.core.instances import parse_instance
+    from gpuctl.core.workloads import parse_cluster_queue
+
+    objects = pool({"n1": 4})
+    cluster = MemoryCluster(objects)
+    types = {t.name: t for t in read.instancetypes(cluster)}
+    [name] = list(types)
+
+    def instance(manager: str) -> Any:
+        return parse_instance(
+            {
+                "metadata": {
+                    "name": f"by-{manager}",
+                    "namespace": "team-a",
+                    "managedFields": [
+                        {"manager": "kubectl-create", "fieldsV1": {"f:spec": {"f:type": {}, "f:stop": {}}}},
+                        {"manager": manager, "fieldsV1": {"f:spec": {"f:stop": {}}}},
+                    ],
+                },
+                "spec": {"type": name, "stop": True},
+            }
+        )
+
+    drained, by_user = instance(naming.INSTANCE_STOP_MANAGER), instance("kubectl-edit")
+    assert drained.stopped_by == naming.INSTANCE_STOP_MANAGER and by_user.stopped_by == "kubectl-edit"
+    queue = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterQueue"}[name]
+    active = {name: parse_cluster_queue(queue)}
+    [found] = doctor.drain_stopped([drained, by_user], types, active)
+    assert (
+        found.status == doctor.WARN
+        and found.fix == f"gpuctl instance start by-{naming.INSTANCE_STOP_MANAGER} -n team-a"
+    )
+    draining = {name: parse_cluster_queue({**queue, "spec": {**queue["spec"], "stopPolicy": "HoldAndDrain"}})}
+    assert doctor.drain_stopped([drained], types, draining) == []
