@@ -68,7 +68,7 @@ def doctor_command(
         check = read.admission_check(opened, naming.NODE_DEVICES_CHECK)
         queues = read.cluster_queues(opened)
         types = {t.name: t for t in read.instancetypes(opened)}
-        entries, webhook_findings = _webhooks(opened)
+        entries, webhook_findings = _webhooks(opened, operator_namespace)
         flavors = read.flavors(opened)
         findings = [
             *webhook_findings,
@@ -88,7 +88,8 @@ def doctor_command(
             *_operator(opened, entries, operator_namespace, now),
         ]
         if probe and isinstance(opened, LiveSource) and entries:
-            findings += _probes(opened, entries, source.namespace or opened.default_namespace() or "default")
+            namespace = source.namespace or opened.default_namespace() or "default"
+            findings += _probes(opened, entries, namespace, operator_namespace)
     items: list[dict[str, Any]] = [f.to_dict() for f in findings]
     render.emit(
         render.Listing(
@@ -116,7 +117,7 @@ def _unreadable(check: str, what: str, exc: Exception, why: str) -> Any:
     )
 
 
-def _webhooks(opened: Any) -> tuple[list[Any], list[Any]]:
+def _webhooks(opened: Any, operator_namespace: str) -> tuple[list[Any], list[Any]]:
     """The deployed webhook entries and their audit, or one warning when the configurations cannot be read."""
     from gpuctl.cluster import kinds
     from gpuctl.cluster.errors import SourceError
@@ -128,15 +129,14 @@ def _webhooks(opened: Any) -> tuple[list[Any], list[Any]]:
         why = "the webhooks hold gate 1 and the KV-cache and pool rules"
         return [], [_unreadable("webhook", "the webhook configurations", exc, why)]
     entries = [e for c in configs for e in doctor.parse_webhook_configuration(c)]
-    return entries, doctor.webhooks(entries)
+    return entries, doctor.webhooks(entries, operator_namespace)
 
 
 def _kueue(opened: Any, namespace: str, name: str) -> list[Any]:
     """Kueue's Configuration from its ConfigMap and the manager's --feature-gates, audited."""
-    import yaml
-
     from gpuctl.cluster import kinds
     from gpuctl.cluster.errors import SourceError
+    from gpuctl.cluster.snapshot import load_yaml_text
     from gpuctl.core import credits, doctor, naming
 
     where = f"ConfigMap {namespace}/{name}"
@@ -149,23 +149,23 @@ def _kueue(opened: Any, namespace: str, name: str) -> list[Any]:
     data = (cm or {}).get("data") or {}
     text = data.get(naming.KUEUE_CONFIGMAP_KEY) if isinstance(data, dict) else None
     if not isinstance(text, str):
-        return doctor.kueue_configuration(None, credits.kueue_resources_config())
+        return doctor.kueue_configuration(None, credits.kueue_resources_config(), (namespace, name))
     problem = ""
     config: object = None
     if len(text) > CONFIG_LIMIT:
         problem = f"is larger than {CONFIG_LIMIT} bytes"
     else:
         try:
-            config = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            problem = f"is not YAML: {str(exc).splitlines()[0]}"
+            config = load_yaml_text(f"{where} key {naming.KUEUE_CONFIGMAP_KEY}", text)
+        except SourceError as exc:
+            problem = str(exc)
     settings = None
     if not problem and not isinstance(config, dict):
         problem = "is not a Configuration mapping"
     elif not problem and isinstance(config, dict):
         args = doctor.parse_deployment(deployment).args if isinstance(deployment, dict) else ()
         try:
-            settings = doctor.parse_kueue_settings(config, args, where)
+            settings = doctor.parse_kueue_settings(config, args, namespace, name)
         except doctor.KueueConfigError as exc:
             problem = str(exc)
     if settings is None:
@@ -173,7 +173,7 @@ def _kueue(opened: Any, namespace: str, name: str) -> list[Any]:
             doctor.Finding(
                 "kueue-config",
                 doctor.FAIL,
-                f"{where}: {naming.KUEUE_CONFIGMAP_KEY} {problem}",
+                problem if problem.startswith(where) else f"{where}: {naming.KUEUE_CONFIGMAP_KEY} {problem}",
                 "Kueue's manager does not start on a Configuration it cannot decode",
                 f"kubectl -n {namespace} edit configmap {name}",
             )
@@ -222,14 +222,13 @@ def _operator(opened: Any, entries: list[Any], namespace: str, now: float) -> li
     )
 
 
-def _probes(live: Any, entries: list[Any], namespace: str) -> list[Any]:
+def _probes(live: Any, entries: list[Any], namespace: str, operator_namespace: str) -> list[Any]:
     from gpuctl.cluster.probe import dry_run_reviews, probe_endpoints
     from gpuctl.core import doctor
 
-    timeout = min((e.timeout_seconds or 10) for e in entries)
     return [
-        *doctor.endpoints(probe_endpoints(live, entries, float(timeout)), entries, timeout),
-        *doctor.live_reviews(dry_run_reviews(live, entries, namespace), entries),
+        *doctor.endpoints(probe_endpoints(live, entries, live.connection.timeouts()[1]), entries, operator_namespace),
+        *doctor.live_reviews(dry_run_reviews(live, entries, namespace), entries, operator_namespace),
     ]
 
 

@@ -80,10 +80,20 @@ def keep_pod(pod: dict[str, Any]) -> bool:
 
 
 def slim(obj: dict[str, Any]) -> dict[str, Any]:
-    """Drop ``managedFields``: bookkeeping no gate reads, often the larger half of an object."""
+    """Drop ``managedFields``: bookkeeping no gate reads, often the larger half of an object. Of an Instance's, the
+    entry naming who set ``spec.stop`` is kept (doctor tells a drain's stop from a user's by it)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict) and "managedFields" in meta:
-        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+        kept = {k: v for k, v in meta.items() if k != "managedFields"}
+        if obj.get("kind") == "Instance":
+            stop: list[dict[str, Any]] = [
+                {"manager": e.get("manager"), "fieldsV1": {"f:spec": {"f:stop": {}}}}
+                for e in meta["managedFields"] or []
+                if isinstance(e, dict) and "f:stop" in ((e.get("fieldsV1") or {}).get("f:spec") or {})
+            ]
+            if stop:
+                kept["managedFields"] = stop
+        obj = {**obj, "metadata": kept}
     return obj
 
 

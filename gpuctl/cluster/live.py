@@ -427,6 +427,8 @@ class LiveSource:
         response = response[0] if isinstance(response, tuple) else response
         try:
             body = response.read(limit + 1)
+        except Exception as exc:  # noqa: BLE001 - a read that fails mid-body is an unreachable server
+            raise self._unreachable(exc) from None
         finally:
             response.release_conn()
         if len(body) > limit:

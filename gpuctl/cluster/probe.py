@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import http.client
 import re
 import ssl
 import time
@@ -21,14 +22,18 @@ from gpuctl.cluster.kinds import INSTANCETYPE, POD
 from gpuctl.cluster.live import LiveSource
 from gpuctl.core import naming
 from gpuctl.core.doctor import EndpointProbe, LiveReview, WebhookEntry, histogram_quantile
+from gpuctl.core.webhooks import REGISTRY
 
 READYZ_LIMIT = 64 * 1024
 METRICS_LIMIT = 8 * 1024 * 1024
 LATENCY_METRIC = "gpuctl_webhook_duration_seconds"
 PROBE_NAME = "gpuctl-doctor-probe"
+OURS = frozenset(w.name for w in REGISTRY)
+# OpenSSL's verify results that say the chain does not lead to the bundle's CA (not a hostname or a date problem).
+_UNTRUSTED = frozenset({2, 18, 19, 20, 21, 27})
 
 _BUCKET = re.compile(LATENCY_METRIC + r"_bucket\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
-_LE = re.compile(r'le="(?P<le>[^"]+)"')
+_LE = re.compile(r'(?:^|,)\s*le="(?P<le>[^"]+)"')
 
 
 def latency_buckets(metrics: str) -> list[tuple[float, float]]:
@@ -46,7 +51,20 @@ def latency_buckets(metrics: str) -> list[tuple[float, float]]:
     return sorted(sums.items())
 
 
-def _https_get(url: str, context: ssl.SSLContext, limit: int, timeout: float) -> tuple[int, str]:
+class _Unusable(ValueError):
+    """A caBundle that is not a base64-encoded PEM certificate."""
+
+
+def _context(ca_bundle: str) -> ssl.SSLContext:
+    try:
+        pem = base64.b64decode(ca_bundle, validate=True).decode("ascii")
+        return ssl.create_default_context(cadata=pem)
+    except (binascii.Error, UnicodeDecodeError, ValueError, ssl.SSLError):
+        raise _Unusable("the caBundle is not a base64-encoded PEM certificate") from None
+
+
+def _https_get(base: str, context: ssl.SSLContext, timeout: float, path: str, limit: int) -> tuple[int, str]:
+    url = base + path
     try:
         with urllib.request.urlopen(url, timeout=timeout, context=context) as r:
             body = r.read(limit + 1)
@@ -58,21 +76,13 @@ def _https_get(url: str, context: ssl.SSLContext, limit: int, timeout: float) ->
     return status, body.decode("utf-8", "replace")
 
 
-def _https_path(base: str, context: ssl.SSLContext, timeout: float, path: str, limit: int) -> tuple[int, str]:
-    return _https_get(base + path, context, limit, timeout)
-
-
-def _context(ca_bundle: str) -> ssl.SSLContext:
-    try:
-        pem = base64.b64decode(ca_bundle, validate=True).decode("ascii")
-    except (binascii.Error, UnicodeDecodeError):
-        raise ssl.SSLError("the caBundle is not base64-encoded PEM") from None
-    return ssl.create_default_context(cadata=pem)
-
-
 def _finish(probe: EndpointProbe, get: Callable[[str, int], tuple[int, str]]) -> EndpointProbe:
     """/readyz and the latency histogram through ``get(path, limit) -> (status, body)``."""
     status, body = get("/readyz", READYZ_LIMIT)
+    if status in (401, 403):
+        return replace(probe, allowed=False, error=body.strip()[:200] or f"answered {status}")
+    if status == 503 and "no endpoints available" in body:
+        return replace(probe, error="no endpoint answers for the Service (no ready replica)")
     probe = replace(probe, readyz=status, readyz_body=body.strip())
     status, metrics = get("/metrics", METRICS_LIMIT)
     if status == 200:
@@ -82,17 +92,29 @@ def _finish(probe: EndpointProbe, get: Callable[[str, int], tuple[int, str]]) ->
     return probe
 
 
-def probe_endpoints(live: LiveSource, entries: Sequence[WebhookEntry], timeout: float) -> list[EndpointProbe]:
-    """One probe per endpoint and caBundle the operator's webhooks are registered with."""
-    from gpuctl.core.webhooks import REGISTRY
+def _tls_failure(probe: EndpointProbe, error: ssl.SSLError) -> EndpointProbe:
+    if isinstance(error, ssl.SSLCertVerificationError):
+        text = error.verify_message or str(error)
+        if error.verify_code in _UNTRUSTED:
+            return replace(
+                probe, error=f"TLS: {text}: the caBundle does not verify the serving certificate", ca_verified=False
+            )
+        return replace(probe, error=f"TLS: the serving certificate is refused: {text}")
+    return replace(probe, error=f"TLS failed: {getattr(error, 'reason', None) or error}")
 
-    ours = {w.name for w in REGISTRY}
+
+def probe_endpoints(live: LiveSource, entries: Sequence[WebhookEntry], timeout: float) -> list[EndpointProbe]:
+    """One probe per endpoint and caBundle gpuctl's webhooks are registered with (a missing caBundle is the webhook
+    audit's finding, not probed)."""
     groups: dict[tuple[str, str], list[WebhookEntry]] = {}
     for e in entries:
-        if e.name not in ours:
+        if e.name not in OURS or not e.ca_bundle:
             continue
         if e.url:
-            parts = urllib.parse.urlsplit(e.url)
+            try:
+                parts = urllib.parse.urlsplit(e.url)
+            except ValueError:
+                continue
             target = f"{parts.scheme}://{parts.netloc}"
         elif e.service is not None:
             target = f"service {e.service[0]}/{e.service[1]}:{e.service[2]}"
@@ -101,40 +123,35 @@ def probe_endpoints(live: LiveSource, entries: Sequence[WebhookEntry], timeout: 
         groups.setdefault((target, e.ca_bundle), []).append(e)
     out = []
     for (target, ca), group in sorted(groups.items()):
-        configs = tuple(sorted({e.configuration for e in group}))
-        probe = EndpointProbe(target, configs)
+        probe = EndpointProbe(target, tuple(sorted({e.configuration for e in group})))
         try:
             if target.startswith("service "):
-                ns, _, rest = target.removeprefix("service ").partition("/")
-                name, _, port = rest.partition(":")
-                out.append(_finish(probe, partial(live.service_get, ns, name, int(port))))
-                continue
-            if not ca:
-                out.append(
-                    EndpointProbe(target, configs, error="no caBundle: the API server cannot verify the endpoint")
-                )
-                continue
-            context = _context(ca)
-            probe = EndpointProbe(target, configs, ca_verified=True)
-            out.append(_finish(probe, partial(_https_path, target, context, timeout)))
-        except (OSError, SourceError) as exc:
-            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            if isinstance(reason, ssl.SSLError):
-                text = getattr(reason, "verify_message", "") or reason.reason or str(reason)
-                error = f"TLS failed: {text} (the caBundle does not verify the serving certificate)"
-                out.append(EndpointProbe(target, configs, error=error, ca_verified=False))
+                service = group[0].service
+                assert service is not None
+                out.append(_finish(probe, partial(live.service_get, service[0], service[1], service[2])))
             else:
-                out.append(EndpointProbe(target, configs, error=f"cannot reach it: {reason}"))
+                out.append(
+                    _finish(replace(probe, ca_verified=True), partial(_https_get, target, _context(ca), timeout))
+                )
+        except _Unusable as exc:
+            out.append(replace(probe, error=str(exc), ca_verified=False))
+        except ssl.SSLError as exc:
+            out.append(_tls_failure(probe, exc))
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, ssl.SSLError):
+                out.append(_tls_failure(probe, reason))
+            else:
+                out.append(replace(probe, error=f"cannot reach it: {reason}", ca_verified=None))
+        except (OSError, SourceError, ValueError, http.client.HTTPException) as exc:
+            out.append(replace(probe, error=f"cannot reach it: {exc or type(exc).__name__}", ca_verified=None))
     return out
 
 
 def dry_run_reviews(live: LiveSource, entries: Sequence[WebhookEntry], namespace: str) -> list[LiveReview]:
     """A Pod the Pod webhook selects and a CPU InstanceType, created with ``dryRun=All``: the API server calls the
     webhooks over TLS with their caBundle and persists nothing. A denial is an answer; a failed call is not."""
-    from gpuctl.core.webhooks import REGISTRY
-
-    ours = {w.name for w in REGISTRY}
-    config_of = {e.name: e.configuration for e in entries if e.name in ours}
+    config_of = {e.name: e.configuration for e in entries if e.name in OURS}
     requests = [
         (
             POD,
@@ -165,22 +182,22 @@ def dry_run_reviews(live: LiveSource, entries: Sequence[WebhookEntry], namespace
     ]
     out = []
     for kind, what, body, webhooks in requests:
-        configs = sorted({config_of[w] for w in webhooks if w in config_of})
+        configs = tuple(sorted({config_of[w] for w in webhooks if w in config_of}))
         if not configs:
             continue
         started = time.monotonic()
-        error, sent = "", True
+        review = LiveReview(configs, what, 0.0)
         try:
             live.create(kind, body, namespace=namespace if kind.namespaced else None, dry_run=True)
         except SourceError as exc:
             text = str(exc)
             failed = re.search(r'failed calling webhook "([^"]+)"', text)
-            if failed:
-                error = text
-                named = config_of.get(failed.group(1))
-                configs = [named] if named else configs
+            if failed and failed.group(1) in config_of:
+                review = replace(review, configurations=(config_of[failed.group(1)],), error=text)
+            elif failed:
+                review = replace(review, error=text, foreign=failed.group(1))
             elif text.startswith("forbidden"):
-                error, sent = text, False
-            # Anything else is an answer (a denial, a schema refusal after the mutating webhooks).
-        out.append(LiveReview(", ".join(configs), what, time.monotonic() - started, error, sent))
+                review = replace(review, error=text, sent=False)
+            # Anything else is an answer: a denial, or a schema refusal after the mutating webhooks.
+        out.append(replace(review, seconds=time.monotonic() - started))
     return out

@@ -71,7 +71,7 @@ def snapshot_files(path: Path) -> list[Path]:
     return files
 
 
-def _check_yaml_shape(path: Path, text: str) -> None:
+def _check_yaml_shape(path: Path | str, text: str) -> None:
     """Refuse YAML nested beyond :data:`MAX_DEPTH`, or whose aliases expand beyond :data:`MAX_ALIAS_EXPANSION` nodes,
     from the parser's events alone (nothing is built)."""
     import yaml
@@ -112,7 +112,7 @@ def _check_yaml_shape(path: Path, text: str) -> None:
             open_nodes[-1] = (anchor, total + count)
 
 
-def _yaml_documents(path: Path, text: str) -> Iterator[Any]:
+def _yaml_documents(path: Path | str, text: str) -> Iterator[Any]:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -126,6 +126,14 @@ def _yaml_documents(path: Path, text: str) -> Iterator[Any]:
         raise SourceError(f"{where}: not valid YAML: {problem}") from None
     except RecursionError:
         raise SourceError(f"{path}: nested too deep to be a Kubernetes object") from None
+
+
+def load_yaml_text(where: str, text: str) -> Any:
+    """The first YAML document of an untrusted string (a ConfigMap's key), bounded in depth and alias expansion as
+    snapshot files are; a SourceError naming ``where`` otherwise."""
+    for document in _yaml_documents(where, text):
+        return document
+    return None
 
 
 def read_objects(path: Path) -> Iterator[dict[str, Any]]:

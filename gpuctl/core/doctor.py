@@ -63,6 +63,15 @@ def admission_check(check: AdmissionCheck | None) -> Finding:
             )
             + "' | kubectl apply -f -",
         )
+    if check.deleting:
+        return Finding(
+            name,
+            FAIL,
+            f"AdmissionCheck {check.name} is being deleted (Kueue's finalizer holds it while queues reference it)",
+            "once gone, every queue referencing it is inactive and admits nothing",
+            f"kubectl get admissioncheck {check.name} -o yaml: find who deleted it; it cannot be undeleted, so once "
+            "the queues no longer reference it, recreate it (the operator does at start-up)",
+        )
     if check.controller != naming.NODE_DEVICES_CONTROLLER:
         return Finding(
             name,
@@ -394,7 +403,7 @@ def parse_webhook_configuration(obj: Mapping[str, object]) -> list[WebhookEntry]
     return out
 
 
-def webhooks(entries: Sequence[WebhookEntry]) -> list[Finding]:
+def webhooks(entries: Sequence[WebhookEntry], namespace: str = naming.OPERATOR_NAMESPACE) -> list[Finding]:
     """Every webhook this version serves is registered as its registry says (kind of configuration, path,
     operations and rules, object selector, failurePolicy, sideEffects, timeout, a CA bundle), and the mutating
     configuration holding the Pod webhook sorts before Kueue's."""
@@ -437,7 +446,7 @@ def webhooks(entries: Sequence[WebhookEntry]) -> list[Finding]:
                     f"webhook {w.name} in {e.configuration}: " + "; ".join(wrong),
                     "a Fail webhook left at Ignore lets rule-breaking Pods through; a wrong selector or path skips "
                     "or misroutes reviews",
-                    _webhook_fix(e, {k: need for k, (have, need) in want.items() if have != need}, entries),
+                    _webhook_fix(e, {k: need for k, (have, need) in want.items() if have != need}, entries, namespace),
                 )
             )
         else:
@@ -474,7 +483,7 @@ _PATCHABLE = {
 }
 
 
-def _webhook_fix(e: WebhookEntry, wrong: Mapping[str, object], entries: Sequence[WebhookEntry]) -> str:
+def _webhook_fix(e: WebhookEntry, wrong: Mapping[str, object], entries: Sequence[WebhookEntry], namespace: str) -> str:
     regenerate = "kubectl apply -k deploy/base (the configurations generated from this version's registry)"
     if any(k not in _PATCHABLE for k in wrong):
         return regenerate
@@ -488,7 +497,7 @@ def _webhook_fix(e: WebhookEntry, wrong: Mapping[str, object], entries: Sequence
     ]
     fixes = [f"kubectl patch {_config_kind(e.mutating)} {e.configuration} --type json -p '{_json(ops)}'"] if ops else []
     if not e.ca_bundle:
-        fixes.append(ca_bundle_fix(entries, (e.configuration,)))
+        fixes.append(ca_bundle_fix(entries, (e.configuration,), namespace))
     return "; ".join(fixes)
 
 
@@ -517,12 +526,17 @@ class Transformation:
 class KueueSettings:
     """What the audit reads of Kueue's Configuration and of its manager's ``--feature-gates`` flag."""
 
-    source: str
-    """Where it was read, e.g. ``ConfigMap kueue-system/kueue-manager-config``."""
+    namespace: str
+    name: str
+    """The ConfigMap it was read from."""
     config_gates: Mapping[str, bool]
     flag_gates: Mapping[str, bool]
     transformations: tuple[Transformation, ...]
     exclude_prefixes: tuple[str, ...]
+
+    @property
+    def source(self) -> str:
+        return f"ConfigMap {self.namespace}/{self.name}"
 
     def gate(self, name: str) -> bool:
         """The gate as the manager runs it: the flag, else the Configuration, else Kueue's default."""
@@ -551,70 +565,92 @@ def parse_transformations(raw: object) -> tuple[Transformation, ...]:
     return tuple(sorted(out, key=lambda t: t.input))
 
 
-def feature_gate_flag(args: Iterable[str]) -> dict[str, bool]:
-    """The gates a manager's ``--feature-gates=A=true,B=false`` argument sets."""
+def _true(value: object) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+def feature_gate_flag(args: Sequence[str]) -> dict[str, bool]:
+    """The gates a manager's ``--feature-gates=A=true,B=false`` (or ``--feature-gates A=true``) argument sets."""
     gates: dict[str, bool] = {}
-    for arg in args:
-        if not arg.startswith("--feature-gates="):
+    for i, arg in enumerate(args):
+        if arg.startswith("--feature-gates="):
+            value = arg.partition("=")[2]
+        elif arg == "--feature-gates" and i + 1 < len(args):
+            value = args[i + 1]
+        else:
             continue
-        for pair in arg.partition("=")[2].split(","):
-            name, _, value = pair.partition("=")
+        for pair in value.split(","):
+            name, _, setting = pair.partition("=")
             if name.strip():
-                gates[name.strip()] = value.strip().lower() == "true"
+                gates[name.strip()] = _true(setting)
     return gates
 
 
-def parse_kueue_settings(config: Mapping[str, object], flag_args: Iterable[str], source: str) -> KueueSettings:
-    """Kueue's Configuration (the decoded YAML of its ConfigMap) and its manager's arguments."""
+def parse_kueue_settings(
+    config: Mapping[str, object], flag_args: Sequence[str], namespace: str, name: str
+) -> KueueSettings:
+    """Kueue's Configuration (the decoded YAML of ConfigMap ``namespace/name``) and its manager's arguments."""
     if config.get("kind") not in (None, "Configuration"):
         raise KueueConfigError(f"kind {config.get('kind')!r}: want Configuration")
     gates = config.get("featureGates")
     resources = _map(config, "resources")
     exclude = resources.get("excludeResourcePrefixes")
     return KueueSettings(
-        source,
-        {str(k): bool(v) for k, v in gates.items()} if isinstance(gates, Mapping) else {},
+        namespace,
+        name,
+        {str(k): _true(v) for k, v in gates.items()} if isinstance(gates, Mapping) else {},
         feature_gate_flag(flag_args),
         parse_transformations(resources.get("transformations")),
         tuple(str(p) for p in exclude) if isinstance(exclude, list) else (),
     )
 
 
-def kueue_configuration(settings: KueueSettings | None, wanted_resources: Mapping[str, object]) -> list[Finding]:
+def kueue_configuration(
+    settings: KueueSettings | None,
+    wanted_resources: Mapping[str, object],
+    configmap: tuple[str, str] = (naming.KUEUE_NAMESPACE, naming.KUEUE_CONFIGMAP),
+) -> list[Finding]:
     """The design's Kueue settings: ``AssignQueueLabelsForPods`` off, TAS on, the generated ``credits``
-    transformations and exclusions."""
+    transformations and exclusions. ``configmap`` is where the Configuration was looked for."""
     out = []
-    edit = (
-        f"kubectl -n {naming.KUEUE_NAMESPACE} edit configmap {naming.KUEUE_CONFIGMAP}, then "
-        f"kubectl -n {naming.KUEUE_NAMESPACE} rollout restart deployment {naming.KUEUE_DEPLOYMENT}"
-    )
     if settings is None:
         out.append(
             Finding(
                 "kueue-config",
                 WARN,
-                f"no Kueue Configuration found (ConfigMap {naming.KUEUE_NAMESPACE}/{naming.KUEUE_CONFIGMAP}, "
+                f"no Kueue Configuration found (ConfigMap {configmap[0]}/{configmap[1]}, "
                 f"key {naming.KUEUE_CONFIGMAP_KEY})",
                 "the feature gates and resource transformations the design sets cannot be checked",
                 "pass --kueue-config NAMESPACE/NAME where Kueue's manager reads its Configuration",
             )
         )
     else:
+        restart = f"kubectl -n {settings.namespace} rollout restart deployment {naming.KUEUE_DEPLOYMENT}"
+        edit = f"kubectl -n {settings.namespace} edit configmap {settings.name}, then {restart}"
         for gate, want in KUEUE_GATES_WANTED.items():
             have = settings.gate(gate)
+            state = "enabled" if have else "disabled"
             if have == want:
-                out.append(Finding("kueue-gates", OK, f"{gate} is {'enabled' if have else 'disabled'}"))
+                out.append(Finding("kueue-gates", OK, f"{gate} is {state}"))
                 continue
-            where = "--feature-gates of the manager" if gate in settings.flag_gates else settings.source
+            if gate in settings.flag_gates:
+                where = f"by --feature-gates of deployment {naming.KUEUE_DEPLOYMENT}"
+                fix = (
+                    f"kubectl -n {settings.namespace} edit deployment {naming.KUEUE_DEPLOYMENT}: set {gate}="
+                    f"{str(want).lower()} in --feature-gates (it overrides the Configuration)"
+                )
+            else:
+                where = f"in {settings.source}" if gate in settings.config_gates else "by Kueue's default"
+                fix = f"set featureGates: {{{gate}: {str(want).lower()}}} in key {naming.KUEUE_CONFIGMAP_KEY}: {edit}"
             out.append(
                 Finding(
                     "kueue-gates",
                     FAIL,
-                    f"{gate} is {'enabled' if have else 'disabled'} in {where}",
+                    f"{gate} is {state} {where}",
                     "AssignQueueLabelsForPods stays off: long ClusterQueue names do not fit a label value"
                     if gate == "AssignQueueLabelsForPods"
                     else "generated flavors reference Topologies: TopologyAwareScheduling stays on",
-                    f"set featureGates: {{{gate}: {str(want).lower()}}} in key {naming.KUEUE_CONFIGMAP_KEY}: {edit}",
+                    fix,
                 )
             )
         want_t = {t.input: t for t in parse_transformations(wanted_resources.get("transformations"))}
@@ -822,6 +858,8 @@ def operator_health(
                 )
             )
         return out
+    if deployment is not None and "--leader-elect" not in deployment.args:
+        return out  # a Lease left from an earlier deployment: nothing leads by it now
     renewed = epoch_seconds(lease.renew_time)
     age = None if renewed is None else now - renewed
     acquired = epoch_seconds(lease.acquire_time)
@@ -882,19 +920,43 @@ class EndpointProbe:
     error: str = ""
     """Why it could not be reached (a TLS failure included); empty when it answered."""
     ca_verified: bool | None = None
-    """True when the caBundle verified its serving certificate; None when not checked (through the API server)."""
+    """True when the caBundle verified the serving certificate, False when it did not (the CA is wrong); None when
+    not checked (through the API server's proxy, or another failure)."""
+    allowed: bool = True
+    """False when the user may not reach it (services/proxy forbidden): nothing was checked."""
     readyz: int | None = None
     readyz_body: str = ""
     p99_seconds: float | None = None
     reviews: int = 0
 
 
-def endpoints(probes: Sequence[EndpointProbe], entries: Sequence[WebhookEntry], timeout_seconds: int) -> list[Finding]:
+def _operator_check(namespace: str) -> str:
+    return (
+        f"kubectl -n {namespace} get pods,endpointslices -l app.kubernetes.io/name={naming.OPERATOR_NAME}; "
+        f"kubectl -n {namespace} logs deployment/{naming.OPERATOR_NAME}"
+    )
+
+
+def endpoints(
+    probes: Sequence[EndpointProbe], entries: Sequence[WebhookEntry], namespace: str = naming.OPERATOR_NAMESPACE
+) -> list[Finding]:
+    """Each endpoint answers over TLS its caBundle verifies, is ready, and reviews well within the shortest timeout
+    its webhooks are registered with."""
     out = []
     for p in probes:
         where = f"{p.target} ({', '.join(p.configurations)})"
+        if not p.allowed:
+            out.append(
+                Finding(
+                    "webhook-endpoint",
+                    WARN,
+                    f"{where}: not checked: {p.error[:200]}",
+                    "readiness and review latency are read through the API server's service proxy",
+                    "grant the gpuctl-view role (deploy/rbac/gpuctl-cli.yaml): it may get the operator's services/proxy",
+                )
+            )
+            continue
         if p.error:
-            tls = "certificate" in p.error or "SSL" in p.error
             out.append(
                 Finding(
                     "webhook-endpoint",
@@ -902,9 +964,9 @@ def endpoints(probes: Sequence[EndpointProbe], entries: Sequence[WebhookEntry], 
                     f"{where}: {p.error}",
                     "the API server calls the webhooks here with the caBundle; a Fail webhook it cannot call "
                     "refuses what it selects",
-                    ca_bundle_fix(entries, p.configurations)
-                    if tls
-                    else f"check the operator: kubectl -n {naming.OPERATOR_NAMESPACE} get pods,endpointslices",
+                    ca_bundle_fix(entries, p.configurations, namespace)
+                    if p.ca_verified is False
+                    else _operator_check(namespace),
                 )
             )
             continue
@@ -915,34 +977,42 @@ def endpoints(probes: Sequence[EndpointProbe], entries: Sequence[WebhookEntry], 
                     FAIL,
                     f"{where}: /readyz answered {p.readyz}: {p.readyz_body[:200]}",
                     "a replica that is not ready has not synced the kinds its webhooks read",
-                    f"kubectl -n {naming.OPERATOR_NAMESPACE} logs deployment/{naming.OPERATOR_NAME}",
+                    _operator_check(namespace),
                 )
             )
         verified = " (its caBundle verifies the serving certificate)" if p.ca_verified else ""
         if p.readyz == 200:
             out.append(Finding("operator-ready", OK, f"{where}: /readyz 200{verified}"))
-        if p.p99_seconds is not None:
-            status = FAIL if p.p99_seconds >= timeout_seconds else WARN if p.p99_seconds >= timeout_seconds / 2 else OK
+        timeouts = [
+            e.timeout_seconds or 10 for e in entries if e.configuration in p.configurations and _is_ours(e.name)
+        ]
+        if p.p99_seconds is not None and timeouts:
+            timeout = min(timeouts)
+            status = FAIL if p.p99_seconds >= timeout else WARN if p.p99_seconds >= timeout / 2 else OK
             out.append(
                 Finding(
                     "webhook-latency",
                     status,
-                    f"{where}: review p99 {p.p99_seconds * 1000:.1f} ms over {p.reviews} reviews "
-                    f"(timeout {timeout_seconds} s)",
+                    f"{where}: review p99 {p.p99_seconds * 1000:.1f} ms over {p.reviews} reviews (timeout {timeout} s)",
                     "" if status == OK else "a review slower than timeoutSeconds is refused (Fail) or skipped (Ignore)",
-                    ""
-                    if status == OK
-                    else f"kubectl -n {naming.OPERATOR_NAMESPACE} top pods; see gpuctl_webhook_duration_seconds",
+                    "" if status == OK else f"kubectl -n {namespace} top pods; see gpuctl_webhook_duration_seconds",
                 )
             )
     return out
 
 
+def _is_ours(webhook: str) -> bool:
+    from gpuctl.core.webhooks import REGISTRY
+
+    return any(w.name == webhook for w in REGISTRY)
+
+
 @dataclass(frozen=True, slots=True)
 class LiveReview:
-    """A server-side dry-run the API server sent through a webhook configuration."""
+    """A server-side dry run the API server sent through the webhooks."""
 
-    configuration: str
+    configurations: tuple[str, ...]
+    """The configurations of the webhooks it concerns (of the one that failed, when one did)."""
     request: str
     """What was sent, e.g. ``dry-run create Pod default/gpuctl-doctor-probe``."""
     seconds: float
@@ -950,52 +1020,63 @@ class LiveReview:
     """The API server's answer when it could not call a webhook; empty when every webhook answered."""
     sent: bool = True
     """False when the user may not send it (a role without create): nothing was checked."""
+    foreign: str = ""
+    """The webhook that could not be called when it is not one of gpuctl's."""
 
 
-def live_reviews(reviews: Sequence[LiveReview], entries: Sequence[WebhookEntry]) -> list[Finding]:
+def live_reviews(
+    reviews: Sequence[LiveReview], entries: Sequence[WebhookEntry], namespace: str = naming.OPERATOR_NAMESPACE
+) -> list[Finding]:
     out = []
     for r in reviews:
+        where = ", ".join(r.configurations) or "the webhooks"
         if not r.sent:
             out.append(
                 Finding(
                     "webhook-review",
                     WARN,
-                    f"{r.configuration}: {r.request} not sent: {r.error[:200]}",
+                    f"{where}: {r.request} not sent: {r.error[:200]}",
                     "a dry run shows the API server can call the webhooks; nothing is persisted",
                     "run doctor as a user who may create Pods and InstanceTypes (dry runs need create)",
                 )
             )
+        elif r.foreign:
+            out.append(
+                Finding(
+                    "webhook-review",
+                    WARN,
+                    f"{r.request}: another webhook, {r.foreign}, could not be called: {r.error[:300]}",
+                    "gpuctl's webhooks were not reached: the API server stopped at another one",
+                    "kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations "
+                    "-o custom-columns=NAME:.metadata.name,WEBHOOKS:.webhooks[*].name",
+                )
+            )
         elif r.error:
-            tls = "x509" in r.error or "certificate" in r.error
+            ca = "x509" in r.error or "certificate signed by unknown authority" in r.error
             out.append(
                 Finding(
                     "webhook-review",
                     FAIL,
-                    f"{r.configuration}: {r.request}: {r.error[:300]}",
+                    f"{where}: {r.request}: {r.error[:300]}",
                     "the API server could not call the webhook, so it refuses what the webhook selects",
-                    ca_bundle_fix(entries, (r.configuration,))
-                    if tls
-                    else f"check the operator: kubectl -n {naming.OPERATOR_NAMESPACE} get pods,endpointslices",
+                    ca_bundle_fix(entries, r.configurations, namespace) if ca else _operator_check(namespace),
                 )
             )
         else:
-            out.append(
-                Finding("webhook-review", OK, f"{r.configuration}: {r.request} answered in {r.seconds * 1000:.0f} ms")
-            )
+            out.append(Finding("webhook-review", OK, f"{where}: {r.request} answered in {r.seconds * 1000:.0f} ms"))
     return out
 
 
-def ca_bundle_fix(entries: Sequence[WebhookEntry], configurations: Iterable[str]) -> str:
+def ca_bundle_fix(
+    entries: Sequence[WebhookEntry], configurations: Iterable[str], namespace: str = naming.OPERATOR_NAMESPACE
+) -> str:
     """One command setting every webhook's caBundle in these configurations to the CA of the operator's Secret."""
     wanted = set(configurations)
     by_config: dict[tuple[bool, str], list[int]] = {}
     for e in entries:
         if e.configuration in wanted:
             by_config.setdefault((e.mutating, e.configuration), []).append(e.index)
-    parts = [
-        f"CA=$(kubectl -n {naming.OPERATOR_NAMESPACE} get secret {naming.OPERATOR_TLS_SECRET} "
-        "-o jsonpath='{.data.ca\\.crt}')"
-    ]
+    parts = [f"CA=$(kubectl -n {namespace} get secret {naming.OPERATOR_TLS_SECRET} -o jsonpath='{{.data.ca\\.crt}}')"]
     for (mutating, name), indexes in sorted(by_config.items()):
         ops = ",".join(
             f'{{\\"op\\":\\"add\\",\\"path\\":\\"/webhooks/{i}/clientConfig/caBundle\\",\\"value\\":\\"$CA\\"}}'

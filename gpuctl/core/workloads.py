@@ -410,6 +410,7 @@ class AdmissionCheck:
     controller: str
     active: bool
     message: str = ""
+    deleting: bool = False
 
 
 def parse_admission_check(obj: Mapping[str, Any]) -> AdmissionCheck:
@@ -421,4 +422,5 @@ def parse_admission_check(obj: Mapping[str, Any]) -> AdmissionCheck:
         controller=str(_m(obj.get("spec")).get("controllerName") or ""),
         active=active is not None and active.true,
         message=active.message if active else "",
+        deleting=bool(meta.get("deletionTimestamp")),
     )

@@ -142,6 +142,11 @@ def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
         {**_rule([""], ["configmaps"], ["get"]), "resourceNames": [naming.KUEUE_CONFIGMAP]},
         {**_rule(["apps"], ["deployments"], ["get"]), "resourceNames": [naming.KUEUE_DEPLOYMENT, naming.OPERATOR_NAME]},
         {**_rule(["coordination.k8s.io"], ["leases"], ["get"]), "resourceNames": [naming.OPERATOR_NAME]},
+        # ... and the operator's /readyz and /metrics through the API server's proxy of its webhook Service.
+        {
+            **_rule([""], ["services/proxy"], ["get"]),
+            "resourceNames": [naming.OPERATOR_NAME, f"https:{naming.OPERATOR_NAME}:443"],
+        },
     ]
     admin = [
         *view,

@@ -40,15 +40,6 @@ def _load_examples(kubeconfig: Path) -> None:
     for ns in ("team-a", "team-b"):
         with contextlib.suppress(Exception):
             source.create(kinds.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    source.create(
-        kinds.TOPOLOGY,
-        {
-            "apiVersion": kinds.TOPOLOGY.api_version,
-            "kind": "Topology",
-            "metadata": {"name": "hostname"},
-            "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]},
-        },
-    )
 
     def put(kind: Any, obj: dict[str, Any], *, status: bool) -> None:
         body = {k: v for k, v in obj.items() if k != "status"}
@@ -102,8 +93,29 @@ def up() -> int:
     (work / "tls.key").write_bytes(pair.key_pem)
     port = cpmod.free_port()
     log = (work / "operator.log").open("ab")
+    # As deployed: the operator leads by its Lease in gpuctl-system, whose serving Secret holds the CA (as cert-manager
+    # writes it), so `gpuctl doctor` finds the deployment as the design has it.
+    from kubernetes import client, config
+
+    from gpuctl.core import naming
+
+    api = config.new_client_from_config(config_file=str(cp.kubeconfig))
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": naming.OPERATOR_NAMESPACE}})
+    core.create_namespaced_secret(
+        naming.OPERATOR_NAMESPACE,
+        {
+            "metadata": {"name": naming.OPERATOR_TLS_SECRET},
+            "type": "kubernetes.io/tls",
+            "data": {
+                "ca.crt": base64.b64encode(cp.ca_cert_pem).decode(),
+                "tls.crt": base64.b64encode(pair.cert_pem).decode(),
+                "tls.key": base64.b64encode(pair.key_pem).decode(),
+            },
+        },
+    )
     operator = subprocess.Popen(
-        operator_argv(cp.kubeconfig, port, work),
+        [*operator_argv(cp.kubeconfig, port, work), "--leader-elect", f"--namespace={naming.OPERATOR_NAMESPACE}"],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -112,9 +124,6 @@ def up() -> int:
     )
     pids.append(operator.pid)
     (STATE / "state.json").write_text(json.dumps({"pids": pids, "kubeconfig": str(cp.kubeconfig)}))
-    from kubernetes import client, config
-
-    api = config.new_client_from_config(config_file=str(cp.kubeconfig))
     adm = client.AdmissionregistrationV1Api(api)
     configs = webhook_configurations(
         ca_bundle=base64.b64encode(cp.ca_cert_pem).decode(), url=f"https://127.0.0.1:{port}"

@@ -65,6 +65,30 @@ def test_a_broken_kueue_configmap_is_a_finding_and_a_bad_option_a_usage_error(tm
     result = CliRunner().invoke(app, ["doctor", "--snapshot", str(snapshot), "-o", "json"])
     assert result.exit_code == 3, result.output
     [bad] = [i for i in json.loads(result.stdout)["items"] if i["check"] == "kueue-config"]
-    assert bad["status"] == "fail" and "is not YAML" in bad["saw"]
+    assert bad["status"] == "fail" and "not valid YAML" in bad["saw"]
+    (snapshot / "kueue-config.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kueue-manager-config, namespace: kueue-system}\n"
+        f"data:\n  controller_manager_config.yaml: '{'[' * 5000}'\n"
+    )
+    result = CliRunner().invoke(app, ["doctor", "--snapshot", str(snapshot), "-o", "json"])
+    assert result.exit_code == 3 and "Traceback" not in result.output, result.output
+    [deep] = [i for i in json.loads(result.stdout)["items"] if i["check"] == "kueue-config"]
+    assert "nest" in deep["saw"] and deep["saw"].startswith("ConfigMap kueue-system/kueue-manager-config key")
     result = CliRunner().invoke(app, ["doctor", "--snapshot", SNAPSHOT, "--kueue-config", "no-slash"])
     assert result.exit_code == 2 and "NAMESPACE/NAME" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_dump_keeps_only_who_stopped_an_instance_of_its_managed_fields() -> None:
+    from gpuctl.cli.dump import slim
+    from gpuctl.core import naming
+    from gpuctl.core.instances import parse_instance
+
+    managed = [
+        {"manager": "kubectl-create", "fieldsV1": {"f:spec": {"f:type": {}, "f:image": {}}}},
+        {"manager": naming.INSTANCE_STOP_MANAGER, "fieldsV1": {"f:spec": {"f:stop": {}}}},
+    ]
+    instance = {"kind": "Instance", "metadata": {"name": "i", "managedFields": managed}, "spec": {"stop": True}}
+    kept = slim(instance)
+    assert kept["metadata"]["managedFields"] == [managed[1]]
+    assert parse_instance(kept).stopped_by == naming.INSTANCE_STOP_MANAGER
+    assert "managedFields" not in slim({"kind": "Pod", "metadata": {"name": "p", "managedFields": managed}})["metadata"]

@@ -174,8 +174,14 @@ def test_each_injected_fault_fails_with_a_fix_that_makes_it_pass(
     found = doctor.findings()
     [endpoint] = [f for f in found if f["check"] == "webhook-endpoint" and f["status"] == "fail"]
     assert "does not verify the serving certificate" in endpoint["saw"]
-    [review] = [f for f in found if f["check"] == "webhook-review" and f["status"] == "fail"]
-    assert "x509" in review["saw"] or "certificate" in review["saw"]
+    # Both dry runs meet a mutating webhook of this configuration (the Pod's and the InstanceType's defaulting).
+    reviews = [f for f in found if f["check"] == "webhook-review" and f["status"] == "fail"]
+    assert {r["saw"].split(": ")[1] for r in reviews} == {
+        "dry-run create Pod default/gpuctl-doctor-probe",
+        "dry-run create InstanceType gpuctl-doctor-probe",
+    }
+    assert all("x509" in r["saw"] or "certificate" in r["saw"] for r in reviews)
+    assert all(r["fix"] == endpoint["fix"] for r in reviews)
     doctor.apply(endpoint["fix"])
     wait_for(
         "the endpoint and the dry run to pass with the fixed bundle",
@@ -221,15 +227,59 @@ def test_each_injected_fault_fails_with_a_fix_that_makes_it_pass(
             naming.KUEUE_CONFIGMAP, naming.KUEUE_NAMESPACE, {"data": {naming.KUEUE_CONFIGMAP_KEY: original}}
         )
 
-    # 5. The AdmissionCheck deleted while the operator is down: the fix recreates it; once the operator runs again it
-    #    is Active.
-    with paused(deployed):
-        objs.delete_cluster_custom_object(KUEUE, KV, "admissionchecks", naming.NODE_DEVICES_CHECK)
-        [bad] = doctor.failing("admissioncheck", "does not exist", "--no-probe")
+    # 5. The AdmissionCheck deleted while the operator is down. Kueue's finalizer keeps it while a queue references
+    #    it (doctor reports it Terminating), so the queues let go of it first. The fix recreates it; once the operator
+    #    runs again it is Active, and the pool's queue, reported without it, takes it back by its own fix.
+    def referencing() -> list[str]:
+        queues = objs.list_cluster_custom_object(KUEUE, KV, "clusterqueues")["items"]
+        return [
+            q["metadata"]["name"]
+            for q in queues
+            if naming.NODE_DEVICES_CHECK
+            in [c.get("name") for c in ((q["spec"].get("admissionChecksStrategy") or {}).get("admissionChecks") or [])]
+        ]
+
+    detached = referencing()
+    assert pool.name in detached
+    try:
+        with paused(deployed):
+            objs.delete_cluster_custom_object(KUEUE, KV, "admissionchecks", naming.NODE_DEVICES_CHECK)
+            [terminating] = doctor.failing("admissioncheck", "is being deleted", "--no-probe")
+            assert "finalizer" in terminating["saw"]
+            for name in detached:
+                objs.patch_cluster_custom_object(
+                    KUEUE, KV, "clusterqueues", name, {"spec": {"admissionChecksStrategy": None}}
+                )
+            wait_for(
+                "Kueue to let the AdmissionCheck go",
+                lambda: doctor.failing("admissioncheck", "does not exist", "--no-probe"),
+            )
+            [bad] = doctor.failing("admissioncheck", "does not exist", "--no-probe")
+            doctor.apply(bad["fix"])
+            [inactive] = doctor.failing("admissioncheck", "", "--no-probe")
+            assert "is not Active" in inactive["saw"]  # it exists again; only the paused operator activates it
+        wait_for("the recreated AdmissionCheck Active", lambda: not doctor.failing("admissioncheck", "", "--no-probe"))
+        [bad] = wait_for(
+            "the pool's queue reported without the check",
+            lambda: doctor.failing("queue-check", pool.name, "--no-probe"),
+        )
         doctor.apply(bad["fix"])
-        still = doctor.failing("admissioncheck", "", "--no-probe")
-        assert not still or "is not Active" in still[0]["saw"]  # exists now; only the paused operator activates it
-    wait_for("the recreated AdmissionCheck Active", lambda: not doctor.failing("admissioncheck", "", "--no-probe"))
+        assert not doctor.failing("queue-check", pool.name, "--no-probe")
+    finally:
+        for name in detached:
+            if name != pool.name:
+                with contextlib.suppress(ApiException):
+                    objs.patch_cluster_custom_object(
+                        KUEUE,
+                        KV,
+                        "clusterqueues",
+                        name,
+                        {
+                            "spec": {
+                                "admissionChecksStrategy": {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK}]}
+                            }
+                        },
+                    )
 
     # 6. A stale InstanceType status, while the operator (which would rewrite it) is down: the fix writes the views
     #    of the ledger.

@@ -189,7 +189,7 @@ def test_the_evicted_verdict_fix_resets_the_check_and_the_finding_goes() -> None
 
 
 def kueue(config: dict[str, Any], args: tuple[str, ...] = ()) -> doctor.KueueSettings:
-    return doctor.parse_kueue_settings(config, args, "ConfigMap kueue-system/kueue-manager-config")
+    return doctor.parse_kueue_settings(config, args, naming.KUEUE_NAMESPACE, naming.KUEUE_CONFIGMAP)
 
 
 def deployed_kueue_config() -> dict[str, Any]:
@@ -218,16 +218,23 @@ def test_a_flipped_or_defaulted_feature_gate_fails_and_names_where_it_is_set() -
     config = deployed_kueue_config()
     config["featureGates"]["AssignQueueLabelsForPods"] = True
     [bad] = [f for f in doctor.kueue_configuration(kueue(config), wanted) if f.status == doctor.FAIL]
-    assert "AssignQueueLabelsForPods is enabled in ConfigMap" in bad.saw
+    assert "AssignQueueLabelsForPods is enabled in ConfigMap kueue-system/kueue-manager-config" in bad.saw
     assert "AssignQueueLabelsForPods: false" in bad.fix and "rollout restart" in bad.fix
     # Kueue v0.17 enables it by default: a Configuration that does not mention it fails too.
     del config["featureGates"]["AssignQueueLabelsForPods"]
-    assert statuses(doctor.kueue_configuration(kueue(config), wanted), "kueue-gates") == [doctor.FAIL, doctor.OK]
+    defaulted = doctor.kueue_configuration(kueue(config), wanted)
+    assert statuses(defaulted, "kueue-gates") == [doctor.FAIL, doctor.OK]
+    assert "enabled by Kueue's default" in defaulted[0].saw
+    # YAML spells booleans many ways; a quoted "false" is false.
+    config["featureGates"]["AssignQueueLabelsForPods"] = "false"
+    assert statuses(doctor.kueue_configuration(kueue(config), wanted), "kueue-gates") == [doctor.OK, doctor.OK]
     # The manager's flag wins over the Configuration.
     flagged = kueue(deployed_kueue_config(), ("/manager", "--feature-gates=TopologyAwareScheduling=false,Foo=true"))
     [bad] = [f for f in doctor.kueue_configuration(flagged, wanted) if f.status == doctor.FAIL]
-    assert "TopologyAwareScheduling is disabled in --feature-gates" in bad.saw
+    assert "TopologyAwareScheduling is disabled by --feature-gates" in bad.saw
+    assert "edit deployment kueue-controller-manager" in bad.fix
     assert doctor.feature_gate_flag(["--feature-gates=A=true, B=False", "--v=2"]) == {"A": True, "B": False}
+    assert doctor.feature_gate_flag(["--feature-gates", "C=true"]) == {"C": True}
 
 
 def test_transformations_and_exclusions_must_equal_the_generated_ones() -> None:
@@ -250,7 +257,8 @@ def test_transformations_and_exclusions_must_equal_the_generated_ones() -> None:
     t = config["resources"]["transformations"][0]
     t["outputs"] = {k: f"{v}000m" for k, v in t["outputs"].items()}
     assert statuses(doctor.kueue_configuration(kueue(config), wanted), "kueue-resources") == [doctor.OK]
-    assert statuses(doctor.kueue_configuration(None, wanted), "kueue-config") == [doctor.WARN]
+    [missing] = doctor.kueue_configuration(None, wanted, ("kueue", "custom-config"))
+    assert missing.status == doctor.WARN and "ConfigMap kueue/custom-config" in missing.saw
 
 
 def test_topologies_named_by_flavors_exist_and_end_at_the_hostname() -> None:
@@ -340,73 +348,61 @@ def test_endpoint_and_live_review_findings() -> None:
 
     found = entries(webhook_configurations(ca_bundle="Y2E=", url="https://10.0.0.1:9443"))
     config = (naming.MUTATING_CONFIGURATION,)
+    target = "https://10.0.0.1:9443"
     ok = doctor.endpoints(
-        [
-            doctor.EndpointProbe(
-                "https://10.0.0.1:9443", config, ca_verified=True, readyz=200, p99_seconds=0.004, reviews=9
-            )
-        ],
-        found,
-        10,
+        [doctor.EndpointProbe(target, config, ca_verified=True, readyz=200, p99_seconds=0.004, reviews=9)], found
     )
     assert [(f.check, f.status) for f in ok] == [("operator-ready", "ok"), ("webhook-latency", "ok")]
-    assert "caBundle verifies" in ok[0].saw and "p99 4.0 ms over 9 reviews" in ok[1].saw
-    [tls] = doctor.endpoints(
-        [doctor.EndpointProbe("https://10.0.0.1:9443", config, error="TLS failed: certificate verify failed")],
-        found,
-        10,
+    assert "caBundle verifies" in ok[0].saw and "p99 4.0 ms over 9 reviews (timeout 10 s)" in ok[1].saw
+    [ca] = doctor.endpoints(
+        [doctor.EndpointProbe(target, config, error="TLS: unable to get local issuer", ca_verified=False)], found, "ops"
     )
-    assert tls.status == doctor.FAIL and tls.fix.startswith("CA=$(kubectl")
+    assert ca.status == doctor.FAIL and ca.fix.startswith("CA=$(kubectl -n ops get secret")
+    [down] = doctor.endpoints([doctor.EndpointProbe(target, config, error="cannot reach it: refused")], found)
+    assert down.status == doctor.FAIL and "get pods,endpointslices" in down.fix
     slow = doctor.endpoints(
-        [doctor.EndpointProbe("x", config, readyz=503, readyz_body="cache", p99_seconds=12.0)], found, 10
+        [doctor.EndpointProbe(target, config, readyz=503, readyz_body="cache", p99_seconds=12.0)], found
     )
     assert [f.status for f in slow] == [doctor.FAIL, doctor.FAIL]
+    half = doctor.endpoints([doctor.EndpointProbe(target, config, readyz=200, p99_seconds=6.0)], found)
+    assert [f.status for f in half] == [doctor.OK, doctor.WARN]
+    [forbidden] = doctor.endpoints([doctor.EndpointProbe(target, config, allowed=False, error="forbidden")], found)
+    assert forbidden.status == doctor.WARN and "services/proxy" in forbidden.fix
     reviews = doctor.live_reviews(
         [
-            doctor.LiveReview(config[0], "dry-run create Pod", 0.01),
+            doctor.LiveReview(config, "dry-run create Pod", 0.01),
             doctor.LiveReview(
-                config[0], "dry-run create Pod", 0.01, 'failed calling webhook "x": x509: unknown authority'
+                config, "dry-run create Pod", 0.01, 'failed calling webhook "x": x509: unknown authority'
             ),
-            doctor.LiveReview(config[0], "dry-run create Pod", 0.0, "forbidden: cannot create pods", sent=False),
+            doctor.LiveReview(config, "dry-run create Pod", 0.0, "forbidden: cannot create pods", sent=False),
+            doctor.LiveReview(
+                config, "dry-run create Pod", 0.0, 'failed calling webhook "policy.example"', foreign="policy.example"
+            ),
         ],
         found,
     )
-    assert [f.status for f in reviews] == [doctor.OK, doctor.FAIL, doctor.WARN]
-    assert reviews[1].fix.startswith("CA=$(kubectl")
+    assert [f.status for f in reviews] == [doctor.OK, doctor.FAIL, doctor.WARN, doctor.WARN]
+    assert reviews[1].fix.startswith("CA=$(kubectl") and "gpustack-worker-mutation" in reviews[1].fix
+    assert "policy.example" in reviews[3].saw and "CA=" not in reviews[3].fix
 
 
-def test_an_instance_a_drain_stopped_is_reported_once_its_pool_admits_again() -> None:
-    from gpuctl.core.instances import parse_instance
-    from gpuctl.core.workloads import parse_cluster_queue
+def test_the_printed_shell_fixes_are_valid_bash() -> None:
+    import subprocess
 
-    objects = pool({"n1": 4})
-    cluster = MemoryCluster(objects)
-    types = {t.name: t for t in read.instancetypes(cluster)}
-    [name] = list(types)
+    from gpuctl.operator.manifests import webhook_configurations
 
-    def instance(manager: str) -> Any:
-        return parse_instance(
-            {
-                "metadata": {
-                    "name": f"by-{manager}",
-                    "namespace": "team-a",
-                    "managedFields": [
-                        {"manager": "kubectl-create", "fieldsV1": {"f:spec": {"f:type": {}, "f:stop": {}}}},
-                        {"manager": manager, "fieldsV1": {"f:spec": {"f:stop": {}}}},
-                    ],
-                },
-                "spec": {"type": name, "stop": True},
-            }
-        )
+    found = entries(webhook_configurations())
+    for fix in (
+        doctor.ca_bundle_fix(found, [naming.MUTATING_CONFIGURATION, naming.VALIDATING_CONFIGURATION]),
+        doctor.admission_check(None).fix,
+    ):
+        assert subprocess.run(["bash", "-n", "-c", fix], capture_output=True).returncode == 0, fix
 
-    drained, by_user = instance(naming.INSTANCE_STOP_MANAGER), instance("kubectl-edit")
-    assert drained.stopped_by == naming.INSTANCE_STOP_MANAGER and by_user.stopped_by == "kubectl-edit"
-    queue = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterQueue"}[name]
-    active = {name: parse_cluster_queue(queue)}
-    [found] = doctor.drain_stopped([drained, by_user], types, active)
-    assert (
-        found.status == doctor.WARN
-        and found.fix == f"gpuctl instance start by-{naming.INSTANCE_STOP_MANAGER} -n team-a"
-    )
-    draining = {name: parse_cluster_queue({**queue, "spec": {**queue["spec"], "stopPolicy": "HoldAndDrain"}})}
-    assert doctor.drain_stopped([drained], types, draining) == []
+
+def test_probing_a_malformed_ca_bundle_is_a_finding_not_a_crash() -> None:
+    from gpuctl.cluster.probe import probe_endpoints
+    from gpuctl.operator.manifests import webhook_configurations
+
+    found = entries(webhook_configurations(ca_bundle="not-base64!!", url="https://127.0.0.1:1"))
+    probes = probe_endpoints(None, found, 1.0)  # type: ignore[arg-type] # a URL endpoint never needs the API server
+    assert probes and all(p.ca_verified is False and "not a base64-encoded PEM" in p.error for p in probes)
