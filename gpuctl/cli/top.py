@@ -153,7 +153,15 @@ def frame(records: Records, view: View, now: float, note: str = "") -> "Renderab
     from rich.table import Table
     from rich.text import Text
 
-    from gpuctl.core.queueing import asks, cluster_queues_of, epoch_seconds, held_gate, pending_order, queue_timestamp
+    from gpuctl.core.queueing import (
+        asks,
+        cluster_queues_of,
+        epoch_seconds,
+        held_gate,
+        pending_order,
+        pods_by_workload,
+        queue_timestamp,
+    )
     from gpuctl.core.views import instancetype_views
 
     devices = list(records.devices.values())
@@ -199,12 +207,12 @@ def frame(records: Records, view: View, now: float, note: str = "") -> "Renderab
             f"{head.key} ({asks(head)})" if head else "-",
             _age(now - joined if joined is not None else None),
         )
-    pods = list(records.pods.values())
+    pods = pods_by_workload(records.pods.values())
     held = sorted(
         (
             w
             for w in workloads
-            if held_gate(w, pods) is not None and (not view.pools or queue_of.get(w.key) in view.pools)
+            if held_gate(w, pods.get(w.key, ())) is not None and (not view.pools or queue_of.get(w.key) in view.pools)
         ),
         key=lambda w: w.key,
     )
@@ -214,7 +222,12 @@ def frame(records: Records, view: View, now: float, note: str = "") -> "Renderab
     for header in ("", "WORKLOAD", "QUEUE", "GATE"):
         table.add_column(header, overflow="fold")
     for i, w in enumerate(held):
-        table.add_row(">" if i == view.selected else " ", w.key, queue_of.get(w.key) or "-", str(held_gate(w, pods)))
+        table.add_row(
+            ">" if i == view.selected else " ",
+            w.key,
+            queue_of.get(w.key) or "-",
+            str(held_gate(w, pods.get(w.key, ()))),
+        )
     parts: list[Any] = [pools, Text(""), queues, Text(""), table]
     if view.explain:
         parts += [Text(""), Text(view.explain)]

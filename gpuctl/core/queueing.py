@@ -129,8 +129,17 @@ def asks(w: Workload) -> str:
     return ", ".join(parts)
 
 
-def held_gate(w: Workload, pods: Iterable[Pod]) -> int | None:
-    """The gate that holds a Workload, read from its conditions and its Pods alone (None when it runs or is not
+def pods_by_workload(pods: Iterable[Pod]) -> dict[str, list[Pod]]:
+    """Pods by the ``namespace/name`` of the Workload they belong to (once, rather than a scan per Workload)."""
+    out: dict[str, list[Pod]] = {}
+    for p in pods:
+        if p.workload:
+            out.setdefault(f"{p.namespace}/{p.workload}", []).append(p)
+    return out
+
+
+def held_gate(w: Workload, own_pods: Iterable[Pod]) -> int | None:
+    """The gate that holds a Workload, read from its conditions and its own Pods alone (None when it runs or is not
     queued): 2 before quota is reserved, 3 until Kueue admits it, 4 while a Pod is unbound, 5 while a bound Pod's
     accelerators are not recorded by Allocate. ``explain`` gives the reasons; this is the count a dashboard needs."""
     if not w.active or w.finished:
@@ -139,7 +148,7 @@ def held_gate(w: Workload, pods: Iterable[Pod]) -> int | None:
         return 2
     if not w.admitted:
         return 3
-    own = [p for p in pods if p.namespace == w.namespace and p.workload == w.name and not p.finished]
+    own = [p for p in own_pods if not p.finished]
     if any(not p.node_name for p in own):
         return 4
     if any(p.accelerator_containers and not p.held for p in own):

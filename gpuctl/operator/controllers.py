@@ -40,7 +40,14 @@ from gpuctl.core.fragmentation import ViewFragmentation, demand_shapes, pool_fra
 from gpuctl.core.lifecycle import PlanRefused, instancetype_phase, phase_message, plan_stop, should_stop_instance
 from gpuctl.core.pins import fit_label_changes, node_fit_labels
 from gpuctl.core.pods import Pod, parse_pod
-from gpuctl.core.queueing import cluster_queues_of, epoch_seconds, held_gate, pending_order, queue_timestamp
+from gpuctl.core.queueing import (
+    cluster_queues_of,
+    epoch_seconds,
+    held_gate,
+    pending_order,
+    pods_by_workload,
+    queue_timestamp,
+)
 from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, pool_devices, views_to_status
 from gpuctl.core.workloads import CheckState, Workload
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache, workload_nodes
@@ -297,6 +304,10 @@ def holds_cards(w: Workload | None) -> bool:
 # ----------------------------------------------------------------------------------------------- InstanceType status
 
 
+FRAGMENTATION_TTL = 15.0
+"""Seconds a pool's fragmentation metrics are reused for (Prometheus scrapes every 15 to 60 s)."""
+
+
 class StatusController(Controller):
     """The InstanceType status writer: the four views, profiles, detail, entrance and phase."""
 
@@ -307,6 +318,8 @@ class StatusController(Controller):
         super().__init__(cache, source, metrics)
         self.pools: dict[str, dict[str, Any]] = {}
         """The views last computed per InstanceType: the pool metrics read them."""
+        self._fragmentation: dict[str, tuple[float, tuple[ViewFragmentation, ...]]] = {}
+        """Per InstanceType: when its fragmentation was computed, and what it was."""
 
     def desired_status(self, cached: CachedInstanceType) -> dict[str, Any]:
         it = cached.record
@@ -335,7 +348,17 @@ class StatusController(Controller):
 
     def fragmentation(self, name: str) -> tuple[ViewFragmentation, ...]:
         """A pool's free and stranded capacity against its pending shapes: computed when the metrics are scraped,
-        never on the reconcile path (a ledger moves far more often than Prometheus scrapes)."""
+        never on the reconcile path (a ledger moves far more often than Prometheus scrapes), and at most once per
+        pool every :data:`FRAGMENTATION_TTL` seconds however often it is scraped."""
+        now = time.monotonic()
+        hit = self._fragmentation.get(name)
+        if hit is not None and now - hit[0] < FRAGMENTATION_TTL:
+            return hit[1]
+        result = self._compute_fragmentation(name)
+        self._fragmentation[name] = (now, result)
+        return result
+
+    def _compute_fragmentation(self, name: str) -> tuple[ViewFragmentation, ...]:
         cached = self.cache.instancetypes().get(name)
         it = cached.record if cached is not None else None
         if it is None or not it.acceleratable:
@@ -354,6 +377,7 @@ class StatusController(Controller):
         cached = self.cache.instancetypes().get(key)
         if cached is None:
             self.pools.pop(key, None)
+            self._fragmentation.pop(key, None)
             return
         desired = self.desired_status(cached)
         if all(cached.status.get(k) == v for k, v in desired.items()):
@@ -668,7 +692,7 @@ class Controllers:
     def _queue_gauges(self, pools: dict[str, tuple[dict[str, Any], tuple[ViewFragmentation, ...]]]) -> Iterable[Any]:
         workloads = self.cache.records(kinds.WORKLOAD)
         queue_of = self.status._queue_of()
-        pods = [p for p in self.cache.records(kinds.POD) if p.workload]
+        pods = pods_by_workload(self.cache.records(kinds.POD))
         now = time.time()
         pending: list[tuple[list[str], float]] = []
         age: list[tuple[list[str], float]] = []
@@ -685,7 +709,7 @@ class Controllers:
                 blocked.append(([cq], 1.0 if shapes and _blocked(shapes[0], frag) else 0.0))
         for w in workloads:
             cq = queue_of.get(w.key, "")
-            gate = held_gate(w, pods)
+            gate = held_gate(w, pods.get(w.key, ()))
             if cq and gate is not None:
                 held[(cq, str(gate))] = held.get((cq, str(gate)), 0) + 1
         yield gauge_family("gpuctl_queue_pending", "Pending Workloads per ClusterQueue.", ["cluster_queue"], pending)

@@ -3,6 +3,9 @@ design's example, and the queue's depth and Workloads held per gate."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.cluster import kinds
@@ -74,3 +77,50 @@ def test_the_dashboard_and_the_alerts_read_only_metrics_the_operator_exports() -
     exprs += [r["expr"] for g in alert_rules()["spec"]["groups"] for r in g["rules"]]
     used = {m for e in exprs for m in re.findall(r"gpuctl_[a-z0-9_]+", e)}
     assert used and used <= exported, sorted(used - exported)
+
+
+def test_fragmentation_is_computed_once_per_pool_within_its_ttl_however_often_it_is_scraped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuctl.operator import controllers as module
+
+    cluster = MemoryCluster(pool({"n1": 8}))
+    controllers = operator(cluster)
+    controllers.status.reconcile(CQ)
+    calls: list[str] = []
+    compute = controllers.status._compute_fragmentation
+
+    def counted(name: str) -> Any:
+        calls.append(name)
+        return compute(name)
+
+    monkeypatch.setattr(controllers.status, "_compute_fragmentation", counted)
+    clock = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    first = samples(controllers.metrics.render().decode())
+    for _ in range(5):
+        assert samples(controllers.metrics.render().decode()) == first
+    assert calls == [CQ]
+    clock[0] += module.FRAGMENTATION_TTL
+    controllers.metrics.render()
+    assert calls == [CQ, CQ]
+
+
+def test_workloads_held_counts_each_workloads_own_pods() -> None:
+    from gpuctl.core.pods import parse_pod
+    from gpuctl.core.queueing import held_gate, pods_by_workload
+    from gpuctl.core.workloads import parse_workload
+
+    admitted = parse_workload(workload("w", [("main", 1, {"nvidia.com/gpu": "1"})], admitted=True))
+    unbound = {
+        "metadata": {"name": "w-0", "namespace": admitted.namespace, "annotations": {"kueue.x-k8s.io/workload": "w"}},
+        "spec": {"containers": [{"name": "main"}]},
+    }
+    other = {
+        **unbound,
+        "metadata": {**unbound["metadata"], "name": "x-0", "annotations": {"kueue.x-k8s.io/workload": "x"}},
+    }
+    grouped = pods_by_workload([parse_pod(unbound), parse_pod(other)])
+    assert set(grouped) == {f"{admitted.namespace}/w", f"{admitted.namespace}/x"}
+    assert held_gate(admitted, grouped[admitted.key]) == 4  # its Pod is not bound
+    assert held_gate(admitted, ()) is None
