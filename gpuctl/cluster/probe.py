@@ -196,8 +196,9 @@ def dry_run_reviews(live: LiveSource, entries: Sequence[WebhookEntry], namespace
                 review = replace(review, configurations=(config_of[failed.group(1)],), error=text)
             elif failed:
                 review = replace(review, error=text, foreign=failed.group(1))
-            elif text.startswith("forbidden"):
-                review = replace(review, error=text, sent=False)
-            # Anything else is an answer: a denial, or a schema refusal after the mutating webhooks.
+            elif "denied the request" not in text and "cannot create resource" in text:
+                review = replace(review, error=text, sent=False)  # RBAC: the user may not create it
+            # Anything else is an answer: a webhook's denial (also a 403), or a schema refusal after the mutating
+            # webhooks.
         out.append(replace(review, seconds=time.monotonic() - started))
     return out

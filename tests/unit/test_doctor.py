@@ -352,8 +352,12 @@ def test_endpoint_and_live_review_findings() -> None:
     ok = doctor.endpoints(
         [doctor.EndpointProbe(target, config, ca_verified=True, readyz=200, p99_seconds=0.004, reviews=9)], found
     )
-    assert [(f.check, f.status) for f in ok] == [("operator-ready", "ok"), ("webhook-latency", "ok")]
-    assert "caBundle verifies" in ok[0].saw and "p99 4.0 ms over 9 reviews (timeout 10 s)" in ok[1].saw
+    assert [(f.check, f.status) for f in ok] == [
+        ("webhook-endpoint", "ok"),
+        ("operator-ready", "ok"),
+        ("webhook-latency", "ok"),
+    ]
+    assert "caBundle verifies" in ok[0].saw and "p99 4.0 ms over 9 reviews (timeout 10 s)" in ok[2].saw
     [ca] = doctor.endpoints(
         [doctor.EndpointProbe(target, config, error="TLS: unable to get local issuer", ca_verified=False)], found, "ops"
     )
@@ -363,9 +367,9 @@ def test_endpoint_and_live_review_findings() -> None:
     slow = doctor.endpoints(
         [doctor.EndpointProbe(target, config, readyz=503, readyz_body="cache", p99_seconds=12.0)], found
     )
-    assert [f.status for f in slow] == [doctor.FAIL, doctor.FAIL]
+    assert [f.status for f in slow] == [doctor.FAIL, doctor.OK, doctor.FAIL]
     half = doctor.endpoints([doctor.EndpointProbe(target, config, readyz=200, p99_seconds=6.0)], found)
-    assert [f.status for f in half] == [doctor.OK, doctor.WARN]
+    assert [f.status for f in half] == [doctor.OK, doctor.OK, doctor.WARN]
     [forbidden] = doctor.endpoints([doctor.EndpointProbe(target, config, allowed=False, error="forbidden")], found)
     assert forbidden.status == doctor.WARN and "services/proxy" in forbidden.fix
     reviews = doctor.live_reviews(
