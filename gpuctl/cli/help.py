@@ -95,7 +95,10 @@ EXAMPLES: Final[dict[str, str]] = {
   gpuctl doctor
 
   # On a dump attached to a ticket, as JSON
-  gpuctl doctor --snapshot ./ticket-4711 -o json""",
+  gpuctl doctor --snapshot ./ticket-4711 -o json
+
+  # The resources block Kueue's Configuration needs (the credits transformations and exclusions)
+  gpuctl doctor --kueue-resources""",
     "top": """
   # Live, redrawn as the watches see changes (s sorts, j/k select, e explains, q quits)
   gpuctl top

@@ -445,7 +445,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                '    gpuctl doctor\n'
                                '\n'
                                '    # On a dump attached to a ticket, as JSON\n'
-                               '    gpuctl doctor --snapshot ./ticket-4711 -o json\n',
+                               '    gpuctl doctor --snapshot ./ticket-4711 -o json\n'
+                               '\n'
+                               "    # The resources block Kueue's Configuration needs (the credits transformations and "
+                               'exclusions)\n'
+                               '    gpuctl doctor --kueue-resources\n',
                      'drain': 'Usage: gpuctl drain [OPTIONS] {INSTANCETYPE}\n'
                               '\n'
                               '  Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
@@ -1959,7 +1963,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        '    gpuctl doctor\n'
                                        '\n'
                                        '    # On a dump attached to a ticket, as JSON\n'
-                                       '    gpuctl doctor --snapshot ./ticket-4711 -o json\n',
+                                       '    gpuctl doctor --snapshot ./ticket-4711 -o json\n'
+                                       '\n'
+                                       "    # The resources block Kueue's Configuration needs (the credits "
+                                       'transformations and exclusions)\n'
+                                       '    gpuctl doctor --kueue-resources\n',
                              'drain': 'Usage: kubectl gpuctl drain [OPTIONS] {INSTANCETYPE}\n'
                                       '\n'
                                       '  Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
