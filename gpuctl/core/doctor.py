@@ -86,7 +86,8 @@ def admission_check(check: AdmissionCheck | None) -> Finding:
             FAIL,
             f"AdmissionCheck {check.name} is not Active" + (f": {check.message}" if check.message else ""),
             "the operator keeps it Active; a queue referencing an inactive check is itself inactive",
-            "check that the operator runs and leads (`kubectl -n gpustack-system get lease`)",
+            f"kubectl -n {naming.OPERATOR_NAMESPACE} get lease {naming.OPERATOR_NAME} (the leader keeps it Active); "
+            f"kubectl -n {naming.OPERATOR_NAMESPACE} logs deployment/{naming.OPERATOR_NAME}",
         )
     return Finding(name, OK, f"AdmissionCheck {check.name} exists, controller {check.controller}, Active")
 
@@ -165,7 +166,8 @@ def pools(
                     FAIL,
                     f"InstanceType {name} has no {what}",
                     "Workloads reach a pool through its entrance LocalQueue and the same-named ClusterQueue",
-                    "the operator derives both: check its logs; `gpuctl views` shows the entrance to use",
+                    "the worker's queue reconciler derives both from the InstanceType: check its logs; "
+                    f"`gpuctl views {name}` names the entrance to use",
                 )
             )
         if not it.acceleratable:
