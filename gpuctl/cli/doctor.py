@@ -49,7 +49,6 @@ def doctor_command(
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.cluster.live import LiveSource
     from gpuctl.core import credits, doctor, naming
-    from gpuctl.core.instances import parse_instance
     from gpuctl.core.workloads import parse_local_queue
 
     if kueue_resources:
@@ -84,7 +83,7 @@ def doctor_command(
                 {n.name: n for n in read.nodes(opened)},
             ),
             *doctor.stuck(read.workloads(opened), read.pods(opened), now, retry_minutes),
-            *doctor.drain_stopped([parse_instance(o) for o in _optional_list(opened, kinds.INSTANCE)], types, queues),
+            *_drain_stopped(opened, types, queues),
             *_operator(opened, entries, operator_namespace, now),
         ]
         if probe and isinstance(opened, LiveSource) and entries:
@@ -179,6 +178,19 @@ def _kueue(opened: Any, namespace: str, name: str) -> list[Any]:
             )
         ]
     return doctor.kueue_configuration(settings, credits.kueue_resources_config())
+
+
+def _drain_stopped(opened: Any, types: Any, queues: Any) -> list[Any]:
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.core import doctor
+    from gpuctl.core.instances import parse_instance
+
+    try:
+        instances = [parse_instance(o) for o in _optional_list(opened, kinds.INSTANCE)]
+    except SourceError as exc:
+        return [_unreadable("drain-stopped", "the Instances", exc, "a drain's stops outlive the pool's resume")]
+    return doctor.drain_stopped(instances, types, queues)
 
 
 def _optional_list(opened: Any, kind: Any) -> list[Any]:

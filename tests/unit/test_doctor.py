@@ -315,6 +315,9 @@ def test_operator_health_replicas_and_leader() -> None:
     assert statuses(leaderless, "operator-leader") == [doctor.FAIL]
     racing = doctor.operator_health(deployment(2, 2), None, True, ns, now)
     assert statuses(racing, "operator-leader") == [doctor.WARN] and "--leader-elect" in racing[1].fix
+    # A Lease left from an earlier deployment, now without --leader-elect: not judged.
+    leftover = doctor.operator_health(deployment(1, 1), lease(600, now), True, ns, now)
+    assert [f.check for f in leftover] == ["operator-replicas"]
     # Nothing read (a dump without the deployment's objects): nothing to say of the leader.
     assert doctor.operator_health(None, None, False, ns, now) == []
 
