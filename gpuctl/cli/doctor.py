@@ -216,9 +216,7 @@ def _operator(opened: Any, entries: list[Any], namespace: str, now: float) -> li
     from gpuctl.cluster import kinds
     from gpuctl.cluster.errors import SourceError
     from gpuctl.core import doctor, naming
-    from gpuctl.core.webhooks import REGISTRY
 
-    ours = {w.name for w in REGISTRY}
     try:
         deployment = opened.get(kinds.DEPLOYMENT, naming.OPERATOR_NAME, namespace)
         lease = opened.get(kinds.LEASE, naming.OPERATOR_NAME, namespace)
@@ -228,7 +226,7 @@ def _operator(opened: Any, entries: list[Any], namespace: str, now: float) -> li
     return doctor.operator_health(
         doctor.parse_deployment(deployment) if deployment else None,
         doctor.parse_lease(lease) if lease else None,
-        any(e.service is not None for e in entries if e.name in ours),
+        any(e.service is not None for e in entries if e.ours),
         namespace,
         now,
     )

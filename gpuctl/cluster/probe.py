@@ -22,13 +22,11 @@ from gpuctl.cluster.kinds import INSTANCETYPE, POD
 from gpuctl.cluster.live import LiveSource
 from gpuctl.core import naming
 from gpuctl.core.doctor import EndpointProbe, LiveReview, WebhookEntry, histogram_quantile
-from gpuctl.core.webhooks import REGISTRY
 
 READYZ_LIMIT = 64 * 1024
 METRICS_LIMIT = 8 * 1024 * 1024
 LATENCY_METRIC = "gpuctl_webhook_duration_seconds"
 PROBE_NAME = "gpuctl-doctor-probe"
-OURS = frozenset(w.name for w in REGISTRY)
 # OpenSSL's verify results that say the chain does not lead to the bundle's CA (not a hostname or a date problem).
 _UNTRUSTED = frozenset({2, 18, 19, 20, 21, 27})
 
@@ -108,7 +106,7 @@ def probe_endpoints(live: LiveSource, entries: Sequence[WebhookEntry], timeout: 
     audit's finding, not probed)."""
     groups: dict[tuple[str, str], list[WebhookEntry]] = {}
     for e in entries:
-        if e.name not in OURS or not e.ca_bundle:
+        if not e.ours or not e.ca_bundle:
             continue
         if e.url:
             try:
@@ -151,7 +149,7 @@ def probe_endpoints(live: LiveSource, entries: Sequence[WebhookEntry], timeout: 
 def dry_run_reviews(live: LiveSource, entries: Sequence[WebhookEntry], namespace: str) -> list[LiveReview]:
     """A Pod the Pod webhook selects and a CPU InstanceType, created with ``dryRun=All``: the API server calls the
     webhooks over TLS with their caBundle and persists nothing. A denial is an answer; a failed call is not."""
-    config_of = {e.name: e.configuration for e in entries if e.name in OURS}
+    config_of = {e.name: e.configuration for e in entries if e.ours}
     requests = [
         (
             POD,

@@ -350,6 +350,13 @@ class WebhookEntry:
     service: tuple[str, str, int] | None = None
     """(namespace, name, port) of the Service, when called through one."""
 
+    @property
+    def ours(self) -> bool:
+        """Whether this version registers a webhook of this name (not another vendor's)."""
+        from gpuctl.core.webhooks import NAMES
+
+        return self.name in NAMES
+
 
 def _strs(value: object) -> tuple[str, ...]:
     return tuple(sorted(str(v) for v in value)) if isinstance(value, list) else ()
@@ -478,13 +485,8 @@ def webhooks(entries: Sequence[WebhookEntry], namespace: str = naming.OPERATOR_N
     return out
 
 
-# A field a JSON patch sets in place; the others (kind, path, rules) come back with the generated configurations.
-_PATCHABLE = {
-    "failurePolicy": "failurePolicy",
-    "sideEffects": "sideEffects",
-    "timeoutSeconds": "timeoutSeconds",
-    "objectSelector": "objectSelector",
-}
+# The fields a JSON patch sets in place; the others (kind, path, rules) come back with the generated configurations.
+_PATCHABLE: Final = frozenset({"failurePolicy", "sideEffects", "timeoutSeconds", "objectSelector"})
 
 
 def _webhook_fix(e: WebhookEntry, wrong: Mapping[str, object], entries: Sequence[WebhookEntry], namespace: str) -> str:
@@ -494,7 +496,7 @@ def _webhook_fix(e: WebhookEntry, wrong: Mapping[str, object], entries: Sequence
     ops = [
         {
             "op": "add" if k == "objectSelector" else "replace",
-            "path": f"/webhooks/{e.index}/{_PATCHABLE[k]}",
+            "path": f"/webhooks/{e.index}/{k}",
             "value": v,
         }
         for k, v in wrong.items()
@@ -988,9 +990,7 @@ def endpoints(
         out.append(Finding("webhook-endpoint", OK, f"{where}: {reached}"))
         if p.readyz == 200:
             out.append(Finding("operator-ready", OK, f"{where}: /readyz 200"))
-        timeouts = [
-            e.timeout_seconds or 10 for e in entries if e.configuration in p.configurations and _is_ours(e.name)
-        ]
+        timeouts = [e.timeout_seconds or 10 for e in entries if e.configuration in p.configurations and e.ours]
         if p.p99_seconds is not None and timeouts:
             timeout = min(timeouts)
             status = FAIL if p.p99_seconds >= timeout else WARN if p.p99_seconds >= timeout / 2 else OK
@@ -1004,12 +1004,6 @@ def endpoints(
                 )
             )
     return out
-
-
-def _is_ours(webhook: str) -> bool:
-    from gpuctl.core.webhooks import REGISTRY
-
-    return any(w.name == webhook for w in REGISTRY)
 
 
 @dataclass(frozen=True, slots=True)

@@ -290,6 +290,8 @@ REGISTRY: Final[tuple[Webhook, ...]] = (
         _instance_validate,
     ),
 )
+NAMES: Final[frozenset[str]] = frozenset(w.name for w in REGISTRY)
+"""The names this version registers: what the doctor tells from other vendors' webhooks by."""
 BY_PATH: Final[Mapping[str, Webhook]] = {w.path: w for w in REGISTRY}
 KVCACHE_INJECT_LABEL: Final = LABEL_INJECT
 

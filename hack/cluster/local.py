@@ -73,7 +73,7 @@ def _load_examples(kubeconfig: Path) -> None:
 def up() -> int:
     from gpuctl.operator.manifests import webhook_configurations
     from tests.integration import controlplane as cpmod
-    from tests.integration.operator_process import operator_argv
+    from tests.integration.operator_process import operator_argv, serving_secret
 
     if (STATE / "state.json").exists():
         _say(f"already running; `make cluster-down` first (state in {STATE})")
@@ -103,16 +103,7 @@ def up() -> int:
     core = client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": naming.OPERATOR_NAMESPACE}})
     core.create_namespaced_secret(
-        naming.OPERATOR_NAMESPACE,
-        {
-            "metadata": {"name": naming.OPERATOR_TLS_SECRET},
-            "type": "kubernetes.io/tls",
-            "data": {
-                "ca.crt": base64.b64encode(cp.ca_cert_pem).decode(),
-                "tls.crt": base64.b64encode(pair.cert_pem).decode(),
-                "tls.key": base64.b64encode(pair.key_pem).decode(),
-            },
-        },
+        naming.OPERATOR_NAMESPACE, serving_secret(cp.ca_cert_pem, pair.cert_pem, pair.key_pem)
     )
     operator = subprocess.Popen(
         [*operator_argv(cp.kubeconfig, port, work), "--leader-elect", f"--namespace={naming.OPERATOR_NAMESPACE}"],

@@ -60,6 +60,20 @@ class Operator:
         return 0.0
 
 
+def serving_secret(ca_pem: bytes, cert_pem: bytes, key_pem: bytes) -> dict[str, Any]:
+    """The operator's serving Secret as cert-manager writes it (``ca.crt`` is what doctor's CA fix copies)."""
+    from gpuctl.core import naming
+
+    return {
+        "metadata": {"name": naming.OPERATOR_TLS_SECRET},
+        "type": "kubernetes.io/tls",
+        "data": {
+            k: base64.b64encode(v).decode()
+            for k, v in (("ca.crt", ca_pem), ("tls.crt", cert_pem), ("tls.key", key_pem))
+        },
+    }
+
+
 def ready(op: Operator) -> bool:
     if op.proc.poll() is not None:
         raise AssertionError(f"the operator exited: {op.log.read_text()[-3000:]}")

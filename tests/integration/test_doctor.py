@@ -31,7 +31,7 @@ from gpuctl.core import naming
 from gpuctl.operator.manifests import webhook_configurations
 
 from .gpucluster import WORKER, WV, GpuPool, condition, new_pool, wait_for
-from .operator_process import Operator, running_operator
+from .operator_process import Operator, running_operator, serving_secret
 from .pki import CertificateAuthority
 
 KUEUE, KV = "kueue.x-k8s.io", "v1beta2"
@@ -47,15 +47,9 @@ def deployed(control_plane: Any, api: Any, tmp_path_factory: pytest.TempPathFact
         core.create_namespace({"metadata": {"name": naming.OPERATOR_NAMESPACE}})
     work = tmp_path_factory.mktemp("doctor-operator")
     with running_operator(control_plane, work, "--leader-elect", f"--namespace={naming.OPERATOR_NAMESPACE}") as op:
-        secret = {
-            "metadata": {"name": naming.OPERATOR_TLS_SECRET},
-            "type": "kubernetes.io/tls",
-            "data": {
-                "ca.crt": control_plane.ca_bundle,
-                "tls.crt": base64.b64encode((work / "tls.crt").read_bytes()).decode(),
-                "tls.key": base64.b64encode((work / "tls.key").read_bytes()).decode(),
-            },
-        }
+        secret = serving_secret(
+            base64.b64decode(control_plane.ca_bundle), (work / "tls.crt").read_bytes(), (work / "tls.key").read_bytes()
+        )
         core.create_namespaced_secret(naming.OPERATOR_NAMESPACE, secret)
         adm = client.AdmissionregistrationV1Api(api)
         configs = webhook_configurations(ca_bundle=control_plane.ca_bundle, url=op.url)
