@@ -20,8 +20,17 @@ explain_app = typer.Typer(
     help="Explain which admission gate holds a workload, and why.", no_args_is_help=True, rich_markup_mode=None
 )
 
-MARKS = {"passed": "✓", "held": "⏸", "failed": "✗", "not-reached": "·", "unknown": "?"}
-PLAIN_MARKS = {"passed": "ok", "held": "HELD", "failed": "FAILED", "not-reached": "--", "unknown": "??"}
+MARKS = {"passed": "✓", "held": "⏸", "failed": "✗", "not-reached": "·", "not-applicable": "n/a", "unknown": "?"}
+PLAIN_MARKS = {
+    "passed": "ok",
+    "held": "HELD",
+    "failed": "FAILED",
+    "not-reached": "--",
+    "not-applicable": "n/a",
+    "unknown": "??",
+}
+QUIET = ("passed", "not-reached", "not-applicable")
+"""Verdicts whose evidence and hint only ``-o wide`` shows."""
 
 ExitCodeOption = Annotated[
     bool, typer.Option("--exit-code", help="Exit 3 when a gate holds the workload (0 when it runs).")
@@ -55,9 +64,9 @@ def explanation_text(e: "Explanation", *, wide: bool = False, title: str | None 
     ]
     for g in e.gates:
         lines.append(f"  {marks[g.verdict]:<6} {g.gate}. {g.name}: {g.summary}")
-        for ev in g.evidence if wide or g.verdict != "passed" else ():
+        for ev in g.evidence if wide or g.verdict not in QUIET else ():
             lines.append(f"           - {ev}")
-        if g.hint and g.verdict not in ("passed", "not-reached"):
+        if g.hint and g.verdict not in QUIET:
             lines.append(f"           hint: {g.hint}")
     return "\n".join(lines) + "\n"
 

@@ -74,10 +74,14 @@ def ordered(
 
 def queue_items(source: "Source", names: list[str], runtime_label: str | None, now: float) -> list[dict[str, Any]]:
     """The pending Workloads of each ClusterQueue. The queues and Workloads are read first; the whole state the
-    simulator and the explanations need, only when something is pending."""
+    simulator and the explanations need, only when something is pending.
+
+    Each queue's line is simulated in its order on one working copy, as Kueue admits it: a Workload that would be
+    admitted takes its quota and cards before the next is tried. Under ``StrictFIFO`` the first that would not be
+    admitted stays at the head, and every Workload behind it is blocked by it."""
     from gpuctl.cluster import kinds, read
     from gpuctl.core.explain import ExplainContext, explain_workload
-    from gpuctl.core.queueing import asks, cluster_queues_of, wait_bound
+    from gpuctl.core.queueing import STRICT_FIFO, asks, cluster_queues_of, wait_bound
     from gpuctl.core.simulate import Simulator
     from gpuctl.core.suggest import resubmission
     from gpuctl.core.workloads import parse_local_queue
@@ -97,10 +101,14 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
     items = []
     for cq in queues:
         waiting, order_from = lines[cq]
+        strict = cluster_queues[cq].queueing_strategy == STRICT_FIFO
         running = [w for w in workloads if cq_of.get(w.key) == cq and w.admitted and not w.finished]
+        trial = simulator.copy()
+        head: Workload | None = None
         for i, w in enumerate(waiting):
-            # A pending Workload holds nothing, so it is simulated anew on the cluster as it is (nothing committed).
-            outcome = simulator.simulate(resubmission(w), commit=False)
+            outcome = trial.simulate(resubmission(w)) if head is None else None
+            if strict and head is None and outcome is not None and not outcome.admitted:
+                head = w
             explanation = explain_workload(
                 w,
                 ExplainContext(
@@ -109,10 +117,13 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
                     instancetype=state.instancetypes.get(cq),
                     admission_check=state.admission_check,
                     check=state.check,
+                    quota=simulator.book,
                 ),
             )
             held = explanation.held_by
             gate = explanation.gates[held - 1] if held else None
+            simulated = outcome.explanation if outcome is not None else None
+            simulated_gate = simulated.gates[simulated.held_by - 1] if simulated and simulated.held_by else None
             items.append(
                 {
                     "clusterQueue": cq,
@@ -123,9 +134,12 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
                     "priority": w.priority,
                     "created": w.created,
                     "asks": asks(w),
-                    "fitsNow": outcome.admitted,
-                    "simulatedHeldBy": outcome.explanation.held_by,
+                    "fitsNow": outcome is not None and outcome.admitted,
+                    "simulatedHeldBy": simulated.held_by if simulated else None,
+                    "simulatedPart": (simulated_gate.part or None) if simulated_gate else None,
+                    "blockedBy": f"{head.namespace}/{head.name}" if head is not None and head is not w else None,
                     "heldBy": held,
+                    "heldByPart": (gate.part or None) if gate else None,
                     "summary": gate.summary if gate else "",
                     "waitBoundSeconds": wait_bound(waiting[:i], running, now, runtime_label),
                     "orderFrom": order_from,
@@ -134,8 +148,20 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
     return items
 
 
+PARTS = {"quota": "quota", "tas-placement": "TAS"}
+
+
+def _gate_text(gate: int | None, part: str | None) -> str:
+    return f"{gate} {PARTS[part]}" if gate and part in PARTS else str(gate) if gate else "-"
+
+
 def _row(i: dict[str, Any]) -> list[str]:
-    held = i["heldBy"]
+    if i["fitsNow"]:
+        fits = "yes"
+    elif i.get("blockedBy"):
+        fits = f"no (behind {i['blockedBy']})"
+    else:
+        fits = f"no (gate {_gate_text(i['simulatedHeldBy'], i.get('simulatedPart'))})"
     return [
         f"{i['cluster']}/{i['clusterQueue']}" if "cluster" in i else i["clusterQueue"],
         f"{i['position']}/{i['total']}",
@@ -143,8 +169,8 @@ def _row(i: dict[str, Any]) -> list[str]:
         i["name"],
         str(i["priority"]),
         i["asks"],
-        "yes" if i["fitsNow"] else f"no (gate {i['simulatedHeldBy']})",
-        str(held) if held else "-",
+        fits,
+        _gate_text(i["heldBy"], i.get("heldByPart")),
         _duration(i["waitBoundSeconds"]),
         i["summary"] or "-",
     ]

@@ -17,6 +17,7 @@ from gpuctl.core.instancetypes import InstanceType, parse_instancetype
 from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
 from gpuctl.core.nodes import Node, parse_node
 from gpuctl.core.pods import Pod, parse_pod
+from gpuctl.core.quota import QuotaBook, quota_book
 from gpuctl.core.workloads import (
     AdmissionCheck,
     ClusterQueue,
@@ -144,6 +145,8 @@ class AdmissionState:
     check: AdmissionCheck | None
     inputs: FitContext
     """Gate 3's inputs, built as the operator's check builds them (every Workload, ledgers rebuilt from Pods)."""
+    quota: QuotaBook
+    """Every queue's quota and usage, as ``simulate`` starts from."""
 
     @property
     def workloads(self) -> Sequence[Workload]:
@@ -161,6 +164,7 @@ class AdmissionState:
             instancetype=self.instancetypes.get(cq),
             admission_check=self.check,
             check=self.inputs,
+            quota=self.quota,
         )
 
 
@@ -171,9 +175,11 @@ def admission_state(source: Source) -> AdmissionState:
     snapshot that holds no Pods at all keeps the published ledgers (and the explanation says so)."""
     all_pods = pods(source)
     pods_read = [p for p in all_pods if p.node_name or p.workload]
+    queues = cluster_queues(source)
+    read_workloads = workloads(source)
     return AdmissionState(
         local_queues={(q.namespace, q.name): q for q in (parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE))},
-        cluster_queues=cluster_queues(source),
+        cluster_queues=queues,
         instancetypes={t.name: t for t in instancetypes(source)},
         check=admission_check(source, naming.NODE_DEVICES_CHECK),
         # Bound Pods feed the ledgers, node usage and held counts; owned ones gates 4 and 5.
@@ -181,10 +187,11 @@ def admission_state(source: Source) -> AdmissionState:
             flavors(source),
             devices(source),
             {n.name: n for n in nodes(source)},
-            workloads(source),
+            read_workloads,
             pods_read,
             pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
         ),
+        quota=quota_book(queues, read_workloads),
     )
 
 

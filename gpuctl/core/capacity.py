@@ -83,6 +83,22 @@ def node_allocatable(devices: NodeDevices) -> dict[str, int]:
     return keys
 
 
+def advertised(allocatable: Mapping[str, Fraction | int], devices: NodeDevices) -> dict[str, Fraction | int]:
+    """A Node's allocatable with its accelerator keys recomputed from a ledger (what the device plugin reports once
+    the ledger reads so): the keys of a card another mode holds are unhealthy, and healthy again once it frees.
+
+    Every other key is kept as read: cpu, memory, pods, the visibility keys, and the keys of a manufacturer the
+    ledger has no card of."""
+    ledgered = {g.manufacturer for g in devices.groups}
+    kept: dict[str, Fraction | int] = {}
+    for k, v in allocatable.items():
+        key = naming.classify_resource(k)
+        if key is None or key.kind is naming.KeyKind.VISIBILITY or key.manufacturer.name not in ledgered:
+            kept[k] = v
+    kept.update(node_allocatable(devices))
+    return kept
+
+
 @dataclass(frozen=True, slots=True)
 class KeyShortfall:
     key: str

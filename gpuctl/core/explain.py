@@ -1,24 +1,27 @@
 """The five gates chained for one Workload: which gate holds it, and why.
 
-Each gate gets a verdict — ``passed``, ``held``, ``failed``, ``not-reached`` or ``unknown`` — a one-line summary, the
-evidence it rests on (conditions, messages, per-node and per-card figures) and a hint: what would let it through.
-``heldBy`` is the first gate that did not pass, or None when the Workload runs.
+Each gate gets a verdict — ``passed``, ``held``, ``failed``, ``not-reached``, ``not-applicable`` or ``unknown`` — a
+one-line summary, the evidence it rests on (conditions, messages, per-node and per-card figures) and a hint: what
+would let it through. ``not-applicable`` is a gate that does not apply to this Workload or did not run for it (a queue
+that references no check, a Workload that asks for no accelerator, one that finished), with the reason in its summary.
+``heldBy`` is the first gate that neither passed nor does not apply, or None when the Workload runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Any
 
 from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable, pod_shortfalls
-from gpuctl.core.credits import cards_text, check_quota, workload_credits
 from gpuctl.core.fit import LEDGER_PUBLISHED, READY, RETRY, FitContext, Verdict, judge_workload
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.naming import Family
 from gpuctl.core.pins import has_fit_pin
 from gpuctl.core.pods import Pod
+from gpuctl.core.quota import QuotaBook, flavor_quotas, quota_book, quota_requests
 from gpuctl.core.requests import pod_containers, validate_request_rules
 from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, LocalQueue, Workload
 
@@ -26,7 +29,10 @@ PASSED = "passed"
 HELD = "held"
 FAILED = "failed"
 NOT_REACHED = "not-reached"
+NOT_APPLICABLE = "not-applicable"
 UNKNOWN = "unknown"
+CLEARED = (PASSED, NOT_APPLICABLE)
+"""Verdicts that let a Workload on to the next gate."""
 
 GATE_NAMES = {
     1: "Pod webhook",
@@ -35,6 +41,10 @@ GATE_NAMES = {
     4: "scheduler / kubelet",
     5: "device-plugin allocator",
 }
+QUOTA = "quota"
+TAS_PLACEMENT = "tas-placement"
+GATE2_PARTS = {QUOTA: "Kueue quota", TAS_PLACEMENT: "Kueue TAS placement"}
+"""Which half of gate 2 holds a Workload: Kueue's quota, or its topology-aware placement."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +56,12 @@ class Gate:
     hint: str = ""
     check: tuple[str, str] | None = None
     """Gate 3 only: the (state, message) the check computes on the same inputs, when it judges the Workload."""
+    part: str = ""
+    """Gate 2 only: which half holds the Workload (:data:`QUOTA` or :data:`TAS_PLACEMENT`), when one does."""
 
     @property
     def name(self) -> str:
-        return GATE_NAMES[self.gate]
+        return GATE2_PARTS.get(self.part, GATE_NAMES[self.gate])
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -62,6 +74,8 @@ class Gate:
         }
         if self.check is not None:
             out["check"] = {"state": self.check[0], "message": self.check[1]}
+        if self.part:
+            out["part"] = self.part
         return out
 
 
@@ -77,7 +91,7 @@ class Explanation:
     @property
     def held_by(self) -> int | None:
         for g in self.gates:
-            if g.verdict != PASSED:
+            if g.verdict not in CLEARED:
                 return g.gate
         return None
 
@@ -104,6 +118,9 @@ class ExplainContext:
     admission_check: AdmissionCheck | None = None
     check: FitContext = field(default_factory=lambda: FitContext({}, {}))
     """Gate 3's inputs, built by :func:`gpuctl.core.fit.check_inputs` exactly as the operator's check builds them."""
+    quota: QuotaBook | None = None
+    """Every queue's quota and usage (:func:`gpuctl.core.quota.quota_book`, as ``simulate`` starts from); None reads
+    the Workload's own ClusterQueue alone."""
 
     @property
     def pods(self) -> Sequence[Pod]:
@@ -156,11 +173,38 @@ def gate1(w: Workload) -> Gate:
 # ----------------------------------------------------------------------------------------------- gate 2
 
 
+def pending_part(message: str) -> str:
+    """Which half of gate 2 a Kueue pending message names: its quota or its TAS placement ("" for neither)."""
+    if "insufficient unused quota" in message or "insufficient quota" in message:
+        return QUOTA
+    if 'topology "' in message or "excluded:" in message:
+        return TAS_PLACEMENT
+    return ""
+
+
+def _quota_evidence(w: Workload, cq: ClusterQueue, book: QuotaBook) -> tuple[list[str], list[str]]:
+    """Per PodSet, the flavors Kueue tries with their quota room (as ``simulate`` prints them), and for the first
+    PodSet no flavor has the quota for, what it lacks."""
+    lines: list[str] = []
+    taken: dict[tuple[str, str], Fraction] = {}
+    for ps in w.podsets:
+        wanted = {r: v * ps.count for r, v in quota_requests(ps.spec).items()}
+        tried = flavor_quotas(book, cq, wanted, taken=taken)
+        for fq in tried:
+            lines.extend(fq.lines)
+        fits = next((fq for fq in tried if not fq.short), None)
+        if tried and fits is None:
+            return lines, [
+                f"couldn't assign flavors to pod set {ps.name}: " + ", ".join(r for fq in tried for r in fq.short)
+            ]
+        if fits is not None:
+            for resource, value in wanted.items():
+                taken[(fits.flavor, resource)] = taken.get((fits.flavor, resource), Fraction(0)) + value
+    return lines, []
+
+
 def gate2(w: Workload, ctx: ExplainContext) -> Gate:
     evidence: list[str] = []
-    requested = workload_credits(
-        [{"name": ps.name, "count": ps.count, "template": {"spec": ps.spec}} for ps in w.podsets]
-    )
     if ctx.local_queue is None:
         return Gate(
             2,
@@ -180,11 +224,10 @@ def gate2(w: Workload, ctx: ExplainContext) -> Gate:
             else f"QuotaReserved={cond.status} ({cond.reason})"
         )
     cq = ctx.cluster_queue
-    checks = []
+    book = ctx.quota if ctx.quota is not None else quota_book({cq.name: cq} if cq else {}, ())
     if cq is not None:
-        checks = check_quota(requested, cq.nominal, cq.reserved)
-        evidence.extend(c.summary() for c in checks)
         evidence.append(f"stopPolicy {cq.stop_policy}")
+        evidence.extend(book.differences(cq.name))
     if w.quota_reserved:
         return Gate(
             2, PASSED, f"quota reserved in ClusterQueue {w.cluster_queue or (cq.name if cq else '?')}", tuple(evidence)
@@ -201,15 +244,28 @@ def gate2(w: Workload, ctx: ExplainContext) -> Gate:
             tuple(evidence),
             f"`gpuctl resume {cq.name}` puts the pool back in service",
         )
-    short = [c for c in checks if not c.fits]
-    if short:
-        c = short[0]
+    lines, short = _quota_evidence(w, cq, book)
+    evidence[1:1] = lines
+    kueue = cond.message if cond is not None and not cond.true else ""
+    part = pending_part(kueue)
+    if short or part == QUOTA:
         return Gate(
             2,
             HELD,
-            f"not enough {c.resource} quota: short by {c.shortfall} credits ({cards_text(c.shortfall_cards)})",
+            short[0] if short else kueue,
             tuple(evidence),
             "wait for admitted Workloads of this pool to finish, or grow the pool (nominal quota follows nodes x cards x M)",
+            part=QUOTA,
+        )
+    if part == TAS_PLACEMENT:
+        return Gate(
+            2,
+            HELD,
+            kueue,
+            tuple(evidence),
+            "the quota fits; no node of the flavor has room for the Pods as TAS counts it (capacity keys, fit labels, "
+            "selectors): `gpuctl simulate --workload` shows what would make room",
+            part=TAS_PLACEMENT,
         )
     return Gate(
         2,
@@ -273,7 +329,9 @@ def gate3(w: Workload, ctx: ExplainContext) -> Gate:
     cq = ctx.cluster_queue
     state = w.check(naming.NODE_DEVICES_CHECK)
     if cq is not None and naming.NODE_DEVICES_CHECK not in cq.admission_checks and state is None:
-        return Gate(3, PASSED, f"ClusterQueue {cq.name} does not reference the {naming.NODE_DEVICES_CHECK} check", ())
+        return Gate(
+            3, NOT_APPLICABLE, f"ClusterQueue {cq.name} does not reference the {naming.NODE_DEVICES_CHECK} check", ()
+        )
     if not w.quota_reserved and not w.admitted:
         return Gate(3, NOT_REACHED, "the check runs once quota is reserved")
     evidence: list[str] = []
@@ -379,6 +437,8 @@ def gate5(pods: list[Pod], reached: bool) -> Gate:
             f"{len(unheld)} Pod(s) bound but not yet recorded by Allocate",
             tuple(f"pod {p.name} on {p.node_name}: phase {p.phase or 'unknown'}" for p in unheld[:5]),
         )
+    if not any(p.accelerator_containers for p in pods):
+        return Gate(5, NOT_APPLICABLE, "no container asks for an accelerator: Allocate has nothing to settle")
     evidence = tuple(
         f"pod {p.name}: {', '.join(sorted({a.card_id for a in p.allocations}))}" for p in pods if p.allocations
     )
@@ -410,8 +470,19 @@ def with_position(
     return replace(e, gates=gates, queue=queue)
 
 
+def _finished(w: Workload) -> Explanation:
+    """A finished Workload holds nothing: no gate applies to it any more."""
+    cond = w.conditions.get("Finished")
+    why = f"the Workload finished ({cond.reason}{': ' + cond.message if cond and cond.message else ''})" if cond else ""
+    return Explanation(
+        w.namespace, w.name, (gate1(w), *(Gate(g, NOT_APPLICABLE, why + ": it holds nothing") for g in range(2, 6)))
+    )
+
+
 def explain_workload(w: Workload, ctx: ExplainContext) -> Explanation:
     """The five gates for one Workload, in order."""
+    if w.finished:
+        return _finished(w)
     pods = _own_pods(w, ctx)
     g1 = gate1(w)
     g2 = gate2(w, ctx)
@@ -422,11 +493,8 @@ def explain_workload(w: Workload, ctx: ExplainContext) -> Explanation:
     )
     g4 = (
         gate4(w, pods, ctx)
-        if g3.verdict == PASSED
+        if g3.verdict in CLEARED
         else Gate(4, NOT_REACHED, "Pods are scheduled once the Workload is admitted")
     )
     g5 = gate5(pods, g4.verdict == PASSED)
-    if w.finished:
-        g4 = Gate(4, PASSED, "the Workload finished") if g4.verdict != PASSED else g4
-        g5 = Gate(5, PASSED, "the Workload finished") if g5.verdict != FAILED else g5
     return Explanation(w.namespace, w.name, (g1, g2, g3, g4, g5))

@@ -1,9 +1,13 @@
 """Kueue's pending order: which Workloads wait in a ClusterQueue, and in which order Kueue will try them.
 
 Kueue orders a ClusterQueue's pending Workloads (StrictFIFO and BestEffortFIFO alike) by priority, highest first
-(``spec.priority``), then by the time they joined the queue (their creation, or the eviction that sent them back),
-then by UID. A Workload is pending while it
-is active and holds no quota reservation, and is not finished.
+(``spec.priority``), then by its queue-order timestamp, then by UID. The timestamp is the Workload's creation, except
+for a Workload evicted by the AdmissionCheck, or (with the default requeuing timestamp, ``Eviction``) by the PodsReady
+timeout: then it is that eviction's time. A Workload evicted by preemption keeps its creation time. A Workload is
+pending while it is active and holds no quota reservation, and is not finished.
+
+The two strategies differ in what a head that cannot be admitted does: under ``BestEffortFIFO`` Kueue sets it aside
+and tries the next; under ``StrictFIFO`` it stays at the head and every Workload behind it in its ClusterQueue waits.
 """
 
 from __future__ import annotations
@@ -19,16 +23,33 @@ def pending(w: Workload) -> bool:
     return w.active and not w.quota_reserved and not w.admitted and not w.finished
 
 
-def queue_timestamp(w: Workload) -> str:
-    """When the Workload joined the queue: the last eviction's time when it was evicted, else its creation."""
+EVICTION = "Eviction"
+CREATION = "Creation"
+"""Kueue's ``waitForPodsReady.requeuingStrategy.timestamp`` values (``Eviction`` is its default)."""
+EVICTED_BY_PODS_READY_TIMEOUT = "PodsReadyTimeout"
+EVICTED_BY_ADMISSION_CHECK = "AdmissionCheck"
+STRICT_FIFO = "StrictFIFO"
+
+
+def queue_timestamp(w: Workload, requeuing: str = EVICTION) -> str:
+    """The time Kueue orders a pending Workload by: the eviction's, while it is evicted by the AdmissionCheck (or by
+    the PodsReady timeout, when requeuing by eviction time); else its creation."""
     evicted = w.conditions.get("Evicted")
-    if evicted is not None and evicted.true and evicted.last_transition:
+    by_eviction = evicted is not None and (
+        evicted.reason == EVICTED_BY_ADMISSION_CHECK
+        or (evicted.reason == EVICTED_BY_PODS_READY_TIMEOUT and requeuing == EVICTION)
+    )
+    if evicted is not None and by_eviction and evicted.true and evicted.last_transition:
         return evicted.last_transition
     return w.created
 
 
-def order_key(w: Workload) -> tuple[int, str, str]:
-    return (-w.priority, queue_timestamp(w), w.uid)
+def order_key(w: Workload, requeuing: str = EVICTION) -> tuple[int, float, str, str]:
+    """Kueue's order: priority (highest first), queue-order timestamp (earliest first; none is Kubernetes' zero
+    time, before any other), then UID."""
+    ts = queue_timestamp(w, requeuing)
+    seconds = epoch_seconds(ts) if ts else None
+    return (-w.priority, seconds if seconds is not None else float("-inf"), ts, w.uid)
 
 
 def cluster_queues_of(workloads: Iterable[Workload], local_queues: Iterable[LocalQueue]) -> dict[str, str]:
@@ -38,11 +59,14 @@ def cluster_queues_of(workloads: Iterable[Workload], local_queues: Iterable[Loca
 
 
 def pending_order(
-    workloads: Iterable[Workload], cluster_queue_of: Mapping[str, str], cluster_queue: str
+    workloads: Iterable[Workload], cluster_queue_of: Mapping[str, str], cluster_queue: str, requeuing: str = EVICTION
 ) -> list[Workload]:
     """The pending Workloads of one ClusterQueue in Kueue's order (``cluster_queue_of`` maps a Workload key to the
     ClusterQueue its LocalQueue points at)."""
-    return sorted((w for w in workloads if pending(w) and cluster_queue_of.get(w.key) == cluster_queue), key=order_key)
+    return sorted(
+        (w for w in workloads if pending(w) and cluster_queue_of.get(w.key) == cluster_queue),
+        key=lambda w: order_key(w, requeuing),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -310,6 +310,27 @@ def sliced_units(percent: int | None, mib: int | None, card_mib: int | None) -> 
     return mib_to_units(mib, card_mib)
 
 
+def slice_units_on_card(spec: Mapping[str, Any], manufacturer: str, card_mib: int) -> int:
+    """The units a Pod's logical slice takes on a card of ``card_mib`` MiB: its ``.sliced.units`` where the webhook
+    folded them, else its memory budget folded as the webhook folds it (what the allocator sizes the slice by when
+    no webhook reviewed the Pod); 0 when it names neither."""
+    for c in pod_containers(spec):
+        if not any(v.key.manufacturer.name == manufacturer for v in c.find(KeyKind.SLICED)):
+            continue
+        units = [_count(v.raw) for v in c.find(KeyKind.SLICED_UNITS)]
+        if units and units[0]:
+            return max(0, units[0])
+        percent = [_count(v.raw) for v in c.find(KeyKind.SLICED_MEMORY_PERCENT)]
+        mib = [_count(v.raw) for v in c.find(KeyKind.SLICED_MEMORY_MIB)]
+        try:
+            return sliced_units(
+                percent[0] if percent and percent[0] else None, mib[0] if mib and mib[0] else None, card_mib
+            )
+        except ValueError:  # no memory named, or a card of no memory
+            return 0
+    return 0
+
+
 def partitioned_units(profile_mib: int, card_mib: int) -> int:
     """The ``.partitioned.units`` of a partition: floor(profile MiB x M / card MiB), as a same-VRAM slice costs."""
     return mib_to_units(profile_mib, card_mib)

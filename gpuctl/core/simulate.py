@@ -26,9 +26,21 @@ from typing import Any
 from gpuctl.core import naming
 from gpuctl.core.admission import JSON
 from gpuctl.core.allocator import FAMILY_MODE, Grant, Refusal, allocate
-from gpuctl.core.capacity import node_allocatable
-from gpuctl.core.credits import cards_text, pod_requests, quota_room, transform
-from gpuctl.core.explain import FAILED, HELD, NOT_REACHED, PASSED, Explanation, Gate, gate1
+from gpuctl.core.capacity import advertised, node_allocatable
+from gpuctl.core.credits import pod_requests
+from gpuctl.core.explain import (
+    CLEARED,
+    FAILED,
+    HELD,
+    NOT_APPLICABLE,
+    NOT_REACHED,
+    PASSED,
+    QUOTA,
+    TAS_PLACEMENT,
+    Explanation,
+    Gate,
+    gate1,
+)
 from gpuctl.core.fit import (
     READY,
     FitContext,
@@ -43,7 +55,9 @@ from gpuctl.core.naming import Family
 from gpuctl.core.nodes import Node
 from gpuctl.core.pins import FIT_PREFIXES, PinContext, node_fit_labels
 from gpuctl.core.pods import CardAllocation, Pod
-from gpuctl.core.submissions import Submission, SubmittedPodSet, instance_pod
+from gpuctl.core.quota import QuotaBook, amount_text, flavor_quotas, quota_book, quota_requests
+from gpuctl.core.requests import slice_units_on_card
+from gpuctl.core.submissions import Submission, SubmittedPodSet, instance_pod, template_pod
 from gpuctl.core.tas import Amount, NodeRoom, Room, TasFailure, TasPlacement, node_selector, place, plain, with_pod_slot
 from gpuctl.core.units import M
 from gpuctl.core.webhooks import Kind, WebhookContext, review
@@ -101,18 +115,16 @@ def _grown(state: ClusterState, count: int, like: str) -> ClusterState:
     nodes = dict(state.nodes)
     base = state.nodes.get(like)
     fresh = rebuild_ledger(template, ())  # every card free
-    keys = {k: Fraction(v) for k, v in node_allocatable(fresh).items()}
     for i in range(1, count + 1):
         name = f"{like}-sim-{i}"
         devices[name] = NodeDevices(name, {**template.labels, naming.LABEL_HOSTNAME: name}, fresh.groups, "")
         if base is not None:
-            plain = {k: v for k, v in base.allocatable.items() if naming.classify_resource(k) is None}
             nodes[name] = replace(
                 base,
                 name=name,
                 labels={**base.labels, naming.LABEL_HOSTNAME: name},
-                allocatable={**plain, **keys},
-                capacity={**plain, **keys},
+                allocatable=advertised(base.allocatable, fresh),
+                capacity=advertised(base.capacity, fresh),
             )
     node_labels = base.labels if base is not None else template.labels
     queues = dict(state.cluster_queues)
@@ -224,7 +236,7 @@ def _requests(spec: Mapping[str, Any]) -> _PodRequests:
     got = _REQUESTS_MEMO.get(key) if key is not None else None
     if got is None:
         raw = pod_requests(spec)
-        got = _PodRequests(raw, with_pod_slot(raw), plain(_quota_view(spec)))
+        got = _PodRequests(raw, with_pod_slot(raw), plain(quota_requests(spec)))
         if key is not None and len(_REQUESTS_MEMO) < 4096:
             _REQUESTS_MEMO[key] = got
     return got
@@ -249,20 +261,13 @@ class _SpecRequests:
         return got[1]
 
 
-def _quota_view(spec: Mapping[str, Any]) -> dict[str, Fraction]:
-    """One Pod's requests as Kueue's quota counts them: accelerator keys folded into credits, the rest as is."""
-    raw = pod_requests(spec)
-    out: dict[str, Fraction] = {k: Fraction(v) for k, v in transform(raw).items()}
-    for k, v in raw.items():
-        if naming.classify_resource(k) is None and not k.startswith("device.gpustack.ai/") and v:
-            out[k] = out.get(k, Fraction(0)) + v
-    return out
+@dataclass(frozen=True, slots=True)
+class _Unreserved:
+    """Why Kueue reserves no quota: its message, which half of gate 2 said no, and the quota lines read."""
 
-
-def _amount(resource: str, value: Fraction | int) -> str:
-    if resource.startswith(naming.CREDITS_PREFIX):
-        return f"{int(value)} credits ({cards_text(Fraction(value, M))})"
-    return f"{float(value):g}" if value.denominator != 1 else str(value.numerator)
+    message: str
+    part: str
+    evidence: list[str]
 
 
 @dataclass
@@ -308,21 +313,22 @@ class Simulator:
                 self.pods_by_node.setdefault(p.node_name, []).append(p)
         self.free: dict[str, Room] = {}
         self.requests = _SpecRequests()
+        self.touched: set[str] = set()
+        """Nodes whose ledger the simulation changed: their keys and fit labels are recomputed from it."""
         self._init_room()
         self.labels: dict[str, Mapping[str, str]] = {}
         """Labels as TAS reads them, computed when a node is first considered."""
-        self.touched: set[str] = set()
-        """Nodes whose ledger the simulation changed (their published fit labels no longer hold)."""
         self.flavor_nodes: dict[str, list[str]] = {}
         self.candidates: dict[tuple[str, str, str], tuple[list[NodeRoom], int, dict[str, int]]] = {}
         """Candidate nodes per (flavor, node selector, affinity), until the working copy changes."""
         self.placements: dict[tuple[Any, ...], TasPlacement | TasFailure] = {}
         """TAS's answer per (candidates, Pods, one Pod's requests, topology), until the working copy changes."""
         """Flavor → the Ready, schedulable nodes carrying its labels (fit labels are not among them)."""
-        self.usage: dict[tuple[str, str, str], Amount] = {}
-        for w in self.workloads:
-            if w.quota_reserved and not w.finished and w.cluster_queue:
-                self._charge_quota(w)
+        self.book: QuotaBook = quota_book(state.cluster_queues, self.workloads, _quota_requests)
+        """Each queue's quota and usage as read: its status's report where it has one (what Kueue admits against),
+        else its reserved Workloads' sum."""
+        self.usage: dict[tuple[str, str, str], Fraction] = dict(self.book.usage)
+        """The working copy's usage: the book's, changed by every Workload admitted or removed since."""
         self.fit_context = self._context()
 
     # -- derived state ----------------------------------------------------------------------------------------
@@ -365,10 +371,13 @@ class Simulator:
         return labels
 
     def _allocatable(self, node: str) -> Mapping[str, Amount]:
+        """A node's keys as the device plugin advertises them: the Node's own as read, until the working copy changes
+        the node's ledger; then recomputed from that ledger (a card freed of its slices advertises its whole-card
+        token healthy again, a card taken in another mode its other tokens unhealthy)."""
         n = self.state.nodes.get(node)
-        if n is not None:
-            return n.allocatable
         d = self.ledgers.get(node)
+        if n is not None:
+            return advertised(n.allocatable, d) if node in self.touched and d is not None else n.allocatable
         room: dict[str, Amount] = dict(node_allocatable(d)) if d else {}
         room["pods"] = 110
         return room
@@ -516,6 +525,7 @@ class Simulator:
         grown = _grown(self.state, count, like)
         added = [n for n in grown.devices if n not in self.state.devices]
         self.state = grown
+        self.book = replace(self.book, queues=grown.cluster_queues)
         self.flavor_nodes = {}
         self.candidates = {}
         self.placements = {}
@@ -546,10 +556,10 @@ class Simulator:
             self.check_ledgers[node] = rebuild_ledger(
                 base, [p for p in pods if (p.namespace, p.workload) not in self.simulated]
             )
+        self.touched.add(node)
         if node in self.free:
             self.free[node] = self._room(node)
         self.labels.pop(node, None)
-        self.touched.add(node)
         self.candidates.clear()
         self.placements.clear()
 
@@ -564,22 +574,17 @@ class Simulator:
                 flavor = a.flavors.get(resource)
                 if flavor:
                     key = (w.cluster_queue, flavor, resource)
-                    self.usage[key] = self.usage.get(key, 0) + sign * value * count
+                    self.usage[key] = self.usage.get(key, Fraction(0)) + sign * value * count
 
-    def _quota(self, cq: str, flavor: str, resource: str) -> tuple[Fraction, Fraction, Fraction] | None:
-        """(nominal, used, available) of a resource in a flavor for a queue, with cohort borrowing."""
-        quotas = {n: q.quotas for n, q in self.state.cluster_queues.items()}
-        cohorts = {n: q.cohort for n, q in self.state.cluster_queues.items()}
+    def _usage(self) -> dict[tuple[str, str, str], Fraction]:
+        """The usage quota is judged against: the working copy's, with every ``--at-quota`` queue using all its
+        nominal."""
         usage = dict(self.usage)
         for q in self.at_quota:
             for fq in self.state.cluster_queues[q].quotas:
-                usage[(q, fq.flavor, fq.resource)] = max(
-                    usage.get((q, fq.flavor, fq.resource), Fraction(0)), fq.nominal
-                )
-        room = quota_room(cq, flavor, resource, quotas, cohorts, usage)
-        if room is None:
-            return None
-        return room.nominal, room.used, room.available
+                key = (q, fq.flavor, fq.resource)
+                usage[key] = max(usage.get(key, Fraction(0)), fq.nominal)
+        return usage
 
     # -- gates ------------------------------------------------------------------------------------------------
 
@@ -639,6 +644,37 @@ class Simulator:
             if spec != sub.pod.get("spec"):
                 evidence.append("the Pod webhook folded the request (and pinned it where the rules say)")
             sub = replace(sub, podsets=tuple(replace(ps, spec=spec) for ps in sub.podsets))
+        else:
+            reviewed = []
+            for ps in sub.podsets:
+                # A template-built PodSet: its Pods reach the Pod webhook only after admission, and only when the
+                # template carries the queue label; Kueue's quota and TAS see the template as written.
+                pod = template_pod(f"{sub.name}-{ps.name}", sub.namespace, ps)
+                answer = review(Kind.POD, "CREATE", pod, None, ctx)
+                if not answer.allowed:
+                    return (
+                        sub,
+                        None,
+                        Gate(
+                            1,
+                            FAILED,
+                            f"the Pod webhook will deny the Pods of pod set {ps.name}",
+                            (str(answer.message),),
+                            "fix the request in the Pod template; `gpuctl webhook dry-run pod -f FILE` shows the webhook's answer",
+                        ),
+                    )
+                spec = (answer.mutated or pod).get("spec") or {}
+                if naming.LABEL_QUEUE_NAME not in ps.labels:
+                    evidence.append(
+                        f"the Pods of pod set {ps.name} carry no {naming.LABEL_QUEUE_NAME} label: the Pod webhook "
+                        "does not review them, and the allocator sizes them as the template writes them"
+                    )
+                elif spec != ps.spec:
+                    evidence.append(
+                        f"the Pod webhook folds the Pods of pod set {ps.name} (the template Kueue reads stays unfolded)"
+                    )
+                reviewed.append(replace(ps, pod_spec=spec))
+            sub = replace(sub, podsets=tuple(reviewed))
         obj = sub.workload_object()
         pinned = review(Kind.WORKLOAD, "CREATE", obj, None, ctx)
         wobj = pinned.mutated if pinned.allowed and pinned.mutated is not None else obj
@@ -711,43 +747,33 @@ class Simulator:
             out.append(NodeRoom(name, labels, self.free[name]))
         return out, len(names), excluded
 
-    def _reserve(self, w: Workload, cq: ClusterQueue, sub: Submission) -> _Reserved | str:
+    def _reserve(self, w: Workload, cq: ClusterQueue, sub: Submission) -> _Reserved | _Unreserved:
         """Kueue's flavor assignment for every PodSet: quota first, then the TAS placement; the first flavor that
-        takes the PodSet wins. Returns what it reserved, or why it cannot."""
+        takes the PodSet wins. Returns what it reserved, or why it cannot (and which half of gate 2 said no)."""
         reserved = _Reserved()
+        usage = self._usage()
         for ps, sps in zip(w.podsets, sub.podsets, strict=True):
-            per_pod = _quota_requests(ps.spec)
-            wanted = {r: v * ps.count for r, v in per_pod.items()}
-            flavors = list(dict.fromkeys(q.flavor for q in cq.quotas if q.resource in wanted))
-            if not flavors:
+            wanted = {r: v * ps.count for r, v in _quota_requests(ps.spec).items()}
+            tried = flavor_quotas(self.book, cq, wanted, usage, reserved.usage)
+            if not tried:
                 if any(r.startswith(naming.CREDITS_PREFIX) for r in wanted) and cq.quotas:
-                    return f"couldn't assign flavors to pod set {ps.name}: the ClusterQueue covers none of {', '.join(sorted(wanted))}"
+                    return _Unreserved(
+                        f"couldn't assign flavors to pod set {ps.name}: the ClusterQueue covers none of "
+                        f"{', '.join(sorted(wanted))}",
+                        QUOTA,
+                        reserved.evidence,
+                    )
                 reserved.hosts[ps.name] = None
                 reserved.evidence.append(f"pod set {ps.name}: the ClusterQueue covers none of its resources")
                 continue
             reasons: list[str] = []
-            for fname in flavors:
-                short = []
-                lines = []
-                for resource, value in sorted(wanted.items()):
-                    q = self._quota(cq.name, fname, resource)
-                    if q is None:
-                        continue
-                    nominal, used, available = q
-                    available -= reserved.usage.get((fname, resource), Fraction(0))
-                    lines.append(
-                        f"{resource} in flavor {fname}: requests {_amount(resource, value)}; "
-                        f"{_amount(resource, max(available, Fraction(0)))} available (nominal {_amount(resource, nominal)}, used {_amount(resource, used)})"
-                    )
-                    if value > available:
-                        short.append(
-                            f"insufficient unused quota for {resource} in flavor {fname}, "
-                            f"{_amount(resource, value - max(available, Fraction(0)))} more needed"
-                        )
-                if short:
-                    reasons.extend(short)
-                    reserved.evidence.extend(lines)
+            placement_failed = False
+            for fq in tried:
+                reserved.evidence.extend(fq.lines)
+                if fq.short:
+                    reasons.extend(fq.short)
                     continue
+                fname = fq.flavor
                 flavor = self.state.flavors.get(fname)
                 hosts: tuple[tuple[str, int], ...] | None = None
                 if flavor is not None and flavor.topology_name:
@@ -756,6 +782,7 @@ class Simulator:
                         reasons.append(
                             f"flavor {fname}: topology {flavor.topology_name} does not end at {naming.LABEL_HOSTNAME}, which this simulator places at"
                         )
+                        placement_failed = True
                         continue
                     nodes, total, excluded = self._nodes_for(flavor, ps.spec)
                     slot = _requests(ps.spec).slot
@@ -773,14 +800,13 @@ class Simulator:
                         )
                     if isinstance(placed, TasFailure):
                         reasons.append(placed.message)
-                        reserved.evidence.extend(lines)
+                        placement_failed = True
                         continue
                     hosts = placed.hosts
                 reserved.flavors[ps.name] = fname
                 reserved.hosts[ps.name] = hosts
                 for resource, value in wanted.items():
                     reserved.usage[(fname, resource)] = reserved.usage.get((fname, resource), Fraction(0)) + value
-                reserved.evidence.extend(lines)
                 if hosts:
                     reserved.evidence.append(
                         f"TAS places pod set {ps.name} on "
@@ -788,7 +814,11 @@ class Simulator:
                     )
                 break
             else:
-                return f"couldn't assign flavors to pod set {ps.name}: " + ", ".join(reasons)
+                return _Unreserved(
+                    f"couldn't assign flavors to pod set {ps.name}: " + ", ".join(reasons),
+                    TAS_PLACEMENT if placement_failed else QUOTA,
+                    reserved.evidence,
+                )
         return reserved
 
     def _gate2(self, w: Workload) -> tuple[Gate, ClusterQueue | None]:
@@ -851,53 +881,47 @@ class Simulator:
         if cq is None or g2.verdict != PASSED:
             return outcome([g1, g2])
         got = self._reserve(w, cq, sub)
-        if isinstance(got, str):
+        books = tuple(self.book.differences(cq.name))
+        if isinstance(got, _Unreserved):
             g2 = Gate(
                 2,
                 HELD,
-                got,
-                g2.evidence + tuple(_dedupe(self._quota_lines(w, cq))),
-                "wait for admitted Workloads of this pool to finish, or grow the pool; `--suggest` tries both",
+                got.message,
+                g2.evidence + tuple(_dedupe(got.evidence)) + books,
+                (
+                    "wait for admitted Workloads of this pool to finish, or grow the pool; `--suggest` tries both"
+                    if got.part == QUOTA
+                    else "no node of the flavor has room for the Pods as TAS counts it (capacity keys, fit labels, "
+                    "selectors); `--suggest` tries what would make room"
+                ),
+                part=got.part,
             )
             return outcome([g1, g2], cluster_queue=cq.name)
-        g2 = Gate(2, PASSED, f"quota reserved in ClusterQueue {cq.name}", g2.evidence + tuple(got.evidence))
+        g2 = Gate(2, PASSED, f"quota reserved in ClusterQueue {cq.name}", g2.evidence + tuple(got.evidence) + books)
         reserved = _reserved_record(w, cq, got)
         kept = {"cluster_queue": cq.name, "reservation": reserved.assignments}
         g3, verdict_ok = self._gate3(reserved, cq)
         if not verdict_ok:
             return outcome([g1, g2, g3], **kept)
-        hosts = self._schedule(reserved, got)
-        g4 = self._gate4(reserved, hosts)
+        specs = {ps.name: ps.pods_spec for ps in sub.podsets}
+        hosts = self._schedule(reserved, got, specs)
+        g4 = self._gate4(reserved, hosts, specs)
         if g4.verdict != PASSED:
             return outcome([g1, g2, g3, g4], **kept)
-        g5, pods = self._gate5(reserved, got, hosts)
-        if g5.verdict != PASSED:
+        g5, pods = self._gate5(reserved, got, hosts, specs)
+        if g5.verdict not in CLEARED:
             return outcome([g1, g2, g3, g4, g5], **kept)
         if commit:
             self._commit(reserved, pods)
         return outcome([g1, g2, g3, g4, g5], placement=_placement(pods), **kept)
 
-    def _quota_lines(self, w: Workload, cq: ClusterQueue) -> list[str]:
-        lines = []
-        for ps in w.podsets:
-            for resource, value in sorted(_quota_requests(ps.spec).items()):
-                for fname in dict.fromkeys(q.flavor for q in cq.quotas if q.resource == resource):
-                    q = self._quota(cq.name, fname, resource)
-                    if q is not None:
-                        nominal, used, available = q
-                        lines.append(
-                            f"{resource} in flavor {fname}: requests {_amount(resource, value * ps.count)}; "
-                            f"{_amount(resource, available)} available (nominal {_amount(resource, nominal)}, used {_amount(resource, used)})"
-                        )
-        return lines
-
     def _gate3(self, w: Workload, cq: ClusterQueue) -> tuple[Gate, bool]:
         if naming.NODE_DEVICES_CHECK not in cq.admission_checks:
             return Gate(
-                3, PASSED, f"ClusterQueue {cq.name} does not reference the {naming.NODE_DEVICES_CHECK} check"
+                3, NOT_APPLICABLE, f"ClusterQueue {cq.name} does not reference the {naming.NODE_DEVICES_CHECK} check"
             ), True
         if not any(a.credit_flavors for a in w.assignments):
-            return Gate(3, PASSED, "the Workload gets no accelerator flavor, so it carries no check"), True
+            return Gate(3, NOT_APPLICABLE, "the Workload gets no accelerator flavor, so it carries no check"), True
         verdict = judge_workload(w, self.fit_context)
         evidence = [f"check: {verdict.state}: {verdict.message}"]
         if verdict.inflight:
@@ -930,7 +954,9 @@ class Simulator:
             False,
         )
 
-    def _schedule(self, w: Workload, got: _Reserved) -> dict[str, tuple[tuple[str, int], ...]]:
+    def _schedule(
+        self, w: Workload, got: _Reserved, specs: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, tuple[tuple[str, int], ...]]:
         """The nodes each PodSet's Pods are bound to: TAS's assignment, or (without one) the first nodes by name
         whose keys hold a Pod — the scheduler's scoring is not modelled."""
         out: dict[str, tuple[tuple[str, int], ...]] = {}
@@ -941,7 +967,7 @@ class Simulator:
                 continue
             fname = got.flavors.get(ps.name)
             flavor = self.state.flavors.get(fname) if fname else None
-            per_pod = _requests(ps.spec).slot
+            per_pod = _requests(specs.get(ps.name, ps.spec)).slot
             if flavor is not None:
                 rooms, _, _ = self._nodes_for(flavor, ps.spec)
             else:
@@ -961,12 +987,15 @@ class Simulator:
             out[ps.name] = tuple(placed) if left == 0 else ()
         return out
 
-    def _gate4(self, w: Workload, hosts: Mapping[str, tuple[tuple[str, int], ...]]) -> Gate:
+    def _gate4(
+        self, w: Workload, hosts: Mapping[str, tuple[tuple[str, int], ...]], specs: Mapping[str, Mapping[str, Any]]
+    ) -> Gate:
+        """Each Pod, as the Pod webhook left it, against the keys its node has left."""
         evidence: list[str] = []
         short: list[str] = []
         used: dict[str, dict[str, Amount]] = {}
         for ps in w.podsets:
-            per_pod = _requests(ps.spec).slot
+            per_pod = _requests(specs.get(ps.name, ps.spec)).slot
             if not hosts.get(ps.name):
                 short.append(f"pod set {ps.name}: no node's keys hold its {ps.count} Pod(s)")
                 continue
@@ -978,7 +1007,7 @@ class Simulator:
                     have = free.get(k, 0)
                     if (naming.classify_resource(k) is not None or k in ("cpu", "memory", "pods")) and need > have:
                         short.append(
-                            f"{node}: {k}: requests {_amount(k, Fraction(need))}, {_amount(k, Fraction(max(have, 0)))} free"
+                            f"{node}: {k}: requests {amount_text(k, Fraction(need))}, {amount_text(k, Fraction(max(have, 0)))} free"
                         )
                     taken[k] = need
                 evidence.append(f"{node}: {pods} Pod(s) of {ps.name} fit its keys")
@@ -993,21 +1022,31 @@ class Simulator:
         return Gate(4, PASSED, "every Pod fits its node's capacity keys", tuple(evidence))
 
     def _gate5(
-        self, w: Workload, got: _Reserved, hosts: Mapping[str, tuple[tuple[str, int], ...]]
+        self,
+        w: Workload,
+        got: _Reserved,
+        hosts: Mapping[str, tuple[tuple[str, int], ...]],
+        specs: Mapping[str, Mapping[str, Any]],
     ) -> tuple[Gate, list[Pod]]:
+        """Allocate, card by card, for each Pod as the Pod webhook left it (a template-built Workload's Pods carry the
+        folded units its template lacks; a slice no webhook folded is sized by the memory it asks)."""
         pods: list[Pod] = []
         evidence: list[str] = []
         working: dict[str, dict[tuple[str, str], list[Card]]] = {}
+        asked_any = False
         for ps in w.podsets:
             fname = got.flavors.get(ps.name)
             flavor = self.state.flavors.get(fname) if fname else None
-            containers = _accelerator_container(ps.spec)
-            requests = pod_requests(ps.spec)
+            spec = specs.get(ps.name, ps.spec)
+            containers = _accelerator_container(spec)
+            requests = pod_requests(spec)
+            demands = podset_demands(PodSet(ps.name, 1, spec))
+            asked_any = asked_any or bool(demands)
             for node, count in hosts.get(ps.name, ()):
                 ledger = self.ledgers.get(node)
                 for i in range(count):
                     allocations: list[CardAllocation] = []
-                    for d in podset_demands(PodSet(ps.name, 1, ps.spec)):
+                    for d in demands:
                         if ledger is None:
                             return (
                                 Gate(
@@ -1035,11 +1074,14 @@ class Simulator:
                         for n in asked * (d.pods if d.family in (Family.SLICED, Family.PARTITIONED) else 1):
                             result: tuple[list[Grant], list[Card]] | Refusal = Refusal("-", "no card of the flavor")
                             for g in groups:
+                                units = d.units
+                                if d.family is Family.SLICED and not units:
+                                    units = slice_units_on_card(spec, d.manufacturer, g.memory_mib)
                                 result = allocate(
                                     node_cards[(g.manufacturer, g.id)],
                                     d.family,
                                     count=n,
-                                    units=d.units,
+                                    units=units,
                                     profile=d.profile,
                                 )
                                 if not isinstance(result, Refusal):
@@ -1088,6 +1130,8 @@ class Simulator:
                         evidence.append(
                             f"pod {i + 1} of {ps.name} on {node}: " + ", ".join(a.card_id for a in allocations)
                         )
+        if not asked_any:
+            return Gate(5, NOT_APPLICABLE, "no container asks for an accelerator: Allocate has nothing to settle"), pods
         return Gate(5, PASSED, "Allocate grants every accelerator container its cards", tuple(evidence)), pods
 
     # -- commit -----------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ turns into, and which of them the Pod webhook sees first.
   one pod group, a Workload with one PodSet of ``replicas`` Pods. Their Pods carry the queue label, so the Pod
   webhook sees them too.
 - A **Job** is one Workload built from its template (``parallelism`` Pods) before any Pod exists: the template is
-  taken as written, unfolded, as Kueue's job integration takes it.
+  taken as written, unfolded, as Kueue's job integration takes it. Its Pods carry the template's labels, so the Pod
+  webhook reviews them (and folds them) only when the template itself carries the queue label.
 - A **Workload** is taken as it is.
 - An **Instance** is defaulted by its webhook, then its Pod is rendered with the InstanceType's entrance as queue.
 """
@@ -39,6 +40,15 @@ class SubmittedPodSet:
     spec: JSON
     """The Pod template's spec."""
     topology: TopologyRequest | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """The Pod template's labels (what the Pod webhook's selector reads on the Pods a template-built PodSet makes)."""
+    pod_spec: JSON | None = None
+    """The spec of the Pods this PodSet creates as the Pod webhook leaves them, once gate 1 has reviewed them (None:
+    the template's own). Gates 4 and 5 size each Pod by it; Kueue's quota and TAS see the template."""
+
+    @property
+    def pods_spec(self) -> JSON:
+        return self.spec if self.pod_spec is None else self.pod_spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +75,10 @@ class Submission:
         """The Workload object Kueue would create (before the Workload webhook pins it)."""
         podsets = []
         for ps in self.podsets:
-            entry: JSON = {"name": ps.name, "count": ps.count, "template": {"spec": deep_copy(ps.spec)}}
+            template: JSON = {"spec": deep_copy(ps.spec)}
+            if ps.labels:
+                template["metadata"] = {"labels": dict(ps.labels)}
+            entry: JSON = {"name": ps.name, "count": ps.count, "template": template}
             if ps.topology is not None:
                 entry["topologyRequest"] = (
                     {"unconstrained": True}
@@ -120,6 +133,20 @@ def _queue(meta: Mapping[str, Any], source: str, kind: str) -> str:
     return queue
 
 
+def _labels_of(template_meta: Mapping[str, Any], source: str) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _mapping(template_meta.get("labels"), "labels", source).items()}
+
+
+def template_pod(name: str, namespace: str, ps: SubmittedPodSet) -> JSON:
+    """A Pod a template-built PodSet creates (its template's labels and spec), as the Pod webhook receives it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(ps.labels)},
+        "spec": deep_copy(ps.spec),
+    }
+
+
 def _pod_for(name: str, namespace: str, queue: str, template_meta: Mapping[str, Any], spec: JSON) -> JSON:
     labels = {str(k): str(v) for k, v in _mapping(template_meta.get("labels"), "labels", name).items()}
     labels[naming.LABEL_QUEUE_NAME] = queue
@@ -163,7 +190,7 @@ def submissions_from_manifest(obj: Any, source: str, default_namespace: str = "d
         top = _mapping(obj.get("spec"), "spec", source)
         if kind == "Job":
             n = _count(top.get("parallelism"), "spec.parallelism", source)
-            ps = SubmittedPodSet("main", n, spec, topology)
+            ps = SubmittedPodSet("main", n, spec, topology, _labels_of(template_meta, source))
             return [Submission(kind, namespace, name, queue, (ps,), labels=labels)]
         replicas = _count(top.get("replicas"), "spec.replicas", source)
         if kind == "StatefulSet":
@@ -200,6 +227,7 @@ def submissions_from_manifest(obj: Any, source: str, default_namespace: str = "d
                         _mapping(raw.get("topologyRequest"), "topologyRequest", source),
                         _mapping(tmeta.get("annotations"), "annotations", source),
                     ),
+                    _labels_of(tmeta, source),
                 )
             )
         priority = spec.get("priority")

@@ -139,7 +139,7 @@ def resubmission(w: Workload) -> Submission:
         w.namespace,
         w.name,
         w.queue_name,
-        tuple(SubmittedPodSet(ps.name, ps.count, dict(ps.spec)) for ps in w.podsets),
+        tuple(SubmittedPodSet(ps.name, ps.count, dict(ps.spec), labels=ps.labels) for ps in w.podsets),
         w.priority,
     )
 

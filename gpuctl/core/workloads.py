@@ -130,6 +130,8 @@ class PodSet:
     count: int
     spec: Mapping[str, Any]
     """The Pod template's spec, as written (read by the demand parser and the fit pin)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """The Pod template's labels."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,12 +201,25 @@ class Workload:
         return None
 
 
+_NO_LABELS: Mapping[str, str] = {}
+
+
+def _template_labels(template: Any) -> Mapping[str, str]:
+    labels = _m(_m(_m(template).get("metadata")).get("labels"))
+    return {str(k): str(v) for k, v in labels.items()} if labels else _NO_LABELS
+
+
 def parse_workload(obj: Mapping[str, Any]) -> Workload:
     meta = _m(obj.get("metadata"))
     spec = _m(obj.get("spec"))
     status = _m(obj.get("status"))
     podsets = tuple(
-        PodSet(str(_m(p).get("name") or "main"), _int(_m(p).get("count"), 1), _m(_m(_m(p).get("template")).get("spec")))
+        PodSet(
+            str(_m(p).get("name") or "main"),
+            _int(_m(p).get("count"), 1),
+            _m(_m(_m(p).get("template")).get("spec")),
+            _template_labels(_m(p).get("template")),
+        )
         for p in _l(spec.get("podSets"))
     )
     admission = _m(status.get("admission"))
@@ -334,6 +349,11 @@ class ClusterQueue:
     quotas: tuple[FlavorQuota, ...] = ()
     """Every flavor's quota per resource, in the order Kueue tries the flavors."""
     queueing_strategy: str = "BestEffortFIFO"
+    reported: tuple[tuple[str, str, Fraction], ...] = ()
+    """(flavor, resource, total) the queue's status reports used, what Kueue admits against."""
+    reported_field: str = ""
+    """The status field ``reported`` comes from (``flavorsReservation``, else ``flavorsUsage``); "" when the status
+    reports none."""
 
     @property
     def instancetype_mark(self) -> bool:
@@ -371,6 +391,17 @@ def parse_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
         for f in _l(g.get("flavors"))
         for r in _l(_m(f).get("resources"))
     )
+    reported: list[tuple[str, str, Fraction]] = []
+    reported_field = ""
+    for field_name in ("flavorsReservation", "flavorsUsage"):
+        entries = _l(status.get(field_name))
+        if entries:
+            reported_field = field_name
+            for f in entries:
+                for r in _l(_m(f).get("resources")):
+                    total = _quantity(_m(r).get("total"))
+                    reported.append((str(_m(f).get("name", "")), str(_m(r).get("name", "")), total or Fraction(0)))
+            break
     return ClusterQueue(
         name=str(meta.get("name", "")),
         labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},
@@ -385,6 +416,8 @@ def parse_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
         cohort=str(spec.get("cohortName") or spec.get("cohort") or ""),
         quotas=quotas,
         queueing_strategy=str(spec.get("queueingStrategy") or "BestEffortFIFO"),
+        reported=tuple(reported),
+        reported_field=reported_field,
     )
 
 

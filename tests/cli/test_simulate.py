@@ -106,7 +106,7 @@ def test_the_table_names_the_gate_and_the_cards() -> None:
     assert code == 0
     assert out.splitlines()[0] == "Pod team-a/embed-small: would be admitted on a10g-1 (GPU-0001)"
     code, out, _ = run("-f", "-", "--suggest", stdin=whole_cards("three", 3))
-    assert "Workload team-a/three: would be held at gate 2 (Kueue credits quota)" in out
+    assert "Workload team-a/three: would be held at gate 2 (Kueue quota)" in out
     assert "  would admit: 1 Workload(s) finish: team-a/batch (priority 0)" in out
 
 

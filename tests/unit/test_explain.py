@@ -106,7 +106,11 @@ def test_held_at_gate_2_by_quota() -> None:
     e = explain_workload(parse_workload(w), context(cluster_queue(reserved_cards=6), FREE))
     assert e.held_by == 2
     assert verdicts(e) == [PASSED, HELD, NOT_REACHED, NOT_REACHED, NOT_REACHED]
-    assert e.gates[1].summary == "not enough credits.gpustack.ai/nvidia quota: short by 3200000 credits (2 cards)"
+    assert e.gates[1].summary == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for credits.gpustack.ai/nvidia in flavor "
+        "f-a10g, 3200000 credits (2 cards) more needed"
+    )
+    assert e.gates[1].part == "quota" and e.gates[1].name == "Kueue quota"
     assert any("insufficient unused quota" in x for x in e.gates[1].evidence)
 
 
