@@ -101,6 +101,7 @@ def pool_items(
                 "shapesFrom": "--shape" if shapes else ("pending" if asked else "reference"),
                 "views": {v.view: _view_dict(v) for v in per_view if v.fits},
                 "hints": [],
+                "tried": [],
             }
         )
     if wants_hint:
@@ -110,7 +111,9 @@ def pool_items(
             if item["name"] in wants_hint:
                 nodes, k = wants_hint[item["name"]]
                 key = by_type[item["name"]].accelerator_group
-                item["hints"] = [h.to_dict() for h in defrag_hints(simulator, item["name"], nodes, key, k)]
+                hints, tried = defrag_hints(simulator, item["name"], nodes, key, k)
+                item["hints"] = [h.to_dict() for h in hints]
+                item["tried"] = [h.to_dict() for h in tried]
     return items
 
 
@@ -153,7 +156,9 @@ def fleet_items(per: dict[str, list[dict[str, Any]]], active: dict[str, set[str]
                 "score": score,
                 "shapes": list(mv["shapes"].values()),
             }
-        out.append({"name": name, "clusters": m["clusters"], "pending": m["pending"], "views": views, "hints": []})
+        out.append(
+            {"name": name, "clusters": m["clusters"], "pending": m["pending"], "views": views, "hints": [], "tried": []}
+        )
     return out
 
 
@@ -162,9 +167,7 @@ def _hint_text(item: dict[str, Any]) -> str:
     if not hints:
         return "-"
     h = hints[0]
-    return f"{len(h['workloads'])} to move on {h['node']} frees {h['freeCards']} card(s)" + (
-        "" if h["admitted"] else " (not proven)"
-    )
+    return f"{len(h['workloads'])} to move on {h['node']} frees {h['freeCards']} card(s)"
 
 
 def _rows(item: dict[str, Any]) -> list[list[str]]:

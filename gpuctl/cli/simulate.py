@@ -16,7 +16,7 @@ from gpuctl.cli.render import OutputSpec
 if TYPE_CHECKING:
     from gpuctl.core.simulate import ClusterState, Outcome, Simulator
     from gpuctl.core.submissions import Submission
-    from gpuctl.core.suggest import Unblocker
+    from gpuctl.core.suggest import Suggestions
 
 MAX_SUBMISSIONS = 1000
 MAX_GROWTH = 4096
@@ -82,26 +82,27 @@ def _scenario(simulator: "Simulator", without: list[str], drain: list[str], hold
 
 def _run(
     simulator: "Simulator", submissions: list["Submission"], suggest: bool
-) -> list[tuple["Outcome", list["Unblocker"]]]:
+) -> list[tuple["Outcome", "Suggestions | None"]]:
     from gpuctl.core.suggest import unblockers
 
-    results = []
+    results: list[tuple[Outcome, Suggestions | None]] = []
     for sub in submissions:
         before = simulator.copy() if suggest else None
         outcome = simulator.simulate(sub)
-        found = unblockers(before, sub, outcome) if before is not None and not outcome.admitted else []
+        found = unblockers(before, sub, outcome) if before is not None and not outcome.admitted else None
         results.append((outcome, found))
     return results
 
 
-def _item(outcome: "Outcome", found: list["Unblocker"], suggest: bool) -> dict[str, Any]:
+def _item(outcome: "Outcome", found: "Suggestions | None") -> dict[str, Any]:
     item = outcome.to_dict()
-    if suggest and not outcome.admitted:
-        item["unblockers"] = [u.to_dict() for u in found]
+    if found is not None:
+        item["unblockers"] = [u.to_dict() for u in found.found]
+        item["tried"] = [t.to_dict() for t in found.tried]
     return item
 
 
-def _text(results: list[tuple["Outcome", list["Unblocker"]]], wide: bool, note: str) -> str:
+def _text(results: list[tuple["Outcome", "Suggestions | None"]], wide: bool, note: str) -> str:
     parts = [note] if note else []
     for outcome, found in results:
         e = outcome.explanation
@@ -112,8 +113,10 @@ def _text(results: list[tuple["Outcome", list["Unblocker"]]], wide: bool, note: 
         else:
             title = f"{e.kind} {e.namespace}/{e.name}: would be held at gate {held} ({e.gates[held - 1].name})"
         text = explanation_text(e, wide=wide, title=title)
-        for u in found:
-            text += f"  {'would admit' if u.admitted else 'tried'}: {u.change}\n"
+        for u in found.found if found else ():
+            text += f"  would admit: {u.change}\n"
+        for t in found.tried if found else ():
+            text += f"  tried ({t.kind}): {t.why}\n"
         parts.append(text)
     return "\n".join(parts)
 
@@ -230,7 +233,7 @@ def simulate_command(
                     results = _run(simulator, submissions, suggest)
                 else:
                     n, outcomes = grown
-                    results = [(o, []) for o in outcomes]
+                    results = [(o, None) for o in outcomes]
                     note = f"{n} more node(s) like {like} admit every workload"
                     grown_to = {"like": like, "count": n}
             else:
@@ -240,7 +243,7 @@ def simulate_command(
                 results = _run(simulator, submissions, suggest)
         except ScenarioError as exc:
             raise UsageError(str(exc)) from None
-    items = [_item(o, f, suggest) for o, f in results]
+    items = [_item(o, f) for o, f in results]
     payload: dict[str, Any]
     if len(items) == 1 and grown_to is None:
         payload = items[0]

@@ -147,10 +147,11 @@ def test_a_defragmentation_hint_names_the_fewest_workloads_and_is_proven() -> No
     ]
     sim = Simulator(state_of(pool({"n1": 4}, nominal_cards=8, extra=extra)))
     cq = "gpustack--nvidia-a10g-linux-amd64"
-    [three] = defrag_hints(sim, cq, ["n1"], KEY, 3)
+    [three], no_tries = defrag_hints(sim, cq, ["n1"], KEY, 3)
+    assert no_tries == []
     assert (three.node, three.cards, three.admitted) == ("n1", 3, True)
     assert sorted(three.workloads) == ["team-a/high", "team-a/low"]  # both must go for three whole cards
-    [one] = defrag_hints(sim, cq, ["n1"], KEY, 1)
+    [one], _ = defrag_hints(sim, cq, ["n1"], KEY, 1)
     assert one.workloads == ("team-a/low",) and one.admitted  # the lowest priority alone frees two
 
 
