@@ -1,0 +1,472 @@
+"""Cluster states consistent by construction, for the what-if tests.
+
+The design binds the objects of a cluster together; a state built here keeps every binding, so a what-if answer on
+it can be checked against the rules rather than against an accident of the fixture:
+
+- each card's ledger row (``Devices.status``) is what the allocation records of the Pods bound to its node hold: the
+  units summed, one slice slot per slice, the records' mode, partitions at their placements and the profiles still
+  free by the card's geometry;
+- each Node advertises the device plugin's keys for that ledger: a card held in one mode reports the tokens of the
+  other modes unhealthy, so they are not allocatable;
+- each Workload holding cards is admitted on its node by a hostname-level TAS assignment, with the check's ``Ready``,
+  and its Pod carries the ``kueue.x-k8s.io/workload`` annotation and the podset label;
+- each ClusterQueue's ``status.flavorsReservation`` is the credits its reserved Workloads take.
+
+The ledger rows and credits are computed here from the records, with the device manager's and Kueue's arithmetic
+written out (not by the code under test); only the keys a ledger advertises come from ``core.capacity``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuctl.core import naming
+from gpuctl.core.capacity import node_allocatable
+from gpuctl.core.ledger import parse_devices
+from gpuctl.core.units import PERCENT, SHARE, M
+from tests.factories import A10G_MIB, H100_MIB, H100_PROFILES, container, devices, instancetype, physical_profiles
+
+JSON = dict[str, Any]
+NS = "team-a"
+MODE_EXCLUSIVE, MODE_SHARED, MODE_SLICED, MODE_PARTITIONED = 1, 2, 3, 4
+CREATED = "2026-12-01T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class Model:
+    """One accelerator model of the state, with its pool (InstanceType, flavor, queues)."""
+
+    group_id: str
+    product: str
+    memory_mib: int
+    profiles: dict[str, tuple[int, int, tuple[int, ...], int, int]] = field(default_factory=dict, hash=False)
+
+    @property
+    def key(self) -> str:
+        return naming.accelerator_key("nvidia", self.group_id)
+
+    @property
+    def pool(self) -> str:
+        return f"gpustack--{self.key}-linux-amd64"
+
+    @property
+    def entrance(self) -> str:
+        return naming.queue_entrance(self.pool)
+
+    @property
+    def flavor(self) -> str:
+        return f"f-{self.group_id}"
+
+
+A10G = Model("a10g", "NVIDIA A10G", A10G_MIB)
+H100 = Model("h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", H100_MIB, H100_PROFILES)
+BASE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Hold:
+    """What one Pod holds of one card: ``mode`` 1 exclusive, 2 shared, 3 a slice of ``percent``, 4 a partition of
+    ``profile`` at memory slice ``start``."""
+
+    card: int
+    mode: int
+    percent: int = 0
+    profile: str = ""
+    start: int = 0
+
+
+def whole(*cards: int) -> list[Hold]:
+    return [Hold(c, MODE_EXCLUSIVE) for c in cards]
+
+
+def shares(*cards: int) -> list[Hold]:
+    return [Hold(c, MODE_SHARED) for c in cards]
+
+
+def slice_of(card: int, percent: int) -> list[Hold]:
+    return [Hold(card, MODE_SLICED, percent)]
+
+
+def partition(card: int, profile: str, start: int) -> list[Hold]:
+    return [Hold(card, MODE_PARTITIONED, profile=profile, start=start)]
+
+
+def units_of(model: Model, h: Hold) -> int:
+    """The units Allocate records for one hold: a whole card M, a share M/10, a slice its percent, a partition its
+    profile's memory over the card's."""
+    if h.mode == MODE_EXCLUSIVE:
+        return M
+    if h.mode == MODE_SHARED:
+        return SHARE
+    if h.mode == MODE_SLICED:
+        return h.percent * PERCENT
+    return model.profiles[h.profile][3] * M // model.memory_mib
+
+
+def limits_for(model: Model, holds: list[Hold]) -> dict[str, str]:
+    """The requests of a Pod holding ``holds`` (all of one mode), folded as the Pod webhook folds them."""
+    mode = holds[0].mode
+    if mode == MODE_EXCLUSIVE:
+        return {BASE: str(len(holds))}
+    if mode == MODE_SHARED:
+        return {f"{BASE}.shared": str(len(holds))}
+    if mode == MODE_SLICED:
+        return {
+            f"{BASE}.sliced": "1",
+            f"{BASE}.sliced.units": str(units_of(model, holds[0])),
+            f"{BASE}.sliced.memory-percentage": str(holds[0].percent),
+        }
+    return {
+        f"{BASE}.partitioned": "1",
+        f"{BASE}.partitioned.units": str(units_of(model, holds[0])),
+        f"{BASE}.partitioned.mig-{holds[0].profile}": "1",
+    }
+
+
+def credits_of(limits: dict[str, str], count: int = 1) -> int:
+    """Kueue's credits for Pods of these requests (its resource transformation, written out)."""
+    n = {k: int(v) for k, v in limits.items() if k.startswith(BASE)}
+    per_pod = (
+        n.get(BASE, 0) * M
+        + n.get(f"{BASE}.shared", 0) * SHARE
+        + n.get(f"{BASE}.sliced.units", 0) * n.get(f"{BASE}.sliced", 0)
+        + n.get(f"{BASE}.partitioned.units", 0)
+    )
+    return per_pod * count
+
+
+def free_profile_counts(model: Model, taken: list[tuple[int, int]]) -> dict[str, int]:
+    """Each profile's instances one card can still host around the taken memory slices: its legal starts that overlap
+    nothing taken, packed left to right (optimal for one profile's equal-sized slots)."""
+    out = {}
+    for name, (count, length, starts, _mib, _compute) in model.profiles.items():
+        chosen: list[tuple[int, int]] = []
+        for s in starts:
+            span = (s, s + length)
+            if all(span[1] <= a or b <= span[0] for a, b in [*taken, *chosen]):
+                chosen.append(span)
+        out[name] = min(count, len(chosen))
+    return out
+
+
+@dataclass
+class _Holder:
+    name: str | None
+    node: str
+    model: Model
+    holds: list[Hold]
+    priority: int
+    limits: dict[str, str]
+
+
+@dataclass
+class State:
+    """A cluster being built: nodes of one or two models, Workloads holding cards, Workloads waiting."""
+
+    strategy: str = "BestEffortFIFO"
+    check: bool = True
+    nodes: dict[str, tuple[Model, int]] = field(default_factory=dict)
+    holders: list[_Holder] = field(default_factory=list)
+    waiting: list[JSON] = field(default_factory=list)
+    extra: list[JSON] = field(default_factory=list)
+    nominal: dict[str, int] = field(default_factory=dict)
+    """Pool → nominal quota in cards (default: every card of the pool)."""
+
+    def node(self, name: str, cards: int, model: Model = A10G) -> State:
+        self.nodes[name] = (model, cards)
+        return self
+
+    def hold(self, name: str | None, node: str, holds: list[Hold], *, priority: int = 0) -> State:
+        """A Workload ``name`` (None: a Pod outside Kueue) whose one Pod on ``node`` holds ``holds``."""
+        model = self.nodes[node][0]
+        self.holders.append(_Holder(name, node, model, holds, priority, limits_for(model, holds)))
+        return self
+
+    def wait(
+        self,
+        name: str,
+        limits: dict[str, str],
+        *,
+        count: int = 1,
+        priority: int = 0,
+        created: str = CREATED,
+        model: Model = A10G,
+        conditions: list[JSON] | None = None,
+    ) -> State:
+        """A pending Workload (no quota reserved yet) asking ``limits`` per Pod."""
+        self.waiting.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "creationTimestamp": created},
+                "spec": {
+                    "queueName": model.entrance,
+                    "priority": priority,
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": count,
+                            "template": {"spec": {"containers": [container("main", limits)]}},
+                        }
+                    ],
+                },
+                "status": {"conditions": conditions or []},
+            }
+        )
+        return self
+
+    # -- the objects ------------------------------------------------------------------------------------------
+
+    def _models(self) -> list[Model]:
+        return list(dict.fromkeys(m for m, _ in self.nodes.values()))
+
+    def _devices(self, node: str) -> JSON:
+        model, cards = self.nodes[node]
+        rows = []
+        for i in range(cards):
+            records = [(h, units_of(model, h)) for x in self.holders if x.node == node for h in x.holds if h.card == i]
+            row: JSON = {"id": f"GPU-{i:04d}", "index": i, "mode": 0, "allocated": 0, "remaining": M}
+            if records:
+                allocated = sum(u for _, u in records)
+                row.update(mode=records[0][0].mode, allocated=allocated, remaining=M - allocated)
+                slices = sum(1 for h, _ in records if h.mode == MODE_SLICED)
+                if slices:
+                    row["allocatedSlices"] = slices
+            if model.profiles:
+                parts = [h for h, _ in records if h.mode == MODE_PARTITIONED]
+                taken = [(h.start, h.start + model.profiles[h.profile][1]) for h in parts]
+                counts: dict[str, int] = {}
+                for h in parts:
+                    counts[h.profile] = counts.get(h.profile, 0) + 1
+                row["allocatedProfiles"] = [{"name": n, "count": c} for n, c in counts.items()]
+                row["remainingProfiles"] = [
+                    {"name": n, "count": c} for n, c in free_profile_counts(model, taken).items()
+                ]
+            rows.append(row)
+        return devices(
+            node,
+            group_id=model.group_id,
+            product=model.product,
+            memory_mib=model.memory_mib,
+            cards=cards,
+            rows=rows,
+            profiles=physical_profiles(model.profiles) if model.profiles else None,
+        )
+
+    def _pool_objects(self, model: Model) -> list[JSON]:
+        cards = sum(c for m, c in self.nodes.values() if m == model)
+        used = sum(credits_of(h.limits) for h in self.holders if h.model == model and h.name)
+        spec: JSON = {
+            "namespaceSelector": {},
+            "stopPolicy": "None",
+            "queueingStrategy": self.strategy,
+            "resourceGroups": [
+                {
+                    "coveredResources": ["credits.gpustack.ai/nvidia"],
+                    "flavors": [
+                        {
+                            "name": model.flavor,
+                            "resources": [
+                                {
+                                    "name": "credits.gpustack.ai/nvidia",
+                                    "nominalQuota": str(self.nominal.get(model.pool, cards) * M),
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ],
+        }
+        if self.check:
+            spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK}]}
+        it = (
+            instancetype(
+                model.pool,
+                group_id=model.group_id,
+                memory="80Gi",
+                logical_count=0,
+                profiles=physical_profiles(model.profiles),
+            )
+            if model.profiles
+            else instancetype(model.pool, group_id=model.group_id)
+        )
+        return [
+            it,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {
+                    "name": model.pool,
+                    "labels": {naming.LABEL_RESOURCE_TYPE: naming.RESOURCE_TYPE_INSTANCETYPES},
+                },
+                "spec": spec,
+                "status": {
+                    "flavorsReservation": [
+                        {
+                            "name": model.flavor,
+                            "resources": [{"name": "credits.gpustack.ai/nvidia", "total": str(used)}],
+                        }
+                    ]
+                },
+            },
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": model.entrance, "namespace": NS},
+                "spec": {"clusterQueue": model.pool},
+            },
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": model.flavor, "labels": {naming.LABEL_RESOURCE_TYPE: "nodes"}},
+                "spec": {
+                    "nodeLabels": {
+                        naming.LABEL_OS: "linux",
+                        naming.LABEL_ARCH: "amd64",
+                        naming.LABEL_MANAGED: "true",
+                        naming.accelerator_label(model.key): "true",
+                    },
+                    "topologyName": "hostname",
+                },
+            },
+        ]
+
+    def _holder_objects(self, h: _Holder, i: int) -> list[JSON]:
+        pod_name = f"{h.name or 'outside'}-{i}"
+        record = {
+            "main": {
+                "devices": {
+                    "groups": [
+                        {
+                            "id": h.model.group_id,
+                            "manufacturer": "nvidia",
+                            "accelerators": [
+                                {
+                                    "id": f"GPU-{x.card:04d}",
+                                    "mode": x.mode,
+                                    "allocated": units_of(h.model, x),
+                                    **(
+                                        {
+                                            "allocatedPhysicalProfile": x.profile,
+                                            "allocatedPhysicalPlacements": [
+                                                {"start": x.start, "length": h.model.profiles[x.profile][1]}
+                                            ],
+                                        }
+                                        if x.mode == MODE_PARTITIONED
+                                        else {}
+                                    ),
+                                }
+                                for x in h.holds
+                            ],
+                        }
+                    ]
+                }
+            }
+        }
+        annotations = {naming.ANNOTATION_ALLOCATED: json.dumps(record)}
+        if h.name:
+            annotations[naming.ANNOTATION_WORKLOAD] = h.name
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": pod_name,
+                "namespace": NS,
+                "labels": {naming.LABEL_PODSET: "main"},
+                "annotations": annotations,
+            },
+            "spec": {"nodeName": h.node, "containers": [container("main", h.limits)]},
+            "status": {"phase": "Running"},
+        }
+        if not h.name:
+            return [pod]
+        workload = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": h.name, "namespace": NS, "uid": f"uid-{h.name}", "creationTimestamp": CREATED},
+            "spec": {
+                "queueName": h.model.entrance,
+                "priority": h.priority,
+                "podSets": [
+                    {"name": "main", "count": 1, "template": {"spec": {"containers": [container("main", h.limits)]}}}
+                ],
+            },
+            "status": {
+                "conditions": [
+                    {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"},
+                    {"type": "Admitted", "status": "True", "reason": "Admitted"},
+                ],
+                "admission": {
+                    "clusterQueue": h.model.pool,
+                    "podSetAssignments": [
+                        {
+                            "name": "main",
+                            "count": 1,
+                            "flavors": {"credits.gpustack.ai/nvidia": h.model.flavor},
+                            "topologyAssignment": {
+                                "levels": [naming.LABEL_HOSTNAME],
+                                "slices": [
+                                    {
+                                        "domainCount": 1,
+                                        "valuesPerLevel": [{"universal": h.node}],
+                                        "podCounts": {"universal": 1},
+                                    }
+                                ],
+                            },
+                        }
+                    ],
+                },
+                "admissionChecks": [{"name": naming.NODE_DEVICES_CHECK, "state": "Ready", "message": ""}],
+            },
+        }
+        return [workload, pod]
+
+    def objects(self) -> list[JSON]:
+        out: list[JSON] = [
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "AdmissionCheck",
+                "metadata": {"name": naming.NODE_DEVICES_CHECK},
+                "spec": {"controllerName": naming.NODE_DEVICES_CONTROLLER},
+                "status": {"conditions": [{"type": "Active", "status": "True", "reason": "Ready"}]},
+            },
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Topology",
+                "metadata": {"name": "hostname"},
+                "spec": {"levels": [{"nodeLabel": naming.LABEL_HOSTNAME}]},
+            },
+        ]
+        for model in self._models():
+            out += self._pool_objects(model)
+        for name, (model, _) in self.nodes.items():
+            d = self._devices(name)
+            keys = {k: str(v) for k, v in node_allocatable(parse_devices(d)).items()}
+            out.append(d)
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": name,
+                        "labels": {
+                            naming.LABEL_HOSTNAME: name,
+                            naming.LABEL_MANAGED: "true",
+                            naming.LABEL_OS: "linux",
+                            naming.LABEL_ARCH: "amd64",
+                            naming.accelerator_label(model.key): "true",
+                        },
+                    },
+                    "spec": {},
+                    "status": {
+                        "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", **keys},
+                        "capacity": {"cpu": "64"},
+                        "conditions": [{"type": "Ready", "status": "True"}],
+                    },
+                }
+            )
+        for i, h in enumerate(self.holders):
+            out += self._holder_objects(h, i)
+        return out + self.waiting + self.extra
