@@ -167,6 +167,8 @@ class State:
 
     strategy: str = "BestEffortFIFO"
     check: bool = True
+    preemption: str = "Never"
+    """Every ClusterQueue's ``spec.preemption.withinClusterQueue``."""
     nodes: dict[str, tuple[Model, int]] = field(default_factory=dict)
     holders: list[_Holder] = field(default_factory=list)
     waiting: list[JSON] = field(default_factory=list)
@@ -262,6 +264,7 @@ class State:
             "namespaceSelector": {},
             "stopPolicy": "None",
             "queueingStrategy": self.strategy,
+            "preemption": {"withinClusterQueue": self.preemption},
             "resourceGroups": [
                 {
                     "coveredResources": ["credits.gpustack.ai/nvidia"],

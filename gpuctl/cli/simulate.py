@@ -110,6 +110,8 @@ def _text(results: list[tuple["Outcome", "Suggestions | None"]], wide: bool, not
         if held is None:
             where = "; ".join(f"{n.name} ({', '.join(n.cards) or 'no card'})" for n in outcome.placement)
             title = f"{e.kind} {e.namespace}/{e.name}: would be admitted" + (f" on {where}" if where else "")
+            if outcome.preempted:
+                title += f", once Kueue preempts {', '.join(outcome.preempted)}"
         else:
             title = f"{e.kind} {e.namespace}/{e.name}: would be held at gate {held} ({e.gates[held - 1].name})"
         text = explanation_text(e, wide=wide, title=title)

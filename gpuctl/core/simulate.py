@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from gpuctl.core import naming
+from gpuctl.core import naming, preemption
 from gpuctl.core.admission import JSON
 from gpuctl.core.allocator import FAMILY_MODE, Grant, Refusal, allocate
 from gpuctl.core.capacity import advertised, node_allocatable
@@ -169,6 +169,8 @@ class Outcome:
     cluster_queue: str = ""
     reservation: tuple[PodSetAssignment, ...] = ()
     """Each PodSet's flavors and nodes as Kueue would reserve them (empty when quota is not reserved)."""
+    preempted: tuple[str, ...] = ()
+    """The Workloads (``namespace/name``) Kueue evicts to make room for it."""
 
     @property
     def admitted(self) -> bool:
@@ -176,6 +178,8 @@ class Outcome:
 
     def to_dict(self) -> dict[str, Any]:
         out = self.explanation.to_dict() | {"admitted": self.admitted}
+        if self.preempted:
+            out["preempts"] = list(self.preempted)
         if self.admitted:
             out["placement"] = {
                 "nodes": [{"name": n.name, "pods": n.pods, "cards": list(n.cards)} for n in self.placement]
@@ -866,8 +870,13 @@ class Simulator:
 
     # -- one Workload -----------------------------------------------------------------------------------------
 
-    def simulate(self, sub: Submission, *, commit: bool = True) -> Outcome:
-        """Run one submission through the gates; when admitted (and ``commit``), place it for the next one."""
+    def simulate(self, sub: Submission, *, commit: bool = True, preempt: bool = True) -> Outcome:
+        """Run one submission through the gates; when admitted (and ``commit``), place it for the next one.
+
+        Where its quota does not fit and its ClusterQueue's policy lets it evict lower-priority Workloads, Kueue's
+        preemption is followed: the victims leave the working copy (when ``commit``) and the rest of the gates run
+        without them."""
+        original = sub
         sub, w, g1 = self._gate1(sub)
 
         def outcome(gates: Sequence[Gate], **extra: Any) -> Outcome:
@@ -882,6 +891,25 @@ class Simulator:
             return outcome([g1, g2])
         got = self._reserve(w, cq, sub)
         books = tuple(self.book.differences(cq.name))
+        if isinstance(got, _Unreserved) and got.part == QUOTA and preempt:
+            victims = self._victims(w, cq, sub)
+            if victims:
+                target = self if commit else self.copy()
+                target.remove(v.key for v in victims)
+                after = target.simulate(original, commit=commit, preempt=False)
+                lines = tuple(
+                    f"Kueue preempts {v.key} (priority {v.priority}, policy {cq.preemption_within}): it is evicted "
+                    "(reason Preempted) and queued again"
+                    for v in victims
+                )
+                gates = tuple(
+                    replace(g, evidence=(*lines, *g.evidence)) if g.gate == 2 else g for g in after.explanation.gates
+                )
+                return replace(
+                    after,
+                    explanation=replace(after.explanation, gates=gates),
+                    preempted=tuple(v.key for v in victims),
+                )
         if isinstance(got, _Unreserved):
             g2 = Gate(
                 2,
@@ -914,6 +942,30 @@ class Simulator:
         if commit:
             self._commit(reserved, pods)
         return outcome([g1, g2, g3, g4, g5], placement=_placement(pods), **kept)
+
+    def _victims(self, w: Workload, cq: ClusterQueue, sub: Submission) -> list[Workload] | None:
+        """The Workloads Kueue would preempt for ``w`` within its ClusterQueue (:mod:`gpuctl.core.preemption`), or
+        None when its policy allows none, its request is over the queue's nominal quota, or no set makes it fit."""
+        holding = [x for x in self.workloads if x.cluster_queue == cq.name and x.quota_reserved and not x.finished]
+        ordered = preemption.candidates(w, holding, cq.preemption_within)
+        if not ordered:
+            return None
+        nominal: dict[str, Fraction] = {}
+        for q in cq.quotas:
+            nominal[q.resource] = nominal.get(q.resource, Fraction(0)) + q.nominal
+        wanted: dict[str, Fraction] = {}
+        for ps in w.podsets:
+            for r, v in _quota_requests(ps.spec).items():
+                wanted[r] = wanted.get(r, Fraction(0)) + v * ps.count
+        if any(v > nominal.get(r, Fraction(0)) for r, v in wanted.items() if r in nominal):
+            return None  # Kueue preempts within a queue only for quota its nominal could hold
+
+        def fits(removed: Sequence[Workload]) -> bool:
+            trial = self.copy()
+            trial.remove(x.key for x in removed)
+            return not isinstance(trial._reserve(w, cq, sub), _Unreserved)
+
+        return preemption.targets(ordered, fits)
 
     def _gate3(self, w: Workload, cq: ClusterQueue) -> tuple[Gate, bool]:
         if naming.NODE_DEVICES_CHECK not in cq.admission_checks:

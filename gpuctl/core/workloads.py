@@ -354,6 +354,8 @@ class ClusterQueue:
     reported_field: str = ""
     """The status field ``reported`` comes from (``flavorsReservation``, else ``flavorsUsage``); "" when the status
     reports none."""
+    preemption_within: str = "Never"
+    """``spec.preemption.withinClusterQueue``: whom a pending Workload may evict to take their quota."""
 
     @property
     def instancetype_mark(self) -> bool:
@@ -418,6 +420,7 @@ def parse_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
         queueing_strategy=str(spec.get("queueingStrategy") or "BestEffortFIFO"),
         reported=tuple(reported),
         reported_field=reported_field,
+        preemption_within=str(_m(spec.get("preemption")).get("withinClusterQueue") or "Never"),
     )
 
 

@@ -4,11 +4,13 @@ held, explain and simulate start from the same usage, Kueue's order, and only pr
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gpuctl.cluster import read
 from gpuctl.core import naming
 from gpuctl.core.explain import NOT_APPLICABLE, QUOTA, TAS_PLACEMENT, explain_workload
+from gpuctl.core.preemption import may_preempt
 from gpuctl.core.queueing import CREATION, order_key, pending_order, queue_timestamp
 from gpuctl.core.simulate import Simulator
 from gpuctl.core.submissions import Submission, SubmittedPodSet, submissions_from_manifest
@@ -256,8 +258,7 @@ def evicted(reason: str, status: str = "True") -> Any:
             "spec": {"queueName": "q", "podSets": []},
         }
     )
-    cond = Condition("Evicted", status, reason, "", "2026-12-01T01:00:00Z")
-    return type(w)(**{**{f: getattr(w, f) for f in w.__slots__}, "conditions": {"Evicted": cond}})
+    return replace(w, conditions={"Evicted": Condition("Evicted", status, reason, "", "2026-12-01T01:00:00Z")})
 
 
 def test_the_queue_order_timestamp_follows_kueue() -> None:
@@ -375,3 +376,40 @@ def test_every_suggestion_is_admitted_and_what_failed_is_tried() -> None:
             trial.add_nodes(int(u.extra["count"]), str(u.extra["like"]))
         assert trial.simulate(want, commit=False).admitted, u
     assert {t.kind for t in found.tried} >= {"finish"}
+
+
+# ----------------------------------------------------------------------------------------------- preemption
+
+
+def full_queue(policy: str) -> State:
+    state = State(preemption=policy).node("n1", 2).hold("low", "n1", whole(0), priority=1)
+    state.hold("mid", "n1", whole(1), priority=3)
+    return state
+
+
+def test_a_higher_priority_workload_preempts_the_lowest_priority_one_that_makes_room() -> None:
+    sim = simulator(full_queue("LowerPriority"))
+    outcome = sim.simulate(submit("urgent", {GPU: "1"}, priority=5))
+    assert outcome.admitted and outcome.preempted == (f"{NS}/low",)
+    assert outcome.to_dict()["preempts"] == [f"{NS}/low"]
+    assert [n.cards for n in outcome.placement] == [("GPU-0000",)]
+    assert f"{NS}/low" not in {w.key for w in sim.workloads}  # evicted in the working copy
+    assert any(line.startswith(f"Kueue preempts {NS}/low (priority 1") for line in gate(outcome, 2)["evidence"])
+
+
+def test_preemption_takes_the_fewest_and_never_a_higher_or_equal_priority() -> None:
+    sim = simulator(full_queue("LowerPriority"))
+    both = sim.copy().simulate(submit("both", {GPU: "2"}, priority=5))
+    assert both.admitted and set(both.preempted) == {f"{NS}/low", f"{NS}/mid"}
+    equal = sim.copy().simulate(submit("equal", {GPU: "1"}, priority=1))
+    assert equal.explanation.held_by == 2 and not equal.preempted
+    newer = simulator(full_queue("LowerOrNewerEqualPriority")).simulate(submit("equal", {GPU: "1"}, priority=1))
+    assert newer.explanation.held_by == 2  # the candidate joined the queue before it, not after
+    low = parse_workload(next(o for o in full_queue("Never").objects() if o["metadata"]["name"] == "low"))
+    earlier = replace(low, name="earlier", created="2026-11-30T00:00:00Z", conditions={})
+    assert may_preempt(earlier, low, "LowerOrNewerEqualPriority") and not may_preempt(earlier, low, "LowerPriority")
+
+
+def test_a_queue_that_never_preempts_holds_the_workload_at_quota() -> None:
+    outcome = simulator(full_queue("Never")).simulate(submit("urgent", {GPU: "1"}, priority=5))
+    assert outcome.explanation.held_by == 2 and gate(outcome, 2)["part"] == QUOTA and not outcome.preempted
