@@ -31,7 +31,14 @@ class Write:
 
 
 def _kind_of(obj: JSON) -> Kind:
-    for k in (*kinds.ALL, kinds.KVCACHE_BINDING, kinds.KVCACHE_POOL, kinds.KVCACHE_BACKEND):
+    for k in (
+        *kinds.ALL,
+        kinds.KVCACHE_BINDING,
+        kinds.KVCACHE_POOL,
+        kinds.KVCACHE_BACKEND,
+        kinds.WORKLOAD_PRIORITY_CLASS,
+        kinds.PRIORITY_CLASS,
+    ):
         if k.matches(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))):
             return k
     raise ValueError(f"unknown kind {obj.get('apiVersion')}/{obj.get('kind')}")

@@ -34,6 +34,8 @@ def dumped_kinds() -> tuple["Kind", ...]:
         kinds.WORKLOAD,
         kinds.ADMISSIONCHECK,
         kinds.TOPOLOGY,
+        kinds.WORKLOAD_PRIORITY_CLASS,
+        kinds.PRIORITY_CLASS,
         kinds.MUTATING_WEBHOOKS,
         kinds.VALIDATING_WEBHOOKS,
         kinds.KVCACHE_BINDING,

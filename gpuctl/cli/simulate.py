@@ -14,6 +14,7 @@ from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import OutputSpec
 
 if TYPE_CHECKING:
+    from gpuctl.cluster.read import Source
     from gpuctl.core.simulate import ClusterState, Outcome, Simulator
     from gpuctl.core.submissions import Submission
     from gpuctl.core.suggest import Suggestions
@@ -54,6 +55,27 @@ def read_manifests(paths: list[str], default_namespace: str) -> list["Submission
         if len(out) > MAX_SUBMISSIONS:
             raise UsageError(f"more than {MAX_SUBMISSIONS} workloads to simulate; split the manifests")
     return out
+
+
+def _prioritised(source: "Source", submissions: list["Submission"]) -> list["Submission"]:
+    """Each submission with the priority Kueue would give its Workload, from the cluster's priority classes."""
+    from gpuctl.cluster import read
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.core.submissions import ManifestError, with_priority
+
+    if not submissions:
+        return submissions
+    try:
+        classes = read.priority_classes(source)
+    except SourceError as exc:
+        named = next((s for s in submissions if s.priority_class or s.pod_priority_class), None)
+        if named is not None:
+            raise UsageError(f"{named.kind} {named.key} names a priority class, which cannot be read: {exc}") from None
+        return submissions
+    try:
+        return [with_priority(s, classes, f"{s.kind} {s.key}") for s in submissions]
+    except ManifestError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _existing(state: "ClusterState", refs: list[str], namespace: str) -> list["Submission"]:
@@ -210,7 +232,7 @@ def simulate_command(
             raise UsageError(f"--add-nodes {growth}: give 0 to 100000 nodes, or 'auto'")
     opened = source.open()
     namespace = source.resolved_namespace(opened)
-    submissions = read_manifests(filenames or [], namespace)
+    submissions = _prioritised(opened, read_manifests(filenames or [], namespace))
     with bulk_allocation():
         state = read.simulation_state(opened)
         submissions = _existing(state, workload or [], namespace) + submissions

@@ -40,6 +40,10 @@ LOCALQUEUE = Kind("LocalQueue", KUEUE, "v1beta2", "localqueues", True, ("v1beta1
 WORKLOAD = Kind("Workload", KUEUE, "v1beta2", "workloads", True, ("v1beta1",))
 ADMISSIONCHECK = Kind("AdmissionCheck", KUEUE, "v1beta2", "admissionchecks", False, ("v1beta1",))
 TOPOLOGY = Kind("Topology", KUEUE, "v1beta2", "topologies", False, ("v1beta1", "v1alpha1"))
+WORKLOAD_PRIORITY_CLASS = Kind(
+    "WorkloadPriorityClass", KUEUE, "v1beta2", "workloadpriorityclasses", False, ("v1beta1",)
+)
+PRIORITY_CLASS = Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
 ADMISSION = "admissionregistration.k8s.io"
 MUTATING_WEBHOOKS = Kind("MutatingWebhookConfiguration", ADMISSION, "v1", "mutatingwebhookconfigurations", False)
 VALIDATING_WEBHOOKS = Kind("ValidatingWebhookConfiguration", ADMISSION, "v1", "validatingwebhookconfigurations", False)

@@ -18,6 +18,7 @@ from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
 from gpuctl.core.nodes import Node, parse_node
 from gpuctl.core.pods import Pod, parse_pod
 from gpuctl.core.quota import QuotaBook, quota_book
+from gpuctl.core.submissions import PriorityClasses, parse_priority_classes
 from gpuctl.core.workloads import (
     AdmissionCheck,
     ClusterQueue,
@@ -193,6 +194,11 @@ def admission_state(source: Source) -> AdmissionState:
         ),
         quota=quota_book(queues, read_workloads),
     )
+
+
+def priority_classes(source: Source) -> PriorityClasses:
+    """Kueue's WorkloadPriorityClasses and the PriorityClasses (none where the cluster does not serve the kind)."""
+    return parse_priority_classes(_served(source, kinds.WORKLOAD_PRIORITY_CLASS), _served(source, kinds.PRIORITY_CLASS))
 
 
 def _served(source: Source, kind: Kind) -> list[dict[str, Any]]:

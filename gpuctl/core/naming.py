@@ -11,6 +11,8 @@ from typing import Final
 # ----------------------------------------------------------------------------------------------- label keys
 
 LABEL_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
+LABEL_PRIORITY_CLASS: Final = "kueue.x-k8s.io/priority-class"
+"""A Workload's WorkloadPriorityClass, on the Job or Pod Kueue builds it from."""
 LABEL_PODSET: Final = "kueue.x-k8s.io/podset"
 ANNOTATION_WORKLOAD: Final = "kueue.x-k8s.io/workload"
 LABEL_QUEUE_ENTRANCE: Final = "schedule.gpustack.ai/queue-entrance"

@@ -15,8 +15,8 @@ turns into, and which of them the Pod webhook sees first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuctl.core import naming
@@ -66,6 +66,10 @@ class Submission:
     instance: JSON | None = None
     """An Instance manifest: defaulted and rendered into ``pod`` once its InstanceType is known."""
     labels: Mapping[str, str] = field(default_factory=dict)
+    priority_class: str = ""
+    """The ``kueue.x-k8s.io/priority-class`` label: a WorkloadPriorityClass, which sets ``priority`` first."""
+    pod_priority_class: str = ""
+    """The Pods' ``priorityClassName``: a PriorityClass, which sets ``priority`` when no WorkloadPriorityClass does."""
 
     @property
     def key(self) -> str:
@@ -173,6 +177,7 @@ def submissions_from_manifest(obj: Any, source: str, default_namespace: str = "d
     name = name.rstrip("-")
     namespace = str(meta.get("namespace") or default_namespace)
     labels = {str(k): str(v) for k, v in _mapping(meta.get("labels"), "metadata.labels", source).items()}
+    wpc = labels.get(naming.LABEL_PRIORITY_CLASS, "")
     if kind == "Pod":
         spec = _mapping(obj.get("spec"), "spec", source)
         if not spec.get("containers"):
@@ -182,27 +187,61 @@ def submissions_from_manifest(obj: Any, source: str, default_namespace: str = "d
         pod = deep_copy(dict(obj))
         pod.setdefault("metadata", {})["namespace"] = namespace
         ps = SubmittedPodSet("main", 1, deep_copy(dict(spec)), request_from_podset(None, annotations))
-        return [Submission(kind, namespace, name, queue, (ps,), pod=pod, labels=labels)]
+        ppc = str(spec.get("priorityClassName") or "")
+        return [
+            Submission(
+                kind, namespace, name, queue, (ps,), pod=pod, labels=labels, priority_class=wpc, pod_priority_class=ppc
+            )
+        ]
     if kind in ("Job", "Deployment", "StatefulSet"):
         queue = _queue(meta, source, kind)
         template_meta, spec = _template(obj, source)
+        ppc = str(spec.get("priorityClassName") or "")
         topology = request_from_podset(None, _mapping(template_meta.get("annotations"), "annotations", source))
         top = _mapping(obj.get("spec"), "spec", source)
         if kind == "Job":
             n = _count(top.get("parallelism"), "spec.parallelism", source)
             ps = SubmittedPodSet("main", n, spec, topology, _labels_of(template_meta, source))
-            return [Submission(kind, namespace, name, queue, (ps,), labels=labels)]
+            return [
+                Submission(
+                    kind, namespace, name, queue, (ps,), labels=labels, priority_class=wpc, pod_priority_class=ppc
+                )
+            ]
         replicas = _count(top.get("replicas"), "spec.replicas", source)
         if kind == "StatefulSet":
             ps = SubmittedPodSet("main", replicas, spec, topology)
             pod = _pod_for(f"{name}-0", namespace, queue, template_meta, spec)
-            return [Submission(kind, namespace, name, queue, (ps,), pod=pod, labels=labels)]
+            return [
+                Submission(
+                    kind,
+                    namespace,
+                    name,
+                    queue,
+                    (ps,),
+                    pod=pod,
+                    labels=labels,
+                    priority_class=wpc,
+                    pod_priority_class=ppc,
+                )
+            ]
         out = []
         for i in range(replicas):
             pod_name = f"{name}-{i}"
             ps = SubmittedPodSet("main", 1, spec, topology)
             pod = _pod_for(pod_name, namespace, queue, template_meta, spec)
-            out.append(Submission("Pod", namespace, pod_name, queue, (ps,), pod=pod, labels=labels))
+            out.append(
+                Submission(
+                    "Pod",
+                    namespace,
+                    pod_name,
+                    queue,
+                    (ps,),
+                    pod=pod,
+                    labels=labels,
+                    priority_class=wpc,
+                    pod_priority_class=ppc,
+                )
+            )
         return out
     if kind == "Workload":
         spec = _mapping(obj.get("spec"), "spec", source)
@@ -301,3 +340,56 @@ def instance_pod(instance: Mapping[str, Any], instancetype: InstanceType) -> JSO
             ]
         },
     }
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClasses:
+    """The priority values a cluster defines: Kueue's WorkloadPriorityClasses and the Pods' PriorityClasses, and the
+    PriorityClass marked ``globalDefault`` (its value applies to Pods that name none)."""
+
+    workload: Mapping[str, int] = field(default_factory=dict)
+    pod: Mapping[str, int] = field(default_factory=dict)
+    default: int = 0
+
+
+def _value(obj: Mapping[str, Any]) -> int:
+    value = obj.get("value")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def parse_priority_classes(
+    workload_classes: Sequence[Mapping[str, Any]], pod_classes: Sequence[Mapping[str, Any]]
+) -> PriorityClasses:
+    def name(o: Mapping[str, Any]) -> str:
+        meta = o.get("metadata")
+        return str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
+
+    defaults = [_value(o) for o in pod_classes if o.get("globalDefault") is True]
+    return PriorityClasses(
+        {name(o): _value(o) for o in workload_classes},
+        {name(o): _value(o) for o in pod_classes},
+        max(defaults, default=0),
+    )
+
+
+def with_priority(sub: Submission, classes: PriorityClasses, source: str) -> Submission:
+    """The submission with the priority Kueue gives its Workload: its WorkloadPriorityClass's value, else its Pods'
+    PriorityClass's, else the default PriorityClass's (a Workload manifest keeps its ``spec.priority``). A class the
+    cluster does not have is an error, as it is to Kueue."""
+    if sub.kind == "Workload" or sub.instance is not None:
+        return sub
+    if sub.priority_class:
+        if sub.priority_class not in classes.workload:
+            raise ManifestError(
+                f"{source}: label {naming.LABEL_PRIORITY_CLASS}={sub.priority_class} names no WorkloadPriorityClass "
+                "of the cluster (`kubectl get workloadpriorityclasses` lists them)"
+            )
+        return replace(sub, priority=classes.workload[sub.priority_class])
+    if sub.pod_priority_class:
+        if sub.pod_priority_class not in classes.pod:
+            raise ManifestError(
+                f"{source}: priorityClassName {sub.pod_priority_class} names no PriorityClass of the cluster "
+                "(`kubectl get priorityclasses` lists them)"
+            )
+        return replace(sub, priority=classes.pod[sub.pod_priority_class])
+    return replace(sub, priority=classes.default)

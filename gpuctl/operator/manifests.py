@@ -128,10 +128,20 @@ def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
     """
     view = [
         _rule([""], ["nodes", "pods"], READ),
+        # simulate resolves the priority classes a manifest names, as Kueue does.
+        _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
         _rule(["worker.gpustack.ai"], ["devices", "instancetypes", "instances"], READ),
         _rule(
             ["kueue.x-k8s.io"],
-            ["workloads", "clusterqueues", "localqueues", "resourceflavors", "admissionchecks", "topologies"],
+            [
+                "workloads",
+                "clusterqueues",
+                "localqueues",
+                "resourceflavors",
+                "admissionchecks",
+                "topologies",
+                "workloadpriorityclasses",
+            ],
             READ,
         ),
         _rule(["kvcache.gpustack.ai"], ["kvcachepoolbindings", "kvcachepools", "kvcachebackends"], READ),

@@ -413,3 +413,74 @@ def test_preemption_takes_the_fewest_and_never_a_higher_or_equal_priority() -> N
 def test_a_queue_that_never_preempts_holds_the_workload_at_quota() -> None:
     outcome = simulator(full_queue("Never")).simulate(submit("urgent", {GPU: "1"}, priority=5))
     assert outcome.explanation.held_by == 2 and gate(outcome, 2)["part"] == QUOTA and not outcome.preempted
+
+
+# ----------------------------------------------------------------------------------------------- priority classes
+
+
+def test_a_manifest_gets_the_priority_kueue_gives_its_workload_or_is_refused() -> None:
+    from gpuctl.core.submissions import ManifestError, parse_priority_classes, with_priority
+
+    classes = parse_priority_classes(
+        [{"metadata": {"name": "urgent"}, "value": 100}],
+        [
+            {"metadata": {"name": "high"}, "value": 50},
+            {"metadata": {"name": "base"}, "value": 7, "globalDefault": True},
+        ],
+    )
+
+    def pod(labels: dict[str, str], spec: dict[str, Any]) -> Submission:
+        [s] = submissions_from_manifest(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p", "labels": {naming.LABEL_QUEUE_NAME: A10G.entrance, **labels}},
+                "spec": {"containers": [container("main", {GPU: "1"})], **spec},
+            },
+            "p.yaml",
+            NS,
+        )
+        return with_priority(s, classes, "p.yaml")
+
+    # The WorkloadPriorityClass first, then the Pod's PriorityClass, then the cluster's default one.
+    assert pod({naming.LABEL_PRIORITY_CLASS: "urgent"}, {"priorityClassName": "high"}).priority == 100
+    assert pod({}, {"priorityClassName": "high"}).priority == 50
+    assert pod({}, {}).priority == 7
+    for labels, spec, what in (
+        ({naming.LABEL_PRIORITY_CLASS: "nope"}, {}, "WorkloadPriorityClass"),
+        ({}, {"priorityClassName": "nope"}, "PriorityClass"),
+    ):
+        try:
+            pod(labels, spec)
+        except ManifestError as exc:
+            assert f"names no {what} of the cluster" in str(exc)
+        else:
+            raise AssertionError(f"an unknown {what} was accepted")
+
+
+def test_simulate_reads_the_priority_classes_from_the_cluster() -> None:
+    from gpuctl.cli.simulate import _prioritised
+
+    objects = [
+        *State().node("n1", 1).objects(),
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "urgent"},
+            "value": 1000,
+        },
+    ]
+    [s] = submissions_from_manifest(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "j",
+                "labels": {naming.LABEL_QUEUE_NAME: A10G.entrance, naming.LABEL_PRIORITY_CLASS: "urgent"},
+            },
+            "spec": {"template": {"spec": {"containers": [container("main", {GPU: "1"})]}}},
+        },
+        "j.yaml",
+        NS,
+    )
+    assert [x.priority for x in _prioritised(MemoryCluster(objects), [s])] == [1000]
