@@ -83,7 +83,7 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
     from gpuctl.core.explain import ExplainContext, explain_workload
     from gpuctl.core.queueing import STRICT_FIFO, asks, cluster_queues_of, wait_bound
     from gpuctl.core.simulate import Simulator
-    from gpuctl.core.suggest import resubmission
+    from gpuctl.core.submissions import resubmission
     from gpuctl.core.workloads import parse_local_queue
 
     cluster_queues = read.cluster_queues(source)
@@ -106,7 +106,10 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
         trial = simulator.copy()
         head: Workload | None = None
         for i, w in enumerate(waiting):
-            outcome = trial.simulate(resubmission(w)) if head is None else None
+            outcome = None
+            if head is None:
+                trial.remove([w.key])  # its pending record leaves; it is placed anew, as Kueue would admit it
+                outcome = trial.simulate(resubmission(w))
             if strict and head is None and outcome is not None and not outcome.admitted:
                 head = w
             explanation = explain_workload(

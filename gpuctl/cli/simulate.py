@@ -80,7 +80,7 @@ def _prioritised(source: "Source", submissions: list["Submission"]) -> list["Sub
 
 def _existing(state: "ClusterState", refs: list[str], namespace: str) -> list["Submission"]:
     """Workloads already in the cluster, simulated as if submitted anew (they are taken out of the state first)."""
-    from gpuctl.core.suggest import resubmission
+    from gpuctl.core.submissions import resubmission
 
     by_key = {w.key: w for w in state.workloads}
     out = []

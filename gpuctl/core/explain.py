@@ -43,8 +43,10 @@ GATE_NAMES = {
 }
 QUOTA = "quota"
 TAS_PLACEMENT = "tas-placement"
-GATE2_PARTS = {QUOTA: "Kueue quota", TAS_PLACEMENT: "Kueue TAS placement"}
-"""Which half of gate 2 holds a Workload: Kueue's quota, or its topology-aware placement."""
+STRICT_ORDER = "strict-fifo"
+GATE2_PARTS = {QUOTA: "Kueue quota", TAS_PLACEMENT: "Kueue TAS placement", STRICT_ORDER: "Kueue StrictFIFO order"}
+"""What of gate 2 holds a Workload: Kueue's quota, its topology-aware placement, or (in a StrictFIFO queue) a head
+ahead of it that cannot be admitted."""
 
 
 @dataclass(frozen=True, slots=True)

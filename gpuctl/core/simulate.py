@@ -36,6 +36,7 @@ from gpuctl.core.explain import (
     NOT_REACHED,
     PASSED,
     QUOTA,
+    STRICT_ORDER,
     TAS_PLACEMENT,
     Explanation,
     Gate,
@@ -55,9 +56,10 @@ from gpuctl.core.naming import Family
 from gpuctl.core.nodes import Node
 from gpuctl.core.pins import FIT_PREFIXES, PinContext, node_fit_labels
 from gpuctl.core.pods import CardAllocation, Pod
+from gpuctl.core.queueing import STRICT_FIFO, order_key, pending
 from gpuctl.core.quota import QuotaBook, amount_text, flavor_quotas, quota_book, quota_requests
 from gpuctl.core.requests import slice_units_on_card
-from gpuctl.core.submissions import Submission, SubmittedPodSet, instance_pod, template_pod
+from gpuctl.core.submissions import Submission, SubmittedPodSet, instance_pod, resubmission, template_pod
 from gpuctl.core.tas import Amount, NodeRoom, Room, TasFailure, TasPlacement, node_selector, place, plain, with_pod_slot
 from gpuctl.core.units import M
 from gpuctl.core.webhooks import Kind, WebhookContext, review
@@ -889,6 +891,9 @@ class Simulator:
         g2, cq = self._gate2(w)
         if cq is None or g2.verdict != PASSED:
             return outcome([g1, g2])
+        blocked = self._behind_strict_head(w, cq, sub)
+        if blocked is not None:
+            return outcome([g1, replace(blocked, evidence=g2.evidence + blocked.evidence)], cluster_queue=cq.name)
         got = self._reserve(w, cq, sub)
         books = tuple(self.book.differences(cq.name))
         if isinstance(got, _Unreserved) and got.part == QUOTA and preempt:
@@ -942,6 +947,41 @@ class Simulator:
         if commit:
             self._commit(reserved, pods)
         return outcome([g1, g2, g3, g4, g5], placement=_placement(pods), **kept)
+
+    def _behind_strict_head(self, w: Workload, cq: ClusterQueue, sub: Submission) -> Gate | None:
+        """Under ``StrictFIFO`` Kueue tries only the head of a ClusterQueue's line: a Workload behind a head that
+        cannot be admitted waits, whatever room there is. The gate that says so, or None when nothing holds it so."""
+        if cq.queueing_strategy != STRICT_FIFO:
+            return None
+        queue_of = {k: q.cluster_queue for k, q in self.state.local_queues.items()}
+        line = [
+            x
+            for x in self.workloads
+            if pending(x) and x.key != w.key and queue_of.get((x.namespace, x.queue_name)) == cq.name
+        ]
+        if not line:
+            return None
+        head = min(line, key=order_key)
+        ahead = head.priority > w.priority or (
+            head.priority == w.priority and (not sub.created or order_key(head) < order_key(w))
+        )
+        if not ahead:
+            return None
+        tried = self.copy()
+        tried.remove([head.key])
+        seen = tried.simulate(resubmission(head), commit=False)
+        if seen.admitted:
+            return None  # the head goes first and is admitted: the line moves
+        g = seen.explanation.gates[(seen.explanation.held_by or 2) - 1]
+        return Gate(
+            2,
+            HELD,
+            f"ClusterQueue {cq.name} is StrictFIFO and its head {head.key} (priority {head.priority}) cannot be "
+            "admitted: nothing behind it is tried",
+            (f"the head is held at gate {g.gate} ({g.name}): {g.summary}",),
+            f"the line moves once {head.key} is admitted or leaves the queue",
+            part=STRICT_ORDER,
+        )
 
     def _victims(self, w: Workload, cq: ClusterQueue, sub: Submission) -> list[Workload] | None:
         """The Workloads Kueue would preempt for ``w`` within its ClusterQueue (:mod:`gpuctl.core.preemption`), or

@@ -23,6 +23,7 @@ from gpuctl.core import naming
 from gpuctl.core.admission import JSON, deep_copy
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.tas import TopologyRequest, request_from_podset
+from gpuctl.core.workloads import Workload
 
 KINDS = ("Pod", "Job", "Deployment", "StatefulSet", "Workload", "Instance")
 MAX_REPLICAS = 1000
@@ -70,6 +71,9 @@ class Submission:
     """The ``kueue.x-k8s.io/priority-class`` label: a WorkloadPriorityClass, which sets ``priority`` first."""
     pod_priority_class: str = ""
     """The Pods' ``priorityClassName``: a PriorityClass, which sets ``priority`` when no WorkloadPriorityClass does."""
+    created: str = ""
+    """When its Workload was created (an existing one simulated anew); "" for one not created yet, which joins its
+    queue after every Workload there of its priority."""
 
     @property
     def key(self) -> str:
@@ -90,12 +94,29 @@ class Submission:
                     else {ps.topology.mode: ps.topology.level}
                 )
             podsets.append(entry)
+        meta: JSON = {"name": self.name, "namespace": self.namespace}
+        if self.created:
+            meta["creationTimestamp"] = self.created
         return {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "Workload",
-            "metadata": {"name": self.name, "namespace": self.namespace},
+            "metadata": meta,
             "spec": {"queueName": self.queue_name, "podSets": podsets, "priority": self.priority},
         }
+
+
+def resubmission(w: Workload) -> Submission:
+    """An existing Workload as a new submission of the same PodSets to the same queue, keeping its priority and its
+    place in line."""
+    return Submission(
+        "Workload",
+        w.namespace,
+        w.name,
+        w.queue_name,
+        tuple(SubmittedPodSet(ps.name, ps.count, dict(ps.spec), labels=ps.labels) for ps in w.podsets),
+        w.priority,
+        created=w.created,
+    )
 
 
 def _mapping(value: Any, where: str, source: str) -> Mapping[str, Any]:

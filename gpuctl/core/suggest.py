@@ -26,7 +26,7 @@ from gpuctl.core import naming
 from gpuctl.core.fit import podset_demands
 from gpuctl.core.naming import Family
 from gpuctl.core.simulate import Outcome, Simulator
-from gpuctl.core.submissions import Submission, SubmittedPodSet
+from gpuctl.core.submissions import Submission, SubmittedPodSet, resubmission
 from gpuctl.core.workloads import Workload
 
 MAX_TRIALS = 256
@@ -178,18 +178,6 @@ def _finish(sim: Simulator, sub: Submission, held: Outcome) -> Unblocker | Tried
         + f" (priority {', '.join(str(w.priority) for w in best)})",
         workloads=keys,
         extra={"trials": search.spent},
-    )
-
-
-def resubmission(w: Workload) -> Submission:
-    """An existing Workload as a new submission of the same PodSets to the same queue."""
-    return Submission(
-        "Workload",
-        w.namespace,
-        w.name,
-        w.queue_name,
-        tuple(SubmittedPodSet(ps.name, ps.count, dict(ps.spec), labels=ps.labels) for ps in w.podsets),
-        w.priority,
     )
 
 

@@ -53,8 +53,8 @@ KUEUE_MUTATING_CONFIG = "kueue-mutating-webhook-configuration"
 KUEUE_VALIDATING_CONFIG = "kueue-validating-webhook-configuration"
 # Integrations enabled in Kueue (and whose webhooks we register). The
 # Workload/ClusterQueue/... webhooks of the kueue.x-k8s.io group are always on.
-KUEUE_FRAMEWORKS = ("batch/job",)
-KUEUE_FRAMEWORK_RESOURCES = {"batch/job": ("batch", "jobs")}
+KUEUE_FRAMEWORKS = ("batch/job", "pod")
+KUEUE_FRAMEWORK_RESOURCES = {"batch/job": ("batch", "jobs"), "pod": ("", "pods")}
 
 START_TIMEOUT = float(os.environ.get("GPUCTL_IT_START_TIMEOUT", "120"))
 

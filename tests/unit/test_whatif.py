@@ -484,3 +484,14 @@ def test_simulate_reads_the_priority_classes_from_the_cluster() -> None:
         NS,
     )
     assert [x.priority for x in _prioritised(MemoryCluster(objects), [s])] == [1000]
+
+
+def test_simulate_holds_a_new_workload_behind_a_strict_fifo_head_that_cannot_be_admitted() -> None:
+    blocked = simulator(strict_line("StrictFIFO")).simulate(submit("new", {GPU: "1"}))
+    g2 = gate(blocked, 2)
+    assert blocked.explanation.held_by == 2 and g2["part"] == "strict-fifo" and g2["name"] == "Kueue StrictFIFO order"
+    assert f"its head {NS}/head (priority 0) cannot be admitted" in g2["summary"]
+    assert any(line.startswith("the head is held at gate 2") for line in g2["evidence"])
+    # A higher priority sorts ahead of the head; under BestEffortFIFO nothing waits behind it.
+    assert simulator(strict_line("StrictFIFO")).simulate(submit("urgent", {GPU: "1"}, priority=9)).admitted
+    assert simulator(strict_line("BestEffortFIFO")).simulate(submit("new", {GPU: "1"})).admitted
