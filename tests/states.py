@@ -175,6 +175,8 @@ class State:
     extra: list[JSON] = field(default_factory=list)
     nominal: dict[str, int] = field(default_factory=dict)
     """Pool → nominal quota in cards (default: every card of the pool)."""
+    namespace: str = NS
+    topology: str = "hostname"
 
     def node(self, name: str, cards: int, model: Model = A10G) -> State:
         self.nodes[name] = (model, cards)
@@ -202,7 +204,7 @@ class State:
             {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
                 "kind": "Workload",
-                "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "creationTimestamp": created},
+                "metadata": {"name": name, "namespace": self.namespace, "uid": f"uid-{name}", "creationTimestamp": created},
                 "spec": {
                     "queueName": model.entrance,
                     "priority": priority,
@@ -317,7 +319,7 @@ class State:
             {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
                 "kind": "LocalQueue",
-                "metadata": {"name": model.entrance, "namespace": NS},
+                "metadata": {"name": model.entrance, "namespace": self.namespace},
                 "spec": {"clusterQueue": model.pool},
             },
             {
@@ -331,7 +333,7 @@ class State:
                         naming.LABEL_MANAGED: "true",
                         naming.accelerator_label(model.key): "true",
                     },
-                    "topologyName": "hostname",
+                    "topologyName": self.topology,
                 },
             },
         ]
@@ -376,7 +378,7 @@ class State:
             "kind": "Pod",
             "metadata": {
                 "name": pod_name,
-                "namespace": NS,
+                "namespace": self.namespace,
                 "labels": {naming.LABEL_PODSET: "main"},
                 "annotations": annotations,
             },
@@ -388,7 +390,7 @@ class State:
         workload = {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "Workload",
-            "metadata": {"name": h.name, "namespace": NS, "uid": f"uid-{h.name}", "creationTimestamp": CREATED},
+            "metadata": {"name": h.name, "namespace": self.namespace, "uid": f"uid-{h.name}", "creationTimestamp": CREATED},
             "spec": {
                 "queueName": h.model.entrance,
                 "priority": h.priority,
@@ -438,7 +440,7 @@ class State:
             {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
                 "kind": "Topology",
-                "metadata": {"name": "hostname"},
+                "metadata": {"name": self.topology},
                 "spec": {"levels": [{"nodeLabel": naming.LABEL_HOSTNAME}]},
             },
         ]

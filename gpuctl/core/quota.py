@@ -23,14 +23,36 @@ UsageKey = tuple[str, str, str]
 """(ClusterQueue, flavor, resource)."""
 
 
+_TRANSFORMED = frozenset(
+    {
+        naming.KeyKind.EXCLUSIVE,
+        naming.KeyKind.SHARED,
+        naming.KeyKind.SLICED,
+        naming.KeyKind.SLICED_UNITS,
+        naming.KeyKind.PARTITIONED,
+        naming.KeyKind.PARTITIONED_UNITS,
+    }
+)
+"""The accelerator keys Kueue's resource transformations turn into credits (the percent, MiB and per-profile ones
+are excluded from quota)."""
+
+
 def quota_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     """One Pod's requests as Kueue's quota counts them: accelerator keys folded into credits, the rest as is (the
-    device-visibility keys are excluded from quota)."""
+    device-visibility keys are excluded from quota).
+
+    A Pod asking any transformed key of a manufacturer asks its credits, even when they come to 0 (a slice whose
+    template carries no folded units): Kueue still assigns the queue's flavor to that zero request, so the Workload
+    is placed by TAS and carries the check."""
     raw = pod_requests(spec)
     out: dict[str, Fraction] = {k: Fraction(v) for k, v in transform(raw).items()}
     for k, v in raw.items():
-        if naming.classify_resource(k) is None and not k.startswith("device.gpustack.ai/") and v:
-            out[k] = out.get(k, Fraction(0)) + v
+        key = naming.classify_resource(k)
+        if key is None:
+            if not k.startswith("device.gpustack.ai/") and v:
+                out[k] = out.get(k, Fraction(0)) + v
+        elif key.kind in _TRANSFORMED and v:
+            out.setdefault(key.manufacturer.credits, Fraction(0))
     return out
 
 

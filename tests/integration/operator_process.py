@@ -133,3 +133,31 @@ def running_operator(control_plane: Any, work: Path, *args: str, kubeconfig: Pat
         except subprocess.TimeoutExpired:
             proc.kill()
         sys.stdout.write(f"\n--- operator log ({log}) ---\n" + log.read_text()[-6000:])
+
+
+@contextlib.contextmanager
+def webhooks_registered(control_plane: Any, api: Any, work: Path) -> Iterator[Operator]:
+    """The operator running, with its webhook configurations registered by ``url:`` with the run's CA (and removed
+    after): the API server calls it for every Pod, Workload, InstanceType and Instance."""
+    import time
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    from gpuctl.operator.manifests import webhook_configurations
+
+    with running_operator(control_plane, work) as op:
+        adm = client.AdmissionregistrationV1Api(api)
+        configs = webhook_configurations(ca_bundle=control_plane.ca_bundle, url=op.url)
+        adm.create_mutating_webhook_configuration(configs[0])
+        adm.create_validating_webhook_configuration(configs[1])
+        time.sleep(1)  # the API server picks up new webhook configurations asynchronously
+        try:
+            yield op
+        finally:
+            for delete, name in (
+                (adm.delete_mutating_webhook_configuration, configs[0]["metadata"]["name"]),
+                (adm.delete_validating_webhook_configuration, configs[1]["metadata"]["name"]),
+            ):
+                with contextlib.suppress(ApiException):
+                    delete(name)

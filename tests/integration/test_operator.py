@@ -19,34 +19,20 @@ from typer.testing import CliRunner
 from gpuctl.cli.main import app
 from gpuctl.core import naming
 from gpuctl.core.units import M
-from gpuctl.operator.manifests import cli_roles, webhook_configurations
+from gpuctl.operator.manifests import cli_roles
 from tests.factories import H100_PROFILES, card_row, container, instancetype, physical_profiles, pod
 from tests.request_examples import EXAMPLES
 
 from .gpucluster import WORKER, WV, GpuPool, condition, new_pool, wait_for
-from .operator_process import Operator, running_operator
+from .operator_process import Operator, webhooks_registered
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def operator(control_plane: Any, api: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    work = tmp_path_factory.mktemp("operator")
-    with running_operator(control_plane, work) as op:
-        adm = client.AdmissionregistrationV1Api(api)
-        configs = webhook_configurations(ca_bundle=control_plane.ca_bundle, url=op.url)
-        adm.create_mutating_webhook_configuration(configs[0])
-        adm.create_validating_webhook_configuration(configs[1])
-        time.sleep(1)  # the API server picks up new webhook configurations asynchronously
-        try:
-            yield op
-        finally:
-            for delete, name in (
-                (adm.delete_mutating_webhook_configuration, "gpustack-worker-mutation"),
-                (adm.delete_validating_webhook_configuration, "gpustack-worker-validation"),
-            ):
-                with contextlib.suppress(ApiException):
-                    delete(name)
+    with webhooks_registered(control_plane, api, tmp_path_factory.mktemp("operator")) as op:
+        yield op
 
 
 @pytest.fixture(scope="module")
