@@ -6,8 +6,9 @@ it can be checked against the rules rather than against an accident of the fixtu
 - each card's ledger row (``Devices.status``) is what the allocation records of the Pods bound to its node hold: the
   units summed, one slice slot per slice, the records' mode, partitions at their placements and the profiles still
   free by the card's geometry;
-- each Node advertises the device plugin's keys for that ledger: a card held in one mode reports the tokens of the
-  other modes unhealthy, so they are not allocatable;
+- each Node advertises the device plugin's keys for that ledger (a card held in one mode reports the tokens of the
+  other modes unhealthy, so they are not allocatable) and its cards' credits, which Kueue's topology-aware
+  scheduling counts the admitted Workloads' credits against;
 - each Workload holding cards is admitted on its node by a hostname-level TAS assignment, with the check's ``Ready``,
   and its Pod carries the ``kueue.x-k8s.io/workload`` annotation and the podset label;
 - each ClusterQueue's ``status.flavorsReservation`` is the credits its reserved Workloads take.
@@ -204,7 +205,12 @@ class State:
             {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
                 "kind": "Workload",
-                "metadata": {"name": name, "namespace": self.namespace, "uid": f"uid-{name}", "creationTimestamp": created},
+                "metadata": {
+                    "name": name,
+                    "namespace": self.namespace,
+                    "uid": f"uid-{name}",
+                    "creationTimestamp": created,
+                },
                 "spec": {
                     "queueName": model.entrance,
                     "priority": priority,
@@ -390,7 +396,12 @@ class State:
         workload = {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "Workload",
-            "metadata": {"name": h.name, "namespace": self.namespace, "uid": f"uid-{h.name}", "creationTimestamp": CREATED},
+            "metadata": {
+                "name": h.name,
+                "namespace": self.namespace,
+                "uid": f"uid-{h.name}",
+                "creationTimestamp": CREATED,
+            },
             "spec": {
                 "queueName": h.model.entrance,
                 "priority": h.priority,
@@ -446,9 +457,10 @@ class State:
         ]
         for model in self._models():
             out += self._pool_objects(model)
-        for name, (model, _) in self.nodes.items():
+        for name, (model, cards) in self.nodes.items():
             d = self._devices(name)
             keys = {k: str(v) for k, v in node_allocatable(parse_devices(d)).items()}
+            keys["credits.gpustack.ai/nvidia"] = str(cards * M)
             out.append(d)
             out.append(
                 {

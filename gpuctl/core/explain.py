@@ -179,7 +179,7 @@ def pending_part(message: str) -> str:
     """Which half of gate 2 a Kueue pending message names: its quota or its TAS placement ("" for neither)."""
     if "insufficient unused quota" in message or "insufficient quota" in message:
         return QUOTA
-    if 'topology "' in message or "excluded:" in message:
+    if 'topology "' in message or "excluded:" in message or "no longer fits" in message:
         return TAS_PLACEMENT
     return ""
 

@@ -225,12 +225,14 @@ def _resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
 
 @dataclass(frozen=True, slots=True)
 class _PodRequests:
-    """One Pod shape's requests: raw (as the scheduler counts them), with TAS's ``pods`` slot, and as Kueue's quota
-    counts them (accelerator keys folded into credits)."""
+    """One Pod shape's requests: raw (as the scheduler counts them), with a ``pods`` slot (as TAS places a Pod), as
+    Kueue's quota counts them (accelerator keys folded into credits), and as TAS charges an admitted Workload's Pod
+    to its node (its quota usage and a ``pods`` slot: raw accelerator keys are not among them)."""
 
     raw: Mapping[str, Fraction]
     slot: Mapping[str, Amount]
     quota: Mapping[str, Amount]
+    charge: Mapping[str, Amount]
 
 
 _REQUESTS_MEMO: dict[tuple[Any, ...], _PodRequests] = {}
@@ -242,7 +244,8 @@ def _requests(spec: Mapping[str, Any]) -> _PodRequests:
     got = _REQUESTS_MEMO.get(key) if key is not None else None
     if got is None:
         raw = pod_requests(spec)
-        got = _PodRequests(raw, with_pod_slot(raw), plain(quota_requests(spec)))
+        quota = plain(quota_requests(spec))
+        got = _PodRequests(raw, with_pod_slot(raw), quota, with_pod_slot(quota))
         if key is not None and len(_REQUESTS_MEMO) < 4096:
             _REQUESTS_MEMO[key] = got
     return got
@@ -286,6 +289,8 @@ class _Reserved:
     """PodSet → ``(node, pods)`` (None without a topology)."""
     usage: dict[tuple[str, str], Fraction] = field(default_factory=dict)
     """(flavor, resource) → quota taken."""
+    charged: dict[str, dict[str, Amount]] = field(default_factory=dict)
+    """Node → what the PodSets placed so far charge it, as TAS counts it."""
     evidence: list[str] = field(default_factory=list)
 
 
@@ -318,6 +323,9 @@ class Simulator:
             if p.node_name:
                 self.pods_by_node.setdefault(p.node_name, []).append(p)
         self.free: dict[str, Room] = {}
+        """Each node's room as Kueue's TAS counts it."""
+        self.sched: dict[str, Room] = {}
+        """Each node's room as the scheduler and kubelet count it."""
         self.requests = _SpecRequests()
         self.touched: set[str] = set()
         """Nodes whose ledger the simulation changed: their keys and fit labels are recomputed from it."""
@@ -388,43 +396,46 @@ class Simulator:
         room["pods"] = 110
         return room
 
-    def _tas_placements(self, w: Workload) -> list[tuple[Mapping[str, Amount], str, int]]:
-        """(one Pod's requests with its ``pods`` slot, node, Pods) for each node a reserved Workload's topology
-        assignment names."""
+    def _tas_placements(self, w: Workload) -> list[tuple[_PodRequests, str, int]]:
+        """(one Pod's requests, node, Pods) for each node a reserved Workload's topology assignment names."""
         if not w.quota_reserved or w.finished:
             return []
-        out: list[tuple[Mapping[str, Amount], str, int]] = []
+        out: list[tuple[_PodRequests, str, int]] = []
         for ps in w.podsets:
             a = w.assignment(ps.name)
             hosts = a.hostnames if a else None
             if hosts:
-                slot = self.requests(ps.spec).slot
-                out.extend((slot, node, pods) for node, pods in hosts)
+                per_pod = self.requests(ps.spec)
+                out.extend((per_pod, node, pods) for node, pods in hosts)
         return out
 
     def _init_room(self) -> None:
-        """Node room as TAS counts it: allocatable minus the Pods bound outside TAS and the Workloads placed by
-        topology (whether or not their Pods exist yet)."""
-        self.tas_usage: dict[str, dict[str, list[Mapping[str, Amount]]]] = {}
+        """Each node's room two ways: as Kueue's TAS counts it, its allocatable less the Pods bound outside TAS
+        (their raw requests) and the Workloads TAS placed there (what their quota charges: credits, not the raw
+        accelerator keys), and as the scheduler counts it, less every Pod's raw requests (a placed Workload's Pods
+        whether or not they exist yet)."""
+        self.tas_usage: dict[str, dict[str, list[_PodRequests]]] = {}
         self.tas_workloads: set[tuple[str, str]] = set()
-        used: dict[str, dict[str, Amount]] = {}
+        charged: dict[str, dict[str, Amount]] = {}
+        asked: dict[str, dict[str, Amount]] = {}
         for w in self.workloads:
             placed = self._tas_placements(w)
             if placed:
                 self.tas_workloads.add((w.namespace, w.name))
             for per_pod, node, pods in placed:  # nothing is shared yet: built in place
                 self.tas_usage.setdefault(node, {}).setdefault(w.key, []).extend([per_pod] * pods)
-                u = used.setdefault(node, {})
-                for k, v in per_pod.items():
-                    u[k] = u.get(k, 0) + v * pods
+                _add(charged.setdefault(node, {}), per_pod.charge, pods)
+                _add(asked.setdefault(node, {}), per_pod.slot, pods)
         for node, pods_there in self.pods_by_node.items():
             for p in pods_there:
                 if not p.finished and (p.namespace, p.workload) not in self.tas_workloads:
-                    u = used.setdefault(node, {})
-                    for k, v in with_pod_slot(p.requests).items():
-                        u[k] = u.get(k, 0) + v
+                    slot = with_pod_slot(p.requests)
+                    _add(charged.setdefault(node, {}), slot, 1)
+                    _add(asked.setdefault(node, {}), slot, 1)
         for name in set(self.state.nodes) or set(self.ledgers):
-            self.free[name] = Room(self._allocatable(name), used.get(name, {}))
+            allocatable = self._allocatable(name)
+            self.free[name] = Room(allocatable, charged.get(name, {}))
+            self.sched[name] = Room(allocatable, asked.get(name, {}))
 
     def _add_tas_usage(self, w: Workload) -> None:
         placed = self._tas_placements(w)
@@ -435,17 +446,21 @@ class Simulator:
             per[w.key] = [*per.get(w.key, ()), *([per_pod] * pods)]
             self.tas_usage[node] = per
 
-    def _room(self, node: str) -> Room:
-        used: dict[str, Amount] = {}
+    def _rooms(self, node: str) -> tuple[Room, Room]:
+        """A node's room as TAS and as the scheduler count it (see :meth:`_init_room`)."""
+        charged: dict[str, Amount] = {}
+        asked: dict[str, Amount] = {}
         for requests in self.tas_usage.get(node, {}).values():
             for r in requests:
-                for k, v in r.items():
-                    used[k] = used.get(k, 0) + v
+                _add(charged, r.charge, 1)
+                _add(asked, r.slot, 1)
         for p in self.pods_by_node.get(node, ()):
             if not p.finished and (p.namespace, p.workload) not in self.tas_workloads:
-                for k, v in with_pod_slot(p.requests).items():
-                    used[k] = used.get(k, 0) + v
-        return Room(self._allocatable(node), used)
+                slot = with_pod_slot(p.requests)
+                _add(charged, slot, 1)
+                _add(asked, slot, 1)
+        allocatable = self._allocatable(node)
+        return Room(allocatable, charged), Room(allocatable, asked)
 
     # -- working copies ---------------------------------------------------------------------------------------
 
@@ -462,6 +477,7 @@ class Simulator:
         other.held = dict(self.held)
         other.pods_by_node = dict(self.pods_by_node)
         other.free = dict(self.free)
+        other.sched = dict(self.sched)
         other.labels = dict(self.labels)
         other.touched = set(self.touched)
         other.flavor_nodes = dict(self.flavor_nodes)
@@ -538,7 +554,7 @@ class Simulator:
         for name in added:
             self.base_devices[name] = grown.devices[name]
             self.ledgers[name] = self.check_ledgers[name] = grown.devices[name]
-            self.free[name] = Room(self._allocatable(name), {})
+            self.free[name] = self.sched[name] = Room(self._allocatable(name), {})
             self.touched.add(name)
         self.fit_context = self._context()
 
@@ -564,7 +580,7 @@ class Simulator:
             )
         self.touched.add(node)
         if node in self.free:
-            self.free[node] = self._room(node)
+            self.free[node], self.sched[node] = self._rooms(node)
         self.labels.pop(node, None)
         self.candidates.clear()
         self.placements.clear()
@@ -808,6 +824,14 @@ class Simulator:
                         reasons.append(placed.message)
                         placement_failed = True
                         continue
+                    short_charge = self._charges_fit(placed.hosts, _requests(ps.spec).charge, reserved)
+                    if short_charge:
+                        # TAS placed the Pods by their raw requests; what Kueue charges them (credits, not the raw
+                        # keys) does not fit the node beside the Workloads placed there. Kueue's own words:
+                        reasons.append(NO_LONGER_FITS)
+                        reserved.evidence.append(short_charge)
+                        placement_failed = True
+                        continue
                     hosts = placed.hosts
                 reserved.flavors[ps.name] = fname
                 reserved.hosts[ps.name] = hosts
@@ -826,6 +850,29 @@ class Simulator:
                     reserved.evidence,
                 )
         return reserved
+
+    def _charges_fit(
+        self, hosts: tuple[tuple[str, int], ...], charge: Mapping[str, Amount], reserved: _Reserved
+    ) -> str:
+        """Kueue's last check of a TAS placement: each node's room, as TAS counts it, holds what the Pods placed
+        there charge (their quota usage with a ``pods`` slot each), besides earlier PodSets of the same Workload.
+        A resource the node does not have at all is room for none. "" when it fits, else what does not."""
+        for node, pods in hosts:
+            room = self.free.get(node) or Room({}, {})
+            earlier = reserved.charged.get(node, {})
+            for k, v in sorted(charge.items()):
+                left = room.get(k, 0) - earlier.get(k, 0)
+                if v > 0 and left < v * pods:
+                    return (
+                        f"TAS places {pods} Pod(s) on {node} by their raw requests, which the Workloads it placed "
+                        f"there do not take; it then charges them {amount_text(k, Fraction(v * pods))} of {k}, and "
+                        f"{node} has {amount_text(k, Fraction(max(left, 0)))} left of its "
+                        f"{amount_text(k, Fraction(room.allocatable.get(k, 0)))}: Kueue sets the Workload aside on "
+                        "every try, however much room other nodes have"
+                    )
+        for node, pods in hosts:
+            _add(reserved.charged.setdefault(node, {}), charge, pods)
+        return ""
 
     def _gate2(self, w: Workload) -> tuple[Gate, ClusterQueue | None]:
         lq = self.state.local_queues.get((w.namespace, w.queue_name))
@@ -1061,12 +1108,11 @@ class Simulator:
             flavor = self.state.flavors.get(fname) if fname else None
             per_pod = _requests(specs.get(ps.name, ps.spec)).slot
             if flavor is not None:
-                rooms, _, _ = self._nodes_for(flavor, ps.spec)
+                names = [r.name for r in self._nodes_for(flavor, ps.spec)[0]]
             else:
                 selects = node_selector(ps.spec)
-                rooms = [
-                    NodeRoom(n, self.labels_of(n), free) for n, free in self.free.items() if selects(self.labels_of(n))
-                ]
+                names = [n for n in self.sched if selects(self.labels_of(n))]
+            rooms = [NodeRoom(n, self.labels_of(n), self.sched[n]) for n in names]
             placed: list[tuple[str, int]] = []
             left = ps.count
             for room in sorted(rooms, key=lambda r: r.name):
@@ -1092,7 +1138,7 @@ class Simulator:
                 short.append(f"pod set {ps.name}: no node's keys hold its {ps.count} Pod(s)")
                 continue
             for node, pods in hosts[ps.name]:
-                free = self.free.get(node) or Room({}, {})
+                free = self.sched.get(node) or Room({}, {})
                 taken = used.setdefault(node, {})
                 for k, v in sorted(per_pod.items()):
                     need = v * pods + taken.get(k, 0)
@@ -1246,6 +1292,15 @@ class Simulator:
                 self.ledgers[node] = _charged(self.ledgers[node], [p for p in pods if p.node_name == node])
             self._refresh(node)
         self.fit_context = self._context()
+
+
+NO_LONGER_FITS = "Workload no longer fits after processing another workload"
+"""Kueue's pending message when a TAS placement's charge does not fit its node."""
+
+
+def _add(into: dict[str, Amount], amounts: Mapping[str, Amount], times: int) -> None:
+    for k, v in amounts.items():
+        into[k] = into.get(k, 0) + v * times
 
 
 def _charged(ledger: NodeDevices, pods: Sequence[Pod]) -> NodeDevices:

@@ -287,7 +287,15 @@ def _add_nodes(sim: Simulator, sub: Submission, held: Outcome) -> Unblocker | Tr
         return None
     grown = fewest_nodes(sim, [sub], like)
     if grown is None:
-        return Tried("add-nodes", f"even {MAX_NODES} more nodes like {like} do not admit it")
+        trial = sim.copy()
+        trial.add_nodes(MAX_NODES, like)
+        e = trial.simulate(sub, commit=False).explanation
+        g = e.gates[(e.held_by or 1) - 1]
+        return Tried(
+            "add-nodes",
+            f"even {MAX_NODES} more nodes like {like} do not admit it: it is still held at gate {g.gate} "
+            f"({g.name}): {g.summary}",
+        )
     return Unblocker(
         "add-nodes", f"add {grown[0]} node(s) like {like}", nodes=(like,), extra={"count": grown[0], "like": like}
     )

@@ -65,7 +65,8 @@ def test_one_admitted_pod_gives_explains_object_with_its_placement() -> None:
 
 def test_several_manifests_run_in_sequence_and_give_a_list(tmp_path: Path) -> None:
     path = tmp_path / "two.yaml"
-    path.write_text(whole_cards("first", 2) + "\n---\n" + whole_cards("second", 2))
+    # One card each: TAS puts both on a10g-1 (the least room by its raw keys); the first leaves it too few credits.
+    path.write_text(whole_cards("first", 1) + "\n---\n" + whole_cards("second", 1))
     code, out, _ = run("-f", str(path), "-o", "json", "--exit-code")
     data = json.loads(out)
     assert data["kind"] == "List"
@@ -87,10 +88,16 @@ def test_scenarios_change_the_answer(tmp_path: Path) -> None:
     path = tmp_path / "three.json"
     path.write_text(whole_cards("three", 3))
     assert json.loads(run("-f", str(path), "-o", "json", "--without", "team-a/batch")[1])["admitted"] is True
-    assert json.loads(run("-f", str(path), "-o", "json", "--add-nodes", "1", "--like", "a10g-2")[1])["admitted"] is True
+    # Three cards with one more node: TAS still picks a10g-2 by its raw keys (an admitted Workload's Pods are
+    # charged credits, not keys), where the check holds it. Four cards fit no node of the pool: the new one takes it.
+    grown = json.loads(run("-f", str(path), "-o", "json", "--add-nodes", "1", "--like", "a10g-2")[1])
+    assert grown["heldBy"] == 3 and "a10g-2 has 2 free of 4" in grown["gates"][2]["summary"]
+    wide = tmp_path / "four.json"
+    wide.write_text(whole_cards("four", 4))
+    assert json.loads(run("-f", str(wide), "-o", "json", "--add-nodes", "1", "--like", "a10g-2")[1])["admitted"] is True
     held = json.loads(run("-f", POD, "-o", "json", "--hold", "gpustack--nvidia-a10g-linux-amd64")[1])
     assert held["heldBy"] == 2 and "stopped (Hold)" in held["gates"][1]["summary"]
-    code, out, _ = run("-f", str(path), "-o", "json", "--add-nodes", "auto", "--like", "a10g-2")
+    code, out, _ = run("-f", str(wide), "-o", "json", "--add-nodes", "auto", "--like", "a10g-2")
     assert code == 0 and json.loads(out)["addNodes"] == {"like": "a10g-2", "count": 1}
 
 

@@ -102,6 +102,11 @@ def allocated(name: str, node_name: str, limits: dict[str, str], cards: list[tup
     return p
 
 
+def credits_of(cards: int) -> dict[str, str]:
+    """A node's cards' credits, which Kueue's TAS charges the Workloads it places there against."""
+    return {"credits.gpustack.ai/nvidia": str(cards * M)}
+
+
 def pool(
     nodes: dict[str, int],
     *,
@@ -129,7 +134,7 @@ def pool(
             node(
                 name,
                 labels={**LABELS, naming.accelerator_label("nvidia-a10g"): "true"},
-                allocatable={**keys, "pods": "110", "memory": "256Gi"},
+                allocatable={**keys, **credits_of(cards), "pods": "110", "memory": "256Gi"},
             )
         )
     return objects + (extra or [])
@@ -223,7 +228,11 @@ def test_a_hygon_card_holding_four_slices_takes_no_fifth() -> None:
         node(
             "h1",
             labels={**LABELS, naming.accelerator_label("hygon-bw"): "true"},
-            allocatable={**{k: str(v) for k, v in node_capacity(parse_devices(d)).items()}, "pods": "110"},
+            allocatable={
+                **{k: str(v) for k, v in node_capacity(parse_devices(d)).items()},
+                "credits.gpustack.ai/hygon": str(M),
+                "pods": "110",
+            },
         ),
     ]
     sim = Simulator(state_of(objects))
@@ -395,15 +404,33 @@ def test_without_drain_and_add_nodes_change_the_answer() -> None:
     drained.stop(CQ, "HoldAndDrain")
     assert drained.simulate(want).explanation.held_by == 2  # drained: it admits nothing new
     assert not any(w.key == f"{NS}/big" for w in drained.workloads)  # and what it admitted is evicted
+    # A node like n1 does not help: TAS counts an admitted Workload's Pods by the credits they are charged, not by
+    # the raw keys, so n1 still looks free to it and sorts first; the credits it lacks then hold the Workload.
+    grown = Simulator(state)
+    grown.add_nodes(1, "n1")
+    again = grown.simulate(want)
+    assert again.explanation.held_by == 2
+    assert gate(again, 2)["summary"].endswith("Workload no longer fits after processing another workload")
+    with pytest.raises(ScenarioError, match="no such Workload"):
+        Simulator(state).finish([f"{NS}/nope"])
+    # The suggestions, each proven: the Workload that would have to finish; more nodes are tried, and say why not.
+    found = unblockers(Simulator(state), want, held)
+    assert {u.kind: u for u in found.found}["finish"].workloads == (f"{NS}/big",)
+    assert "add-nodes" not in {u.kind for u in found.found} and "add-nodes" in {t.kind for t in found.tried}
+
+
+def test_more_nodes_admit_what_the_pools_cards_held_by_pods_cannot() -> None:
+    """Cards held by Pods outside Kueue take the raw keys TAS places by: n1 has no room, a node like it does."""
+    held_whole = allocated("outside", "n1", {"nvidia.com/gpu": "4"}, [(f"GPU-{i:04d}", 1, M) for i in range(4)])
+    state = state_of(pool({"n1": 4}, nominal_cards=8, extra=[held_whole]))
+    want = submit("w", {"nvidia.com/gpu": "2"})
+    held = Simulator(state).simulate(want)
+    assert held.explanation.held_by == 2 and gate(held, 2)["part"] == "tas-placement"
     grown = Simulator(state)
     grown.add_nodes(1, "n1")
     placed = grown.simulate(want)
     assert placed.admitted and placed.placement[0].name == "n1-sim-1"
-    with pytest.raises(ScenarioError, match="no such Workload"):
-        Simulator(state).finish([f"{NS}/nope"])
-    # The suggestions, each proven: the Workload that would have to finish, and one more node like n1.
     found = {u.kind: u for u in unblockers(Simulator(state), want, held).found}
-    assert found["finish"].workloads == (f"{NS}/big",)
     assert found["add-nodes"].extra == {"count": 1, "like": "n1"}
 
 

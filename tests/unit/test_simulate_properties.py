@@ -27,6 +27,7 @@ from gpuctl.core.fit import rebuild_ledger
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.simulate import Outcome, Simulator
 from gpuctl.core.submissions import Submission, SubmittedPodSet
+from gpuctl.core.units import M
 from tests.factories import topology
 from tests.memory_cluster import MemoryCluster
 from tests.unit.test_differential import NS, POOLS, cluster_states, limits_of, operator, stored_check
@@ -37,11 +38,14 @@ JSON = dict[str, Any]
 
 def prepared(objects: list[JSON]) -> list[JSON]:
     """Quota to spare, the check Active, the hostname Topology, and Nodes advertising their cards' keys."""
-    keys = {
-        o["metadata"]["name"]: node_capacity(rebuild_ledger(parse_devices(o), ()))
-        for o in objects
-        if o["kind"] == "Devices"
-    }
+    keys = {}
+    for o in objects:
+        if o["kind"] == "Devices":
+            d = parse_devices(o)
+            keys[d.node] = {
+                **node_capacity(rebuild_ledger(d, ())),
+                **{f"credits.gpustack.ai/{g.manufacturer}": len(g.cards) * M for g in d.groups},
+            }
     for o in objects:
         if o["kind"] == "ClusterQueue":
             o["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "10000000000"

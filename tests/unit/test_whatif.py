@@ -69,9 +69,9 @@ def slice_limits(percent: int) -> dict[str, str]:
 
 
 def card_sliced_by_one_workload() -> State:
-    """n1: card 0 holds one 30 % slice (Workload "slicer"), card 1 is held whole (Workload "whole"); the queue has
-    quota for more cards than n1 has, so quota is not what holds a whole card."""
-    state = State().node("n1", 2).hold("slicer", "n1", slice_of(0, 30)).hold("whole", "n1", whole(1))
+    """n1: card 0 holds one 30 % slice (Workload "slicer"), card 1 is held whole by a Pod outside Kueue; the queue
+    has quota for more cards than n1 has, so quota is not what holds a whole card."""
+    state = State().node("n1", 2).hold("slicer", "n1", slice_of(0, 30)).hold(None, "n1", whole(1))
     state.nominal[A10G.pool] = 8
     return state
 
@@ -105,15 +105,16 @@ def test_suggest_proposes_letting_the_only_slice_holder_finish() -> None:
 def test_a_node_drained_of_its_slices_by_hold_and_drain_frees_its_tokens() -> None:
     sim = simulator(card_sliced_by_one_workload())
     sim.stop(A10G.pool, "HoldAndDrain")
-    assert sim.labels_of("n1") is not None
-    assert sim.free["n1"].get(GPU, 0) == 2  # both cards free again: both whole-card tokens healthy, none in use
+    # The slicer is evicted: card 0's whole-card token is healthy again; card 1's is taken by the Pod outside Kueue.
+    assert sim.free["n1"].allocatable[GPU] == 2 and sim.free["n1"].get(GPU, 0) == 1
+    assert sim.labels_of("n1")[naming.sliced_fit_label(A10G.key)] == str(M)
 
 
 def test_every_scenario_recomputes_the_keys_the_same_way_as_a_fresh_read_of_that_state() -> None:
     """The working copy after --without equals a cluster read with that Workload already gone."""
     after = simulator(card_sliced_by_one_workload())
     after.finish([f"{NS}/slicer"])
-    fresh = simulator(State().node("n1", 2).hold("whole", "n1", whole(1)))
+    fresh = simulator(State().node("n1", 2).hold(None, "n1", whole(1)))
     assert dict(after.free["n1"].allocatable) == dict(fresh.free["n1"].allocatable)
     assert after.labels_of("n1") == fresh.labels_of("n1")
 
