@@ -54,6 +54,10 @@ class Pod:
     conditions: Mapping[str, Condition] = field(default_factory=dict)
     scheduling_gates: tuple[str, ...] = ()
     deleting: bool = False
+    topology_annotated: bool = False
+    """It carries one of Kueue's PodSet topology annotations: Kueue's TAS counts it through its Workload, and leaves
+    it out of the usage of Pods outside TAS (a Pod of an implied-TAS Workload carries none, so TAS counts its raw
+    requests on its node as well)."""
 
     @property
     def finished(self) -> bool:
@@ -68,6 +72,13 @@ class Pod:
     @property
     def queue_name(self) -> str:
         return self.labels.get(naming.LABEL_QUEUE_NAME, "")
+
+
+TOPOLOGY_ANNOTATIONS = (
+    "kueue.x-k8s.io/podset-required-topology",
+    "kueue.x-k8s.io/podset-preferred-topology",
+    "kueue.x-k8s.io/podset-unconstrained-topology",
+)
 
 
 def _int(value: Any) -> int:
@@ -140,4 +151,5 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
         conditions=parse_conditions(status.get("conditions")),
         scheduling_gates=tuple(str(_m(g).get("name", "")) for g in _l(spec.get("schedulingGates"))),
         deleting=bool(meta.get("deletionTimestamp")),
+        topology_annotated=any(k in annotations for k in TOPOLOGY_ANNOTATIONS),
     )

@@ -410,10 +410,10 @@ class Simulator:
         return out
 
     def _init_room(self) -> None:
-        """Each node's room two ways: as Kueue's TAS counts it, its allocatable less the Pods bound outside TAS
-        (their raw requests) and the Workloads TAS placed there (what their quota charges: credits, not the raw
-        accelerator keys), and as the scheduler counts it, less every Pod's raw requests (a placed Workload's Pods
-        whether or not they exist yet)."""
+        """Each node's room two ways: as Kueue's TAS counts it, its allocatable less the bound Pods that carry no
+        topology annotation (their raw requests) and the Workloads TAS placed there (what their quota charges:
+        credits, not the raw accelerator keys), and as the scheduler counts it, less every Pod's raw requests (a
+        placed Workload's Pods whether or not they exist yet)."""
         self.tas_usage: dict[str, dict[str, list[_PodRequests]]] = {}
         self.tas_workloads: set[tuple[str, str]] = set()
         charged: dict[str, dict[str, Amount]] = {}
@@ -428,10 +428,7 @@ class Simulator:
                 _add(asked.setdefault(node, {}), per_pod.slot, pods)
         for node, pods_there in self.pods_by_node.items():
             for p in pods_there:
-                if not p.finished and (p.namespace, p.workload) not in self.tas_workloads:
-                    slot = with_pod_slot(p.requests)
-                    _add(charged.setdefault(node, {}), slot, 1)
-                    _add(asked.setdefault(node, {}), slot, 1)
+                self._count_pod(p, charged.setdefault(node, {}), asked.setdefault(node, {}))
         for name in set(self.state.nodes) or set(self.ledgers):
             allocatable = self._allocatable(name)
             self.free[name] = Room(allocatable, charged.get(name, {}))
@@ -446,6 +443,17 @@ class Simulator:
             per[w.key] = [*per.get(w.key, ()), *([per_pod] * pods)]
             self.tas_usage[node] = per
 
+    def _count_pod(self, p: Pod, charged: dict[str, Amount], asked: dict[str, Amount]) -> None:
+        """A bound Pod's raw requests: TAS counts them unless the Pod carries a topology annotation (Kueue's test of
+        a TAS Pod); the scheduler, unless its Workload's TAS placement already stands for it."""
+        if p.finished or not p.node_name:
+            return
+        slot = with_pod_slot(p.requests)
+        if not p.topology_annotated:
+            _add(charged, slot, 1)
+        if (p.namespace, p.workload) not in self.tas_workloads:
+            _add(asked, slot, 1)
+
     def _rooms(self, node: str) -> tuple[Room, Room]:
         """A node's room as TAS and as the scheduler count it (see :meth:`_init_room`)."""
         charged: dict[str, Amount] = {}
@@ -455,10 +463,7 @@ class Simulator:
                 _add(charged, r.charge, 1)
                 _add(asked, r.slot, 1)
         for p in self.pods_by_node.get(node, ()):
-            if not p.finished and (p.namespace, p.workload) not in self.tas_workloads:
-                slot = with_pod_slot(p.requests)
-                _add(charged, slot, 1)
-                _add(asked, slot, 1)
+            self._count_pod(p, charged, asked)
         allocatable = self._allocatable(node)
         return Room(allocatable, charged), Room(allocatable, asked)
 
@@ -988,7 +993,8 @@ class Simulator:
         g4 = self._gate4(reserved, hosts, specs)
         if g4.verdict != PASSED:
             return outcome([g1, g2, g3, g4], **kept)
-        g5, pods = self._gate5(reserved, got, hosts, specs)
+        annotated = frozenset(ps.name for ps in sub.podsets if ps.topology is not None)
+        g5, pods = self._gate5(reserved, got, hosts, specs, annotated)
         if g5.verdict not in CLEARED:
             return outcome([g1, g2, g3, g4, g5], **kept)
         if commit:
@@ -1165,6 +1171,7 @@ class Simulator:
         got: _Reserved,
         hosts: Mapping[str, tuple[tuple[str, int], ...]],
         specs: Mapping[str, Mapping[str, Any]],
+        annotated: frozenset[str] = frozenset(),
     ) -> tuple[Gate, list[Pod]]:
         """Allocate, card by card, for each Pod as the Pod webhook left it (a template-built Workload's Pods carry the
         folded units its template lacks; a slice no webhook folded is sized by the memory it asks)."""
@@ -1262,6 +1269,7 @@ class Simulator:
                         accelerator_containers=tuple(dict.fromkeys(a.container for a in allocations)),
                         allocations=tuple(allocations),
                         requests=requests,
+                        topology_annotated=ps.name in annotated,
                     )
                     pods.append(pod)
                     if allocations:

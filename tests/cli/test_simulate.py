@@ -64,13 +64,18 @@ def test_one_admitted_pod_gives_explains_object_with_its_placement() -> None:
 
 
 def test_several_manifests_run_in_sequence_and_give_a_list(tmp_path: Path) -> None:
-    path = tmp_path / "two.yaml"
-    # One card each: TAS puts both on a10g-1 (the least room by its raw keys); the first leaves it too few credits.
-    path.write_text(whole_cards("first", 1) + "\n---\n" + whole_cards("second", 1))
+    path = tmp_path / "three.yaml"
+    path.write_text("\n---\n".join(whole_cards(n, 1) for n in ("first", "second", "third")))
     code, out, _ = run("-f", str(path), "-o", "json", "--exit-code")
     data = json.loads(out)
     assert data["kind"] == "List"
-    assert [(i["name"], i["admitted"]) for i in data["items"]] == [("first", True), ("second", False)]
+    # The queue has two cards of quota left. TAS puts the first on a10g-1, whose one free card it then takes; the
+    # second sees that and goes to a10g-2; the third finds no quota left.
+    placed = [
+        (i["name"], i["admitted"], [n["name"] for n in i.get("placement", {}).get("nodes", [])]) for i in data["items"]
+    ]
+    assert placed == [("first", True, ["a10g-1"]), ("second", True, ["a10g-2"]), ("third", False, [])]
+    assert data["items"][2]["heldBy"] == 2 and data["items"][2]["gates"][1]["part"] == "quota"
     assert code == 3  # --exit-code: one would be held
 
 
