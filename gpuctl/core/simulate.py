@@ -159,6 +159,8 @@ class PlacedNode:
     name: str
     pods: int
     cards: tuple[str, ...]
+    allocations: tuple[tuple[int, CardAllocation], ...] = ()
+    """(the Pod's place among this node's Pods, a card it is given), as ``Allocate`` would record them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +186,26 @@ class Outcome:
             out["preempts"] = list(self.preempted)
         if self.admitted:
             out["placement"] = {
-                "nodes": [{"name": n.name, "pods": n.pods, "cards": list(n.cards)} for n in self.placement]
+                "nodes": [
+                    {
+                        "name": n.name,
+                        "pods": n.pods,
+                        "cards": list(n.cards),
+                        "allocations": [
+                            {
+                                "pod": i,
+                                "container": a.container,
+                                "card": a.card_id,
+                                "group": a.group,
+                                "mode": a.mode,
+                                "units": a.allocated,
+                                **({"profile": a.profile} if a.profile else {}),
+                            }
+                            for i, a in n.allocations
+                        ],
+                    }
+                    for n in self.placement
+                ]
             }
         return out
 
@@ -1406,6 +1427,11 @@ def _placement(pods: Sequence[Pod]) -> tuple[PlacedNode, ...]:
     for p in pods:
         by_node.setdefault(p.node_name, []).append(p)
     return tuple(
-        PlacedNode(n, len(ps), tuple(dict.fromkeys(a.card_id for p in ps for a in p.allocations)))
+        PlacedNode(
+            n,
+            len(ps),
+            tuple(dict.fromkeys(a.card_id for p in ps for a in p.allocations)),
+            tuple((i, a) for i, p in enumerate(ps) for a in p.allocations),
+        )
         for n, ps in sorted(by_node.items())
     )

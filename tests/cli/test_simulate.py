@@ -60,7 +60,12 @@ def test_one_admitted_pod_gives_explains_object_with_its_placement() -> None:
     )
     assert [g["verdict"] for g in data["gates"]] == ["passed"] * 5
     # A quarter of a card goes to the fullest card that still fits it: a10g-1's GPU-0001 holds a half slice.
-    assert data["placement"] == {"nodes": [{"name": "a10g-1", "pods": 1, "cards": ["GPU-0001"]}]}
+    [node] = data["placement"]["nodes"]
+    assert (node["name"], node["pods"], node["cards"]) == ("a10g-1", 1, ["GPU-0001"])
+    # As Allocate would record it: the webhook folded the 25 % into 400000 units.
+    assert node["allocations"] == [
+        {"pod": 0, "container": "server", "card": "GPU-0001", "group": "a10g", "mode": 3, "units": 400000}
+    ]
 
 
 def test_several_manifests_run_in_sequence_and_give_a_list(tmp_path: Path) -> None:
