@@ -342,7 +342,12 @@ def bound_pod(
     phase: str = "Running",
 ) -> JSON:
     """A Pod of a Workload bound to a node, with its allocation record (container → accelerators) when Allocate ran."""
-    annotations = {naming.ANNOTATION_WORKLOAD: workload_name} if workload_name else {}
+    # Kueue writes the unconstrained topology annotation on the Pods of a Workload it places by topology.
+    annotations = (
+        {naming.ANNOTATION_WORKLOAD: workload_name, "kueue.x-k8s.io/podset-unconstrained-topology": "true"}
+        if workload_name
+        else {}
+    )
     if allocations is not None:
         record = {
             c: {"devices": {"groups": [{"id": "a10g", "manufacturer": "nvidia", "accelerators": accs}]}}

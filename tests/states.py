@@ -377,8 +377,9 @@ class State:
             }
         }
         annotations = {naming.ANNOTATION_ALLOCATED: json.dumps(record)}
-        if h.name:
+        if h.name:  # a Pod of a Workload Kueue placed by topology: it carries Kueue's topology annotation
             annotations[naming.ANNOTATION_WORKLOAD] = h.name
+            annotations["kueue.x-k8s.io/podset-unconstrained-topology"] = "true"
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",

@@ -55,9 +55,9 @@ class Pod:
     scheduling_gates: tuple[str, ...] = ()
     deleting: bool = False
     topology_annotated: bool = False
-    """It carries one of Kueue's PodSet topology annotations: Kueue's TAS counts it through its Workload, and leaves
-    it out of the usage of Pods outside TAS (a Pod of an implied-TAS Workload carries none, so TAS counts its raw
-    requests on its node as well)."""
+    """It carries one of Kueue's PodSet topology annotations (Kueue writes ``unconstrained`` on the Pods of every
+    Workload it places by topology without a request of its own): TAS counts it through its Workload, and leaves its
+    raw requests out of the usage of the Pods outside TAS."""
 
     @property
     def finished(self) -> bool:

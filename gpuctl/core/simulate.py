@@ -1014,8 +1014,7 @@ class Simulator:
         g4 = self._gate4(reserved, hosts, specs)
         if g4.verdict != PASSED:
             return outcome([g1, g2, g3, g4], **kept)
-        annotated = frozenset(ps.name for ps in sub.podsets if ps.topology is not None)
-        g5, pods = self._gate5(reserved, got, hosts, specs, annotated)
+        g5, pods = self._gate5(reserved, got, hosts, specs)
         if g5.verdict not in CLEARED:
             return outcome([g1, g2, g3, g4, g5], **kept)
         if commit:
@@ -1192,7 +1191,6 @@ class Simulator:
         got: _Reserved,
         hosts: Mapping[str, tuple[tuple[str, int], ...]],
         specs: Mapping[str, Mapping[str, Any]],
-        annotated: frozenset[str] = frozenset(),
     ) -> tuple[Gate, list[Pod]]:
         """Allocate, card by card, for each Pod as the Pod webhook left it (a template-built Workload's Pods carry the
         folded units its template lacks; a slice no webhook folded is sized by the memory it asks)."""
@@ -1290,7 +1288,7 @@ class Simulator:
                         accelerator_containers=tuple(dict.fromkeys(a.container for a in allocations)),
                         allocations=tuple(allocations),
                         requests=requests,
-                        topology_annotated=ps.name in annotated,
+                        topology_annotated=bool(got.hosts.get(ps.name)),
                     )
                     pods.append(pod)
                     if allocations:

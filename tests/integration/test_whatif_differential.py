@@ -19,6 +19,7 @@ StrictFIFO line and for a line holding a preempted Workload.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
@@ -34,8 +35,14 @@ from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
 from gpuctl.core import naming
+from gpuctl.core.capacity import node_allocatable
 from gpuctl.core.explain import pending_part
+from gpuctl.core.fit import rebuild_ledger
+from gpuctl.core.ledger import parse_devices
+from gpuctl.core.pins import node_fit_labels
+from gpuctl.core.pods import parse_pod
 from gpuctl.core.quota import quota_book
+from gpuctl.core.units import M
 from gpuctl.core.workloads import parse_cluster_queue, parse_workload
 from tests.factories import H100_MIB, H100_PROFILES, container
 from tests.states import Model, State, partition, shares, slice_of, whole
@@ -63,6 +70,10 @@ class Cluster:
         self.objs = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
         self.created: list[tuple[str, str, str | None]] = []
+        self.devices: dict[str, dict[str, Any]] = {}
+        """Each node's Devices as created (its spec: the capabilities the ledger is rebuilt over)."""
+        self.running: dict[str, list[tuple[str, str, bool]]] = {}
+        """Workload → (Pod, node, whether this suite created the Pod) for the Pods it runs."""
 
     def load(self, objects: list[dict[str, Any]]) -> None:
         ensure_active_check(self.api)
@@ -78,6 +89,8 @@ class Cluster:
                 self.created.append(("pod", name, self.namespace))
             elif kind in ("Devices", "InstanceType"):
                 plural = "devices" if kind == "Devices" else "instancetypes"
+                if kind == "Devices":
+                    self.devices[name] = o
                 status = o["status"]
                 self.objs.create_cluster_custom_object(
                     WORKER, WV, plural, {k: v for k, v in o.items() if k != "status"}
@@ -98,6 +111,134 @@ class Cluster:
                 else:
                     self.objs.create_cluster_custom_object(KUEUE, KV, plural, body)
                     self.created.append((plural, name, None))
+
+    # -- the kubelet, the device plugin and the job controller, which the control plane does not run ------------
+
+    def run(self, workload_name: str, item: dict[str, Any], pod_name: str | None, template: dict[str, Any]) -> None:
+        """Start an admitted Workload's Pods where Kueue placed them, with the allocation records ``Allocate``
+        writes (the cards ``simulate`` predicted, which the suite has just seen Kueue admit on those nodes), then
+        report the node's ledger and keys as the device manager would. ``pod_name`` is the Pod Kueue's Pod
+        integration manages (it is bound); a Job's or Workload's Pods are created, as its controller would."""
+        pods: list[tuple[str, str, bool]] = []
+        for node in item["placement"]["nodes"]:
+            for i in range(node["pods"]):
+                record: dict[str, Any] = {}
+                for a in (a for a in node["allocations"] if a["pod"] == i):
+                    card = {"id": a["card"], "mode": a["mode"], "allocated": a["units"]}
+                    if a.get("profile"):
+                        card["allocatedPhysicalProfile"] = a["profile"]
+                    groups = record.setdefault(a["container"], {"devices": {"groups": []}})["devices"]["groups"]
+                    group = next((g for g in groups if g["id"] == a["group"]), None)
+                    if group is None:
+                        groups.append(group := {"id": a["group"], "manufacturer": "nvidia", "accelerators": []})
+                    group["accelerators"].append(card)
+                annotations = {naming.ANNOTATION_ALLOCATED: json.dumps(record)}
+                if pod_name is not None:
+                    wait_for(
+                        f"Kueue to ungate Pod {pod_name}",
+                        lambda: not (self.core.read_namespaced_pod(pod_name, self.namespace).spec.scheduling_gates),
+                    )
+                    self.core.create_namespaced_pod_binding(
+                        pod_name,
+                        self.namespace,
+                        {"metadata": {"name": pod_name}, "target": {"kind": "Node", "name": node["name"]}},
+                    )
+                    self.core.patch_namespaced_pod(pod_name, self.namespace, {"metadata": {"annotations": annotations}})
+                    pods.append((pod_name, node["name"], False))
+                    name = pod_name
+                else:
+                    name = f"{workload_name}-{node['name']}-{i}"
+                    self.core.create_namespaced_pod(
+                        self.namespace,
+                        {
+                            "metadata": {
+                                "name": name,
+                                "labels": {naming.LABEL_PODSET: "main"},
+                                "annotations": {
+                                    **annotations,
+                                    naming.ANNOTATION_WORKLOAD: workload_name,
+                                    # Kueue writes it on the Pods of a Workload it places without a topology request
+                                    "kueue.x-k8s.io/podset-unconstrained-topology": "true",
+                                },
+                            },
+                            "spec": {**template, "nodeName": node["name"]},
+                        },
+                    )
+                    self.created.append(("pod", name, self.namespace))
+                    pods.append((name, node["name"], True))
+                self.core.patch_namespaced_pod_status(name, self.namespace, {"status": {"phase": "Running"}})
+        self.running[workload_name] = pods
+        for node_name in {n for _, n, _ in pods}:
+            self.report(node_name)
+
+    def report(self, node: str) -> None:
+        """The device manager's report for a node: its ledger rebuilt from the allocation records of the Pods bound
+        there, and its keys (the tokens of a card held in another mode unhealthy)."""
+        raw = self.core.list_namespaced_pod(
+            self.namespace, field_selector=f"spec.nodeName={node}", _preload_content=False
+        )
+        bound = [parse_pod(p) for p in json.loads(raw.data)["items"]]
+        obj = self.devices[node]
+        ledger = rebuild_ledger(parse_devices({**obj, "status": {"groups": []}}), bound)
+        rows = [
+            {
+                "id": c.id,
+                "index": c.index,
+                "mode": int(c.mode),
+                "allocated": c.allocated,
+                "remaining": c.remaining,
+                "allocatedSlices": c.allocated_slices,
+                "allocatedProfiles": [{"name": n, "count": k} for n, k in c.allocated_profiles.items() if k],
+                "remainingProfiles": [{"name": n, "count": k} for n, k in c.remaining_profiles.items()],
+            }
+            for g in ledger.groups
+            for c in g.cards
+        ]
+        groups = [{"id": g.id, "manufacturer": g.manufacturer, "accelerators": rows} for g in ledger.groups]
+        self.objs.patch_cluster_custom_object_status(WORKER, WV, "devices", node, {"status": {"groups": groups}})
+        cards = sum(len(g.cards) for g in ledger.groups)
+        keys = {k: str(v) for k, v in node_allocatable(ledger).items()}
+        allocatable = {
+            "cpu": "64",
+            "memory": "512Gi",
+            "pods": "110",
+            "credits.gpustack.ai/nvidia": str(cards * M),
+            **keys,
+        }
+        self.core.patch_node_status(node, {"status": {"allocatable": allocatable, "capacity": allocatable}})
+        labels = node_fit_labels(ledger)
+        wait_for(
+            f"the operator to publish {node}'s fit labels",
+            lambda: all(self.core.read_node(node).metadata.labels.get(k) == v for k, v in labels.items()),
+        )
+
+    def stop_evicted(self) -> None:
+        """The job controller's part: the Pods of a Workload Kueue evicted (or that holds no quota any more) are
+        deleted, and their cards come back."""
+        by_name = {w["metadata"]["name"]: w for w in self.workloads()}
+        for name, pods in list(self.running.items()):
+            w = by_name.get(name)
+            if (
+                w is not None
+                and (condition(w, "Admitted") or {}).get("status") == "True"
+                and not ((condition(w, "Evicted") or {}).get("status") == "True")
+            ):
+                continue
+            for pod, _, _ in pods:
+                with contextlib.suppress(ApiException):
+                    self.core.delete_namespaced_pod(pod, self.namespace, grace_period_seconds=0)
+            wait_for(
+                f"the Pods of {name} gone",
+                lambda pods=pods: (
+                    not any(
+                        p.metadata.name in {x for x, _, _ in pods}
+                        for p in self.core.list_namespaced_pod(self.namespace).items
+                    )
+                ),
+            )
+            del self.running[name]
+            for node in {n for _, n, _ in pods}:
+                self.report(node)
 
     def cleanup(self) -> None:
         for kind, name, ns in reversed(self.created):
@@ -356,10 +497,16 @@ def real_class(cluster: Cluster, name: str, waiting: bool) -> tuple[Any, ...]:
     last: tuple[Any, ...] | None = None
     since = time.monotonic()
     while time.monotonic() < deadline:
+        cluster.stop_evicted()
         now = seen()
         if now is not None and now[0] in ("admitted", "retry"):
             return now
-        if now != last:
+        evicting = any(
+            (condition(w, "Evicted") or {}).get("status") == "True"
+            and (condition(w, "QuotaReserved") or {}).get("status") == "True"
+            for w in cluster.workloads()
+        )
+        if now != last or evicting:  # an eviction under way releases quota: the verdict may still move
             last, since = now, time.monotonic()
         elif now is not None and time.monotonic() - since >= 3:
             return now  # held, and still held the same way 3 s later
@@ -380,19 +527,20 @@ def settled(cluster: Cluster, queues: list[str]) -> None:
     wait_for("the queues' reported usage to match their Workloads", lambda: not books(), timeout=30)
 
 
-def submit(cluster: Cluster, manifest: dict[str, Any]) -> list[tuple[str, bool]]:
-    """Create the manifest's objects; the Workload names Kueue gives them (None for a refused Pod)."""
+def submit(cluster: Cluster, manifest: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """Create the manifest's objects: per Workload Kueue gives them, its name ("" for a Pod the webhook refused) and
+    the Pod Kueue's Pod integration manages for it (None for a Job's or a Workload's)."""
     kind, name = manifest["kind"], manifest["metadata"]["name"]
     if kind == "Workload":
         cluster.objs.create_namespaced_custom_object(KUEUE, KV, cluster.namespace, "workloads", manifest)
         cluster.created.append(("workloads", name, cluster.namespace))
-        return [(name, True)]
+        return [(name, None)]
     if kind == "Job":
         made = client.BatchV1Api(cluster.api).create_namespaced_job(cluster.namespace, manifest)
         cluster.created.append(("job", name, cluster.namespace))
         w = wait_for(f"the Workload of Job {name}", lambda: cluster.workload_of(made.metadata.uid))
         cluster.created.append(("workloads", w["metadata"]["name"], cluster.namespace))
-        return [(w["metadata"]["name"], True)]
+        return [(w["metadata"]["name"], None)]
     pods = (
         [manifest]
         if kind == "Pod"
@@ -409,19 +557,28 @@ def submit(cluster: Cluster, manifest: dict[str, Any]) -> list[tuple[str, bool]]
             for i in range(manifest["spec"]["replicas"])
         ]
     )
-    out: list[tuple[str, bool]] = []
+    out: list[tuple[str, str | None]] = []
     for p in pods:
         try:
             made = cluster.core.create_namespaced_pod(cluster.namespace, p)
         except ApiException as exc:
             assert "denied the request" in json.loads(exc.body)["message"], exc.body
-            out.append(("", False))
+            out.append(("", None))
             continue
         cluster.created.append(("pod", p["metadata"]["name"], cluster.namespace))
         w = wait_for(f"the Workload of Pod {p['metadata']['name']}", lambda m=made: cluster.workload_of(m.metadata.uid))
         cluster.created.append(("workloads", w["metadata"]["name"], cluster.namespace))
-        out.append((w["metadata"]["name"], True))
+        out.append((w["metadata"]["name"], p["metadata"]["name"]))
     return out
+
+
+def pod_template(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The spec of the Pods a manifest's Workload runs."""
+    if manifest["kind"] == "Pod":
+        return dict(manifest["spec"])
+    if manifest["kind"] == "Workload":
+        return dict(manifest["spec"]["podSets"][0]["template"]["spec"])
+    return dict(manifest["spec"]["template"]["spec"])
 
 
 def simulate(runner: CliRunner, path: Path, kubeconfig: str, namespace: str) -> list[dict[str, Any]]:
@@ -506,7 +663,8 @@ def test_simulate_ends_where_the_real_cluster_ends_and_queue_orders_as_kueue(
             predicted = simulate(runner, path, kubeconfig, namespace)
             made = submit(cluster, manifest)
             assert len(made) == len(predicted), (manifest["metadata"]["name"], predicted)
-            for (name, created), item in zip(made, predicted, strict=True):
+            for (name, pod_name), item in zip(made, predicted, strict=True):
+                created = bool(name)
                 want = expected_class(item)
                 got = ("denied",) if not created else real_class(cluster, name, want == ("waiting",))
                 if want[0] == "admitted" and want[1] is None:
@@ -516,6 +674,8 @@ def test_simulate_ends_where_the_real_cluster_ends_and_queue_orders_as_kueue(
                     runner.invoke(app, ["dump", str(tmp_path / "at-mismatch"), "--kubeconfig", kubeconfig])
                 assert got == want, (manifest["metadata"]["name"], name, got, item, str(tmp_path / "at-mismatch"))
                 judged.append((manifest["metadata"]["name"], want))
+                if item["heldBy"] is None:  # admitted where predicted: its Pods start on the cards predicted
+                    cluster.run(name, item, pod_name, pod_template(manifest))
                 if created and manifest["metadata"]["name"] not in keep and want[0] != "admitted":
                     # Held ones leave, so their retries take no quota from the next manifest.
                     cluster.objs.delete_namespaced_custom_object(KUEUE, KV, namespace, "workloads", name)
