@@ -142,6 +142,7 @@ class Cluster:
                         pod_name,
                         self.namespace,
                         {"metadata": {"name": pod_name}, "target": {"kind": "Node", "name": node["name"]}},
+                        _preload_content=False,  # the client cannot read a Binding back
                     )
                     self.core.patch_namespaced_pod(pod_name, self.namespace, {"metadata": {"annotations": annotations}})
                     pods.append((pod_name, node["name"], False))
@@ -221,7 +222,7 @@ class Cluster:
             if (
                 w is not None
                 and (condition(w, "Admitted") or {}).get("status") == "True"
-                and not ((condition(w, "Evicted") or {}).get("status") == "True")
+                and (condition(w, "Evicted") or {}).get("status") != "True"
             ):
                 continue
             for pod, _, _ in pods:
