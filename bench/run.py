@@ -188,11 +188,11 @@ def bench_gate3(nodes: int) -> list[Row]:
 
 
 def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
-    """A whole cluster around the synthetic pool: Nodes advertising their cards' keys, one admitted Workload per node
-    whose Pod holds the node's taken cards by its allocation record, and the pool's type, flavor, queues and check."""
+    """A whole cluster around the synthetic pool: Nodes advertising the keys of their ledger and their cards' credits,
+    one admitted Workload per node whose Pod holds the node's taken cards by its allocation record (with the topology
+    annotation Kueue writes on it), and the pool's type, flavor, queues and check."""
     from gpuctl.core import naming
-    from gpuctl.core.capacity import node_capacity
-    from gpuctl.core.fit import rebuild_ledger
+    from gpuctl.core.capacity import node_allocatable
     from gpuctl.core.pins import node_fit_labels
     from tests.factories import flavor, node, topology
 
@@ -252,7 +252,7 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
     }
     for d in synthetic_devices(nodes):
         name = d["metadata"]["name"]
-        keys = node_capacity(rebuild_ledger(parse_devices(d), ()))
+        keys = {**node_allocatable(parse_devices(d)), "credits.gpustack.ai/nvidia": 8 * M}
         objects.append(d)
         objects.append(
             node(
@@ -277,7 +277,11 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
                     "name": wname,
                     "namespace": "team-a",
                     "labels": {naming.LABEL_PODSET: "main"},
-                    "annotations": {naming.ANNOTATION_WORKLOAD: wname, naming.ANNOTATION_ALLOCATED: json.dumps(record)},
+                    "annotations": {
+                        naming.ANNOTATION_WORKLOAD: wname,
+                        naming.ANNOTATION_ALLOCATED: json.dumps(record),
+                        "kueue.x-k8s.io/podset-unconstrained-topology": "true",
+                    },
                 },
                 "spec": {
                     "nodeName": name,

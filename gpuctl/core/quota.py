@@ -79,7 +79,7 @@ def workload_usage(w: Workload, requests: Any = quota_requests) -> dict[UsageKey
             flavor = a.flavors.get(resource)
             if flavor:
                 key = (w.cluster_queue, flavor, resource)
-                out[key] = out.get(key, Fraction(0)) + value * count
+                out[key] = out.get(key, 0) + value * count  # ints stay ints: thousands of Workloads are summed
     return out
 
 
@@ -134,7 +134,7 @@ def quota_book(
     counted: dict[UsageKey, Fraction] = {}
     for w in workloads:
         for key, value in workload_usage(w, requests).items():
-            counted[key] = counted.get(key, Fraction(0)) + value
+            counted[key] = counted.get(key, 0) + value
     usage = dict(counted)
     for name, q in queues.items():
         if not q.reported_field:

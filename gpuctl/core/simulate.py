@@ -359,7 +359,7 @@ class Simulator:
         self.placements: dict[tuple[Any, ...], TasPlacement | TasFailure] = {}
         """TAS's answer per (candidates, Pods, one Pod's requests, topology), until the working copy changes."""
         """Flavor → the Ready, schedulable nodes carrying its labels (fit labels are not among them)."""
-        self.book: QuotaBook = quota_book(state.cluster_queues, self.workloads, _quota_requests)
+        self.book: QuotaBook = quota_book(state.cluster_queues, self.workloads, lambda spec: self.requests(spec).quota)
         """Each queue's quota and usage as read: its status's report where it has one (what Kueue admits against),
         else its reserved Workloads' sum."""
         self.usage: dict[tuple[str, str, str], Fraction] = dict(self.book.usage)
@@ -541,6 +541,11 @@ class Simulator:
         gone = set(keys)
         leaving = [w for w in self.workloads if w.key in gone]
         self.workloads = [w for w in self.workloads if w.key not in gone]
+        if not any(w.quota_reserved or w.admitted for w in leaving) and not any(
+            f"{p.namespace}/{p.workload}" in gone for p in self.pods if p.workload
+        ):
+            self.fit_context = self._context()  # pending ones hold nothing: only the line changes
+            return
         for w in leaving:
             self._charge_quota(w, sign=-1)
         touched: set[str] = set()
