@@ -69,6 +69,8 @@ def doctor_command(
         types = {t.name: t for t in read.instancetypes(opened)}
         entries, webhook_findings = _webhooks(opened, operator_namespace)
         flavors = read.flavors(opened)
+        nodes = {n.name: n for n in read.nodes(opened)}
+        ledgers = read.ledgers(opened, nodes)
         findings = [
             *webhook_findings,
             doctor.admission_check(check),
@@ -79,9 +81,10 @@ def doctor_command(
                 types,
                 queues,
                 [parse_local_queue(o) for o in opened.list(kinds.LOCALQUEUE)],
-                read.devices(opened),
-                {n.name: n for n in read.nodes(opened)},
+                ledgers.served,
+                nodes,
             ),
+            *doctor.orphaned_devices(ledgers.orphaned),
             *doctor.stuck(read.workloads(opened), read.pods(opened), now, retry_minutes),
             *_drain_stopped(opened, types, queues),
             *_operator(opened, entries, operator_namespace, now),

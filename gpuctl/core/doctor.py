@@ -228,6 +228,22 @@ def pools(
     return out
 
 
+def orphaned_devices(orphans: Sequence[NodeDevices]) -> list[Finding]:
+    """Each Devices object whose Node is gone: left out of every view, and removed by deleting it."""
+    return [
+        Finding(
+            "orphaned-devices",
+            WARN,
+            f"orphaned Devices {d.node}: no Node {d.node}, so its {sum(len(g.cards) for g in d.groups)} card(s) "
+            "are left out of every view",
+            "a gone Node serves nothing (gate 3 holds a Workload assigned to it); its Devices object outlived it, "
+            "and a writer that still counted it would publish capacity no node has",
+            f"kubectl delete devices {d.node}",
+        )
+        for d in sorted(orphans, key=lambda d: d.node)
+    ]
+
+
 # ----------------------------------------------------------------------------------------------- stuck work
 
 
