@@ -220,8 +220,8 @@ class LiveSource:
         message = ""
         try:
             message = json.loads(exc.body or "{}").get("message", "")
-        except (TypeError, ValueError):
-            message = str(exc.body or "")
+        except (AttributeError, TypeError, ValueError):
+            message = _text(exc.body).strip()
         what = _api_description(kind) if kind else path
         verb = {
             "GET": "get" if name else "list",
@@ -443,7 +443,7 @@ class LiveSource:
                 _request_timeout=self.connection.timeouts(),
             )
         except ApiException as exc:
-            return int(exc.status or 0), str(exc.body or exc.reason or "")[:limit]
+            return int(exc.status or 0), (_text(exc.body) or str(exc.reason or ""))[:limit]
         except Exception as exc:  # noqa: BLE001 - urllib3 and socket errors: the server cannot be reached
             raise self._unreachable(exc) from None
         response = response[0] if isinstance(response, tuple) else response
@@ -507,6 +507,13 @@ class LiveSource:
     def server_version(self) -> str:
         data = self._request("GET", "/version")
         return str((data or {}).get("gitVersion", ""))
+
+
+def _text(body: object) -> str:
+    """A response body as text: the client hands bytes or str, and a repr of bytes is no message."""
+    if isinstance(body, bytes | bytearray):
+        return bytes(body).decode("utf-8", "replace")
+    return "" if body is None else str(body)
 
 
 class _Impersonating:

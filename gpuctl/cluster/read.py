@@ -149,6 +149,20 @@ def admission_check(source: Source, name: str) -> AdmissionCheck | None:
     return parse_admission_check(obj) if obj else None
 
 
+def taken_at(source: Source) -> float | None:
+    """When a snapshot was taken (the time ``gpuctl dump`` recorded), in seconds since the epoch; None for a live
+    cluster or a snapshot that does not say."""
+    from gpuctl.core.queueing import epoch_seconds
+
+    if not getattr(source, "is_snapshot", False):
+        return None
+    for obj in source.list(kinds.DUMP):
+        stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+        if isinstance(stamp, str):
+            return epoch_seconds(stamp)
+    return None
+
+
 @dataclass(frozen=True)
 class AdmissionState:
     """Every object the explanation of Workloads reads, read once and parsed into records."""
