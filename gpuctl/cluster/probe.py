@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import http.client
+import json
 import re
 import ssl
 import time
@@ -79,6 +80,10 @@ def _finish(probe: EndpointProbe, get: Callable[[str, int], tuple[int, str]]) ->
         return replace(probe, allowed=False, error=body.strip()[:200] or f"answered {status}")
     if status == 503 and "no endpoints available" in body:
         return replace(probe, error="no endpoint answers for the Service (no ready replica)")
+    refusal = _status_message(body)
+    if status >= 400 and refusal:
+        # The API server's own answer (a Status object), not the operator's: it could not proxy to the Service.
+        return replace(probe, error=f"the API server cannot reach the Service: {refusal}")
     probe = replace(probe, readyz=status, readyz_body=body.strip())
     status, metrics = get("/metrics", METRICS_LIMIT)
     if status == 200:
@@ -86,6 +91,15 @@ def _finish(probe: EndpointProbe, get: Callable[[str, int], tuple[int, str]]) ->
         if buckets and buckets[-1][1] > 0:
             probe = replace(probe, p99_seconds=histogram_quantile(buckets, 0.99), reviews=int(buckets[-1][1]))
     return probe
+
+
+def _status_message(body: str) -> str:
+    """The message of a Kubernetes ``Status`` object, or "" when the body is not one."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return ""
+    return str(obj.get("message") or "") if isinstance(obj, dict) and obj.get("kind") == "Status" else ""
 
 
 def _tls_failure(probe: EndpointProbe, error: ssl.SSLError) -> EndpointProbe:

@@ -685,7 +685,9 @@ def entry_fix(w: Webhook, e: WebhookEntry, entries: Sequence[WebhookEntry], name
         ops += [{"op": "add", "path": f"/webhooks/{e.index}{f.patch_path}", "value": f.value} for f in wrong]
         fixes.append(f"kubectl patch {_config_kind(e.mutating)} {e.configuration} --type json -p {_arg(ops)}")
     if not e.ca_bundle:
-        fixes.append(ca_bundle_fix(entries, (e.configuration,), namespace))
+        # Every configuration of this version's that lacks a bundle: one command sets them all.
+        lacking = {x.configuration for x in entries if x.ours and not x.ca_bundle}
+        fixes.append(ca_bundle_fix(entries, sorted(lacking), namespace))
     return " && ".join(fixes)
 
 
@@ -1320,6 +1322,14 @@ def _container_limits(obj: Mapping[str, object]) -> Mapping[str, object]:
     return _map(_map(first, "resources"), "limits")
 
 
+def _same_quantity(have: object, want: object) -> bool:
+    """Two quantities equal as numbers (the API server writes ``400000`` back as ``400k``)."""
+    try:
+        return have is not None and parse_quantity(str(have)) == parse_quantity(str(want))
+    except ValueError:
+        return False
+
+
 def review_probes(namespace: str) -> list[ReviewProbe]:
     """A Pod the Pod webhook folds (a quarter of a card's memory, whatever the pool: the fold of a percentage needs
     no InstanceType), a CPU InstanceType the defaulting webhook labels with its entrance, and one the validating
@@ -1361,7 +1371,7 @@ def review_probes(namespace: str) -> list[ReviewProbe]:
             "Pod",
             pod,
             "pod-accelerators.gpustack.ai",
-            lambda got: all(_container_limits(got).get(k) == v for k, v in want.items()),
+            lambda got: all(_same_quantity(_container_limits(got).get(k), v) for k, v in want.items()),
         ),
         ReviewProbe(
             "InstanceType",
@@ -1472,7 +1482,8 @@ def live_reviews(
                     f"{where}: {r.request}: {r.webhook or 'the webhooks'} ran, answered in {r.seconds * 1000:.0f} ms",
                 )
             )
-    return out
+    # Two probes of one kind stopped at the same webhook say the same thing once.
+    return list(dict.fromkeys(out))
 
 
 def ca_bundle_fix(

@@ -554,6 +554,13 @@ def test_a_review_probe_proves_its_webhook_ran_not_only_that_the_object_was_admi
         answer = review(chain[probe.kind], "CREATE", dict(probe.body), None, WebhookContext())
         assert answer.allowed and answer.mutated is not None and probe.ran(answer.mutated, "")
         assert not probe.ran(dict(probe.body), "")  # admitted unchanged: the webhook was not called
+    # The API server writes quantities back in its canonical form: 400000 comes back as 400k.
+    folded = review(Kind.POD, "CREATE", dict(pod.body), None, WebhookContext()).mutated
+    assert folded is not None
+    limits = folded["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu.sliced.units"] == "400000"
+    limits["nvidia.com/gpu.sliced.units"] = "400k"
+    assert pod.ran(folded, "")
     refused = review(Kind.INSTANCETYPE, "CREATE", dict(validate.body), None, WebhookContext())
     assert not refused.allowed
     message = f'admission webhook "{validate.webhook}" denied the request: {refused.message}'
