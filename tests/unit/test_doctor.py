@@ -664,3 +664,28 @@ def test_kueue_fixes_restart_its_deployment_only_where_it_has_one() -> None:
             if f.status == doctor.FAIL
         ]
         assert restart in bad.fix
+
+
+def test_an_api_servers_answer_in_bytes_reads_as_text_never_as_a_bytes_repr() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from gpuctl.cluster import kinds as k
+    from gpuctl.cluster.live import LiveSource
+
+    def refusal() -> ApiException:
+        exc = ApiException(status=404, reason="Not Found")
+        exc.body = b"404 page not found\n"
+        return exc
+
+    class Client:
+        def call_api(self, *args: Any, **kwargs: Any) -> Any:
+            raise refusal()
+
+    live = LiveSource()
+    live._client = Client()
+    assert live.service_get("gpuctl-system", "gpuctl-operator", 443, "/readyz", 1024) == (404, "404 page not found\n")
+    message = str(live._api_error(refusal(), "GET", "/apis/x", k.DEPLOYMENT, None))
+    assert "b'" not in message
+    forbidden = ApiException(status=403, reason="Forbidden")
+    forbidden.body = b"not json: forbidden"
+    assert str(live._api_error(forbidden, "GET", "/apis/x", k.DEPLOYMENT, "d")).endswith(": not json: forbidden")

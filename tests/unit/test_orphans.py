@@ -160,3 +160,20 @@ def test_views_published_and_doctor_name_each_orphan(tmp_path: Any) -> None:
     assert orphan["status"] == doctor.WARN
     assert orphan["saw"].startswith("orphaned Devices a10g-9")
     assert orphan["fix"] == "kubectl delete devices a10g-9"
+
+
+def test_top_leaves_the_orphan_out_of_its_pools_read_once_or_watched() -> None:
+    from gpuctl.cli.top import Watched, read_once
+
+    objects = [
+        instancetype("gpustack--nvidia-a10g-linux-amd64"),
+        node("a10g-1", labels={**POOL_LABELS, naming.accelerator_label("nvidia-a10g"): "true"}),
+        devices("a10g-1", cards=4, rows=[card_row(i, mode=0, allocated=0) for i in range(4)]),
+        devices("a10g-9", cards=4, rows=[card_row(i, mode=0, allocated=0) for i in range(4)]),
+    ]
+    cluster = MemoryCluster(objects)
+    assert sorted(read_once(cluster).devices) == ["a10g-1"]
+    watched = Watched(cluster)
+    for informer in watched.informers:
+        informer.relist()
+    assert watched.synced and sorted(watched.records().devices) == ["a10g-1"]
