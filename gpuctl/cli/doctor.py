@@ -69,9 +69,7 @@ def doctor_command(
         return
     config_ns, slash, config_name = kueue_config.partition("/")
     if not slash or not config_ns or not config_name:
-        raise UsageError(
-            f"--kueue-config {kueue_config!r}: give NAMESPACE/NAME, e.g. kueue-system/kueue-manager-config"
-        )
+        raise UsageError(f"--kueue-config {kueue_config}: give NAMESPACE/NAME, e.g. kueue-system/kueue-manager-config")
     opened = source.open()
     # On a dump, every age (the leader's renewal, a Retry, an inactive pool) is measured from when it was taken.
     now = read.taken_at(opened) or time.time()
