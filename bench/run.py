@@ -614,13 +614,25 @@ def _installed_gpuctl() -> Path:
     return script
 
 
+NODE_KEYS = {
+    "cpu": "64",
+    "memory": "512Gi",
+    "pods": "110",
+    "nvidia.com/gpu": "8",
+    "credits.gpustack.ai/nvidia": str(8 * M),
+}
+"""What a kubelet reports of a pool node (the Node objects of the live benchmark)."""
+
+
 def bench_live(nodes: int) -> list[Row]:
-    """`gpuctl views -o json` against a real API server holding ``nodes`` Devices, against
-    `kubectl get devices -o json` on the same server (whole processes); and `--help` of both."""
+    """`gpuctl views -o json` against a real API server holding ``nodes`` Nodes and their Devices, against
+    `kubectl get devices -o json` on the same server (whole processes). views lists the Nodes too (as metadata
+    only): a Devices object whose Node is gone counts nowhere."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gpuctl.cluster import kinds
     from gpuctl.cluster.live import Connection, LiveSource
+    from tests.factories import node
     from tests.integration.controlplane import ControlPlane, bin_dir
 
     binaries = bin_dir()
@@ -639,19 +651,21 @@ def bench_live(nodes: int) -> list[Row]:
 
             def put(obj: dict[str, Any]) -> None:
                 status = obj.pop("status")
+                name = obj["metadata"]["name"]
+                source.create(kinds.NODE, node(name, labels=obj["metadata"]["labels"], allocatable=NODE_KEYS))
                 source.create(kinds.DEVICES, obj)
-                source.patch(kinds.DEVICES, obj["metadata"]["name"], {"status": status}, subresource="status")
+                source.patch(kinds.DEVICES, name, {"status": status}, subresource="status")
 
             started = time.perf_counter()
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(put, synthetic_devices(nodes)))
-            print(f"loaded {nodes} Devices in {time.perf_counter() - started:.0f}s", file=sys.stderr)
+            print(f"loaded {nodes} Nodes and Devices in {time.perf_counter() - started:.0f}s", file=sys.stderr)
             kc = str(cp.kubeconfig)
             ref, ref_rss = _median_run([str(kubectl), "--kubeconfig", kc, "get", "devices", "-o", "json"], repeat=3)
             got, rss = _median_run([gpuctl, "views", "-o", "json", "--kubeconfig", kc], repeat=3)
             rows.append(
                 Row(
-                    f"gpuctl views -o json, live, {nodes} Devices",
+                    f"gpuctl views -o json, live, {nodes} Nodes and Devices",
                     f"{got * 1000:.0f} ms (peak RSS {rss / 1024:.0f} MiB)",
                     f"kubectl get devices -o json: {ref * 1000:.0f} ms (peak RSS {ref_rss / 1024:.0f} MiB)",
                     got / ref,

@@ -19,6 +19,15 @@ def doctor_command(
     retry_minutes: Annotated[
         int, typer.Option("--retry-minutes", min=1, help="Report Workloads the check has held at Retry for longer.")
     ] = 30,
+    inactive_grace: Annotated[
+        int,
+        typer.Option(
+            "--inactive-grace",
+            metavar="SECONDS",
+            min=0,
+            help="Report an inactive InstanceType whose ClusterQueue still admits after this long.",
+        ),
+    ] = 120,
     kueue_config: Annotated[
         str,
         typer.Option("--kueue-config", metavar="NAMESPACE/NAME", help="The ConfigMap holding Kueue's Configuration."),
@@ -41,10 +50,12 @@ def doctor_command(
     source: SourceSpec,
     output: OutputSpec,
 ) -> None:
-    """Check the admission chain: the webhooks against this version's registry (and, live, their endpoints and a
-    dry-run review), the gpustack-node-devices AdmissionCheck, the accelerated queues, Kueue's Configuration, every
-    pool (its entrance, queues, published views, Devices and fit labels), stuck work and the operator's health; exit
-    3 when a check fails. Runs the same on a live cluster and on a dump attached to a ticket (without the probes)."""
+    """Check the admission chain: the webhooks against this version's registry (and, live, their endpoints and
+    dry-run reviews that show each probed webhook ran), the gpustack-node-devices AdmissionCheck, the accelerated
+    queues, inactive pools whose queue still admits, Kueue's Configuration, every pool (its entrance, queues,
+    published views, Devices and fit labels), orphaned Devices, stuck work and the operator's health; exit 3 when a
+    check fails. Runs the same on a live cluster and on a dump attached to a ticket (without the probes; ages are
+    measured from when the dump was taken)."""
     from gpuctl.cluster import kinds, read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.cluster.live import LiveSource
@@ -58,37 +69,41 @@ def doctor_command(
         return
     config_ns, slash, config_name = kueue_config.partition("/")
     if not slash or not config_ns or not config_name:
-        raise UsageError(
-            f"--kueue-config {kueue_config!r}: give NAMESPACE/NAME, e.g. kueue-system/kueue-manager-config"
-        )
+        raise UsageError(f"--kueue-config {kueue_config}: give NAMESPACE/NAME, e.g. kueue-system/kueue-manager-config")
     opened = source.open()
-    now = time.time()
+    # On a dump, every age (the leader's renewal, a Retry, an inactive pool) is measured from when it was taken.
+    now = read.taken_at(opened) or time.time()
     with bulk_allocation():
         check = read.admission_check(opened, naming.NODE_DEVICES_CHECK)
         queues = read.cluster_queues(opened)
         types = {t.name: t for t in read.instancetypes(opened)}
         entries, webhook_findings = _webhooks(opened, operator_namespace)
         flavors = read.flavors(opened)
+        nodes = {n.name: n for n in read.nodes(opened)}
+        ledgers = read.ledgers(opened, nodes)
         findings = [
             *webhook_findings,
             doctor.admission_check(check),
             *doctor.queues(queues, types, check is not None and check.active),
+            *doctor.inactive_pools(types, queues, now, inactive_grace),
             *_kueue(opened, config_ns, config_name),
             *doctor.kueue_topologies(flavors, _topologies(opened)),
             *doctor.pools(
                 types,
                 queues,
                 [parse_local_queue(o) for o in opened.list(kinds.LOCALQUEUE)],
-                read.devices(opened),
-                {n.name: n for n in read.nodes(opened)},
+                ledgers.served,
+                nodes,
             ),
+            *doctor.orphaned_devices(ledgers.orphaned),
             *doctor.stuck(read.workloads(opened), read.pods(opened), now, retry_minutes),
             *_drain_stopped(opened, types, queues),
             *_operator(opened, entries, operator_namespace, now),
         ]
         if probe and isinstance(opened, LiveSource) and entries:
             namespace = source.namespace or opened.default_namespace() or "default"
-            findings += _probes(opened, entries, namespace, operator_namespace)
+            deployed = _operator_deployed(opened, operator_namespace)
+            findings += _probes(opened, entries, namespace, operator_namespace, deployed)
     items: list[dict[str, Any]] = [f.to_dict() for f in findings]
     render.emit(
         render.Listing(
@@ -177,7 +192,9 @@ def _kueue(opened: Any, namespace: str, name: str) -> list[Any]:
                 f"kubectl -n {namespace} edit configmap {name}",
             )
         ]
-    return doctor.kueue_configuration(settings, credits.kueue_resources_config())
+    return doctor.kueue_configuration(
+        settings, credits.kueue_resources_config(), (namespace, name), manager_deployed=deployment is not None
+    )
 
 
 def _drain_stopped(opened: Any, types: Any, queues: Any) -> list[Any]:
@@ -232,13 +249,26 @@ def _operator(opened: Any, entries: list[Any], namespace: str, now: float) -> li
     )
 
 
-def _probes(live: Any, entries: list[Any], namespace: str, operator_namespace: str) -> list[Any]:
+def _operator_deployed(opened: Any, namespace: str) -> bool:
+    """Whether the operator runs as its Deployment (its fixes then name its Pods and logs)."""
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.core import naming
+
+    try:
+        return opened.get(kinds.DEPLOYMENT, naming.OPERATOR_NAME, namespace) is not None
+    except SourceError:
+        return True  # not readable: assume the documented install
+
+
+def _probes(live: Any, entries: list[Any], namespace: str, operator_namespace: str, deployed: bool) -> list[Any]:
     from gpuctl.cluster.probe import dry_run_reviews, probe_endpoints
     from gpuctl.core import doctor
 
+    timeout = live.connection.timeouts()[1]
     return [
-        *doctor.endpoints(probe_endpoints(live, entries, live.connection.timeouts()[1]), entries, operator_namespace),
-        *doctor.live_reviews(dry_run_reviews(live, entries, namespace), entries, operator_namespace),
+        *doctor.endpoints(probe_endpoints(live, entries, timeout), entries, operator_namespace, deployed),
+        *doctor.live_reviews(dry_run_reviews(live, entries, namespace), entries, operator_namespace, deployed),
     ]
 
 

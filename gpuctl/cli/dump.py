@@ -4,6 +4,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -81,20 +82,31 @@ def keep_pod(pod: dict[str, Any]) -> bool:
     return False
 
 
+KEPT_FIELDS = {"Instance": "f:stop", "InstanceType": "f:inactive"}
+"""Per kind, the ``spec`` field whose ``managedFields`` entries a dump keeps: doctor tells a drain's stop from a
+user's by who set it, and how long a pool has been inactive by when."""
+
+
 def slim(obj: dict[str, Any]) -> dict[str, Any]:
-    """Drop ``managedFields``: bookkeeping no gate reads, often the larger half of an object. Of an Instance's, the
-    entry naming who set ``spec.stop`` is kept (doctor tells a drain's stop from a user's by it)."""
+    """Drop ``managedFields``: bookkeeping no gate reads, often the larger half of an object. The entries naming who
+    set an Instance's ``spec.stop`` and when an InstanceType's ``spec.inactive`` was set are kept (manager, time
+    and that field only)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict) and "managedFields" in meta:
         kept = {k: v for k, v in meta.items() if k != "managedFields"}
-        if obj.get("kind") == "Instance":
-            stop: list[dict[str, Any]] = [
-                {"manager": e.get("manager"), "fieldsV1": {"f:spec": {"f:stop": {}}}}
+        field = KEPT_FIELDS.get(str(obj.get("kind")))
+        if field is not None:
+            entries: list[dict[str, Any]] = [
+                {
+                    "manager": e.get("manager"),
+                    **({"time": e["time"]} if e.get("time") else {}),
+                    "fieldsV1": {"f:spec": {field: {}}},
+                }
                 for e in meta["managedFields"] or []
-                if isinstance(e, dict) and "f:stop" in ((e.get("fieldsV1") or {}).get("f:spec") or {})
+                if isinstance(e, dict) and field in ((e.get("fieldsV1") or {}).get("f:spec") or {})
             ]
-            if stop:
-                kept["managedFields"] = stop
+            if entries:
+                kept["managedFields"] = entries
         obj = {**obj, "metadata": kept}
     return obj
 
@@ -197,6 +209,7 @@ def dump_command(
 
     written: list[str] = []
     skipped: list[str] = []
+    taken = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
         with Progress(
             TextColumn("{task.description}"),
@@ -231,6 +244,7 @@ def dump_command(
                 if obj is not None:
                     found.append(obj)
             written.append(_write_list(staging / f"deployment.{fmt}", found, fmt, no_redact))
+            written.append(_write_list(staging / f"dump.{fmt}", [dump_record(taken, live.describe())], fmt, True))
         if directory.exists():
             retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
             os.rename(directory, retired / directory.name)
@@ -243,6 +257,19 @@ def dump_command(
     sys.stderr.write(f"wrote {directory}: " + ", ".join(written) + "\n")
     if skipped:
         sys.stderr.write("skipped " + ", ".join(skipped) + "\n")
+
+
+def dump_record(taken: str, source: str) -> dict[str, Any]:
+    """The dump's own record: when it started reading (every age on the snapshot is measured from it) and from
+    where."""
+    from gpuctl.cluster import kinds
+
+    return {
+        "apiVersion": kinds.DUMP.api_version,
+        "kind": kinds.DUMP.kind,
+        "metadata": {"name": "dump", "creationTimestamp": taken},
+        "source": source,
+    }
 
 
 def _write_list(path: Path, objs: list[dict[str, Any]], fmt: str, no_redact: bool) -> str:

@@ -399,15 +399,20 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                      'doctor': 'Usage: gpuctl doctor [OPTIONS]\n'
                                '\n'
                                "  Check the admission chain: the webhooks against this version's registry\n"
-                               '  (and, live, their endpoints and a dry-run review), the gpustack-node-devices\n'
-                               "  AdmissionCheck, the accelerated queues, Kueue's Configuration, every pool\n"
-                               '  (its entrance, queues, published views, Devices and fit labels), stuck work\n'
-                               "  and the operator's health; exit 3 when a check fails. Runs the same on a\n"
-                               '  live cluster and on a dump attached to a ticket (without the probes).\n'
+                               '  (and, live, their endpoints and dry-run reviews that show each probed\n'
+                               '  webhook ran), the gpustack-node-devices AdmissionCheck, the accelerated\n'
+                               "  queues, inactive pools whose queue still admits, Kueue's Configuration,\n"
+                               '  every pool (its entrance, queues, published views, Devices and fit labels),\n'
+                               "  orphaned Devices, stuck work and the operator's health; exit 3 when a check\n"
+                               '  fails. Runs the same on a live cluster and on a dump attached to a ticket\n'
+                               '  (without the probes; ages are measured from when the dump was taken).\n'
                                '\n'
                                'Options:\n'
                                '  --retry-minutes <int range>    Report Workloads the check has held at Retry\n'
                                '                                 for longer.  [default: 30; x>=1]\n'
+                               '  --inactive-grace SECONDS       Report an inactive InstanceType whose\n'
+                               '                                 ClusterQueue still admits after this long.\n'
+                               '                                 [default: 120; x>=0]\n'
                                "  --kueue-config NAMESPACE/NAME  The ConfigMap holding Kueue's Configuration.\n"
                                '                                 [default: kueue-system/kueue-manager-config]\n'
                                "  --operator-namespace <str>     Where the operator's Deployment and leader\n"
@@ -1915,16 +1920,20 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                              'doctor': 'Usage: kubectl gpuctl doctor [OPTIONS]\n'
                                        '\n'
                                        "  Check the admission chain: the webhooks against this version's registry\n"
-                                       '  (and, live, their endpoints and a dry-run review), the '
-                                       'gpustack-node-devices\n'
-                                       "  AdmissionCheck, the accelerated queues, Kueue's Configuration, every pool\n"
-                                       '  (its entrance, queues, published views, Devices and fit labels), stuck work\n'
-                                       "  and the operator's health; exit 3 when a check fails. Runs the same on a\n"
-                                       '  live cluster and on a dump attached to a ticket (without the probes).\n'
+                                       '  (and, live, their endpoints and dry-run reviews that show each probed\n'
+                                       '  webhook ran), the gpustack-node-devices AdmissionCheck, the accelerated\n'
+                                       "  queues, inactive pools whose queue still admits, Kueue's Configuration,\n"
+                                       '  every pool (its entrance, queues, published views, Devices and fit labels),\n'
+                                       "  orphaned Devices, stuck work and the operator's health; exit 3 when a check\n"
+                                       '  fails. Runs the same on a live cluster and on a dump attached to a ticket\n'
+                                       '  (without the probes; ages are measured from when the dump was taken).\n'
                                        '\n'
                                        'Options:\n'
                                        '  --retry-minutes <int range>    Report Workloads the check has held at Retry\n'
                                        '                                 for longer.  [default: 30; x>=1]\n'
+                                       '  --inactive-grace SECONDS       Report an inactive InstanceType whose\n'
+                                       '                                 ClusterQueue still admits after this long.\n'
+                                       '                                 [default: 120; x>=0]\n'
                                        "  --kueue-config NAMESPACE/NAME  The ConfigMap holding Kueue's Configuration.\n"
                                        '                                 [default: kueue-system/kueue-manager-config]\n'
                                        "  --operator-namespace <str>     Where the operator's Deployment and leader\n"
@@ -3559,6 +3568,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'doctor': {'commands': [],
                      'options': [{'eager': False, 'multiple': False, 'names': ['--retry-minutes'], 'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--inactive-grace'],
+                                  'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--kueue-config'], 'takes_value': True},
                                  {'eager': False,
                                   'multiple': False,

@@ -61,7 +61,7 @@ def read_once(source: "Source") -> Records:
 
 
 class Watched:
-    """The six kinds kept current by informers; ``changed`` is set on every event."""
+    """The six kinds kept current by informers, and the Nodes' names; ``changed`` is set on every event."""
 
     def __init__(self, source: Any) -> None:
         from gpuctl.cluster import kinds
@@ -88,6 +88,8 @@ class Watched:
             (kinds.LOCALQUEUE, parse_local_queue, False),
             (kinds.WORKLOAD, parse_workload, False),
             (kinds.POD, pod, False),
+            # Only their names: a Devices object whose Node is gone counts nowhere.
+            (kinds.NODE, lambda obj: True, False),
         ]
         self.informers = [
             Informer(source, kind, parse, handler=notify, lock=self.lock, optional=optional)
@@ -107,12 +109,14 @@ class Watched:
         return all(i.synced.is_set() for i in self.informers)
 
     def records(self) -> Records:
+        from gpuctl.core.ledger import split_orphans
+
         with self.lock:
             stores = [dict(i.store) for i in self.informers]
-        instancetypes, devices, cqs, lqs, workloads, pods = stores
+        instancetypes, devices, cqs, lqs, workloads, pods, nodes = stores
         return Records(
             {t.name: t for t in instancetypes.values()},
-            {d.node: d for d in devices.values()},
+            {d.node: d for d in split_orphans(devices.values(), nodes).served},
             {q.name: q for q in cqs.values()},
             {f"{q.namespace}/{q.name}": q for q in lqs.values()},
             {w.key: w for w in workloads.values()},

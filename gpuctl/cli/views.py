@@ -66,7 +66,7 @@ def compute_items(source: "Source", names: list[str], selector: str | None) -> l
     from gpuctl.core import views
 
     types = read.instancetypes(source, names, label_selector=selector)
-    devices = read.devices(source) if any(t.acceleratable for t in types) else []
+    devices, orphans = read.ledgers(source) if any(t.acceleratable for t in types) else ([], [])
     nodes = read.nodes(source) if any(not t.acceleratable for t in types) else []
     queues = read.cluster_queues(source) if nodes else {}
     items = []
@@ -88,6 +88,7 @@ def compute_items(source: "Source", names: list[str], selector: str | None) -> l
                 **views.views_to_status(v),
                 "_type": t,
                 "_pool": views.pool_devices(devices, t) if t.acceleratable else [],
+                "_orphans": [d.node for d in views.pool_devices(orphans, t)] if t.acceleratable else [],
             }
         )
     return items
@@ -131,6 +132,11 @@ def differences(item: dict[str, Any]) -> list[str]:
     return out
 
 
+def orphan_note(name: str) -> str:
+    """A Devices object of the pool whose Node is gone: left out of every view, and how to remove it."""
+    return f"orphaned Devices {name} (no Node {name}; left out): kubectl delete devices {name}"
+
+
 def table_rows(items: list[dict[str, Any]], published: bool) -> list[list[str]]:
     rows = []
     for it in items:
@@ -147,7 +153,8 @@ def table_rows(items: list[dict[str, Any]], published: bool) -> list[list[str]]:
         ]
         if published:
             diff = differences(it)
-            row.append("matches" if not diff else "DIFFERS: " + "; ".join(diff))
+            cell = "matches" if not diff else "DIFFERS: " + "; ".join(diff)
+            row.append("; ".join([cell, *(orphan_note(n) for n in it["_orphans"])]))
         rows.append(row)
     return rows
 
@@ -263,6 +270,7 @@ def listing(items: list[dict[str, Any]], published: bool) -> render.Listing:
         d = public(it)
         if published:
             d["differences"] = differences(it)
+            d["orphanedDevices"] = [{"name": n, "fix": f"kubectl delete devices {n}"} for n in it["_orphans"]]
         public_items.append(d)
     rows = {r[0]: r for r in table_rows(items, published)}
     return render.Listing(

@@ -17,6 +17,8 @@ from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import Kind
 
 PAGE_SIZE = 500
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;q=0.9"
+"""Ask for a list's metadata only (a server that cannot answer so sends the whole list)."""
 DEFAULT_TIMEOUT = 30.0
 """Seconds an API call may take when no timeout is given: every call has one."""
 CONNECT_TIMEOUT = 10.0
@@ -159,8 +161,11 @@ class LiveSource:
         content_type: str | None = None,
         kind: Kind | None = None,
         name: str | None = None,
+        accept: str = "application/json",
     ) -> Any:
-        response = self._call(method, path, query=query, body=body, content_type=content_type, kind=kind, name=name)
+        response = self._call(
+            method, path, query=query, body=body, content_type=content_type, kind=kind, name=name, accept=accept
+        )
         try:
             data = response.data
         except Exception as exc:  # noqa: BLE001 - a read that fails mid-body is an unreachable server
@@ -181,12 +186,13 @@ class LiveSource:
         kind: Kind | None = None,
         name: str | None = None,
         read_timeout: float | None = None,
+        accept: str = "application/json",
     ) -> Any:
         """One request on the client's raw path, with a real timeout; the urllib3 response, unread."""
         api = self._api()
         from kubernetes.client.exceptions import ApiException
 
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type
         try:
@@ -214,8 +220,8 @@ class LiveSource:
         message = ""
         try:
             message = json.loads(exc.body or "{}").get("message", "")
-        except (TypeError, ValueError):
-            message = str(exc.body or "")
+        except (AttributeError, TypeError, ValueError):
+            message = _text(exc.body).strip()
         what = _api_description(kind) if kind else path
         verb = {
             "GET": "get" if name else "list",
@@ -279,13 +285,14 @@ class LiveSource:
         label_selector: str | None = None,
         field_selector: str | None = None,
         page_size: int = PAGE_SIZE,
+        accept: str = "application/json",
     ) -> Iterator[Page]:
         """The list page by page (``limit``/``continue``): each page's items and the list's resourceVersion, the point
         a watch resumes from. A page is decoded only when the caller asks for it, so a large list is never held whole."""
         first = True
         for version, path in self._paths(kind, namespace):
             try:
-                for page in self._pages(kind, path, label_selector, field_selector, page_size):
+                for page in self._pages(kind, path, label_selector, field_selector, page_size, accept):
                     if first:
                         self._versions[kind.kind] = version
                         first = False
@@ -300,7 +307,13 @@ class LiveSource:
         raise SourceError(_not_served(kind))
 
     def _pages(
-        self, kind: Kind, path: str, label_selector: str | None, field_selector: str | None, page_size: int
+        self,
+        kind: Kind,
+        path: str,
+        label_selector: str | None,
+        field_selector: str | None,
+        page_size: int,
+        accept: str = "application/json",
     ) -> Iterator[Page]:
         token = ""
         while True:
@@ -311,7 +324,7 @@ class LiveSource:
                 query.append(("labelSelector", label_selector))
             if field_selector:
                 query.append(("fieldSelector", field_selector))
-            page = self._request("GET", path, query=query, kind=kind)
+            page = self._request("GET", path, query=query, kind=kind, accept=accept)
             if not isinstance(page, dict):
                 raise SourceError(f"the API server answered a list of {_api_description(kind)} with no object")
             api_version = page.get("apiVersion", kind.api_version)
@@ -324,6 +337,15 @@ class LiveSource:
             token = meta.get("continue") or ""
             if not token:
                 return
+
+    def names(self, kind: Kind) -> builtins.list[str]:
+        """The names of a kind's objects, listed as metadata only (a ``PartialObjectMetadataList``, as kubectl lists
+        for ``-o name``): a Node's metadata is a small part of the Node."""
+        return [
+            str((item.get("metadata") or {}).get("name") or "")
+            for page in self.list_pages(kind, accept=METADATA_LIST)
+            for item in page.items
+        ]
 
     def watch(
         self,
@@ -421,7 +443,7 @@ class LiveSource:
                 _request_timeout=self.connection.timeouts(),
             )
         except ApiException as exc:
-            return int(exc.status or 0), str(exc.body or exc.reason or "")[:limit]
+            return int(exc.status or 0), (_text(exc.body) or str(exc.reason or ""))[:limit]
         except Exception as exc:  # noqa: BLE001 - urllib3 and socket errors: the server cannot be reached
             raise self._unreachable(exc) from None
         response = response[0] if isinstance(response, tuple) else response
@@ -485,6 +507,13 @@ class LiveSource:
     def server_version(self) -> str:
         data = self._request("GET", "/version")
         return str((data or {}).get("gitVersion", ""))
+
+
+def _text(body: object) -> str:
+    """A response body as text: the client hands bytes or str, and a repr of bytes is no message."""
+    if isinstance(body, bytes | bytearray):
+        return bytes(body).decode("utf-8", "replace")
+    return "" if body is None else str(body)
 
 
 class _Impersonating:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import http.client
+import json
 import re
 import ssl
 import time
@@ -20,13 +21,11 @@ from functools import partial
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import INSTANCETYPE, POD
 from gpuctl.cluster.live import LiveSource
-from gpuctl.core import naming
-from gpuctl.core.doctor import EndpointProbe, LiveReview, WebhookEntry, histogram_quantile
+from gpuctl.core.doctor import EndpointProbe, LiveReview, WebhookEntry, histogram_quantile, review_probes
 
 READYZ_LIMIT = 64 * 1024
 METRICS_LIMIT = 8 * 1024 * 1024
 LATENCY_METRIC = "gpuctl_webhook_duration_seconds"
-PROBE_NAME = "gpuctl-doctor-probe"
 # OpenSSL's verify results that say the chain does not lead to the bundle's CA (not a hostname or a date problem).
 _UNTRUSTED = frozenset({2, 18, 19, 20, 21, 27})
 
@@ -81,6 +80,10 @@ def _finish(probe: EndpointProbe, get: Callable[[str, int], tuple[int, str]]) ->
         return replace(probe, allowed=False, error=body.strip()[:200] or f"answered {status}")
     if status == 503 and "no endpoints available" in body:
         return replace(probe, error="no endpoint answers for the Service (no ready replica)")
+    refusal = _status_message(body)
+    if status >= 400 and refusal:
+        # The API server's own answer (a Status object), not the operator's: it could not proxy to the Service.
+        return replace(probe, error=f"the API server cannot reach the Service: {refusal}")
     probe = replace(probe, readyz=status, readyz_body=body.strip())
     status, metrics = get("/metrics", METRICS_LIMIT)
     if status == 200:
@@ -88,6 +91,15 @@ def _finish(probe: EndpointProbe, get: Callable[[str, int], tuple[int, str]]) ->
         if buckets and buckets[-1][1] > 0:
             probe = replace(probe, p99_seconds=histogram_quantile(buckets, 0.99), reviews=int(buckets[-1][1]))
     return probe
+
+
+def _status_message(body: str) -> str:
+    """The message of a Kubernetes ``Status`` object, or "" when the body is not one."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return ""
+    return str(obj.get("message") or "") if isinstance(obj, dict) and obj.get("kind") == "Status" else ""
 
 
 def _tls_failure(probe: EndpointProbe, error: ssl.SSLError) -> EndpointProbe:
@@ -147,56 +159,33 @@ def probe_endpoints(live: LiveSource, entries: Sequence[WebhookEntry], timeout: 
 
 
 def dry_run_reviews(live: LiveSource, entries: Sequence[WebhookEntry], namespace: str) -> list[LiveReview]:
-    """A Pod the Pod webhook selects and a CPU InstanceType, created with ``dryRun=All``: the API server calls the
-    webhooks over TLS with their caBundle and persists nothing. A denial is an answer; a failed call is not."""
+    """The doctor's probes (:func:`gpuctl.core.doctor.review_probes`), created with ``dryRun=All``: the API server
+    calls the webhooks over TLS with their caBundle and persists nothing. Each tells whether its webhook ran (its
+    change is in the returned object, or its refusal is the answer), not only whether the object was accepted."""
     config_of = {e.name: e.configuration for e in entries if e.ours}
-    requests = [
-        (
-            POD,
-            f"dry-run create Pod {namespace}/{PROBE_NAME}",
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": PROBE_NAME,
-                    "namespace": namespace,
-                    "labels": {naming.LABEL_QUEUE_NAME: PROBE_NAME},
-                },
-                "spec": {"containers": [{"name": "probe", "image": PROBE_NAME}]},
-            },
-            ("pod-accelerators.gpustack.ai",),
-        ),
-        (
-            INSTANCETYPE,
-            f"dry-run create InstanceType {PROBE_NAME}",
-            {
-                "apiVersion": f"{INSTANCETYPE.group}/{INSTANCETYPE.version}",
-                "kind": "InstanceType",
-                "metadata": {"name": PROBE_NAME},
-                "spec": {"os": "linux", "arch": "amd64", "generalGroup": "generic"},
-            },
-            ("instancetype-default.gpustack.ai", "instancetype-validate.gpustack.ai"),
-        ),
-    ]
     out = []
-    for kind, what, body, webhooks in requests:
-        configs = tuple(sorted({config_of[w] for w in webhooks if w in config_of}))
-        if not configs:
-            continue
+    for p in review_probes(namespace):
+        if p.webhook not in config_of:
+            continue  # not registered: the webhook audit says so
+        kind = POD if p.kind == "Pod" else INSTANCETYPE
+        review = LiveReview((config_of[p.webhook],), p.request, 0.0, webhook=p.webhook)
         started = time.monotonic()
-        review = LiveReview(configs, what, 0.0)
+        returned: dict[str, object] | None = None
+        error = ""
         try:
-            live.create(kind, body, namespace=namespace if kind.namespaced else None, dry_run=True)
+            returned = live.create(kind, dict(p.body), namespace=namespace if kind.namespaced else None, dry_run=True)
         except SourceError as exc:
-            text = str(exc)
-            failed = re.search(r'failed calling webhook "([^"]+)"', text)
-            if failed and failed.group(1) in config_of:
-                review = replace(review, configurations=(config_of[failed.group(1)],), error=text)
-            elif failed:
-                review = replace(review, error=text, foreign=failed.group(1))
-            elif "denied the request" not in text and "cannot create resource" in text:
-                review = replace(review, error=text, sent=False)  # RBAC: the user may not create it
-            # Anything else is an answer: a webhook's denial (also a 403), or a schema refusal after the mutating
-            # webhooks.
-        out.append(replace(review, seconds=time.monotonic() - started))
+            error = str(exc)
+        seconds = time.monotonic() - started
+        failed = re.search(r'failed calling webhook "([^"]+)"', error)
+        if failed and failed.group(1) in config_of:
+            review = replace(review, configurations=(config_of[failed.group(1)],), error=error)
+        elif failed:
+            review = replace(review, error=error, foreign=failed.group(1))
+        elif error and "denied the request" not in error and "cannot create resource" in error:
+            review = replace(review, error=error, sent=False)  # RBAC: the user may not create it
+        elif not p.ran(returned, error):
+            answer = f"refused: {error[:200]}" if error else "admitted without its change"
+            review = replace(review, ran=False, answer=answer)
+        out.append(replace(review, seconds=seconds))
     return out

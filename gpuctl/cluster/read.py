@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -14,7 +14,7 @@ from gpuctl.core import naming
 from gpuctl.core.explain import ExplainContext
 from gpuctl.core.fit import FitContext, check_inputs
 from gpuctl.core.instancetypes import InstanceType, parse_instancetype
-from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
+from gpuctl.core.ledger import LedgerError, Ledgers, NodeDevices, parse_devices, split_orphans
 from gpuctl.core.nodes import Node, parse_node
 from gpuctl.core.pods import Pod, parse_pod
 from gpuctl.core.quota import QuotaBook, quota_book
@@ -78,19 +78,34 @@ def instancetypes(
     return [parse_instancetype(o) for o in chosen]
 
 
-def devices(source: Source, label_selector: str | None = None) -> list[NodeDevices]:
+def node_names(source: Source) -> frozenset[str]:
+    """The names of the Nodes (live, listed as metadata only)."""
+    names = getattr(source, "names", None)
+    if names is not None:
+        return frozenset(names(kinds.NODE))
+    return frozenset(name_of(o) for o in source.list(kinds.NODE))
+
+
+def ledgers(source: Source, nodes: Collection[str] | None = None) -> Ledgers:
+    """Every Devices object, split into the ledgers a Node serves and the orphans whose Node is gone
+    (:func:`gpuctl.core.ledger.split_orphans`). ``nodes`` are the Node names when the caller has read them."""
     records = getattr(source, "device_records", None)
-    if records is not None and label_selector is None:
+    if records is not None:
         # A snapshot parses its Devices while it reads them (a large list is never held as dicts).
-        result: list[NodeDevices] = records()
-        return result
-    out = []
-    for obj in source.list(kinds.DEVICES, label_selector=label_selector):
-        try:
-            out.append(parse_devices(obj))
-        except LedgerError as exc:
-            raise SourceError(f"{source.describe()}: {exc}") from None
-    return out
+        read: list[NodeDevices] = records()
+    else:
+        read = []
+        for obj in source.list(kinds.DEVICES):
+            try:
+                read.append(parse_devices(obj))
+            except LedgerError as exc:
+                raise SourceError(f"{source.describe()}: {exc}") from None
+    return split_orphans(read, node_names(source) if nodes is None else nodes)
+
+
+def devices(source: Source, nodes: Collection[str] | None = None) -> list[NodeDevices]:
+    """The ledgers the existing Nodes serve: what every view, partition count, fit and simulation reads."""
+    return ledgers(source, nodes).served
 
 
 def nodes(source: Source, label_selector: str | None = None) -> list[Node]:
@@ -136,6 +151,20 @@ def admission_check(source: Source, name: str) -> AdmissionCheck | None:
     return parse_admission_check(obj) if obj else None
 
 
+def taken_at(source: Source) -> float | None:
+    """When a snapshot was taken (the time ``gpuctl dump`` recorded), in seconds since the epoch; None for a live
+    cluster or a snapshot that does not say."""
+    from gpuctl.core.queueing import epoch_seconds
+
+    if not getattr(source, "is_snapshot", False):
+        return None
+    for obj in source.list(kinds.DUMP):
+        stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+        if isinstance(stamp, str):
+            return epoch_seconds(stamp)
+    return None
+
+
 @dataclass(frozen=True)
 class AdmissionState:
     """Every object the explanation of Workloads reads, read once and parsed into records."""
@@ -178,6 +207,7 @@ def admission_state(source: Source) -> AdmissionState:
     pods_read = [p for p in all_pods if p.node_name or p.workload]
     queues = cluster_queues(source)
     read_workloads = workloads(source)
+    read_nodes = {n.name: n for n in nodes(source)}
     return AdmissionState(
         local_queues={(q.namespace, q.name): q for q in (parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE))},
         cluster_queues=queues,
@@ -186,8 +216,8 @@ def admission_state(source: Source) -> AdmissionState:
         # Bound Pods feed the ledgers, node usage and held counts; owned ones gates 4 and 5.
         inputs=check_inputs(
             flavors(source),
-            devices(source),
-            {n.name: n for n in nodes(source)},
+            devices(source, read_nodes),
+            read_nodes or None,
             read_workloads,
             pods_read,
             pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
@@ -225,8 +255,8 @@ def simulation_state(
 
     all_pods = pods(source)
     kept = [p for p in all_pods if p.node_name or p.workload]
-    read_devices = {d.node: d for d in devices(source)}
     read_nodes = {n.name: n for n in nodes(source)}
+    read_devices = {d.node: d for d in devices(source, read_nodes)}
     read_flavors = flavors(source)
     return ClusterState(
         local_queues={(q.namespace, q.name): q for q in (parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE))},

@@ -7,10 +7,12 @@ check is a pure function of the records read, so it runs the same on a live clus
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import re
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from gpuctl.core import naming
 from gpuctl.core.instances import Instance
@@ -23,6 +25,9 @@ from gpuctl.core.queueing import epoch_seconds
 from gpuctl.core.units import parse_quantity
 from gpuctl.core.views import in_pool, instancetype_views, views_to_status
 from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, LocalQueue, ResourceFlavor, Workload
+
+if TYPE_CHECKING:
+    from gpuctl.core.webhooks import Webhook
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 RETRY_MINUTES = 30
@@ -52,8 +57,8 @@ def admission_check(check: AdmissionCheck | None) -> Finding:
             f"AdmissionCheck {naming.NODE_DEVICES_CHECK} does not exist",
             "gate 3 is this check: without it a queue that references it is inactive and admits nothing; the "
             "operator applies it at start-up and keeps it Active",
-            "echo '"
-            + _json(
+            "echo "
+            + _arg(
                 {
                     "apiVersion": "kueue.x-k8s.io/v1beta2",
                     "kind": "AdmissionCheck",
@@ -61,7 +66,7 @@ def admission_check(check: AdmissionCheck | None) -> Finding:
                     "spec": {"controllerName": naming.NODE_DEVICES_CONTROLLER},
                 }
             )
-            + "' | kubectl apply -f -",
+            + " | kubectl apply -f -",
         )
     if check.deleting:
         return Finding(
@@ -76,7 +81,8 @@ def admission_check(check: AdmissionCheck | None) -> Finding:
         return Finding(
             name,
             FAIL,
-            f"AdmissionCheck {check.name} names controller {check.controller!r}",
+            f"AdmissionCheck {check.name} names controller {_show(check.controller)} "
+            f"(want {naming.NODE_DEVICES_CONTROLLER})",
             "no controller would answer it: every Workload in a queue that references it waits forever",
             f"set spec.controllerName to {naming.NODE_DEVICES_CONTROLLER} (recreate the AdmissionCheck: the field is immutable)",
         )
@@ -99,10 +105,12 @@ def queues(
     cluster_queues: Mapping[str, ClusterQueue], instancetypes: Mapping[str, InstanceType], check_active: bool
 ) -> list[Finding]:
     """Every accelerated pool's queue references the check once it is Active; no queue without resource groups is
-    left admitting."""
+    left admitting, and an accelerated one without them is named whatever its stop policy (held, it admits
+    nothing)."""
     out = []
     for name, cq in sorted(cluster_queues.items()):
         it = instancetypes.get(name)
+        accelerated = it is not None and it.acceleratable
         if not cq.quotas and cq.stop_policy in ("", "None"):
             out.append(
                 Finding(
@@ -112,6 +120,20 @@ def queues(
                     "a queue that declares no resource checks nothing: it admits every Workload, with no flavor "
                     "and so no AdmissionCheck",
                     f'kubectl patch clusterqueue {name} --type merge -p \'{{"spec":{{"stopPolicy":"Hold"}}}}\'',
+                )
+            )
+        elif not cq.quotas and accelerated and it is not None:
+            label = naming.accelerator_label(it.accelerator_group)
+            out.append(
+                Finding(
+                    "queue-resources",
+                    WARN,
+                    f"ClusterQueue {name} has no resource groups: on {cq.stop_policy}, its pool admits nothing",
+                    "an accelerated queue covers credits.gpustack.ai/<manufacturer> with a flavor per card count of "
+                    "its pool; without any, resuming it admits nothing either",
+                    "the worker's queue reconciler fills them from the pool's ResourceFlavors "
+                    f"(kubectl get resourceflavors -l {label}.count): check its logs; a pool whose nodes are all "
+                    "gone stays empty until one returns",
                 )
             )
         if it is None or not it.acceleratable or not cq.instancetype_mark:
@@ -130,6 +152,42 @@ def queues(
             )
         else:
             out.append(Finding("queue-check", OK, f"ClusterQueue {name} references {naming.NODE_DEVICES_CHECK}"))
+    return out
+
+
+INACTIVE_GRACE_SECONDS = 120
+"""How long an inactive InstanceType's queue may still admit before it is a finding: the InstanceType reconciler
+puts it on Hold within seconds."""
+
+
+def inactive_pools(
+    instancetypes: Mapping[str, InstanceType],
+    cluster_queues: Mapping[str, ClusterQueue],
+    now: float,
+    grace_seconds: float = INACTIVE_GRACE_SECONDS,
+) -> list[Finding]:
+    """An InstanceType set ``inactive`` whose ClusterQueue still admits once the grace period is over."""
+    out = []
+    for name, it in sorted(instancetypes.items()):
+        cq = cluster_queues.get(name)
+        if not it.inactive or cq is None or cq.stop_policy not in ("", "None"):
+            continue
+        since = epoch_seconds(it.inactive_since) if it.inactive_since else None
+        age = None if since is None else now - since
+        if age is not None and age < grace_seconds:
+            continue
+        out.append(
+            Finding(
+                "pool-inactive",
+                FAIL,
+                f"InstanceType {name} is inactive"
+                + ("" if age is None else f" (set {_duration(max(age, 0))} ago)")
+                + f", yet ClusterQueue {name} admits (stopPolicy {cq.stop_policy or 'None'})",
+                "inactive puts the pool's queue on Hold: new workloads wait, running ones keep running; the "
+                "InstanceType reconciler does it within seconds, so a queue still admitting means it does not run",
+                f'kubectl patch clusterqueue {name} --type merge -p \'{{"spec":{{"stopPolicy":"Hold"}}}}\'',
+            )
+        )
     return out
 
 
@@ -153,7 +211,8 @@ def pools(
                 Finding(
                     "pool-entrance",
                     FAIL,
-                    f"InstanceType {name} carries entrance label {it.labels.get(naming.LABEL_QUEUE_ENTRANCE)!r}",
+                    f"InstanceType {name} carries entrance label "
+                    f"{_show(it.labels.get(naming.LABEL_QUEUE_ENTRANCE))} (want {it.expected_entrance})",
                     "the Pod webhook finds a pool's card memory by this label; without it every fold is refused",
                     f"kubectl label instancetype {name} {naming.LABEL_QUEUE_ENTRANCE}={it.expected_entrance} --overwrite",
                 )
@@ -176,23 +235,23 @@ def pools(
         stale = []
         for key, view in it.published_views.items():
             now = computed.get(key)
-            if isinstance(now, dict) and (view.once_max_request, view.remaining, view.capacity) != (
-                now["onceMaxRequest"],
-                now["remaining"],
-                now["capacity"],
+            published = (view.once_max_request, view.remaining, view.capacity)
+            if isinstance(now, dict) and published != (
+                ledger := (now["onceMaxRequest"], now["remaining"], now["capacity"])
             ):
-                stale.append(key)
+                stale.append(f"{key} {'/'.join(map(str, published))} (ledger {'/'.join(map(str, ledger))})")
         if stale or not it.published_views:
             out.append(
                 Finding(
                     "pool-status",
                     FAIL,
-                    f"InstanceType {name} publishes views that differ from its ledger: {', '.join(stale) or 'none published'}",
+                    f"InstanceType {name} publishes views that differ from its ledger (onceMaxRequest/remaining/"
+                    f"capacity): {', '.join(stale) or 'none published'}",
                     "InstanceType.status carries the four views computed from the Devices ledger (the fix writes "
                     "them); a stale one misleads the gateway and the Instance webhook, and the operator's status "
                     "writer keeps them current only while it runs and leads",
                     f"kubectl patch instancetype {name} --subresource status --type merge -p "
-                    f"'{_json({'status': computed})}'",
+                    + _arg({"status": computed}),
                 )
             )
         pool = it.pool_labels()
@@ -220,12 +279,32 @@ def pools(
                 Finding(
                     "fit-labels",
                     WARN,
-                    f"node {n}: fit labels {have_labels or 'none'} where its ledger says {want}",
+                    f"node {n}: fit labels {_labels(have_labels)} where its ledger says {_labels(want)}",
                     "TAS skips a fragmented node only through fresh fit labels; stale ones send Workloads to retry",
                     "the operator's fit-label controller writes them: check that it runs",
                 )
             )
     return out
+
+
+def _labels(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
+
+
+def orphaned_devices(orphans: Sequence[NodeDevices]) -> list[Finding]:
+    """Each Devices object whose Node is gone: left out of every view, and removed by deleting it."""
+    return [
+        Finding(
+            "orphaned-devices",
+            WARN,
+            f"orphaned Devices {d.node}: no Node {d.node}, so its {sum(len(g.cards) for g in d.groups)} card(s) "
+            "are left out of every view",
+            "a gone Node serves nothing (gate 3 holds a Workload assigned to it); its Devices object outlived it, "
+            "and a writer that still counted it would publish capacity no node has",
+            f"kubectl delete devices {d.node}",
+        )
+        for d in sorted(orphans, key=lambda d: d.node)
+    ]
 
 
 # ----------------------------------------------------------------------------------------------- stuck work
@@ -256,8 +335,7 @@ def stuck(
                     "the check never judges an evicted Workload: a verdict written between Kueue's two reset "
                     "writes deadlocks the backoff",
                     f"kubectl -n {w.namespace} patch workload {w.name} --subresource status --type json -p "
-                    + "'"
-                    + _json(
+                    + _arg(
                         [
                             {
                                 "op": "test",
@@ -270,8 +348,7 @@ def stuck(
                                 "value": "Pending",
                             },
                         ]
-                    )
-                    + "'",
+                    ),
                 )
             )
         age = _age_minutes(c.last_transition, now) if c.last_transition else None
@@ -329,6 +406,36 @@ def drain_stopped(
 
 
 @dataclass(frozen=True, slots=True)
+class Rule:
+    """One ``rules[]`` entry, normalised: every list sorted, the scope spelled (the API's default is ``*``)."""
+
+    operations: tuple[str, ...]
+    api_groups: tuple[str, ...]
+    api_versions: tuple[str, ...]
+    resources: tuple[str, ...]
+    scope: str = "*"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "operations": list(self.operations),
+            "apiGroups": list(self.api_groups),
+            "apiVersions": list(self.api_versions),
+            "resources": list(self.resources),
+            "scope": self.scope,
+        }
+
+
+def parse_rule(raw: Mapping[str, object]) -> Rule:
+    return Rule(
+        _strs(raw.get("operations")),
+        _strs(raw.get("apiGroups")),
+        _strs(raw.get("apiVersions")),
+        _strs(raw.get("resources")),
+        str(raw.get("scope") or "*"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class WebhookEntry:
     """One ``webhooks[]`` entry of a deployed configuration, as the audit reads it."""
 
@@ -338,8 +445,7 @@ class WebhookEntry:
     failure_policy: str
     side_effects: str
     timeout_seconds: int | None
-    rules: tuple[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...]
-    """(operations, apiGroups, resources) per rule."""
+    rules: tuple[Rule, ...]
     object_selector: Mapping[str, object]
     path: str
     ca_bundle: str
@@ -349,6 +455,8 @@ class WebhookEntry:
     url: str = ""
     service: tuple[str, str, int] | None = None
     """(namespace, name, port) of the Service, when called through one."""
+    match_conditions: tuple[tuple[str, str], ...] = ()
+    """(name, CEL expression) of each ``matchConditions`` entry: the API server calls the webhook only when all hold."""
 
     @property
     def ours(self) -> bool:
@@ -356,6 +464,24 @@ class WebhookEntry:
         from gpuctl.core.webhooks import NAMES
 
         return self.name in NAMES
+
+    def client_config(self, path: str) -> dict[str, object]:
+        """The ``clientConfig`` that calls this entry's server at another ``path``, with the same CA bundle."""
+        config: dict[str, object]
+        if self.service is not None:
+            namespace, name, port = self.service
+            config = {"service": {"namespace": namespace, "name": name, "path": path, "port": port}}
+        else:
+            config = {"url": _url_base(self.url) + path}
+        if self.ca_bundle:
+            config["caBundle"] = self.ca_bundle
+        return config
+
+
+def _url_base(url: str) -> str:
+    """``scheme://host:port`` of a webhook URL."""
+    scheme, sep, rest = url.partition("://")
+    return scheme + sep + rest.split("/", 1)[0] if sep else ""
 
 
 def _strs(value: object) -> tuple[str, ...]:
@@ -372,8 +498,7 @@ def parse_webhook_configuration(obj: Mapping[str, object]) -> list[WebhookEntry]
     for index, raw in enumerate(raw_entries if isinstance(raw_entries, list) else []):
         if not isinstance(raw, Mapping):
             continue
-        raw_client = raw.get("clientConfig")
-        client: Mapping[str, object] = raw_client if isinstance(raw_client, Mapping) else {}
+        client = _map(raw, "clientConfig")
         service = client.get("service") if isinstance(client.get("service"), Mapping) else None
         url = str(client.get("url") or "")
         path = (
@@ -384,6 +509,7 @@ def parse_webhook_configuration(obj: Mapping[str, object]) -> list[WebhookEntry]
             else ""
         )
         timeout = raw.get("timeoutSeconds")
+        conditions = raw.get("matchConditions")
         out.append(
             WebhookEntry(
                 name,
@@ -392,12 +518,8 @@ def parse_webhook_configuration(obj: Mapping[str, object]) -> list[WebhookEntry]
                 str(raw.get("failurePolicy") or "Fail"),
                 str(raw.get("sideEffects") or ""),
                 timeout if isinstance(timeout, int) and not isinstance(timeout, bool) else None,
-                tuple(
-                    (_strs(r.get("operations")), _strs(r.get("apiGroups")), _strs(r.get("resources")))
-                    for r in raw.get("rules") or []
-                    if isinstance(r, Mapping)
-                ),
-                raw.get("objectSelector") if isinstance(raw.get("objectSelector"), Mapping) else {},  # type: ignore[arg-type]
+                tuple(parse_rule(r) for r in _list(raw.get("rules")) if isinstance(r, Mapping)),
+                _map(raw, "objectSelector"),
                 path,
                 str(client.get("caBundle") or ""),
                 index,
@@ -409,22 +531,87 @@ def parse_webhook_configuration(obj: Mapping[str, object]) -> list[WebhookEntry]
                 )
                 if isinstance(service, Mapping)
                 else None,
+                tuple(
+                    (str(c.get("name") or ""), str(c.get("expression") or ""))
+                    for c in _list(conditions)
+                    if isinstance(c, Mapping)
+                ),
             )
         )
     return out
 
 
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """One registered field of an entry that differs: what it is, what the registry says, and how to set it."""
+
+    name: str
+    have: object
+    want: object
+    patch_path: str
+    """Under ``/webhooks/<index>``."""
+    value: object
+    """The JSON value that sets it."""
+
+
+def _differing(w: Webhook, e: WebhookEntry) -> list[_Field]:
+    """The fields of a deployed entry that differ from the registry's, in registry order."""
+    selector = w.selector.selector()
+    want_selector = dict(_map(selector, "objectSelector"))
+    want_conditions = tuple(
+        (str(c["name"]), str(c["expression"])) for c in selector.get("matchConditions", []) if isinstance(c, Mapping)
+    )
+    want_rules = tuple(parse_rule(r) for r in w.rules())
+    path_field = "/clientConfig/service/path" if e.service is not None else "/clientConfig/url"
+    path_value = w.path if e.service is not None else _url_base(e.url) + w.path
+    fields = [
+        _Field("path", e.path, w.path, path_field, path_value),
+        _Field("failurePolicy", e.failure_policy, w.failure_policy.value, "/failurePolicy", w.failure_policy.value),
+        _Field("sideEffects", e.side_effects, "None", "/sideEffects", "None"),
+        _Field("timeoutSeconds", e.timeout_seconds, w.timeout_seconds, "/timeoutSeconds", w.timeout_seconds),
+        _Field(
+            "rules",
+            [r.to_dict() for r in e.rules],
+            [r.to_dict() for r in want_rules],
+            "/rules",
+            w.rules(),
+        ),
+        _Field("objectSelector", dict(e.object_selector), want_selector, "/objectSelector", want_selector),
+        _Field(
+            "matchConditions",
+            [{"name": n, "expression": x} for n, x in e.match_conditions],
+            [{"name": n, "expression": x} for n, x in want_conditions],
+            "/matchConditions",
+            [{"name": n, "expression": x} for n, x in want_conditions],
+        ),
+    ]
+    return [f for f in fields if f.have != f.want]
+
+
+def _show(value: object) -> str:
+    """A value as a user reads it in kubectl's YAML or JSON: no Python spelling."""
+    if value is None:
+        return "unset"
+    if isinstance(value, str):
+        return value or '""'
+    return _json(value)
+
+
 def webhooks(entries: Sequence[WebhookEntry], namespace: str = naming.OPERATOR_NAMESPACE) -> list[Finding]:
     """Every webhook this version serves is registered as its registry says (kind of configuration, path,
-    operations and rules, object selector, failurePolicy, sideEffects, timeout, a CA bundle), and the mutating
-    configuration holding the Pod webhook sorts before Kueue's."""
+    rules — operations, groups, versions, resources, scope —, object selector, match conditions, failurePolicy,
+    sideEffects, timeout, a CA bundle), and the mutating configuration holding the Pod webhook sorts before Kueue's.
+    Each fix is a patch of the configuration as deployed (by Service or by URL), built from the registry."""
     from gpuctl.core.webhooks import REGISTRY
 
     by_name = {e.name: e for e in entries}
     out = []
     for w in REGISTRY:
         e = by_name.get(w.name)
-        where = "mutating" if w.mutating else "validating"
         if e is None:
             out.append(
                 Finding(
@@ -432,32 +619,36 @@ def webhooks(entries: Sequence[WebhookEntry], namespace: str = naming.OPERATOR_N
                     FAIL,
                     f"webhook {w.name} is not registered",
                     "every admission rule of the design runs only where its webhook is registered",
-                    "kubectl apply -k deploy/base (the configurations are generated from this version's registry)",
+                    _add_entry_fix(w, entries),
                 )
             )
             continue
-        r = w.resource
-        want = {
-            "configuration kind": ("mutating" if e.mutating else "validating", where),
-            "path": (e.path, w.path),
-            "failurePolicy": (e.failure_policy, w.failure_policy.value),
-            "sideEffects": (e.side_effects, "None"),
-            "timeoutSeconds": (e.timeout_seconds, w.timeout_seconds),
-            "rules": (e.rules, ((tuple(sorted(w.operations)), (r.group,), (r.plural,)),)),
-            "objectSelector": (dict(e.object_selector), dict(w.selector.selector().get("objectSelector", {}))),
-        }
-        wrong = [f"{k} {have!r} (want {need!r})" for k, (have, need) in want.items() if have != need]
-        if not e.ca_bundle:
-            wrong.append("no caBundle")
-        if wrong:
+        where = "mutating" if w.mutating else "validating"
+        if e.mutating != w.mutating:
+            have = "mutating" if e.mutating else "validating"
             out.append(
                 Finding(
                     "webhook",
                     FAIL,
-                    f"webhook {w.name} in {e.configuration}: " + "; ".join(wrong),
-                    "a Fail webhook left at Ignore lets rule-breaking Pods through; a wrong selector or path skips "
-                    "or misroutes reviews",
-                    _webhook_fix(e, {k: need for k, (have, need) in want.items() if have != need}, entries, namespace),
+                    f"webhook {w.name} is in the {have} configuration {e.configuration} (want {where})",
+                    "a mutating rule registered as validating changes nothing, and the reverse runs too early",
+                    _move_entry_fix(w, e, entries),
+                )
+            )
+            continue
+        wrong = _differing(w, e)
+        saw = [f"{f.name} {_show(f.have)} (want {_show(f.want)})" for f in wrong]
+        if not e.ca_bundle:
+            saw.append("no caBundle")
+        if saw:
+            out.append(
+                Finding(
+                    "webhook",
+                    FAIL,
+                    f"webhook {w.name} in {e.configuration}: " + "; ".join(saw),
+                    "a Fail webhook left at Ignore lets rule-breaking Pods through; a rule, selector or match "
+                    "condition that does not match sends the API server past the webhook, which then never runs",
+                    entry_fix(w, e, entries, namespace),
                 )
             )
         else:
@@ -470,8 +661,7 @@ def webhooks(entries: Sequence[WebhookEntry], namespace: str = naming.OPERATOR_N
                 FAIL,
                 f"MutatingWebhookConfiguration {pod.configuration} sorts after {naming.KUEUE_MUTATING_CONFIGURATION}",
                 "the Pod webhook's configuration sorts before Kueue's, so the fold precedes Kueue's resource hash",
-                f"kubectl apply -k deploy/base (it registers {naming.MUTATING_CONFIGURATION}), then "
-                f"kubectl delete mutatingwebhookconfiguration {pod.configuration}",
+                _rename_fix(pod.configuration, naming.MUTATING_CONFIGURATION),
             )
         )
     elif pod is not None and pod.mutating:
@@ -485,30 +675,93 @@ def webhooks(entries: Sequence[WebhookEntry], namespace: str = naming.OPERATOR_N
     return out
 
 
-# The fields a JSON patch sets in place; the others (kind, path, rules) come back with the generated configurations.
-_PATCHABLE: Final = frozenset({"failurePolicy", "sideEffects", "timeoutSeconds", "objectSelector"})
-
-
-def _webhook_fix(e: WebhookEntry, wrong: Mapping[str, object], entries: Sequence[WebhookEntry], namespace: str) -> str:
-    regenerate = "kubectl apply -k deploy/base (the configurations generated from this version's registry)"
-    if any(k not in _PATCHABLE for k in wrong):
-        return regenerate
-    ops = [
-        {
-            "op": "add" if k == "objectSelector" else "replace",
-            "path": f"/webhooks/{e.index}/{k}",
-            "value": v,
-        }
-        for k, v in wrong.items()
-    ]
-    fixes = [f"kubectl patch {_config_kind(e.mutating)} {e.configuration} --type json -p '{_json(ops)}'"] if ops else []
+def entry_fix(w: Webhook, e: WebhookEntry, entries: Sequence[WebhookEntry], namespace: str) -> str:
+    """The command that sets a deployed entry's fields to the registry's (and its caBundle), or "" when none
+    differs."""
+    fixes = []
+    wrong = _differing(w, e)
+    if wrong:
+        ops: list[dict[str, object]] = [_test_name(e)]
+        ops += [{"op": "add", "path": f"/webhooks/{e.index}{f.patch_path}", "value": f.value} for f in wrong]
+        fixes.append(f"kubectl patch {_config_kind(e.mutating)} {e.configuration} --type json -p {_arg(ops)}")
     if not e.ca_bundle:
-        fixes.append(ca_bundle_fix(entries, (e.configuration,), namespace))
-    return "; ".join(fixes)
+        # Every configuration of this version's that lacks a bundle: one command sets them all.
+        lacking = {x.configuration for x in entries if x.ours and not x.ca_bundle}
+        fixes.append(ca_bundle_fix(entries, sorted(lacking), namespace))
+    return " && ".join(fixes)
+
+
+def _test_name(e: WebhookEntry) -> dict[str, object]:
+    """A JSON patch guard: the entry is still at the index the patch addresses."""
+    return {"op": "test", "path": f"/webhooks/{e.index}/name", "value": e.name}
+
+
+def _sibling(w: Webhook, entries: Sequence[WebhookEntry]) -> WebhookEntry | None:
+    """One of this version's deployed entries to copy the server and CA bundle from: of the same kind, in the
+    configuration that should hold ``w`` first; else of the other kind."""
+    ours = sorted(
+        (e for e in entries if e.ours and e.name != w.name),
+        key=lambda e: (e.mutating != w.mutating, e.configuration != w.configuration, e.configuration, e.index),
+    )
+    return ours[0] if ours else None
+
+
+def _add_entry_fix(w: Webhook, entries: Sequence[WebhookEntry], like: WebhookEntry | None = None) -> str:
+    """Register ``w`` as the registry says, calling the server its siblings call (``like``, when given)."""
+    like = _sibling(w, entries) or like
+    if like is None:
+        return INSTALL
+    if like.mutating == w.mutating and like.name != w.name:
+        ops = [{"op": "add", "path": "/webhooks/-", "value": w.entry(like.client_config(w.path))}]
+        return f"kubectl patch {_config_kind(w.mutating)} {like.configuration} --type json -p {_arg(ops)}"
+    # No configuration of its kind holds any of this version's webhooks: create it with every one it lacks.
+    from gpuctl.core.webhooks import REGISTRY
+
+    present = {e.name for e in entries if e.mutating == w.mutating}
+    kind = "MutatingWebhookConfiguration" if w.mutating else "ValidatingWebhookConfiguration"
+    config = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": w.configuration},
+        "webhooks": [
+            x.entry(like.client_config(x.path))
+            for x in REGISTRY
+            if x.mutating == w.mutating and (x.name == w.name or x.name not in present)
+        ],
+    }
+    return f"echo {_arg(config)} | kubectl create -f -"
+
+
+def _move_entry_fix(w: Webhook, e: WebhookEntry, entries: Sequence[WebhookEntry]) -> str:
+    """Take an entry out of the wrong kind of configuration, and register it in the right one."""
+    remove = [_test_name(e), {"op": "remove", "path": f"/webhooks/{e.index}"}]
+    add = _add_entry_fix(w, entries, like=e)
+    return f"kubectl patch {_config_kind(e.mutating)} {e.configuration} --type json -p {_arg(remove)} && {add}"
+
+
+def _rename_fix(old: str, new: str) -> str:
+    """Register a mutating configuration's webhooks under another name, then delete the old one."""
+    head = (
+        '{\\"apiVersion\\":\\"admissionregistration.k8s.io/v1\\",\\"kind\\":\\"MutatingWebhookConfiguration\\",'
+        f'\\"metadata\\":{{\\"name\\":\\"{new}\\"}},\\"webhooks\\":'
+    )
+    return (
+        f"echo \"{head}$(kubectl get mutatingwebhookconfiguration {old} -o jsonpath='{{.webhooks}}')}}\" "
+        f"| kubectl create -f - && kubectl delete mutatingwebhookconfiguration {old}"
+    )
+
+
+INSTALL: Final = "kubectl apply --server-side -k deploy/base"
+"""Installing the operator from the repository's kustomize base (the configurations generated from the registry)."""
 
 
 def _json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
+
+
+def _arg(value: object) -> str:
+    """A JSON value as one shell word (quoted, so a CEL expression's quotes survive the paste)."""
+    return shlex.quote(_json(value))
 
 
 # ----------------------------------------------------------------------------------------------- Kueue's Configuration
@@ -597,7 +850,7 @@ def parse_kueue_settings(
 ) -> KueueSettings:
     """Kueue's Configuration (the decoded YAML of ConfigMap ``namespace/name``) and its manager's arguments."""
     if config.get("kind") not in (None, "Configuration"):
-        raise KueueConfigError(f"kind {config.get('kind')!r}: want Configuration")
+        raise KueueConfigError(f"kind {_show(config.get('kind'))}: want Configuration")
     gates = config.get("featureGates")
     resources = _map(config, "resources")
     exclude = resources.get("excludeResourcePrefixes")
@@ -615,9 +868,11 @@ def kueue_configuration(
     settings: KueueSettings | None,
     wanted_resources: Mapping[str, object],
     configmap: tuple[str, str] = (naming.KUEUE_NAMESPACE, naming.KUEUE_CONFIGMAP),
+    manager_deployed: bool = True,
 ) -> list[Finding]:
     """The design's Kueue settings: ``AssignQueueLabelsForPods`` off, TAS on, the generated ``credits``
-    transformations and exclusions. ``configmap`` is where the Configuration was looked for."""
+    transformations and exclusions. ``configmap`` is where the Configuration was looked for; ``manager_deployed``
+    whether Kueue's manager runs as its Deployment (else a fix restarts it where it runs)."""
     out = []
     if settings is None:
         out.append(
@@ -631,7 +886,11 @@ def kueue_configuration(
             )
         )
     else:
-        restart = f"kubectl -n {settings.namespace} rollout restart deployment {naming.KUEUE_DEPLOYMENT}"
+        restart = (
+            f"kubectl -n {settings.namespace} rollout restart deployment {naming.KUEUE_DEPLOYMENT}"
+            if manager_deployed
+            else f"restart Kueue's manager where it runs (no Deployment {settings.namespace}/{naming.KUEUE_DEPLOYMENT})"
+        )
         edit = f"kubectl -n {settings.namespace} edit configmap {settings.name}, then {restart}"
         for gate, want in KUEUE_GATES_WANTED.items():
             have = settings.gate(gate)
@@ -663,7 +922,11 @@ def kueue_configuration(
         have_t = {t.input: t for t in settings.transformations}
         wrong = sorted(
             [f"{i} missing" for i in want_t if i not in have_t]
-            + [f"{i} differs" for i in want_t if i in have_t and have_t[i] != want_t[i]]
+            + [
+                f"{i} is {_transformation(have_t[i])} (want {_transformation(want_t[i])})"
+                for i in want_t
+                if i in have_t and have_t[i] != want_t[i]
+            ]
         )
         wanted_exclude = wanted_resources.get("excludeResourcePrefixes")
         missing_exclude = [
@@ -697,6 +960,12 @@ def kueue_configuration(
                 )
             )
     return out
+
+
+def _transformation(t: Transformation) -> str:
+    """A transformation as its Configuration spells it: ``Replace, outputs credits.gpustack.ai/nvidia=1600000``."""
+    outputs = ", ".join(f"{k}={v.numerator if v.denominator == 1 else float(v)}" for k, v in t.outputs) or "none"
+    return f"{t.strategy}{f', multiplyBy {t.multiply_by}' if t.multiply_by else ''}, outputs {outputs}"
 
 
 def kueue_topologies(flavors: Mapping[str, ResourceFlavor], topologies: Mapping[str, tuple[str, ...]]) -> list[Finding]:
@@ -801,7 +1070,7 @@ def operator_health(
 ) -> list[Finding]:
     """The operator's replicas (when the webhooks are served by its Service) and its leader Lease."""
     out = []
-    pods = f"kubectl -n {namespace} get pods -l app.kubernetes.io/name={naming.OPERATOR_NAME}; kubectl -n {namespace} logs deployment/{naming.OPERATOR_NAME}"
+    pods = _operator_check(namespace, deployment is not None)
     if deployment is None:
         if served_by_service:
             out.append(
@@ -810,7 +1079,7 @@ def operator_health(
                     FAIL,
                     f"no Deployment {namespace}/{naming.OPERATOR_NAME}, yet the webhooks name its Service",
                     "every Pod the Pod webhook selects is refused while nothing serves it (failurePolicy Fail)",
-                    "kubectl apply -k deploy/base",
+                    INSTALL,
                 )
             )
     elif deployment.ready == 0:
@@ -936,15 +1205,28 @@ class EndpointProbe:
     reviews: int = 0
 
 
-def _operator_check(namespace: str) -> str:
+def _operator_check(namespace: str, deployed: bool) -> str:
+    """Where to look when the operator does not answer: its Deployment, Pods, endpoints and logs in the cluster, or
+    its process where it runs outside the cluster (its webhooks called by URL, as ``make cluster`` runs it)."""
+    if not deployed:
+        return (
+            f"the operator runs outside the cluster (no Deployment {namespace}/{naming.OPERATOR_NAME}; its webhooks "
+            "are called by URL): check that its process runs, and its log"
+        )
+    selector = f"app.kubernetes.io/name={naming.OPERATOR_NAME}"
     return (
-        f"kubectl -n {namespace} get pods,endpointslices -l app.kubernetes.io/name={naming.OPERATOR_NAME}; "
-        f"kubectl -n {namespace} logs deployment/{naming.OPERATOR_NAME}"
+        f"kubectl -n {namespace} describe deployment {naming.OPERATOR_NAME} && "
+        f"kubectl -n {namespace} get pods -l {selector} && "
+        f"kubectl -n {namespace} get endpointslices -l kubernetes.io/service-name={naming.OPERATOR_NAME} && "
+        f"kubectl -n {namespace} logs -l {selector} --tail=20"
     )
 
 
 def endpoints(
-    probes: Sequence[EndpointProbe], entries: Sequence[WebhookEntry], namespace: str = naming.OPERATOR_NAMESPACE
+    probes: Sequence[EndpointProbe],
+    entries: Sequence[WebhookEntry],
+    namespace: str = naming.OPERATOR_NAMESPACE,
+    deployed: bool = True,
 ) -> list[Finding]:
     """Each endpoint answers over TLS its caBundle verifies, is ready, and reviews well within the shortest timeout
     its webhooks are registered with."""
@@ -972,7 +1254,7 @@ def endpoints(
                     "refuses what it selects",
                     ca_bundle_fix(entries, p.configurations, namespace)
                     if p.ca_verified is False
-                    else _operator_check(namespace),
+                    else _operator_check(namespace, deployed),
                 )
             )
             continue
@@ -983,7 +1265,7 @@ def endpoints(
                     FAIL,
                     f"{where}: /readyz answered {p.readyz}: {p.readyz_body[:200]}",
                     "a replica that is not ready has not synced the kinds its webhooks read",
-                    _operator_check(namespace),
+                    _operator_check(namespace, deployed),
                 )
             )
         reached = "its caBundle verifies the serving certificate" if p.ca_verified else "reached through the API server"
@@ -1007,6 +1289,101 @@ def endpoints(
 
 
 @dataclass(frozen=True, slots=True)
+class ReviewProbe:
+    """A dry-run create that shows a webhook ran: its change is in the object the API server returns, or its
+    refusal is the answer. Being admitted proves nothing (a webhook whose rules miss the object is not called)."""
+
+    kind: str
+    """``Pod`` or ``InstanceType``."""
+    body: Mapping[str, object]
+    webhook: str
+    """The webhook it proves."""
+    shows: Callable[[Mapping[str, object]], bool] | None = None
+    """Whether the returned object carries the webhook's change; None when the webhook must refuse it."""
+
+    @property
+    def request(self) -> str:
+        meta = _map(self.body, "metadata")
+        where = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta.get("name"))
+        return f"dry-run create {self.kind} {where}"
+
+    def ran(self, returned: Mapping[str, object] | None, error: str) -> bool:
+        if f'admission webhook "{self.webhook}" denied the request' in error:
+            return True
+        return self.shows is not None and returned is not None and self.shows(returned)
+
+
+PROBE_NAME: Final = "gpuctl-doctor-probe"
+
+
+def _container_limits(obj: Mapping[str, object]) -> Mapping[str, object]:
+    containers = _map(obj, "spec").get("containers")
+    first = containers[0] if isinstance(containers, list) and containers else {}
+    return _map(_map(first, "resources"), "limits")
+
+
+def _same_quantity(have: object, want: object) -> bool:
+    """Two quantities equal as numbers (the API server writes ``400000`` back as ``400k``)."""
+    try:
+        return have is not None and parse_quantity(str(have)) == parse_quantity(str(want))
+    except ValueError:
+        return False
+
+
+def review_probes(namespace: str) -> list[ReviewProbe]:
+    """A Pod the Pod webhook folds (a quarter of a card's memory, whatever the pool: the fold of a percentage needs
+    no InstanceType), a CPU InstanceType the defaulting webhook labels with its entrance, and one the validating
+    webhook refuses (no unit resources)."""
+    from gpuctl.core.requests import admit_pod
+
+    pod: dict[str, object] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": PROBE_NAME, "namespace": namespace, "labels": {naming.LABEL_QUEUE_NAME: PROBE_NAME}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": PROBE_NAME,
+                    "resources": {
+                        "limits": {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "25"}
+                    },
+                }
+            ]
+        },
+    }
+    folded = admit_pod(pod, ()).mutated
+    assert isinstance(folded, dict)
+    want = {k: v for k, v in _container_limits(folded).items() if k not in _container_limits(pod)}
+    spec = {"os": "linux", "arch": "amd64", "generalGroup": naming.GENERIC}
+
+    def instancetype(**more: object) -> dict[str, object]:
+        return {
+            "apiVersion": "worker.gpustack.ai/v1alpha1",
+            "kind": "InstanceType",
+            "metadata": {"name": PROBE_NAME},
+            "spec": {**spec, **more},
+        }
+
+    entrance = naming.queue_entrance(PROBE_NAME)
+    return [
+        ReviewProbe(
+            "Pod",
+            pod,
+            "pod-accelerators.gpustack.ai",
+            lambda got: all(_same_quantity(_container_limits(got).get(k), v) for k, v in want.items()),
+        ),
+        ReviewProbe(
+            "InstanceType",
+            instancetype(unitResources={"cpu": "1", "ram": "1Gi"}, localStorage="1Gi"),
+            "instancetype-default.gpustack.ai",
+            lambda got: _map(_map(got, "metadata"), "labels").get(naming.LABEL_QUEUE_ENTRANCE) == entrance,
+        ),
+        ReviewProbe("InstanceType", instancetype(), "instancetype-validate.gpustack.ai"),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
 class LiveReview:
     """A server-side dry run the API server sent through the webhooks."""
 
@@ -1021,11 +1398,32 @@ class LiveReview:
     """False when the user may not send it (a role without create): nothing was checked."""
     foreign: str = ""
     """The webhook that could not be called when it is not one of gpuctl's."""
+    webhook: str = ""
+    """The webhook the dry run is to prove ran."""
+    ran: bool = True
+    """Whether it did: its change is in the returned object, or its refusal was the answer."""
+    answer: str = ""
+    """What the API server answered instead, when it did not run: admitted unchanged, or another refusal."""
+
+
+def _call_failure(error: str) -> str:
+    """The API server's ``failed calling webhook`` error, without the request URL's noise."""
+    m = re.search(r'failed calling webhook "([^"]+)": failed to call webhook: \w+ "([^"]+)": (.*)', error)
+    if m is None:
+        return error[:300]
+    return f'failed calling webhook "{m.group(1)}" at {m.group(2).split("?")[0]}: {m.group(3)[:200]}'
 
 
 def live_reviews(
-    reviews: Sequence[LiveReview], entries: Sequence[WebhookEntry], namespace: str = naming.OPERATOR_NAMESPACE
+    reviews: Sequence[LiveReview],
+    entries: Sequence[WebhookEntry],
+    namespace: str = naming.OPERATOR_NAMESPACE,
+    deployed: bool = True,
 ) -> list[Finding]:
+    from gpuctl.core.webhooks import REGISTRY
+
+    registry = {w.name: w for w in REGISTRY}
+    by_name = {e.name: e for e in entries}
     out = []
     for r in reviews:
         where = ", ".join(r.configurations) or "the webhooks"
@@ -1035,7 +1433,7 @@ def live_reviews(
                     "webhook-review",
                     WARN,
                     f"{where}: {r.request} not sent: {r.error[:200]}",
-                    "a dry run shows the API server can call the webhooks; nothing is persisted",
+                    "a dry run shows the API server calls the webhooks; nothing is persisted",
                     "run doctor as a user who may create Pods and InstanceTypes (dry runs need create)",
                 )
             )
@@ -1044,45 +1442,73 @@ def live_reviews(
                 Finding(
                     "webhook-review",
                     WARN,
-                    f"{r.request}: another webhook, {r.foreign}, could not be called: {r.error[:300]}",
+                    f"{r.request}: another webhook, {r.foreign}, could not be called: {_call_failure(r.error)}",
                     "gpuctl's webhooks were not reached: the API server stopped at another one",
                     "kubectl get mutatingwebhookconfigurations,validatingwebhookconfigurations "
                     "-o custom-columns=NAME:.metadata.name,WEBHOOKS:.webhooks[*].name",
                 )
             )
-        elif r.error:
+        elif r.error and 'failed calling webhook "' in r.error:
             ca = "x509" in r.error or "certificate signed by unknown authority" in r.error
             out.append(
                 Finding(
                     "webhook-review",
                     FAIL,
-                    f"{where}: {r.request}: {r.error[:300]}",
+                    f"{where}: {r.request}: {_call_failure(r.error)}",
                     "the API server could not call the webhook, so it refuses what the webhook selects",
-                    ca_bundle_fix(entries, r.configurations, namespace) if ca else _operator_check(namespace),
+                    ca_bundle_fix(entries, r.configurations, namespace) if ca else _operator_check(namespace, deployed),
+                )
+            )
+        elif not r.ran:
+            e, w = by_name.get(r.webhook), registry.get(r.webhook)
+            fix = entry_fix(w, e, entries, namespace) if e is not None and w is not None else ""
+            out.append(
+                Finding(
+                    "webhook-review",
+                    FAIL,
+                    f"{where}: {r.request}: {r.webhook} did not run ({r.answer})",
+                    "a webhook the API server does not call enforces nothing: its rules, selector or match "
+                    "conditions miss the objects it is for",
+                    fix
+                    or "compare the webhook's rules and selectors with `gpuctl doctor -o wide`; "
+                    + _operator_check(namespace, deployed),
                 )
             )
         else:
-            out.append(Finding("webhook-review", OK, f"{where}: {r.request} answered in {r.seconds * 1000:.0f} ms"))
-    return out
+            out.append(
+                Finding(
+                    "webhook-review",
+                    OK,
+                    f"{where}: {r.request}: {r.webhook or 'the webhooks'} ran, answered in {r.seconds * 1000:.0f} ms",
+                )
+            )
+    # Two probes of one kind stopped at the same webhook say the same thing once.
+    return list(dict.fromkeys(out))
 
 
 def ca_bundle_fix(
     entries: Sequence[WebhookEntry], configurations: Iterable[str], namespace: str = naming.OPERATOR_NAMESPACE
 ) -> str:
-    """One command setting every webhook's caBundle in these configurations to the CA of the operator's Secret."""
+    """One command setting every webhook's caBundle in these configurations to the CA of the operator's serving
+    Secret (``ca.crt``, as cert-manager writes it); it stops at the first step that fails (no Secret, no CA)."""
     wanted = set(configurations)
-    by_config: dict[tuple[bool, str], list[int]] = {}
+    by_config: dict[tuple[bool, str], list[WebhookEntry]] = {}
     for e in entries:
         if e.configuration in wanted:
-            by_config.setdefault((e.mutating, e.configuration), []).append(e.index)
-    parts = [f"CA=$(kubectl -n {namespace} get secret {naming.OPERATOR_TLS_SECRET} -o jsonpath='{{.data.ca\\.crt}}')"]
-    for (mutating, name), indexes in sorted(by_config.items()):
-        ops = ",".join(
-            f'{{\\"op\\":\\"add\\",\\"path\\":\\"/webhooks/{i}/clientConfig/caBundle\\",\\"value\\":\\"$CA\\"}}'
-            for i in sorted(indexes)
-        )
-        parts.append(f'kubectl patch {_config_kind(mutating)} {name} --type json -p "[{ops}]"')
-    return "; ".join(parts)
+            by_config.setdefault((e.mutating, e.configuration), []).append(e)
+    parts = [
+        f"CA=$(kubectl -n {namespace} get secret {naming.OPERATOR_TLS_SECRET} -o jsonpath='{{.data.ca\\.crt}}')",
+        'test -n "$CA"',
+    ]
+    for (mutating, name), found in sorted(by_config.items()):
+        ops = []
+        for e in sorted(found, key=lambda e: e.index):
+            ops.append(_json(_test_name(e)).replace('"', '\\"'))
+            ops.append(
+                f'{{\\"op\\":\\"add\\",\\"path\\":\\"/webhooks/{e.index}/clientConfig/caBundle\\",\\"value\\":\\"$CA\\"}}'
+            )
+        parts.append(f'kubectl patch {_config_kind(mutating)} {name} --type json -p "[{",".join(ops)}]"')
+    return " && ".join(parts)
 
 
 def _config_kind(mutating: bool) -> str:

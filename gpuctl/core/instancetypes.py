@@ -58,6 +58,9 @@ class InstanceType:
     published_views: Mapping[str, PublishedView]
     published_profiles: Mapping[str, Mapping[str, int]]
     deleting: bool = False
+    inactive_since: str = ""
+    """When ``spec.inactive`` was last written, at the latest: the time of the ``managedFields`` entry that owns it
+    (else the creation time); "" when unknown."""
 
     @property
     def card_mib(self) -> int | None:
@@ -181,7 +184,18 @@ def parse_instancetype(obj: Mapping[str, Any]) -> InstanceType:
         published_views=views,
         published_profiles=published_profiles,
         deleting=bool(meta.get("deletionTimestamp")),
+        inactive_since=_inactive_since(meta),
     )
+
+
+def _inactive_since(meta: Mapping[str, Any]) -> str:
+    """The time of the last ``managedFields`` entry owning ``spec.inactive``, else the creation time."""
+    since = ""
+    entries = meta.get("managedFields")
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, Mapping) and "f:inactive" in _m(_m(entry.get("fieldsV1")).get("f:spec")):
+            since = max(since, str(entry.get("time") or ""))
+    return since or str(meta.get("creationTimestamp") or "")
 
 
 def find_by_entrance(types: list[InstanceType] | tuple[InstanceType, ...], queue_name: str) -> list[InstanceType]:

@@ -8,7 +8,7 @@ its catalog ceilings: free, every profile at its per-card count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from types import MappingProxyType
@@ -211,6 +211,30 @@ class NodeDevices:
     def cards(self, accelerator_key: str) -> tuple[Card, ...]:
         g = self.group(accelerator_key)
         return g.cards if g else ()
+
+
+class Ledgers(NamedTuple):
+    """The Devices read, split by whether their Node exists."""
+
+    served: list[NodeDevices]
+    """Ledgers of Nodes that exist: the only ones any view, partition count, fit or simulation counts."""
+    orphaned: list[NodeDevices]
+    """Devices objects whose Node is gone (the device manager that wrote them is gone with it)."""
+
+
+def split_orphans(devices: Iterable[NodeDevices], nodes: Collection[str]) -> Ledgers:
+    """The ledgers a Node serves, and the orphans whose Node does not exist.
+
+    A gone Node serves nothing (gate 3 holds a Workload assigned to one), so an orphan's cards count nowhere. Only a
+    read that holds Nodes can tell a Node is gone: with none at all (a snapshot of ledgers only) every ledger is
+    served."""
+    if not nodes:
+        return Ledgers(list(devices), [])
+    served: list[NodeDevices] = []
+    orphaned: list[NodeDevices] = []
+    for d in devices:
+        (served if d.node in nodes else orphaned).append(d)
+    return Ledgers(served, orphaned)
 
 
 class LedgerError(ValueError):

@@ -153,6 +153,40 @@ class Webhook:
         """Whether the API server sends this request to the webhook."""
         return operation in self.operations and self.selector.matches(obj)
 
+    @property
+    def configuration(self) -> str:
+        """The configuration that registers it."""
+        return naming.MUTATING_CONFIGURATION if self.mutating else naming.VALIDATING_CONFIGURATION
+
+    def rules(self) -> list[JSON]:
+        """Its ``rules``, as registered."""
+        r = self.resource
+        return [
+            {
+                "operations": list(self.operations),
+                "apiGroups": [r.group],
+                "apiVersions": list(r.versions),
+                "resources": [r.plural],
+                "scope": "Namespaced" if r.namespaced else "Cluster",
+            }
+        ]
+
+    def entry(self, client_config: JSON) -> JSON:
+        """Its ``webhooks[]`` entry in its configuration, calling it at ``client_config``."""
+        entry: JSON = {
+            "name": self.name,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": self.failure_policy.value,
+            "timeoutSeconds": self.timeout_seconds,
+            "clientConfig": client_config,
+            "rules": self.rules(),
+            **self.selector.selector(),
+        }
+        if self.mutating:
+            entry["reinvocationPolicy"] = "IfNeeded"
+        return entry
+
 
 # ----------------------------------------------------------------------------------------------- the rules
 

@@ -25,7 +25,7 @@ from gpuctl.cluster.kinds import Kind
 from gpuctl.core import naming
 from gpuctl.core.instancetypes import InstanceType, parse_instancetype
 from gpuctl.core.kvcache import KVCacheContext, parse_kvcache_backend, parse_kvcache_pool, parse_kvcache_pool_binding
-from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
+from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices, split_orphans
 from gpuctl.core.nodes import Node, parse_node
 from gpuctl.core.pins import PinContext
 from gpuctl.core.pods import Pod, parse_pod
@@ -296,9 +296,11 @@ class OperatorCache:
             return [store[k] for k in self.pods_by_node.get(node, ()) if k in store]
 
     def pool_devices(self, accelerator_key: str) -> list[NodeDevices]:
+        """The ledgers of one accelerator model whose Node exists (an orphan's cards count nowhere)."""
         with self.lock:
             store = self.store(kinds.DEVICES)
-            return [store[n] for n in sorted(self.devices_by_model.get(accelerator_key, ())) if n in store]
+            found = (store[n] for n in sorted(self.devices_by_model.get(accelerator_key, ())) if n in store)
+            return split_orphans(found, self.store(kinds.NODE)).served
 
     def instancetypes(self) -> dict[str, CachedInstanceType]:
         with self.lock:
@@ -317,8 +319,9 @@ class OperatorCache:
             return dict(self.store(kinds.NODE))
 
     def all_devices(self) -> list[NodeDevices]:
+        """Every ledger whose Node exists."""
         with self.lock:
-            return list(self.store(kinds.DEVICES).values())
+            return split_orphans(self.store(kinds.DEVICES).values(), self.store(kinds.NODE)).served
 
     def instances_of(self, instancetype: str) -> list[dict[str, Any]]:
         with self.lock:

@@ -554,10 +554,12 @@ class Controllers:
                     self.status.queue.add_after(name, self.status_coalesce)
         elif kind == kinds.NODE:
             self.fit_labels.queue.add(key)
-            if new is None or old is None or old.labels != new.labels or old.allocatable != new.allocatable:
+            # A Node that comes or goes takes its Devices ledger into or out of every accelerated pool.
+            born_or_gone = new is None or old is None
+            if born_or_gone or old.labels != new.labels or old.allocatable != new.allocatable:
                 self._judge_on([key])
                 for name, cached in self.cache.store(kinds.INSTANCETYPE).items():
-                    if not cached.record.acceleratable:
+                    if born_or_gone or not cached.record.acceleratable:
                         self.status.queue.add_after(name, self.status_coalesce)
         elif kind == kinds.INSTANCETYPE:
             self.status.queue.add(key)

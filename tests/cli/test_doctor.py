@@ -78,7 +78,7 @@ def test_a_broken_kueue_configmap_is_a_finding_and_a_bad_option_a_usage_error(tm
     assert result.exit_code == 2 and "NAMESPACE/NAME" in result.stderr and "Traceback" not in result.output
 
 
-def test_a_dump_keeps_only_who_stopped_an_instance_of_its_managed_fields() -> None:
+def test_a_dump_keeps_only_who_stopped_an_instance_and_when_a_pool_went_inactive_of_its_managed_fields() -> None:
     from gpuctl.cli.dump import slim
     from gpuctl.core import naming
     from gpuctl.core.instances import parse_instance
@@ -92,3 +92,44 @@ def test_a_dump_keeps_only_who_stopped_an_instance_of_its_managed_fields() -> No
     assert kept["metadata"]["managedFields"] == [managed[1]]
     assert parse_instance(kept).stopped_by == naming.INSTANCE_STOP_MANAGER
     assert "managedFields" not in slim({"kind": "Pod", "metadata": {"name": "p", "managedFields": managed}})["metadata"]
+    from gpuctl.core.instancetypes import parse_instancetype
+
+    inactive = [
+        {"manager": "kubectl-create", "time": "2026-01-01T00:00:00Z", "fieldsV1": {"f:spec": {"f:os": {}}}},
+        {"manager": "gpuctl", "time": "2026-01-02T03:04:05Z", "fieldsV1": {"f:spec": {"f:inactive": {}}}},
+    ]
+    it = {"kind": "InstanceType", "metadata": {"name": "t", "managedFields": inactive}, "spec": {"inactive": True}}
+    kept = slim(it)
+    assert kept["metadata"]["managedFields"] == [inactive[1]]
+    assert parse_instancetype(kept).inactive_since == "2026-01-02T03:04:05Z"
+
+
+def test_on_a_dump_the_leader_lease_is_judged_at_the_time_the_dump_was_taken(tmp_path: Path) -> None:
+    from gpuctl.cli.dump import dump_record
+    from gpuctl.core import naming
+
+    renewed = "2026-01-01T00:00:00Z"
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": naming.OPERATOR_NAME, "namespace": naming.OPERATOR_NAMESPACE},
+        "spec": {"replicas": 2, "template": {"spec": {"containers": [{"args": ["--leader-elect"]}]}}},
+        "status": {"readyReplicas": 2},
+    }
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": naming.OPERATOR_NAME, "namespace": naming.OPERATOR_NAMESPACE},
+        "spec": {"holderIdentity": "op-1", "renewTime": renewed, "acquireTime": renewed, "leaseDurationSeconds": 15},
+    }
+
+    def leader(*objects: dict[str, object]) -> dict[str, str]:
+        (tmp_path / "snap.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+        result = CliRunner().invoke(app, ["doctor", "--snapshot", str(tmp_path / "snap.json"), "-o", "json"])
+        [found] = [i for i in json.loads(result.stdout)["items"] if i["check"] == "operator-leader"]
+        return dict(found)
+
+    fresh = leader(deployment, lease, dump_record("2026-01-01T00:00:03Z", "cluster https://example:6443"))
+    assert fresh["status"] == "ok" and "renewed 3 s ago" in fresh["saw"]
+    # Without the dump's own time, its age is measured from now: long expired.
+    assert leader(deployment, lease)["status"] == "fail"

@@ -564,7 +564,9 @@ class ControlPlane:
     def _load_crds(self) -> list[dict]:
         crds: list[dict] = []
         for path in sorted(OUR_CRDS_DIR.glob("*.yaml")):
-            crds.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+            crds.extend(
+                d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "CustomResourceDefinition"
+            )
         if not self.with_kueue:
             return crds
         crd_dir = kueue_crd_dir()

@@ -121,7 +121,7 @@ def test_the_generated_webhook_configurations_pass_and_each_break_fails() -> Non
     flipped = copy.deepcopy(healthy)
     flipped[0]["webhooks"][0]["failurePolicy"] = "Ignore"  # the Pod webhook, which fails closed
     [bad] = [f for f in doctor.webhooks(entries(flipped)) if f.status == doctor.FAIL]
-    assert "failurePolicy 'Ignore' (want 'Fail')" in bad.saw
+    assert "failurePolicy Ignore (want Fail)" in bad.saw
     renamed = copy.deepcopy(healthy)
     renamed[0]["metadata"]["name"] = "zz-gpustack-worker-mutation"
     assert statuses(doctor.webhooks(entries(renamed)), "webhook-order") == [doctor.FAIL]
@@ -137,7 +137,7 @@ def patch_of(fix: str) -> list[dict[str, Any]]:
     import json
     import shlex
 
-    words = shlex.split(fix.split(";")[0])
+    words = shlex.split(fix)
     return list(json.loads(words[words.index("-p") + 1]))
 
 
@@ -249,7 +249,9 @@ def test_transformations_and_exclusions_must_equal_the_generated_ones() -> None:
     config["resources"]["transformations"][0]["outputs"] = {"credits.gpustack.ai/other": "7"}
     [bad] = [f for f in doctor.kueue_configuration(kueue(config), wanted) if f.status == doctor.FAIL]
     first, second = wanted["transformations"][0]["input"], wanted["transformations"][1]["input"]
-    assert f"{first} missing" in bad.saw and f"{second} differs" in bad.saw
+    assert f"{first} missing" in bad.saw
+    # What differs is shown with both values.
+    assert f"{second} is Replace, outputs credits.gpustack.ai/other=7 (want Replace, outputs credits." in bad.saw
     assert "excludeResourcePrefixes lacks device.gpustack.ai/" in bad.saw
     assert "gpuctl doctor --kueue-resources" in bad.fix
     # Quantities compare as numbers, not spellings.
@@ -308,7 +310,7 @@ def test_operator_health_replicas_and_leader() -> None:
     stale = doctor.operator_health(deployment(2, 2, "--leader-elect"), lease(60, now), True, ns, now)
     assert statuses(stale, "operator-leader") == [doctor.FAIL] and "last renewed 60 s ago" in stale[1].saw
     nothing = doctor.operator_health(None, None, True, ns, now)
-    assert statuses(nothing, "operator-replicas") == [doctor.FAIL] and "kubectl apply -k deploy/base" in nothing[0].fix
+    assert statuses(nothing, "operator-replicas") == [doctor.FAIL] and nothing[0].fix == doctor.INSTALL
     # Served by URL (outside the cluster): no Deployment is expected; its Lease still is.
     assert doctor.operator_health(None, lease(1, now), False, ns, now)[0].check == "operator-leader"
     leaderless = doctor.operator_health(deployment(2, 2, "--leader-elect"), None, True, ns, now)
@@ -366,7 +368,12 @@ def test_endpoint_and_live_review_findings() -> None:
     )
     assert ca.status == doctor.FAIL and ca.fix.startswith("CA=$(kubectl -n ops get secret")
     [down] = doctor.endpoints([doctor.EndpointProbe(target, config, error="cannot reach it: refused")], found)
-    assert down.status == doctor.FAIL and "get pods,endpointslices" in down.fix
+    assert down.status == doctor.FAIL and "get endpointslices -l kubernetes.io/service-name=" in down.fix
+    # Registered by URL with no Deployment (the operator runs outside the cluster): no Pod to look at.
+    [outside] = doctor.endpoints(
+        [doctor.EndpointProbe(target, config, error="cannot reach it: refused")], found, deployed=False
+    )
+    assert "runs outside the cluster" in outside.fix and "kubectl" not in outside.fix
     slow = doctor.endpoints(
         [doctor.EndpointProbe(target, config, readyz=503, readyz_body="cache", p99_seconds=12.0)], found
     )
@@ -413,3 +420,272 @@ def test_probing_a_malformed_ca_bundle_is_a_finding_not_a_crash() -> None:
     found = entries(webhook_configurations(ca_bundle="not-base64!!", url="https://127.0.0.1:1"))
     probes = probe_endpoints(None, found, 1.0)  # type: ignore[arg-type] # a URL endpoint never needs the API server
     assert probes and all(p.ca_verified is False and "not a base64-encoded PEM" in p.error for p in probes)
+
+
+def apply_fix(configs: list[dict[str, Any]], fix: str) -> list[dict[str, Any]]:
+    """The configurations after the printed ``kubectl patch|create`` commands of a fix, applied as the API server
+    applies a JSON patch (a failed ``test`` op raises)."""
+    import copy
+    import json
+    import shlex
+
+    import jsonpatch
+
+    out = copy.deepcopy(configs)
+    commands: list[list[str]] = [[]]
+    for word in shlex.split(fix):
+        if word == "&&":
+            commands.append([])
+        else:
+            commands[-1].append(word)
+    for words in commands:
+        if words[:2] == ["kubectl", "patch"]:
+            kind, name = words[2], words[3]
+            [i] = [i for i, c in enumerate(out) if c["kind"].lower() == kind and c["metadata"]["name"] == name]
+            out[i] = jsonpatch.apply_patch(out[i], json.loads(words[words.index("-p") + 1]))
+        elif words[0] == "echo" and words[2:] == ["|", "kubectl", "create", "-f", "-"]:
+            out.append(json.loads(words[1]))
+        else:
+            raise AssertionError(f"not a patch or create: {words}")
+    return out
+
+
+def failing(configs: list[dict[str, Any]]) -> list[doctor.Finding]:
+    return [f for f in doctor.webhooks(entries(configs)) if f.status == doctor.FAIL]
+
+
+URL = "https://10.0.0.1:9443"
+
+
+def test_rules_apiversions_scope_and_match_conditions_are_compared_and_restored_by_the_fix() -> None:
+    import copy
+
+    from gpuctl.operator.manifests import webhook_configurations
+
+    for healthy in (webhook_configurations(ca_bundle="Y2E="), webhook_configurations(ca_bundle="Y2E=", url=URL)):
+        wrong_version = copy.deepcopy(healthy)
+        wrong_version[0]["webhooks"][0]["rules"][0]["apiVersions"] = ["v2"]  # the Pod webhook: never called
+        [bad] = failing(wrong_version)
+        assert '"apiVersions":["v2"]' in bad.saw and '(want [{"operations":["CREATE"],"apiGroups":[""]' in bad.saw
+        assert "'" not in bad.saw.replace(bad.fix, "")  # JSON, not Python's repr
+        assert failing(apply_fix(wrong_version, bad.fix)) == []
+        any_scope = copy.deepcopy(healthy)
+        del any_scope[0]["webhooks"][0]["rules"][0]["scope"]  # the API's default: "*"
+        [bad] = failing(any_scope)
+        assert '"scope":"*"' in bad.saw and failing(apply_fix(any_scope, bad.fix)) == []
+        [fit] = [i for i, w in enumerate(healthy[0]["webhooks"]) if w["name"] == "workload-fit.gpustack.ai"]
+        never = copy.deepcopy(healthy)
+        never[0]["webhooks"][fit]["matchConditions"][0]["expression"] = "false"
+        [bad] = failing(never)
+        assert bad.saw.startswith("webhook workload-fit.gpustack.ai") and "matchConditions" in bad.saw
+        assert '"expression":"false"' in bad.saw and failing(apply_fix(never, bad.fix)) == []
+        removed = copy.deepcopy(healthy)
+        del removed[0]["webhooks"][fit]["matchConditions"]
+        [bad] = failing(removed)
+        assert "matchConditions [] (want" in bad.saw and failing(apply_fix(removed, bad.fix)) == []
+
+
+def test_a_missing_or_misplaced_webhook_is_registered_again_calling_the_same_server() -> None:
+    import copy
+
+    from gpuctl.operator.manifests import webhook_configurations
+
+    for healthy in (webhook_configurations(ca_bundle="Y2E="), webhook_configurations(ca_bundle="Y2E=", url=URL)):
+        missing = copy.deepcopy(healthy)
+        missing[1]["webhooks"] = missing[1]["webhooks"][1:]
+        [bad] = failing(missing)
+        assert "is not registered" in bad.saw and bad.fix.startswith("kubectl patch validatingwebhookconfiguration")
+        assert failing(apply_fix(missing, bad.fix)) == []
+        no_validating = copy.deepcopy(healthy)[:1]
+        found = failing(no_validating)
+        assert len(found) == len(healthy[1]["webhooks"]) and all("is not registered" in f.saw for f in found)
+        assert found[0].fix.startswith("echo '") and found[0].fix.endswith("| kubectl create -f -")
+        # Any one of their fixes creates the configuration with every webhook it lacks, calling the same server.
+        assert len({f.fix for f in found}) == 1
+        assert apply_fix(no_validating, found[0].fix) == healthy
+        misplaced = copy.deepcopy(healthy)
+        moved = misplaced[1]["webhooks"].pop(2)
+        moved["reinvocationPolicy"] = "IfNeeded"
+        misplaced[0]["webhooks"].append(moved)
+        [bad] = failing(misplaced)
+        assert f"is in the mutating configuration {naming.MUTATING_CONFIGURATION} (want validating)" in bad.saw
+        assert failing(apply_fix(misplaced, bad.fix)) == []
+    assert failing([])[0].fix == doctor.INSTALL  # nothing of this version registered: install it
+
+
+def test_the_rename_fix_copies_the_webhooks_under_the_generated_name() -> None:
+    import subprocess
+
+    fix = doctor.webhooks(
+        entries(
+            [
+                {
+                    "kind": "MutatingWebhookConfiguration",
+                    "metadata": {"name": "zz-gpustack-worker-mutation"},
+                    "webhooks": [{"name": "pod-accelerators.gpustack.ai"}],
+                }
+            ]
+        )
+    )[-1].fix
+    assert "kubectl get mutatingwebhookconfiguration zz-gpustack-worker-mutation -o jsonpath='{.webhooks}'" in fix
+    assert fix.endswith("&& kubectl delete mutatingwebhookconfiguration zz-gpustack-worker-mutation")
+    # What the shell makes of it, with kubectl's jsonpath answer stubbed by `printf`.
+    echo = fix.split(" | ")[0].replace(
+        "kubectl get mutatingwebhookconfiguration zz-gpustack-worker-mutation -o jsonpath='{.webhooks}'",
+        "printf '%s' '[{\"name\":\"w\"}]'",
+    )
+    import json
+
+    out = subprocess.run(["bash", "-c", echo], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": naming.MUTATING_CONFIGURATION},
+        "webhooks": [{"name": "w"}],
+    }
+
+
+def test_a_review_probe_proves_its_webhook_ran_not_only_that_the_object_was_admitted() -> None:
+    from gpuctl.core.webhooks import Kind, WebhookContext, review
+
+    pod, default, validate = doctor.review_probes("default")
+    chain = {"Pod": Kind.POD, "InstanceType": Kind.INSTANCETYPE}
+    for probe in (pod, default):
+        answer = review(chain[probe.kind], "CREATE", dict(probe.body), None, WebhookContext())
+        assert answer.allowed and answer.mutated is not None and probe.ran(answer.mutated, "")
+        assert not probe.ran(dict(probe.body), "")  # admitted unchanged: the webhook was not called
+    # The API server writes quantities back in its canonical form: 400000 comes back as 400k.
+    folded = review(Kind.POD, "CREATE", dict(pod.body), None, WebhookContext()).mutated
+    assert folded is not None
+    limits = folded["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu.sliced.units"] == "400000"
+    limits["nvidia.com/gpu.sliced.units"] = "400k"
+    assert pod.ran(folded, "")
+    refused = review(Kind.INSTANCETYPE, "CREATE", dict(validate.body), None, WebhookContext())
+    assert not refused.allowed
+    message = f'admission webhook "{validate.webhook}" denied the request: {refused.message}'
+    assert validate.ran(None, message) and not validate.ran(dict(validate.body), "")
+    assert pod.request == "dry-run create Pod default/gpuctl-doctor-probe"
+
+
+def test_a_webhook_that_did_not_run_is_a_failure_whose_fix_is_the_entry_patch() -> None:
+    import copy
+
+    from gpuctl.operator.manifests import webhook_configurations
+
+    configs = copy.deepcopy(webhook_configurations(ca_bundle="Y2E=", url=URL))
+    configs[0]["webhooks"][0]["rules"][0]["apiVersions"] = ["v2"]
+    found = entries(configs)
+    config = (naming.MUTATING_CONFIGURATION,)
+    [skipped] = doctor.live_reviews(
+        [
+            doctor.LiveReview(
+                config,
+                "dry-run create Pod default/p",
+                0.01,
+                webhook="pod-accelerators.gpustack.ai",
+                ran=False,
+                answer="admitted without its change",
+            )
+        ],
+        found,
+    )
+    assert skipped.status == doctor.FAIL
+    assert "pod-accelerators.gpustack.ai did not run (admitted without its change)" in skipped.saw
+    [entry] = [f for f in doctor.webhooks(found) if f.status == doctor.FAIL]
+    assert skipped.fix == entry.fix
+    [called] = doctor.live_reviews(
+        [
+            doctor.LiveReview(
+                config,
+                "dry-run create Pod default/p",
+                0.01,
+                'Internal error occurred: failed calling webhook "pod-accelerators.gpustack.ai": failed to call '
+                'webhook: Post "https://gpuctl-operator.gpuctl-system.svc:443/mutate-pod-accelerators?timeout=10s": '
+                'no endpoints available for service "gpuctl-operator"',
+            )
+        ],
+        found,
+    )
+    assert called.status == doctor.FAIL and called.saw.endswith(
+        'failed calling webhook "pod-accelerators.gpustack.ai" at '
+        "https://gpuctl-operator.gpuctl-system.svc:443/mutate-pod-accelerators: "
+        'no endpoints available for service "gpuctl-operator"'
+    )
+
+
+def test_an_accelerated_queue_without_resource_groups_is_named_even_when_held() -> None:
+    objects = healthy_pool()
+    for o in objects:
+        if o["kind"] == "ClusterQueue":
+            o["spec"]["resourceGroups"] = []
+            o["spec"]["stopPolicy"] = "Hold"
+    cluster = MemoryCluster(objects)
+    types = {t.name: t for t in read.instancetypes(cluster)}
+    [held] = [f for f in doctor.queues(read.cluster_queues(cluster), types, True) if f.check == "queue-resources"]
+    assert held.status == doctor.WARN and "on Hold, its pool admits nothing" in held.saw
+    assert "kubectl get resourceflavors -l acceleratable.feature.gpustack.ai/nvidia-a10g.count" in held.fix
+
+
+def test_an_inactive_pool_whose_queue_still_admits_is_a_failure_after_the_grace() -> None:
+    from gpuctl.core.instancetypes import parse_instancetype
+
+    objects = healthy_pool()
+    [it_obj] = [o for o in objects if o["kind"] == "InstanceType"]
+    set_at = "2026-01-01T00:00:00Z"
+    it_obj["spec"]["inactive"] = True
+    it_obj["metadata"]["managedFields"] = [
+        {"manager": "kubectl-patch", "time": set_at, "fieldsV1": {"f:spec": {"f:inactive": {}}}}
+    ]
+    cluster = MemoryCluster(objects)
+    it = parse_instancetype(it_obj)
+    queues = read.cluster_queues(cluster)
+    set_epoch = time.mktime(time.strptime(set_at, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    assert doctor.inactive_pools({it.name: it}, queues, set_epoch + 60, grace_seconds=120) == []
+    [late] = doctor.inactive_pools({it.name: it}, queues, set_epoch + 600, grace_seconds=120)
+    assert late.status == doctor.FAIL and "(set 10 min ago), yet ClusterQueue" in late.saw
+    assert late.fix == f'kubectl patch clusterqueue {it.name} --type merge -p \'{{"spec":{{"stopPolicy":"Hold"}}}}\''
+    for o in objects:
+        if o["kind"] == "ClusterQueue":
+            o["spec"]["stopPolicy"] = "Hold"
+    held = read.cluster_queues(MemoryCluster(objects))
+    assert doctor.inactive_pools({it.name: it}, held, set_epoch + 600) == []
+
+
+def test_kueue_fixes_restart_its_deployment_only_where_it_has_one() -> None:
+    from gpuctl.core.credits import kueue_resources_config
+
+    config = deployed_kueue_config()
+    config["featureGates"]["AssignQueueLabelsForPods"] = True
+    for deployed, restart in ((True, "rollout restart deployment"), (False, "restart Kueue's manager where it runs")):
+        [bad] = [
+            f
+            for f in doctor.kueue_configuration(kueue(config), kueue_resources_config(), manager_deployed=deployed)
+            if f.status == doctor.FAIL
+        ]
+        assert restart in bad.fix
+
+
+def test_an_api_servers_answer_in_bytes_reads_as_text_never_as_a_bytes_repr() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from gpuctl.cluster import kinds as k
+    from gpuctl.cluster.live import LiveSource
+
+    def refusal() -> ApiException:
+        exc = ApiException(status=404, reason="Not Found")
+        exc.body = b"404 page not found\n"
+        return exc
+
+    class Client:
+        def call_api(self, *args: Any, **kwargs: Any) -> Any:
+            raise refusal()
+
+    live = LiveSource()
+    live._client = Client()
+    assert live.service_get("gpuctl-system", "gpuctl-operator", 443, "/readyz", 1024) == (404, "404 page not found\n")
+    message = str(live._api_error(refusal(), "GET", "/apis/x", k.DEPLOYMENT, None))
+    assert "b'" not in message
+    forbidden = ApiException(status=403, reason="Forbidden")
+    forbidden.body = b"not json: forbidden"
+    assert str(live._api_error(forbidden, "GET", "/apis/x", k.DEPLOYMENT, "d")).endswith(": not json: forbidden")
