@@ -96,7 +96,6 @@ def doctor_command(
             items,
             COLUMNS,
             lambda i: [i["status"], i["check"], i["saw"], i["fix"] or "-", i["why"] or "-"],
-            lambda i: f"finding/{i['check']}",
         ),
         output,
     )

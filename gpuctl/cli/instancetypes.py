@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuctl.cli import render
+from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.errors import RuntimeFailure, UsageError
 from gpuctl.cli.options import SourceSpec, WaitTimeoutOption, output_options, source_options, wait_seconds
@@ -29,6 +29,15 @@ LIST_COLUMNS = (
     Column("PHASE"),
     Column("ENTRANCE", wide_only=True),
 )
+
+
+def _name(text: str) -> str:
+    """NAME, or kubectl's ``instancetype.worker.gpustack.ai/NAME``."""
+    from gpuctl.cluster import kinds
+
+    return refs.object_names([text], kinds.INSTANCETYPE, what="instancetype")[0]
+
+
 FREEZE_WAY_OUT = "to change it, create a new InstanceType and move the instances to it (spec.type)"
 
 
@@ -146,7 +155,9 @@ def create_command(
 
 
 def _show(obj: dict[str, Any], output: OutputSpec, sentence: str) -> None:
-    render.emit_object(obj, output, lambda: sentence + "\n", name=f"instancetype/{obj['metadata']['name']}")
+    from gpuctl.cluster import kinds
+
+    render.emit_object(obj, output, lambda: sentence + "\n", ref=refs.of_object(kinds.INSTANCETYPE, obj))
 
 
 @instancetype_app.command("apply")
@@ -207,6 +218,7 @@ def rename_command(
     output: OutputSpec,
 ) -> None:
     """Change an InstanceType's display name (its name, the ClusterQueue's, never changes)."""
+    name = _name(name)
     from gpuctl.core.lifecycle import plan_instancetype_spec
 
     if len(display_name) > 64:
@@ -231,6 +243,7 @@ def deactivate_command(
     output: OutputSpec,
 ) -> None:
     """Take a type out of service (spec.inactive=true: its queue holds; running Pods keep running)."""
+    name = _name(name)
     from gpuctl.core.lifecycle import plan_hold
 
     apply_to_instancetype(name, plan_hold, dry_run, output, source)
@@ -247,6 +260,7 @@ def activate_command(
     output: OutputSpec,
 ) -> None:
     """Put a type back in service (spec.inactive=false). A drained queue stays drained: see `gpuctl resume`."""
+    name = _name(name)
     from gpuctl.core.lifecycle import plan_activate
 
     apply_to_instancetype(name, plan_activate, dry_run, output, source)
@@ -265,6 +279,7 @@ def delete_command(
     source: SourceSpec,
 ) -> None:
     """Delete an InstanceType: the operator drains its queue and stops its instances before it goes."""
+    name = _name(name)
     from gpuctl.cluster import kinds
 
     mode = dry_run_mode(dry_run)
@@ -305,7 +320,7 @@ def list_command(
 
     opened = source.open()
     objs = sorted(
-        opened.list(kinds.INSTANCETYPE, label_selector=source.selector),
+        opened.list(kinds.INSTANCETYPE, label_selector=source.selector, field_selector=source.field_selector),
         key=lambda o: str((o.get("metadata") or {}).get("name")),
     )
     render.emit(
@@ -314,8 +329,7 @@ def list_command(
             objs,
             LIST_COLUMNS,
             _list_row,
-            lambda o: f"instancetype/{o['metadata']['name']}",
-            lambda o: dict((o.get("metadata") or {}).get("labels") or {}),
+            ref=lambda o: refs.of_object(kinds.INSTANCETYPE, o),
             api_version="worker.gpustack.ai/v1alpha1",
         ),
         output,
@@ -345,6 +359,7 @@ def describe_command(
     source: SourceSpec,
 ) -> None:
     """Spec, status, phase, entrance, the computed views and the backing ClusterQueue."""
+    name = _name(name)
     from gpuctl.cli.views import compute_items
     from gpuctl.cluster import kinds, read
 

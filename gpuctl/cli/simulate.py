@@ -8,7 +8,7 @@ import typer
 
 from gpuctl.cli import render
 from gpuctl.cli.completion import complete_instancetypes, complete_workloads
-from gpuctl.cli.errors import AnswerNo, UsageError
+from gpuctl.cli.errors import AnswerNo, NotFound, UsageError
 from gpuctl.cli.explain import explanation_text, split_name
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import OutputSpec
@@ -66,7 +66,7 @@ def _existing(state: "ClusterState", refs: list[str], namespace: str) -> list["S
         ns, name = split_name(ref, namespace)
         w = by_key.get(f"{ns}/{name}")
         if w is None:
-            raise UsageError(f'workload "{ns}/{name}" not found (`gpuctl workloads -A` lists them)')
+            raise NotFound(f'workload "{ns}/{name}" not found (`gpuctl workloads -A` lists them)')
         out.append(resubmission(w))
     return out
 
@@ -248,7 +248,7 @@ def simulate_command(
         payload = {"apiVersion": "v1", "kind": "List", "items": items}
         if grown_to is not None:
             payload["addNodes"] = grown_to
-    render.emit_object(payload, output, lambda: _text(results, output.wide, note), name="simulation")
+    render.emit_object(payload, output, lambda: _text(results, output.wide, note))
     if exit_code and any(not o.admitted for o, _ in results):
         raise AnswerNo("")
 

@@ -7,31 +7,49 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing itself is not imported at start-up
     from typing import Any
 
-TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
+TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['out',
                           'Usage: gpuctl [OPTIONS] COMMAND [ARGS]...\n'
                           '\n'
                           '  See what a Kueue-shared GPU pool can still give, and why a workload waits.\n'
                           '\n'
                           'Options:\n'
-                          '  --version                Print the version and exit.\n'
-                          '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                          '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                          '                           var: GPUCTL_SNAPSHOT]\n'
-                          '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                          '                           ~/.kube/config).\n'
-                          '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                          '                           queue and fragmentation take several).\n'
-                          '  --cluster <str>          The kubeconfig cluster to use.\n'
-                          '  --user <str>             The kubeconfig user to use.\n'
-                          '  -s, --server <str>       The address of the API server.\n'
-                          '  --token <str>            Bearer token for the API server.\n'
-                          '  --as <str>               Username to impersonate for the operation.\n'
-                          '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                          '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                          '                           default 30s).\n'
-                          "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                          '                           else default).\n'
-                          '  -h, --help               Show this message and exit.\n'
+                          '  --version                      Print the version and exit.\n'
+                          '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                          '                                 directory of YAML/JSON) instead of a cluster.\n'
+                          '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                          '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                          '                                 $KUBECONFIG or ~/.kube/config).\n'
+                          '  --context <str>                The kubeconfig context to use (views,\n'
+                          '                                 partitions, queue and fragmentation take\n'
+                          '                                 several).\n'
+                          '  --cluster <str>                The kubeconfig cluster to use.\n'
+                          '  --user <str>                   The kubeconfig user to use.\n'
+                          '  -s, --server <str>             The address of the API server.\n'
+                          '  --token <str>                  Bearer token for the API server.\n'
+                          '  --as <str>                     Username to impersonate for the operation.\n'
+                          '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                          "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                          '                                 name and issuer): the connection is not\n'
+                          '                                 secure.\n'
+                          '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                          '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                          '  --client-key <str>             Path to a client key file for TLS.\n'
+                          "  --tls-server-name <str>        The server name to check the server's\n"
+                          '                                 certificate against (default: the host of the\n'
+                          "                                 server's address).\n"
+                          '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                          '                                 1m; default 30s).\n'
+                          '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                          "                                 context's, else default).\n"
+                          '  -A, --all-namespaces           Every namespace.\n'
+                          '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                          '  --field-selector <str>         Field selector, where the server supports it\n'
+                          '                                 (e.g. metadata.name=x).\n'
+                          '  --all-contexts                 Read every context of the kubeconfig, one\n'
+                          '                                 cluster each.\n'
+                          '  --by-cluster                   With several clusters: one row per cluster\n'
+                          '                                 instead of their sum.\n'
+                          '  -h, --help                     Show this message and exit.\n'
                           '\n'
                           'Commands:\n'
                           '  version        Print the version.\n'
@@ -57,8 +75,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                           '  instancetype   Create, freeze, rename and delete InstanceTypes.\n'
                           '  instance       List, stop and start Instances.\n'
                           "  rbac           Generate least-privilege roles for gpuctl's users.\n",
-                          2],
-                     'explain': ['err',
+                          0],
+                     'explain': ['out',
                                  'Usage: gpuctl explain [OPTIONS] COMMAND [ARGS]...\n'
                                  '\n'
                                  '  Explain which admission gate holds a workload, and why.\n'
@@ -75,8 +93,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '    gpuctl explain workload team-a/train\n'
                                  '    gpuctl explain pod train-0 -n team-a\n'
                                  '    gpuctl explain instance notebook -n team-a --exit-code\n',
-                                 2],
-                     'instance': ['err',
+                                 0],
+                     'instance': ['out',
                                   'Usage: gpuctl instance [OPTIONS] COMMAND [ARGS]...\n'
                                   '\n'
                                   '  List, stop and start Instances.\n'
@@ -92,8 +110,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '  Examples:\n'
                                   '    gpuctl instance list -A\n'
                                   '    gpuctl instance stop notebook -n team-a\n',
-                                  2],
-                     'instancetype': ['err',
+                                  0],
+                     'instancetype': ['out',
                                       'Usage: gpuctl instancetype [OPTIONS] COMMAND [ARGS]...\n'
                                       '\n'
                                       '  Create, freeze, rename, deactivate and delete InstanceTypes.\n'
@@ -115,8 +133,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '    gpuctl instancetype list\n'
                                       '    gpuctl instancetype create a10g-12c128g --accelerator-group nvidia-a10g '
                                       '--unit-cpu 12 --unit-ram 128Gi\n',
-                                      2],
-                     'rbac': ['err',
+                                      0],
+                     'rbac': ['out',
                               'Usage: gpuctl rbac [OPTIONS] COMMAND [ARGS]...\n'
                               '\n'
                               "  Generate the least-privilege roles of gpuctl's users from the cluster's\n"
@@ -131,8 +149,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               '  Examples:\n'
                               '    gpuctl rbac admin --bind-group gpu-admins --dry-run-namespace team-a | kubectl '
                               'apply -f -\n',
-                              2],
-                     'webhook': ['err',
+                              0],
+                     'webhook': ['out',
                                  'Usage: gpuctl webhook [OPTIONS] COMMAND [ARGS]...\n'
                                  '\n'
                                  '  Run the admission webhooks locally (or on the cluster) without storing\n'
@@ -146,32 +164,50 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '\n'
                                  '  Examples:\n'
                                  '    gpuctl webhook dry-run pod -f pod.yaml\n',
-                                 2]},
-          'kubectl gpuctl': {'': ['err',
+                                 0]},
+          'kubectl gpuctl': {'': ['out',
                                   'Usage: kubectl gpuctl [OPTIONS] COMMAND [ARGS]...\n'
                                   '\n'
                                   '  See what a Kueue-shared GPU pool can still give, and why a workload waits.\n'
                                   '\n'
                                   'Options:\n'
-                                  '  --version                Print the version and exit.\n'
-                                  '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                  '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                  '                           var: GPUCTL_SNAPSHOT]\n'
-                                  '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                  '                           ~/.kube/config).\n'
-                                  '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                  '                           queue and fragmentation take several).\n'
-                                  '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                  '  --user <str>             The kubeconfig user to use.\n'
-                                  '  -s, --server <str>       The address of the API server.\n'
-                                  '  --token <str>            Bearer token for the API server.\n'
-                                  '  --as <str>               Username to impersonate for the operation.\n'
-                                  '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                  '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                  '                           default 30s).\n'
-                                  "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                                  '                           else default).\n'
-                                  '  -h, --help               Show this message and exit.\n'
+                                  '  --version                      Print the version and exit.\n'
+                                  '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                  '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                  '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                  '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                  '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                  '  --context <str>                The kubeconfig context to use (views,\n'
+                                  '                                 partitions, queue and fragmentation take\n'
+                                  '                                 several).\n'
+                                  '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                  '  --user <str>                   The kubeconfig user to use.\n'
+                                  '  -s, --server <str>             The address of the API server.\n'
+                                  '  --token <str>                  Bearer token for the API server.\n'
+                                  '  --as <str>                     Username to impersonate for the operation.\n'
+                                  '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                  "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                  '                                 name and issuer): the connection is not\n'
+                                  '                                 secure.\n'
+                                  '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                  '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                  '  --client-key <str>             Path to a client key file for TLS.\n'
+                                  "  --tls-server-name <str>        The server name to check the server's\n"
+                                  '                                 certificate against (default: the host of the\n'
+                                  "                                 server's address).\n"
+                                  '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                  '                                 1m; default 30s).\n'
+                                  '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                  "                                 context's, else default).\n"
+                                  '  -A, --all-namespaces           Every namespace.\n'
+                                  '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                  '  --field-selector <str>         Field selector, where the server supports it\n'
+                                  '                                 (e.g. metadata.name=x).\n'
+                                  '  --all-contexts                 Read every context of the kubeconfig, one\n'
+                                  '                                 cluster each.\n'
+                                  '  --by-cluster                   With several clusters: one row per cluster\n'
+                                  '                                 instead of their sum.\n'
+                                  '  -h, --help                     Show this message and exit.\n'
                                   '\n'
                                   'Commands:\n'
                                   '  version        Print the version.\n'
@@ -197,8 +233,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '  instancetype   Create, freeze, rename and delete InstanceTypes.\n'
                                   '  instance       List, stop and start Instances.\n'
                                   "  rbac           Generate least-privilege roles for gpuctl's users.\n",
-                                  2],
-                             'explain': ['err',
+                                  0],
+                             'explain': ['out',
                                          'Usage: kubectl gpuctl explain [OPTIONS] COMMAND [ARGS]...\n'
                                          '\n'
                                          '  Explain which admission gate holds a workload, and why.\n'
@@ -215,8 +251,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '    gpuctl explain workload team-a/train\n'
                                          '    gpuctl explain pod train-0 -n team-a\n'
                                          '    gpuctl explain instance notebook -n team-a --exit-code\n',
-                                         2],
-                             'instance': ['err',
+                                         0],
+                             'instance': ['out',
                                           'Usage: kubectl gpuctl instance [OPTIONS] COMMAND [ARGS]...\n'
                                           '\n'
                                           '  List, stop and start Instances.\n'
@@ -232,8 +268,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                           '  Examples:\n'
                                           '    gpuctl instance list -A\n'
                                           '    gpuctl instance stop notebook -n team-a\n',
-                                          2],
-                             'instancetype': ['err',
+                                          0],
+                             'instancetype': ['out',
                                               'Usage: kubectl gpuctl instancetype [OPTIONS] COMMAND [ARGS]...\n'
                                               '\n'
                                               '  Create, freeze, rename, deactivate and delete InstanceTypes.\n'
@@ -255,8 +291,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '    gpuctl instancetype list\n'
                                               '    gpuctl instancetype create a10g-12c128g --accelerator-group '
                                               'nvidia-a10g --unit-cpu 12 --unit-ram 128Gi\n',
-                                              2],
-                             'rbac': ['err',
+                                              0],
+                             'rbac': ['out',
                                       'Usage: kubectl gpuctl rbac [OPTIONS] COMMAND [ARGS]...\n'
                                       '\n'
                                       "  Generate the least-privilege roles of gpuctl's users from the cluster's\n"
@@ -271,8 +307,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  Examples:\n'
                                       '    gpuctl rbac admin --bind-group gpu-admins --dry-run-namespace team-a | '
                                       'kubectl apply -f -\n',
-                                      2],
-                             'webhook': ['err',
+                                      0],
+                             'webhook': ['out',
                                          'Usage: kubectl gpuctl webhook [OPTIONS] COMMAND [ARGS]...\n'
                                          '\n'
                                          '  Run the admission webhooks locally (or on the cluster) without storing\n'
@@ -286,31 +322,49 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '\n'
                                          '  Examples:\n'
                                          '    gpuctl webhook dry-run pod -f pod.yaml\n',
-                                         2]}},
+                                         0]}},
  'help': {'gpuctl': {'': 'Usage: gpuctl [OPTIONS] COMMAND [ARGS]...\n'
                          '\n'
                          '  See what a Kueue-shared GPU pool can still give, and why a workload waits.\n'
                          '\n'
                          'Options:\n'
-                         '  --version                Print the version and exit.\n'
-                         '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                         '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                         '                           var: GPUCTL_SNAPSHOT]\n'
-                         '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                         '                           ~/.kube/config).\n'
-                         '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                         '                           queue and fragmentation take several).\n'
-                         '  --cluster <str>          The kubeconfig cluster to use.\n'
-                         '  --user <str>             The kubeconfig user to use.\n'
-                         '  -s, --server <str>       The address of the API server.\n'
-                         '  --token <str>            Bearer token for the API server.\n'
-                         '  --as <str>               Username to impersonate for the operation.\n'
-                         '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                         '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                         '                           default 30s).\n'
-                         "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                         '                           else default).\n'
-                         '  -h, --help               Show this message and exit.\n'
+                         '  --version                      Print the version and exit.\n'
+                         '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                         '                                 directory of YAML/JSON) instead of a cluster.\n'
+                         '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                         '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                         '                                 $KUBECONFIG or ~/.kube/config).\n'
+                         '  --context <str>                The kubeconfig context to use (views,\n'
+                         '                                 partitions, queue and fragmentation take\n'
+                         '                                 several).\n'
+                         '  --cluster <str>                The kubeconfig cluster to use.\n'
+                         '  --user <str>                   The kubeconfig user to use.\n'
+                         '  -s, --server <str>             The address of the API server.\n'
+                         '  --token <str>                  Bearer token for the API server.\n'
+                         '  --as <str>                     Username to impersonate for the operation.\n'
+                         '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                         "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                         '                                 name and issuer): the connection is not\n'
+                         '                                 secure.\n'
+                         '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                         '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                         '  --client-key <str>             Path to a client key file for TLS.\n'
+                         "  --tls-server-name <str>        The server name to check the server's\n"
+                         '                                 certificate against (default: the host of the\n'
+                         "                                 server's address).\n"
+                         '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                         '                                 1m; default 30s).\n'
+                         '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                         "                                 context's, else default).\n"
+                         '  -A, --all-namespaces           Every namespace.\n'
+                         '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                         '  --field-selector <str>         Field selector, where the server supports it\n'
+                         '                                 (e.g. metadata.name=x).\n'
+                         '  --all-contexts                 Read every context of the kubeconfig, one\n'
+                         '                                 cluster each.\n'
+                         '  --by-cluster                   With several clusters: one row per cluster\n'
+                         '                                 instead of their sum.\n'
+                         '  -h, --help                     Show this message and exit.\n'
                          '\n'
                          'Commands:\n'
                          '  version        Print the version.\n'
@@ -365,29 +419,51 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                              "  B  A snapshot (file or directory), or 'live'.  [required]\n"
                              '\n'
                              'Options:\n'
-                             '  --exit-code              Exit 3 when anything changed.\n'
-                             '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                             '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                             '                           columns-file=FILE.  [default: table]\n'
-                             '  --no-headers             Print tables without their header row.\n'
-                             '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                             '                           .remaining).\n'
-                             '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                             '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                             '                           var: GPUCTL_SNAPSHOT]\n'
-                             '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                             '                           ~/.kube/config).\n'
-                             '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                             '                           queue and fragmentation take several).\n'
-                             '  --cluster <str>          The kubeconfig cluster to use.\n'
-                             '  --user <str>             The kubeconfig user to use.\n'
-                             '  -s, --server <str>       The address of the API server.\n'
-                             '  --token <str>            Bearer token for the API server.\n'
-                             '  --as <str>               Username to impersonate for the operation.\n'
-                             '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                             '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                             '                           default 30s).\n'
-                             '  -h, --help               Show this message and exit.\n'
+                             '  --exit-code                     Exit 3 when anything changed.\n'
+                             '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                             '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                             '                                  custom-columns=SPEC, custom-columns-\n'
+                             '                                  file=FILE.  [default: table]\n'
+                             '  --no-headers                    Print tables without their header row.\n'
+                             '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                             '                                  With -o jsonpath: a key the data lacks\n'
+                             '                                  prints nothing (else it is an error).\n'
+                             '                                  [default: allow-missing-template-keys]\n'
+                             '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                             '                                  .remaining).\n'
+                             '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                             '                                  directory of YAML/JSON) instead of a\n'
+                             '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                             '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                             '                                  $KUBECONFIG or ~/.kube/config).\n'
+                             '  --context <str>                 The kubeconfig context to use (views,\n'
+                             '                                  partitions, queue and fragmentation take\n'
+                             '                                  several).\n'
+                             '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                             '  --user <str>                    The kubeconfig user to use.\n'
+                             '  -s, --server <str>              The address of the API server.\n'
+                             '  --token <str>                   Bearer token for the API server.\n'
+                             '  --as <str>                      Username to impersonate for the operation.\n'
+                             '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                             "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                             '                                  name and issuer): the connection is not\n'
+                             '                                  secure.\n'
+                             '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                             '                                  server.\n'
+                             '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                             '  --client-key <str>              Path to a client key file for TLS.\n'
+                             "  --tls-server-name <str>         The server name to check the server's\n"
+                             '                                  certificate against (default: the host of\n'
+                             "                                  the server's address).\n"
+                             '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                             '                                  1m; default 30s).\n'
+                             '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                             "                                  context's, else default).\n"
+                             '  -A, --all-namespaces            Every namespace.\n'
+                             '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                             '  --field-selector <str>          Field selector, where the server supports it\n'
+                             '                                  (e.g. metadata.name=x).\n'
+                             '  -h, --help                      Show this message and exit.\n'
                              '\n'
                              '  Examples:\n'
                              '    # What happened between 02:00 and 02:30\n'
@@ -406,39 +482,59 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                '  live cluster and on a dump attached to a ticket (without the probes).\n'
                                '\n'
                                'Options:\n'
-                               '  --retry-minutes <int range>    Report Workloads the check has held at Retry\n'
-                               '                                 for longer.  [default: 30; x>=1]\n'
-                               "  --kueue-config NAMESPACE/NAME  The ConfigMap holding Kueue's Configuration.\n"
-                               '                                 [default: kueue-system/kueue-manager-config]\n'
-                               "  --operator-namespace <str>     Where the operator's Deployment and leader\n"
-                               '                                 Lease live.  [default: gpuctl-system]\n'
-                               '  --probe / --no-probe           On a live cluster, reach the webhook\n'
-                               '                                 endpoints and send dry-run reviews through\n'
-                               '                                 the API server.  [default: probe]\n'
-                               "  --kueue-resources              Print the resources block Kueue's\n"
-                               '                                 Configuration needs, and exit.\n'
-                               '  -o, --output <str>             table, wide, json, yaml, name,\n'
-                               '                                 jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                               '                                 custom-columns=SPEC, custom-columns-\n'
-                               '                                 file=FILE.  [default: table]\n'
-                               '  --no-headers                   Print tables without their header row.\n'
-                               '  --snapshot <str>               Read objects from snapshot files (a file or\n'
-                               '                                 directory of YAML/JSON) instead of a cluster.\n'
-                               '                                 [env var: GPUCTL_SNAPSHOT]\n'
-                               '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
-                               '                                 $KUBECONFIG or ~/.kube/config).\n'
-                               '  --context <str>                The kubeconfig context to use (views,\n'
-                               '                                 partitions, queue and fragmentation take\n'
-                               '                                 several).\n'
-                               '  --cluster <str>                The kubeconfig cluster to use.\n'
-                               '  --user <str>                   The kubeconfig user to use.\n'
-                               '  -s, --server <str>             The address of the API server.\n'
-                               '  --token <str>                  Bearer token for the API server.\n'
-                               '  --as <str>                     Username to impersonate for the operation.\n'
-                               '  --as-group <str>               Group to impersonate (repeat for several).\n'
-                               '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
-                               '                                 1m; default 30s).\n'
-                               '  -h, --help                     Show this message and exit.\n'
+                               '  --retry-minutes <int range>     Report Workloads the check has held at Retry\n'
+                               '                                  for longer.  [default: 30; x>=1]\n'
+                               "  --kueue-config NAMESPACE/NAME   The ConfigMap holding Kueue's Configuration.\n"
+                               '                                  [default: kueue-system/kueue-manager-config]\n'
+                               "  --operator-namespace <str>      Where the operator's Deployment and leader\n"
+                               '                                  Lease live.  [default: gpuctl-system]\n'
+                               '  --probe / --no-probe            On a live cluster, reach the webhook\n'
+                               '                                  endpoints and send dry-run reviews through\n'
+                               '                                  the API server.  [default: probe]\n'
+                               "  --kueue-resources               Print the resources block Kueue's\n"
+                               '                                  Configuration needs, and exit.\n'
+                               '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                               '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                               '                                  custom-columns=SPEC, custom-columns-\n'
+                               '                                  file=FILE.  [default: table]\n'
+                               '  --no-headers                    Print tables without their header row.\n'
+                               '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                               '                                  With -o jsonpath: a key the data lacks\n'
+                               '                                  prints nothing (else it is an error).\n'
+                               '                                  [default: allow-missing-template-keys]\n'
+                               '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                               '                                  directory of YAML/JSON) instead of a\n'
+                               '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                               '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                               '                                  $KUBECONFIG or ~/.kube/config).\n'
+                               '  --context <str>                 The kubeconfig context to use (views,\n'
+                               '                                  partitions, queue and fragmentation take\n'
+                               '                                  several).\n'
+                               '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                               '  --user <str>                    The kubeconfig user to use.\n'
+                               '  -s, --server <str>              The address of the API server.\n'
+                               '  --token <str>                   Bearer token for the API server.\n'
+                               '  --as <str>                      Username to impersonate for the operation.\n'
+                               '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                               "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                               '                                  name and issuer): the connection is not\n'
+                               '                                  secure.\n'
+                               '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                               '                                  server.\n'
+                               '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                               '  --client-key <str>              Path to a client key file for TLS.\n'
+                               "  --tls-server-name <str>         The server name to check the server's\n"
+                               '                                  certificate against (default: the host of\n'
+                               "                                  the server's address).\n"
+                               '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                               '                                  1m; default 30s).\n'
+                               '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                               "                                  context's, else default).\n"
+                               '  -A, --all-namespaces            Every namespace.\n'
+                               '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                               '  --field-selector <str>          Field selector, where the server supports it\n'
+                               '                                  (e.g. metadata.name=x).\n'
+                               '  -h, --help                      Show this message and exit.\n'
                                '\n'
                                '  Examples:\n'
                                '    # Every check on the live cluster; exit 3 when one fails\n'
@@ -450,44 +546,68 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                "    # The resources block Kueue's Configuration needs (the credits transformations and "
                                'exclusions)\n'
                                '    gpuctl doctor --kueue-resources\n',
-                     'drain': 'Usage: gpuctl drain [OPTIONS] {INSTANCETYPE}\n'
+                     'drain': 'Usage: gpuctl drain [OPTIONS] [INSTANCETYPE]...\n'
                               '\n'
-                              '  Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
+                              '  Drain pools: each ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
                               "  admitted workloads and admits none; the operator stops the type's instances.\n"
                               '  The pool reads Draining, then Inactive.\n'
                               '\n'
                               'Arguments:\n'
-                              "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                              '                [required]\n'
+                              "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                              '                     name); or choose them with -l/--field-selector.\n'
                               '\n'
                               'Options:\n'
-                              '  --wait                   Wait until no workload holds a reservation and\n'
-                              '                           every instance is stopped.\n'
-                              '  --timeout <str>          How long to wait with --wait: a duration such as\n'
-                              '                           90s or 10m.  [default: 10m]\n'
-                              '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                              '                           would change; server: the API server validates,\n'
-                              '                           stores nothing.  [default: none]\n'
-                              '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                              '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                              '                           columns-file=FILE.  [default: table]\n'
-                              '  --no-headers             Print tables without their header row.\n'
-                              '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                              '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                              '                           var: GPUCTL_SNAPSHOT]\n'
-                              '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                              '                           ~/.kube/config).\n'
-                              '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                              '                           queue and fragmentation take several).\n'
-                              '  --cluster <str>          The kubeconfig cluster to use.\n'
-                              '  --user <str>             The kubeconfig user to use.\n'
-                              '  -s, --server <str>       The address of the API server.\n'
-                              '  --token <str>            Bearer token for the API server.\n'
-                              '  --as <str>               Username to impersonate for the operation.\n'
-                              '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                              '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                              '                           default 30s).\n'
-                              '  -h, --help               Show this message and exit.\n'
+                              '  --wait                          Wait until no workload holds a reservation\n'
+                              '                                  and every instance is stopped.\n'
+                              '  --timeout <str>                 How long to wait with --wait: a duration\n'
+                              '                                  such as 90s or 10m.  [default: 10m]\n'
+                              '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                              '                                  what would change; server: the API server\n'
+                              '                                  validates, stores nothing.  [default: none]\n'
+                              '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                              '                                  on a terminal.\n'
+                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                              '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                              '                                  custom-columns=SPEC, custom-columns-\n'
+                              '                                  file=FILE.  [default: table]\n'
+                              '  --no-headers                    Print tables without their header row.\n'
+                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                              '                                  With -o jsonpath: a key the data lacks\n'
+                              '                                  prints nothing (else it is an error).\n'
+                              '                                  [default: allow-missing-template-keys]\n'
+                              '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                              '                                  directory of YAML/JSON) instead of a\n'
+                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                              '  --context <str>                 The kubeconfig context to use (views,\n'
+                              '                                  partitions, queue and fragmentation take\n'
+                              '                                  several).\n'
+                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                              '  --user <str>                    The kubeconfig user to use.\n'
+                              '  -s, --server <str>              The address of the API server.\n'
+                              '  --token <str>                   Bearer token for the API server.\n'
+                              '  --as <str>                      Username to impersonate for the operation.\n'
+                              '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                              "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                              '                                  name and issuer): the connection is not\n'
+                              '                                  secure.\n'
+                              '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                              '                                  server.\n'
+                              '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                              "  --tls-server-name <str>         The server name to check the server's\n"
+                              '                                  certificate against (default: the host of\n'
+                              "                                  the server's address).\n"
+                              '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                              '                                  1m; default 30s).\n'
+                              '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                              "                                  context's, else default).\n"
+                              '  -A, --all-namespaces            Every namespace.\n'
+                              '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                              '  --field-selector <str>          Field selector, where the server supports it\n'
+                              '                                  (e.g. metadata.name=x).\n'
+                              '  -h, --help                      Show this message and exit.\n'
                               '\n'
                               '  Examples:\n'
                               '    # Evict and stop, and follow it until nothing is left\n'
@@ -508,28 +628,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                              '  DIR  Where to write the snapshot (created if missing).  [required]\n'
                              '\n'
                              'Options:\n'
-                             '  --format <str>           json (fast to read back) or yaml.  [default: json]\n'
-                             '  --overwrite              Replace an existing dump in DIR as a whole.\n'
-                             '  --no-redact              Keep inline env values, credential-looking\n'
-                             '                           arguments and last-applied configurations.\n'
-                             '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                             '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                             '                           var: GPUCTL_SNAPSHOT]\n'
-                             '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                             '                           ~/.kube/config).\n'
-                             '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                             '                           queue and fragmentation take several).\n'
-                             '  --cluster <str>          The kubeconfig cluster to use.\n'
-                             '  --user <str>             The kubeconfig user to use.\n'
-                             '  -s, --server <str>       The address of the API server.\n'
-                             '  --token <str>            Bearer token for the API server.\n'
-                             '  --as <str>               Username to impersonate for the operation.\n'
-                             '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                             '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                             '                           default 30s).\n'
-                             "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                             '                           else default).\n'
-                             '  -h, --help               Show this message and exit.\n'
+                             '  --format <str>                 json (fast to read back) or yaml.  [default:\n'
+                             '                                 json]\n'
+                             '  --overwrite                    Replace an existing dump in DIR as a whole.\n'
+                             '  --no-redact                    Keep inline env values, credential-looking\n'
+                             '                                 arguments and last-applied configurations.\n'
+                             '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                             '                                 directory of YAML/JSON) instead of a cluster.\n'
+                             '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                             '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                             '                                 $KUBECONFIG or ~/.kube/config).\n'
+                             '  --context <str>                The kubeconfig context to use (views,\n'
+                             '                                 partitions, queue and fragmentation take\n'
+                             '                                 several).\n'
+                             '  --cluster <str>                The kubeconfig cluster to use.\n'
+                             '  --user <str>                   The kubeconfig user to use.\n'
+                             '  -s, --server <str>             The address of the API server.\n'
+                             '  --token <str>                  Bearer token for the API server.\n'
+                             '  --as <str>                     Username to impersonate for the operation.\n'
+                             '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                             "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                             '                                 name and issuer): the connection is not\n'
+                             '                                 secure.\n'
+                             '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                             '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                             '  --client-key <str>             Path to a client key file for TLS.\n'
+                             "  --tls-server-name <str>        The server name to check the server's\n"
+                             '                                 certificate against (default: the host of the\n'
+                             "                                 server's address).\n"
+                             '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                             '                                 1m; default 30s).\n'
+                             '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                             "                                 context's, else default).\n"
+                             '  -A, --all-namespaces           Every namespace.\n'
+                             '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                             '  --field-selector <str>         Field selector, where the server supports it\n'
+                             '                                 (e.g. metadata.name=x).\n'
+                             '  -h, --help                     Show this message and exit.\n'
                              '\n'
                              '  Examples:\n'
                              '    # A snapshot to attach to a ticket (credentials redacted), then read offline\n'
@@ -562,35 +697,57 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '  [NAMESPACE/]NAME  The Instance.  [required]\n'
                                          '\n'
                                          'Options:\n'
-                                         '  --exit-code              Exit 3 when a gate holds the workload (0 when it\n'
-                                         '                           runs).\n'
-                                         '  -o, --output <str>       table, wide, json, yaml, name, '
-                                         'jsonpath=TEMPLATE,\n'
-                                         '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                         '                           columns-file=FILE.  [default: table]\n'
-                                         '  --no-headers             Print tables without their header row.\n'
-                                         '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                         '                           directory of YAML/JSON) instead of a cluster.  '
-                                         '[env\n'
-                                         '                           var: GPUCTL_SNAPSHOT]\n'
-                                         '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
+                                         '  --exit-code                     Exit 3 when a gate holds the workload (0\n'
+                                         '                                  when it runs).\n'
+                                         '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                         '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                         '                                  custom-columns=SPEC, custom-columns-\n'
+                                         '                                  file=FILE.  [default: table]\n'
+                                         '  --no-headers                    Print tables without their header row.\n'
+                                         '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                         '                                  With -o jsonpath: a key the data lacks\n'
+                                         '                                  prints nothing (else it is an error).\n'
+                                         '                                  [default: allow-missing-template-keys]\n'
+                                         '  --snapshot <str>                Read objects from snapshot files (a file '
                                          'or\n'
-                                         '                           ~/.kube/config).\n'
-                                         '  --context <str>          The kubeconfig context to use (views, '
-                                         'partitions,\n'
-                                         '                           queue and fragmentation take several).\n'
-                                         '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                         '  --user <str>             The kubeconfig user to use.\n'
-                                         '  -s, --server <str>       The address of the API server.\n'
-                                         '  --token <str>            Bearer token for the API server.\n'
-                                         '  --as <str>               Username to impersonate for the operation.\n'
-                                         '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                         '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                         '                           default 30s).\n'
-                                         '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                         "context's,\n"
-                                         '                           else default).\n'
-                                         '  -h, --help               Show this message and exit.\n'
+                                         '                                  directory of YAML/JSON) instead of a\n'
+                                         '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                         '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                         '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                         '  --context <str>                 The kubeconfig context to use (views,\n'
+                                         '                                  partitions, queue and fragmentation take\n'
+                                         '                                  several).\n'
+                                         '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                         '  --user <str>                    The kubeconfig user to use.\n'
+                                         '  -s, --server <str>              The address of the API server.\n'
+                                         '  --token <str>                   Bearer token for the API server.\n'
+                                         '  --as <str>                      Username to impersonate for the '
+                                         'operation.\n'
+                                         '  --as-group <str>                Group to impersonate (repeat for '
+                                         'several).\n'
+                                         "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                         '(its\n'
+                                         '                                  name and issuer): the connection is not\n'
+                                         '                                  secure.\n'
+                                         '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                         '                                  server.\n'
+                                         '  --client-certificate <str>      Path to a client certificate file for '
+                                         'TLS.\n'
+                                         '  --client-key <str>              Path to a client key file for TLS.\n'
+                                         "  --tls-server-name <str>         The server name to check the server's\n"
+                                         '                                  certificate against (default: the host of\n'
+                                         "                                  the server's address).\n"
+                                         '  --request-timeout <str>         How long one API request may take (e.g. '
+                                         '10s,\n'
+                                         '                                  1m; default 30s).\n'
+                                         '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                         "                                  context's, else default).\n"
+                                         '  -A, --all-namespaces            Every namespace.\n'
+                                         '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                         '  --field-selector <str>          Field selector, where the server supports '
+                                         'it\n'
+                                         '                                  (e.g. metadata.name=x).\n'
+                                         '  -h, --help                      Show this message and exit.\n'
                                          '\n'
                                          '  Examples:\n'
                                          '    gpuctl explain instance notebook -n team-a\n',
@@ -603,30 +760,50 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                     '  [NAMESPACE/]NAME  The Pod.  [required]\n'
                                     '\n'
                                     'Options:\n'
-                                    '  --exit-code              Exit 3 when a gate holds the workload (0 when it\n'
-                                    '                           runs).\n'
-                                    '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                    '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                    '                           columns-file=FILE.  [default: table]\n'
-                                    '  --no-headers             Print tables without their header row.\n'
-                                    '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                    '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                    '                           var: GPUCTL_SNAPSHOT]\n'
-                                    '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                    '                           ~/.kube/config).\n'
-                                    '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                    '                           queue and fragmentation take several).\n'
-                                    '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                    '  --user <str>             The kubeconfig user to use.\n'
-                                    '  -s, --server <str>       The address of the API server.\n'
-                                    '  --token <str>            Bearer token for the API server.\n'
-                                    '  --as <str>               Username to impersonate for the operation.\n'
-                                    '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                    '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                    '                           default 30s).\n'
-                                    "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                                    '                           else default).\n'
-                                    '  -h, --help               Show this message and exit.\n'
+                                    '  --exit-code                     Exit 3 when a gate holds the workload (0\n'
+                                    '                                  when it runs).\n'
+                                    '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                    '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                    '                                  custom-columns=SPEC, custom-columns-\n'
+                                    '                                  file=FILE.  [default: table]\n'
+                                    '  --no-headers                    Print tables without their header row.\n'
+                                    '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                    '                                  With -o jsonpath: a key the data lacks\n'
+                                    '                                  prints nothing (else it is an error).\n'
+                                    '                                  [default: allow-missing-template-keys]\n'
+                                    '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                    '                                  directory of YAML/JSON) instead of a\n'
+                                    '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                    '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                    '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                    '  --context <str>                 The kubeconfig context to use (views,\n'
+                                    '                                  partitions, queue and fragmentation take\n'
+                                    '                                  several).\n'
+                                    '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                    '  --user <str>                    The kubeconfig user to use.\n'
+                                    '  -s, --server <str>              The address of the API server.\n'
+                                    '  --token <str>                   Bearer token for the API server.\n'
+                                    '  --as <str>                      Username to impersonate for the operation.\n'
+                                    '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                    "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                    '                                  name and issuer): the connection is not\n'
+                                    '                                  secure.\n'
+                                    '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                    '                                  server.\n'
+                                    '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                    '  --client-key <str>              Path to a client key file for TLS.\n'
+                                    "  --tls-server-name <str>         The server name to check the server's\n"
+                                    '                                  certificate against (default: the host of\n'
+                                    "                                  the server's address).\n"
+                                    '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                    '                                  1m; default 30s).\n'
+                                    '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                    "                                  context's, else default).\n"
+                                    '  -A, --all-namespaces            Every namespace.\n'
+                                    '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                    '  --field-selector <str>          Field selector, where the server supports it\n'
+                                    '                                  (e.g. metadata.name=x).\n'
+                                    '  -h, --help                      Show this message and exit.\n'
                                     '\n'
                                     '  Examples:\n'
                                     '    gpuctl explain pod train-0 -n team-a\n',
@@ -639,35 +816,57 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '  [NAMESPACE/]NAME  The Workload.  [required]\n'
                                          '\n'
                                          'Options:\n'
-                                         '  --exit-code              Exit 3 when a gate holds the workload (0 when it\n'
-                                         '                           runs).\n'
-                                         '  -o, --output <str>       table, wide, json, yaml, name, '
-                                         'jsonpath=TEMPLATE,\n'
-                                         '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                         '                           columns-file=FILE.  [default: table]\n'
-                                         '  --no-headers             Print tables without their header row.\n'
-                                         '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                         '                           directory of YAML/JSON) instead of a cluster.  '
-                                         '[env\n'
-                                         '                           var: GPUCTL_SNAPSHOT]\n'
-                                         '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
+                                         '  --exit-code                     Exit 3 when a gate holds the workload (0\n'
+                                         '                                  when it runs).\n'
+                                         '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                         '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                         '                                  custom-columns=SPEC, custom-columns-\n'
+                                         '                                  file=FILE.  [default: table]\n'
+                                         '  --no-headers                    Print tables without their header row.\n'
+                                         '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                         '                                  With -o jsonpath: a key the data lacks\n'
+                                         '                                  prints nothing (else it is an error).\n'
+                                         '                                  [default: allow-missing-template-keys]\n'
+                                         '  --snapshot <str>                Read objects from snapshot files (a file '
                                          'or\n'
-                                         '                           ~/.kube/config).\n'
-                                         '  --context <str>          The kubeconfig context to use (views, '
-                                         'partitions,\n'
-                                         '                           queue and fragmentation take several).\n'
-                                         '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                         '  --user <str>             The kubeconfig user to use.\n'
-                                         '  -s, --server <str>       The address of the API server.\n'
-                                         '  --token <str>            Bearer token for the API server.\n'
-                                         '  --as <str>               Username to impersonate for the operation.\n'
-                                         '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                         '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                         '                           default 30s).\n'
-                                         '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                         "context's,\n"
-                                         '                           else default).\n'
-                                         '  -h, --help               Show this message and exit.\n'
+                                         '                                  directory of YAML/JSON) instead of a\n'
+                                         '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                         '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                         '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                         '  --context <str>                 The kubeconfig context to use (views,\n'
+                                         '                                  partitions, queue and fragmentation take\n'
+                                         '                                  several).\n'
+                                         '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                         '  --user <str>                    The kubeconfig user to use.\n'
+                                         '  -s, --server <str>              The address of the API server.\n'
+                                         '  --token <str>                   Bearer token for the API server.\n'
+                                         '  --as <str>                      Username to impersonate for the '
+                                         'operation.\n'
+                                         '  --as-group <str>                Group to impersonate (repeat for '
+                                         'several).\n'
+                                         "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                         '(its\n'
+                                         '                                  name and issuer): the connection is not\n'
+                                         '                                  secure.\n'
+                                         '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                         '                                  server.\n'
+                                         '  --client-certificate <str>      Path to a client certificate file for '
+                                         'TLS.\n'
+                                         '  --client-key <str>              Path to a client key file for TLS.\n'
+                                         "  --tls-server-name <str>         The server name to check the server's\n"
+                                         '                                  certificate against (default: the host of\n'
+                                         "                                  the server's address).\n"
+                                         '  --request-timeout <str>         How long one API request may take (e.g. '
+                                         '10s,\n'
+                                         '                                  1m; default 30s).\n'
+                                         '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                         "                                  context's, else default).\n"
+                                         '  -A, --all-namespaces            Every namespace.\n'
+                                         '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                         '  --field-selector <str>          Field selector, where the server supports '
+                                         'it\n'
+                                         '                                  (e.g. metadata.name=x).\n'
+                                         '  -h, --help                      Show this message and exit.\n'
                                          '\n'
                                          '  Examples:\n'
                                          '    # Which gate holds it, with evidence and a hint\n'
@@ -684,37 +883,60 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  [INSTANCETYPE]...  Pools (default: every accelerated one).\n'
                                       '\n'
                                       'Options:\n'
-                                      '  --shape <str>             A request shape to measure against (ex=CARDS,\n'
-                                      '                            sh=CARDS, sl=PERCENT, pt=PROFILE). Repeatable;\n'
-                                      "                            default: the pending Workloads' shapes.\n"
-                                      '  --free-cards <int range>  Hints free this many whole cards on one node\n'
-                                      '                            (default: the largest pending whole-card request,\n'
-                                      '                            or 1).  [1<=x<=64]\n'
-                                      '  --by-node                 One row per node and view.\n'
-                                      '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                            columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers              Print tables without their header row.\n'
-                                      '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                      '                            directory of YAML/JSON) instead of a cluster.\n'
-                                      '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                      '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                      '                            queue and fragmentation take several).\n'
-                                      '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                      '  --user <str>              The kubeconfig user to use.\n'
-                                      '  -s, --server <str>        The address of the API server.\n'
-                                      '  --token <str>             Bearer token for the API server.\n'
-                                      '  --as <str>                Username to impersonate for the operation.\n'
-                                      '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                            default 30s).\n'
-                                      '  --all-contexts            Read every context of the kubeconfig, one cluster\n'
-                                      '                            each.\n'
-                                      '  --by-cluster              With several clusters: one row per cluster instead\n'
-                                      '                            of their sum.\n'
-                                      '  -h, --help                Show this message and exit.\n'
+                                      '  --shape <str>                   A request shape to measure against\n'
+                                      '                                  (ex=CARDS, sh=CARDS, sl=PERCENT,\n'
+                                      '                                  pt=PROFILE). Repeatable; default: the\n'
+                                      "                                  pending Workloads' shapes.\n"
+                                      '  --free-cards <int range>        Hints free this many whole cards on one node\n'
+                                      '                                  (default: the largest pending whole-card\n'
+                                      '                                  request, or 1).  [1<=x<=64]\n'
+                                      '  --by-node                       One row per node and view.\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                                      '                                  cluster each.\n'
+                                      '  --by-cluster                    With several clusters: one row per cluster\n'
+                                      '                                  instead of their sum.\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       "    # Every pool against its pending Workloads' shapes, with hints to free "
@@ -724,39 +946,68 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '    # One pool against shapes of your choosing, per node\n'
                                       '    gpuctl fragmentation gpustack--nvidia-a10g-linux-amd64 --shape ex=2 --shape '
                                       'sl=60 --by-node\n',
-                     'hold': 'Usage: gpuctl hold [OPTIONS] {INSTANCETYPE}\n'
+                     'hold': 'Usage: gpuctl hold [OPTIONS] [INSTANCETYPE]...\n'
                              '\n'
-                             '  Block admission to a pool; running workloads keep running (InstanceType\n'
-                             '  spec.inactive=true → queue Hold).\n'
+                             '  Block admission to pools; running workloads keep running. This sets\n'
+                             "  InstanceType spec.inactive=true; the worker's InstanceType reconciler then\n"
+                             "  sets the ClusterQueue's stopPolicy to Hold (--wait follows it).\n"
                              '\n'
                              'Arguments:\n'
-                             "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                             '                [required]\n'
+                             "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                             '                     name); or choose them with -l/--field-selector.\n'
                              '\n'
                              'Options:\n'
-                             '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                             '                           would change; server: the API server validates,\n'
-                             '                           stores nothing.  [default: none]\n'
-                             '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                             '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                             '                           columns-file=FILE.  [default: table]\n'
-                             '  --no-headers             Print tables without their header row.\n'
-                             '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                             '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                             '                           var: GPUCTL_SNAPSHOT]\n'
-                             '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                             '                           ~/.kube/config).\n'
-                             '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                             '                           queue and fragmentation take several).\n'
-                             '  --cluster <str>          The kubeconfig cluster to use.\n'
-                             '  --user <str>             The kubeconfig user to use.\n'
-                             '  -s, --server <str>       The address of the API server.\n'
-                             '  --token <str>            Bearer token for the API server.\n'
-                             '  --as <str>               Username to impersonate for the operation.\n'
-                             '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                             '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                             '                           default 30s).\n'
-                             '  -h, --help               Show this message and exit.\n'
+                             '  --wait                          Wait until the worker has put each\n'
+                             '                                  ClusterQueue on Hold (stopPolicy Hold).\n'
+                             '  --timeout <str>                 How long to wait with --wait: a duration\n'
+                             '                                  such as 90s or 10m.  [default: 2m]\n'
+                             '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                             '                                  what would change; server: the API server\n'
+                             '                                  validates, stores nothing.  [default: none]\n'
+                             '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                             '                                  on a terminal.\n'
+                             '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                             '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                             '                                  custom-columns=SPEC, custom-columns-\n'
+                             '                                  file=FILE.  [default: table]\n'
+                             '  --no-headers                    Print tables without their header row.\n'
+                             '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                             '                                  With -o jsonpath: a key the data lacks\n'
+                             '                                  prints nothing (else it is an error).\n'
+                             '                                  [default: allow-missing-template-keys]\n'
+                             '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                             '                                  directory of YAML/JSON) instead of a\n'
+                             '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                             '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                             '                                  $KUBECONFIG or ~/.kube/config).\n'
+                             '  --context <str>                 The kubeconfig context to use (views,\n'
+                             '                                  partitions, queue and fragmentation take\n'
+                             '                                  several).\n'
+                             '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                             '  --user <str>                    The kubeconfig user to use.\n'
+                             '  -s, --server <str>              The address of the API server.\n'
+                             '  --token <str>                   Bearer token for the API server.\n'
+                             '  --as <str>                      Username to impersonate for the operation.\n'
+                             '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                             "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                             '                                  name and issuer): the connection is not\n'
+                             '                                  secure.\n'
+                             '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                             '                                  server.\n'
+                             '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                             '  --client-key <str>              Path to a client key file for TLS.\n'
+                             "  --tls-server-name <str>         The server name to check the server's\n"
+                             '                                  certificate against (default: the host of\n'
+                             "                                  the server's address).\n"
+                             '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                             '                                  1m; default 30s).\n'
+                             '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                             "                                  context's, else default).\n"
+                             '  -A, --all-namespaces            Every namespace.\n'
+                             '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                             '  --field-selector <str>          Field selector, where the server supports it\n'
+                             '                                  (e.g. metadata.name=x).\n'
+                             '  -h, --help                      Show this message and exit.\n'
                              '\n'
                              '  Examples:\n'
                              '    gpuctl hold gpustack--nvidia-a10g-linux-amd64\n'
@@ -781,36 +1032,52 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  Instances with their type, phase and node.\n'
                                       '\n'
                                       'Options:\n'
-                                      '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                      '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                            columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers              Print tables without their header row.\n'
-                                      '  --sort-by <str>           Sort the list by a JSONPath expression (e.g.\n'
-                                      '                            .remaining).\n'
-                                      '  --show-labels             Add a LABELS column to tables.\n'
-                                      '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                      '                            directory of YAML/JSON) instead of a cluster.\n'
-                                      '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                      '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                      '                            queue and fragmentation take several).\n'
-                                      '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                      '  --user <str>              The kubeconfig user to use.\n'
-                                      '  -s, --server <str>        The address of the API server.\n'
-                                      '  --token <str>             Bearer token for the API server.\n'
-                                      '  --as <str>                Username to impersonate for the operation.\n'
-                                      '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                            default 30s).\n'
-                                      "  -n, --namespace <str>     The namespace (default: the kubeconfig context's,\n"
-                                      '                            else default).\n'
-                                      '  -A, --all-namespaces      Every namespace.\n'
-                                      '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                      '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
-                                      '                            metadata.name=x).\n'
-                                      '  -h, --help                Show this message and exit.\n'
+                                      '  -t, --instancetype <str>        Only the Instances of this InstanceType.\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                      '                                  .remaining).\n'
+                                      '  --show-labels                   Add a LABELS column to tables.\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       '    gpuctl instance list -A\n'
@@ -826,41 +1093,59 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        '  [NAME]...  The Instances, by name.\n'
                                        '\n'
                                        'Options:\n'
-                                       '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                       '  --all                     Every Instance of the namespace (or of all with\n'
-                                       '                            -A).\n'
-                                       '  --dry-run <str>           none: change the cluster; client: only say what\n'
-                                       '                            would change; server: the API server validates,\n'
-                                       '                            stores nothing.  [default: none]\n'
-                                       '  -y, --yes                 Do not ask: needed for bulk changes when not on a\n'
-                                       '                            terminal.\n'
-                                       '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                       '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                       '                            columns-file=FILE.  [default: table]\n'
-                                       '  --no-headers              Print tables without their header row.\n'
-                                       '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                       '                            directory of YAML/JSON) instead of a cluster.\n'
-                                       '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                       '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                       '                            or ~/.kube/config).\n'
-                                       '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                       '                            queue and fragmentation take several).\n'
-                                       '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                       '  --user <str>              The kubeconfig user to use.\n'
-                                       '  -s, --server <str>        The address of the API server.\n'
-                                       '  --token <str>             Bearer token for the API server.\n'
-                                       '  --as <str>                Username to impersonate for the operation.\n'
-                                       '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                       '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                       '                            default 30s).\n'
-                                       "  -n, --namespace <str>     The namespace (default: the kubeconfig context's,\n"
-                                       '                            else default).\n'
-                                       '  -A, --all-namespaces      Every namespace.\n'
-                                       '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                       '  --field-selector <str>    Field selector, where the server supports it '
-                                       '(e.g.\n'
-                                       '                            metadata.name=x).\n'
-                                       '  -h, --help                Show this message and exit.\n'
+                                       '  -t, --instancetype <str>        Only the Instances of this InstanceType.\n'
+                                       '  --all                           Every Instance of the namespace (or of all\n'
+                                       '                                  with -A).\n'
+                                       '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                                       '                                  what would change; server: the API server\n'
+                                       '                                  validates, stores nothing.  [default: none]\n'
+                                       '  -y, --yes                       Do not ask: needed for bulk changes when '
+                                       'not\n'
+                                       '                                  on a terminal.\n'
+                                       '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                       '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                       '                                  custom-columns=SPEC, custom-columns-\n'
+                                       '                                  file=FILE.  [default: table]\n'
+                                       '  --no-headers                    Print tables without their header row.\n'
+                                       '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                       '                                  With -o jsonpath: a key the data lacks\n'
+                                       '                                  prints nothing (else it is an error).\n'
+                                       '                                  [default: allow-missing-template-keys]\n'
+                                       '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                       '                                  directory of YAML/JSON) instead of a\n'
+                                       '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                       '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                       '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                       '  --context <str>                 The kubeconfig context to use (views,\n'
+                                       '                                  partitions, queue and fragmentation take\n'
+                                       '                                  several).\n'
+                                       '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                       '  --user <str>                    The kubeconfig user to use.\n'
+                                       '  -s, --server <str>              The address of the API server.\n'
+                                       '  --token <str>                   Bearer token for the API server.\n'
+                                       '  --as <str>                      Username to impersonate for the operation.\n'
+                                       '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                       "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                       '                                  name and issuer): the connection is not\n'
+                                       '                                  secure.\n'
+                                       '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                       '                                  server.\n'
+                                       '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                       '  --client-key <str>              Path to a client key file for TLS.\n'
+                                       "  --tls-server-name <str>         The server name to check the server's\n"
+                                       '                                  certificate against (default: the host of\n'
+                                       "                                  the server's address).\n"
+                                       '  --request-timeout <str>         How long one API request may take (e.g. '
+                                       '10s,\n'
+                                       '                                  1m; default 30s).\n'
+                                       '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                       "                                  context's, else default).\n"
+                                       '  -A, --all-namespaces            Every namespace.\n'
+                                       '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                       '  --field-selector <str>          Field selector, where the server supports '
+                                       'it\n'
+                                       '                                  (e.g. metadata.name=x).\n'
+                                       '  -h, --help                      Show this message and exit.\n'
                                        '\n'
                                        '  Examples:\n'
                                        '    gpuctl instance start notebook -n team-a\n',
@@ -874,40 +1159,56 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  [NAME]...  The Instances, by name.\n'
                                       '\n'
                                       'Options:\n'
-                                      '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                      '  --all                     Every Instance of the namespace (or of all with\n'
-                                      '                            -A).\n'
-                                      '  --dry-run <str>           none: change the cluster; client: only say what\n'
-                                      '                            would change; server: the API server validates,\n'
-                                      '                            stores nothing.  [default: none]\n'
-                                      '  -y, --yes                 Do not ask: needed for bulk changes when not on a\n'
-                                      '                            terminal.\n'
-                                      '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                            columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers              Print tables without their header row.\n'
-                                      '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                      '                            directory of YAML/JSON) instead of a cluster.\n'
-                                      '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                      '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                      '                            queue and fragmentation take several).\n'
-                                      '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                      '  --user <str>              The kubeconfig user to use.\n'
-                                      '  -s, --server <str>        The address of the API server.\n'
-                                      '  --token <str>             Bearer token for the API server.\n'
-                                      '  --as <str>                Username to impersonate for the operation.\n'
-                                      '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                            default 30s).\n'
-                                      "  -n, --namespace <str>     The namespace (default: the kubeconfig context's,\n"
-                                      '                            else default).\n'
-                                      '  -A, --all-namespaces      Every namespace.\n'
-                                      '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                      '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
-                                      '                            metadata.name=x).\n'
-                                      '  -h, --help                Show this message and exit.\n'
+                                      '  -t, --instancetype <str>        Only the Instances of this InstanceType.\n'
+                                      '  --all                           Every Instance of the namespace (or of all\n'
+                                      '                                  with -A).\n'
+                                      '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                                      '                                  what would change; server: the API server\n'
+                                      '                                  validates, stores nothing.  [default: none]\n'
+                                      '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                                      '                                  on a terminal.\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       '    gpuctl instance stop notebook -n team-a\n'
@@ -944,37 +1245,74 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  NAME  The InstanceType.  [required]\n'
                                               '\n'
                                               'Options:\n'
-                                              '  --dry-run <str>          none: change the cluster; client: only say '
-                                              'what\n'
-                                              '                           would change; server: the API server '
-                                              'validates,\n'
-                                              '                           stores nothing.  [default: none]\n'
-                                              '  -o, --output <str>       table, wide, json, yaml, name, '
-                                              'jsonpath=TEMPLATE,\n'
-                                              '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                              'custom-\n'
-                                              '                           columns-file=FILE.  [default: table]\n'
-                                              '  --no-headers             Print tables without their header row.\n'
-                                              '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                              '                           directory of YAML/JSON) instead of a '
-                                              'cluster.  [env\n'
-                                              '                           var: GPUCTL_SNAPSHOT]\n'
-                                              '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                              '$KUBECONFIG or\n'
-                                              '                           ~/.kube/config).\n'
-                                              '  --context <str>          The kubeconfig context to use (views, '
-                                              'partitions,\n'
-                                              '                           queue and fragmentation take several).\n'
-                                              '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                              '  --user <str>             The kubeconfig user to use.\n'
-                                              '  -s, --server <str>       The address of the API server.\n'
-                                              '  --token <str>            Bearer token for the API server.\n'
-                                              '  --as <str>               Username to impersonate for the operation.\n'
-                                              '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                              '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                              '1m;\n'
-                                              '                           default 30s).\n'
-                                              '  -h, --help               Show this message and exit.\n'
+                                              '  --dry-run <str>                 none: change the cluster; client: '
+                                              'only say\n'
+                                              '                                  what would change; server: the API '
+                                              'server\n'
+                                              '                                  validates, stores nothing.  [default: '
+                                              'none]\n'
+                                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                              '                                  jsonpath=TEMPLATE, '
+                                              'jsonpath-file=FILE,\n'
+                                              '                                  custom-columns=SPEC, custom-columns-\n'
+                                              '                                  file=FILE.  [default: table]\n'
+                                              '  --no-headers                    Print tables without their header '
+                                              'row.\n'
+                                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                              '                                  With -o jsonpath: a key the data '
+                                              'lacks\n'
+                                              '                                  prints nothing (else it is an '
+                                              'error).\n'
+                                              '                                  [default: '
+                                              'allow-missing-template-keys]\n'
+                                              '  --snapshot <str>                Read objects from snapshot files (a '
+                                              'file or\n'
+                                              '                                  directory of YAML/JSON) instead of a\n'
+                                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                              '  --context <str>                 The kubeconfig context to use '
+                                              '(views,\n'
+                                              '                                  partitions, queue and fragmentation '
+                                              'take\n'
+                                              '                                  several).\n'
+                                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                              '  --user <str>                    The kubeconfig user to use.\n'
+                                              '  -s, --server <str>              The address of the API server.\n'
+                                              '  --token <str>                   Bearer token for the API server.\n'
+                                              '  --as <str>                      Username to impersonate for the '
+                                              'operation.\n'
+                                              '  --as-group <str>                Group to impersonate (repeat for '
+                                              'several).\n'
+                                              "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                              '(its\n'
+                                              '                                  name and issuer): the connection is '
+                                              'not\n'
+                                              '                                  secure.\n'
+                                              '  --certificate-authority <str>   Path to a CA certificate file for '
+                                              'the\n'
+                                              '                                  server.\n'
+                                              '  --client-certificate <str>      Path to a client certificate file for '
+                                              'TLS.\n'
+                                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                                              '  --tls-server-name <str>         The server name to check the '
+                                              "server's\n"
+                                              '                                  certificate against (default: the '
+                                              'host of\n'
+                                              "                                  the server's address).\n"
+                                              '  --request-timeout <str>         How long one API request may take '
+                                              '(e.g. 10s,\n'
+                                              '                                  1m; default 30s).\n'
+                                              '  -n, --namespace <str>           The namespace (default: the '
+                                              'kubeconfig\n'
+                                              "                                  context's, else default).\n"
+                                              '  -A, --all-namespaces            Every namespace.\n'
+                                              '  -l, --selector <str>            Label selector (e.g. '
+                                              'key=value,other!=x).\n'
+                                              '  --field-selector <str>          Field selector, where the server '
+                                              'supports it\n'
+                                              '                                  (e.g. metadata.name=x).\n'
+                                              '  -h, --help                      Show this message and exit.\n'
                                               '\n'
                                               '  Examples:\n'
                                               '    gpuctl instancetype activate a10g-12c128g\n',
@@ -987,38 +1325,65 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            'server.\n'
                                            '\n'
                                            'Options:\n'
-                                           '  -f, --filename <str>     The manifest (YAML/JSON).  [required]\n'
-                                           '  --dry-run <str>          none: change the cluster; client: only say '
-                                           'what\n'
-                                           '                           would change; server: the API server '
-                                           'validates,\n'
-                                           '                           stores nothing.  [default: none]\n'
-                                           '  -o, --output <str>       table, wide, json, yaml, name, '
-                                           'jsonpath=TEMPLATE,\n'
-                                           '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                           'custom-\n'
-                                           '                           columns-file=FILE.  [default: table]\n'
-                                           '  --no-headers             Print tables without their header row.\n'
-                                           '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                           '                           directory of YAML/JSON) instead of a cluster.  '
-                                           '[env\n'
-                                           '                           var: GPUCTL_SNAPSHOT]\n'
-                                           '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                           '$KUBECONFIG or\n'
-                                           '                           ~/.kube/config).\n'
-                                           '  --context <str>          The kubeconfig context to use (views, '
-                                           'partitions,\n'
-                                           '                           queue and fragmentation take several).\n'
-                                           '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                           '  --user <str>             The kubeconfig user to use.\n'
-                                           '  -s, --server <str>       The address of the API server.\n'
-                                           '  --token <str>            Bearer token for the API server.\n'
-                                           '  --as <str>               Username to impersonate for the operation.\n'
-                                           '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                           '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                           '1m;\n'
-                                           '                           default 30s).\n'
-                                           '  -h, --help               Show this message and exit.\n'
+                                           '  -f, --filename <str>            The manifest (YAML/JSON).  [required]\n'
+                                           '  --dry-run <str>                 none: change the cluster; client: only '
+                                           'say\n'
+                                           '                                  what would change; server: the API '
+                                           'server\n'
+                                           '                                  validates, stores nothing.  [default: '
+                                           'none]\n'
+                                           '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                           '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                           '                                  custom-columns=SPEC, custom-columns-\n'
+                                           '                                  file=FILE.  [default: table]\n'
+                                           '  --no-headers                    Print tables without their header row.\n'
+                                           '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                           '                                  With -o jsonpath: a key the data lacks\n'
+                                           '                                  prints nothing (else it is an error).\n'
+                                           '                                  [default: allow-missing-template-keys]\n'
+                                           '  --snapshot <str>                Read objects from snapshot files (a file '
+                                           'or\n'
+                                           '                                  directory of YAML/JSON) instead of a\n'
+                                           '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                           '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                           '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                           '  --context <str>                 The kubeconfig context to use (views,\n'
+                                           '                                  partitions, queue and fragmentation '
+                                           'take\n'
+                                           '                                  several).\n'
+                                           '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                           '  --user <str>                    The kubeconfig user to use.\n'
+                                           '  -s, --server <str>              The address of the API server.\n'
+                                           '  --token <str>                   Bearer token for the API server.\n'
+                                           '  --as <str>                      Username to impersonate for the '
+                                           'operation.\n'
+                                           '  --as-group <str>                Group to impersonate (repeat for '
+                                           'several).\n'
+                                           "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                           '(its\n'
+                                           '                                  name and issuer): the connection is not\n'
+                                           '                                  secure.\n'
+                                           '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                           '                                  server.\n'
+                                           '  --client-certificate <str>      Path to a client certificate file for '
+                                           'TLS.\n'
+                                           '  --client-key <str>              Path to a client key file for TLS.\n'
+                                           "  --tls-server-name <str>         The server name to check the server's\n"
+                                           '                                  certificate against (default: the host '
+                                           'of\n'
+                                           "                                  the server's address).\n"
+                                           '  --request-timeout <str>         How long one API request may take (e.g. '
+                                           '10s,\n'
+                                           '                                  1m; default 30s).\n'
+                                           '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                           "                                  context's, else default).\n"
+                                           '  -A, --all-namespaces            Every namespace.\n'
+                                           '  -l, --selector <str>            Label selector (e.g. '
+                                           'key=value,other!=x).\n'
+                                           '  --field-selector <str>          Field selector, where the server '
+                                           'supports it\n'
+                                           '                                  (e.g. metadata.name=x).\n'
+                                           '  -h, --help                      Show this message and exit.\n'
                                            '\n'
                                            '  Examples:\n'
                                            '    gpuctl instancetype apply -f type.yaml\n',
@@ -1032,50 +1397,81 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  [NAME]  The InstanceType (from -f when omitted).\n'
                                             '\n'
                                             'Options:\n'
-                                            '  -f, --filename <str>       Create from a manifest (YAML/JSON).\n'
-                                            '  --accelerator-group <str>  The accelerator node key, e.g. nvidia-a10g.\n'
-                                            '  --cpu-only                 A CPU-only type (unit CPU is 1).\n'
-                                            '  --os <str>                 kubernetes.io/os of the pool.  [default: '
-                                            'linux]\n'
-                                            '  --arch <str>               kubernetes.io/arch of the pool.  [default: '
-                                            'amd64]\n'
-                                            '  --unit-cpu <str>           Cores per unit (a whole number).\n'
-                                            '  --unit-ram <str>           RAM per unit, e.g. 64Gi.\n'
-                                            '  --local-storage <str>      Local storage, e.g. 100Gi.  [default: '
+                                            '  -f, --filename <str>            Create from a manifest (YAML/JSON).\n'
+                                            '  --accelerator-group <str>       The accelerator node key, e.g. '
+                                            'nvidia-a10g.\n'
+                                            '  --cpu-only                      A CPU-only type (unit CPU is 1).\n'
+                                            '  --os <str>                      kubernetes.io/os of the pool.  '
+                                            '[default:\n'
+                                            '                                  linux]\n'
+                                            '  --arch <str>                    kubernetes.io/arch of the pool.  '
+                                            '[default:\n'
+                                            '                                  amd64]\n'
+                                            '  --unit-cpu <str>                Cores per unit (a whole number).\n'
+                                            '  --unit-ram <str>                RAM per unit, e.g. 64Gi.\n'
+                                            '  --local-storage <str>           Local storage, e.g. 100Gi.  [default: '
                                             '100Gi]\n'
-                                            '  --display-name <str>       A display name.\n'
-                                            '  --description <str>        A description.\n'
-                                            '  --dry-run <str>            none: change the cluster; client: only say '
-                                            'what\n'
-                                            '                             would change; server: the API server '
-                                            'validates,\n'
-                                            '                             stores nothing.  [default: none]\n'
-                                            '  -o, --output <str>         table, wide, json, yaml, name, '
-                                            'jsonpath=TEMPLATE,\n'
-                                            '                             jsonpath-file=FILE, custom-columns=SPEC, '
-                                            'custom-\n'
-                                            '                             columns-file=FILE.  [default: table]\n'
-                                            '  --no-headers               Print tables without their header row.\n'
-                                            '  --snapshot <str>           Read objects from snapshot files (a file or\n'
-                                            '                             directory of YAML/JSON) instead of a '
-                                            'cluster.\n'
-                                            '                             [env var: GPUCTL_SNAPSHOT]\n'
-                                            '  --kubeconfig <str>         Path to the kubeconfig file (default '
-                                            '$KUBECONFIG\n'
-                                            '                             or ~/.kube/config).\n'
-                                            '  --context <str>            The kubeconfig context to use (views, '
-                                            'partitions,\n'
-                                            '                             queue and fragmentation take several).\n'
-                                            '  --cluster <str>            The kubeconfig cluster to use.\n'
-                                            '  --user <str>               The kubeconfig user to use.\n'
-                                            '  -s, --server <str>         The address of the API server.\n'
-                                            '  --token <str>              Bearer token for the API server.\n'
-                                            '  --as <str>                 Username to impersonate for the operation.\n'
-                                            '  --as-group <str>           Group to impersonate (repeat for several).\n'
-                                            '  --request-timeout <str>    How long one API request may take (e.g. 10s, '
-                                            '1m;\n'
-                                            '                             default 30s).\n'
-                                            '  -h, --help                 Show this message and exit.\n'
+                                            '  --display-name <str>            A display name.\n'
+                                            '  --description <str>             A description.\n'
+                                            '  --dry-run <str>                 none: change the cluster; client: only '
+                                            'say\n'
+                                            '                                  what would change; server: the API '
+                                            'server\n'
+                                            '                                  validates, stores nothing.  [default: '
+                                            'none]\n'
+                                            '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                            '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                            '                                  custom-columns=SPEC, custom-columns-\n'
+                                            '                                  file=FILE.  [default: table]\n'
+                                            '  --no-headers                    Print tables without their header row.\n'
+                                            '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                            '                                  With -o jsonpath: a key the data lacks\n'
+                                            '                                  prints nothing (else it is an error).\n'
+                                            '                                  [default: allow-missing-template-keys]\n'
+                                            '  --snapshot <str>                Read objects from snapshot files (a '
+                                            'file or\n'
+                                            '                                  directory of YAML/JSON) instead of a\n'
+                                            '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                            '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                            '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                            '  --context <str>                 The kubeconfig context to use (views,\n'
+                                            '                                  partitions, queue and fragmentation '
+                                            'take\n'
+                                            '                                  several).\n'
+                                            '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                            '  --user <str>                    The kubeconfig user to use.\n'
+                                            '  -s, --server <str>              The address of the API server.\n'
+                                            '  --token <str>                   Bearer token for the API server.\n'
+                                            '  --as <str>                      Username to impersonate for the '
+                                            'operation.\n'
+                                            '  --as-group <str>                Group to impersonate (repeat for '
+                                            'several).\n'
+                                            "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                            '(its\n'
+                                            '                                  name and issuer): the connection is '
+                                            'not\n'
+                                            '                                  secure.\n'
+                                            '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                            '                                  server.\n'
+                                            '  --client-certificate <str>      Path to a client certificate file for '
+                                            'TLS.\n'
+                                            '  --client-key <str>              Path to a client key file for TLS.\n'
+                                            "  --tls-server-name <str>         The server name to check the server's\n"
+                                            '                                  certificate against (default: the host '
+                                            'of\n'
+                                            "                                  the server's address).\n"
+                                            '  --request-timeout <str>         How long one API request may take (e.g. '
+                                            '10s,\n'
+                                            '                                  1m; default 30s).\n'
+                                            '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                            "                                  context's, else default).\n"
+                                            '  -A, --all-namespaces            Every namespace.\n'
+                                            '  -l, --selector <str>            Label selector (e.g. '
+                                            'key=value,other!=x).\n'
+                                            '  --field-selector <str>          Field selector, where the server '
+                                            'supports it\n'
+                                            '                                  (e.g. metadata.name=x).\n'
+                                            '  -h, --help                      Show this message and exit.\n'
                                             '\n'
                                             '  Examples:\n'
                                             '    gpuctl instancetype create a10g-12c128g --accelerator-group '
@@ -1091,40 +1487,78 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                 '  NAME  The InstanceType.  [required]\n'
                                                 '\n'
                                                 'Options:\n'
-                                                '  --dry-run <str>          none: change the cluster; client: only say '
-                                                'what\n'
-                                                '                           would change; server: the API server '
-                                                'validates,\n'
-                                                '                           stores nothing.  [default: none]\n'
-                                                '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                'jsonpath=TEMPLATE,\n'
-                                                '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                                'custom-\n'
-                                                '                           columns-file=FILE.  [default: table]\n'
-                                                '  --no-headers             Print tables without their header row.\n'
-                                                '  --snapshot <str>         Read objects from snapshot files (a file '
-                                                'or\n'
-                                                '                           directory of YAML/JSON) instead of a '
-                                                'cluster.  [env\n'
-                                                '                           var: GPUCTL_SNAPSHOT]\n'
-                                                '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                '$KUBECONFIG or\n'
-                                                '                           ~/.kube/config).\n'
-                                                '  --context <str>          The kubeconfig context to use (views, '
-                                                'partitions,\n'
-                                                '                           queue and fragmentation take several).\n'
-                                                '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                '  --user <str>             The kubeconfig user to use.\n'
-                                                '  -s, --server <str>       The address of the API server.\n'
-                                                '  --token <str>            Bearer token for the API server.\n'
-                                                '  --as <str>               Username to impersonate for the '
+                                                '  --dry-run <str>                 none: change the cluster; client: '
+                                                'only say\n'
+                                                '                                  what would change; server: the API '
+                                                'server\n'
+                                                '                                  validates, stores nothing.  '
+                                                '[default: none]\n'
+                                                '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                '                                  jsonpath=TEMPLATE, '
+                                                'jsonpath-file=FILE,\n'
+                                                '                                  custom-columns=SPEC, '
+                                                'custom-columns-\n'
+                                                '                                  file=FILE.  [default: table]\n'
+                                                '  --no-headers                    Print tables without their header '
+                                                'row.\n'
+                                                '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                                '                                  With -o jsonpath: a key the data '
+                                                'lacks\n'
+                                                '                                  prints nothing (else it is an '
+                                                'error).\n'
+                                                '                                  [default: '
+                                                'allow-missing-template-keys]\n'
+                                                '  --snapshot <str>                Read objects from snapshot files (a '
+                                                'file or\n'
+                                                '                                  directory of YAML/JSON) instead of '
+                                                'a\n'
+                                                '                                  cluster.  [env var: '
+                                                'GPUCTL_SNAPSHOT]\n'
+                                                '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                '(default\n'
+                                                '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                '  --context <str>                 The kubeconfig context to use '
+                                                '(views,\n'
+                                                '                                  partitions, queue and fragmentation '
+                                                'take\n'
+                                                '                                  several).\n'
+                                                '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                '  --user <str>                    The kubeconfig user to use.\n'
+                                                '  -s, --server <str>              The address of the API server.\n'
+                                                '  --token <str>                   Bearer token for the API server.\n'
+                                                '  --as <str>                      Username to impersonate for the '
                                                 'operation.\n'
-                                                '  --as-group <str>         Group to impersonate (repeat for '
+                                                '  --as-group <str>                Group to impersonate (repeat for '
                                                 'several).\n'
-                                                '  --request-timeout <str>  How long one API request may take (e.g. '
-                                                '10s, 1m;\n'
-                                                '                           default 30s).\n'
-                                                '  -h, --help               Show this message and exit.\n'
+                                                "  --insecure-skip-tls-verify      Do not check the server's "
+                                                'certificate (its\n'
+                                                '                                  name and issuer): the connection is '
+                                                'not\n'
+                                                '                                  secure.\n'
+                                                '  --certificate-authority <str>   Path to a CA certificate file for '
+                                                'the\n'
+                                                '                                  server.\n'
+                                                '  --client-certificate <str>      Path to a client certificate file '
+                                                'for TLS.\n'
+                                                '  --client-key <str>              Path to a client key file for TLS.\n'
+                                                '  --tls-server-name <str>         The server name to check the '
+                                                "server's\n"
+                                                '                                  certificate against (default: the '
+                                                'host of\n'
+                                                "                                  the server's address).\n"
+                                                '  --request-timeout <str>         How long one API request may take '
+                                                '(e.g. 10s,\n'
+                                                '                                  1m; default 30s).\n'
+                                                '  -n, --namespace <str>           The namespace (default: the '
+                                                'kubeconfig\n'
+                                                "                                  context's, else default).\n"
+                                                '  -A, --all-namespaces            Every namespace.\n'
+                                                '  -l, --selector <str>            Label selector (e.g. '
+                                                'key=value,other!=x).\n'
+                                                '  --field-selector <str>          Field selector, where the server '
+                                                'supports it\n'
+                                                '                                  (e.g. metadata.name=x).\n'
+                                                '  -h, --help                      Show this message and exit.\n'
                                                 '\n'
                                                 '  Examples:\n'
                                                 '    gpuctl instancetype deactivate a10g-12c128g\n',
@@ -1137,37 +1571,62 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  NAME  The InstanceType.  [required]\n'
                                             '\n'
                                             'Options:\n'
-                                            '  --wait                   Wait until the InstanceType is gone (its '
-                                            'queue\n'
-                                            '                           drains first).\n'
-                                            '  --timeout <str>          How long to wait with --wait: a duration such '
-                                            'as\n'
-                                            '                           90s or 10m.  [default: 10m]\n'
-                                            '  --dry-run <str>          none: change the cluster; client: only say '
-                                            'what\n'
-                                            '                           would change; server: the API server '
-                                            'validates,\n'
-                                            '                           stores nothing.  [default: none]\n'
-                                            '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                            '                           directory of YAML/JSON) instead of a cluster.  '
-                                            '[env\n'
-                                            '                           var: GPUCTL_SNAPSHOT]\n'
-                                            '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                            '$KUBECONFIG or\n'
-                                            '                           ~/.kube/config).\n'
-                                            '  --context <str>          The kubeconfig context to use (views, '
-                                            'partitions,\n'
-                                            '                           queue and fragmentation take several).\n'
-                                            '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                            '  --user <str>             The kubeconfig user to use.\n'
-                                            '  -s, --server <str>       The address of the API server.\n'
-                                            '  --token <str>            Bearer token for the API server.\n'
-                                            '  --as <str>               Username to impersonate for the operation.\n'
-                                            '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                            '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                            '1m;\n'
-                                            '                           default 30s).\n'
-                                            '  -h, --help               Show this message and exit.\n'
+                                            '  --wait                         Wait until the InstanceType is gone '
+                                            '(its\n'
+                                            '                                 queue drains first).\n'
+                                            '  --timeout <str>                How long to wait with --wait: a duration '
+                                            'such\n'
+                                            '                                 as 90s or 10m.  [default: 10m]\n'
+                                            '  --dry-run <str>                none: change the cluster; client: only '
+                                            'say\n'
+                                            '                                 what would change; server: the API '
+                                            'server\n'
+                                            '                                 validates, stores nothing.  [default: '
+                                            'none]\n'
+                                            '  --snapshot <str>               Read objects from snapshot files (a file '
+                                            'or\n'
+                                            '                                 directory of YAML/JSON) instead of a '
+                                            'cluster.\n'
+                                            '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                            '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                            '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                            '  --context <str>                The kubeconfig context to use (views,\n'
+                                            '                                 partitions, queue and fragmentation '
+                                            'take\n'
+                                            '                                 several).\n'
+                                            '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                            '  --user <str>                   The kubeconfig user to use.\n'
+                                            '  -s, --server <str>             The address of the API server.\n'
+                                            '  --token <str>                  Bearer token for the API server.\n'
+                                            '  --as <str>                     Username to impersonate for the '
+                                            'operation.\n'
+                                            '  --as-group <str>               Group to impersonate (repeat for '
+                                            'several).\n'
+                                            "  --insecure-skip-tls-verify     Do not check the server's certificate "
+                                            '(its\n'
+                                            '                                 name and issuer): the connection is not\n'
+                                            '                                 secure.\n'
+                                            '  --certificate-authority <str>  Path to a CA certificate file for the '
+                                            'server.\n'
+                                            '  --client-certificate <str>     Path to a client certificate file for '
+                                            'TLS.\n'
+                                            '  --client-key <str>             Path to a client key file for TLS.\n'
+                                            "  --tls-server-name <str>        The server name to check the server's\n"
+                                            '                                 certificate against (default: the host '
+                                            'of the\n'
+                                            "                                 server's address).\n"
+                                            '  --request-timeout <str>        How long one API request may take (e.g. '
+                                            '10s,\n'
+                                            '                                 1m; default 30s).\n'
+                                            '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                            "                                 context's, else default).\n"
+                                            '  -A, --all-namespaces           Every namespace.\n'
+                                            '  -l, --selector <str>           Label selector (e.g. '
+                                            'key=value,other!=x).\n'
+                                            '  --field-selector <str>         Field selector, where the server '
+                                            'supports it\n'
+                                            '                                 (e.g. metadata.name=x).\n'
+                                            '  -h, --help                     Show this message and exit.\n'
                                             '\n'
                                             '  Examples:\n'
                                             '    gpuctl instancetype delete a10g-12c128g --wait\n',
@@ -1180,26 +1639,52 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  NAME  The InstanceType.  [required]\n'
                                               '\n'
                                               'Options:\n'
-                                              '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                              '                           directory of YAML/JSON) instead of a '
-                                              'cluster.  [env\n'
-                                              '                           var: GPUCTL_SNAPSHOT]\n'
-                                              '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                              '$KUBECONFIG or\n'
-                                              '                           ~/.kube/config).\n'
-                                              '  --context <str>          The kubeconfig context to use (views, '
-                                              'partitions,\n'
-                                              '                           queue and fragmentation take several).\n'
-                                              '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                              '  --user <str>             The kubeconfig user to use.\n'
-                                              '  -s, --server <str>       The address of the API server.\n'
-                                              '  --token <str>            Bearer token for the API server.\n'
-                                              '  --as <str>               Username to impersonate for the operation.\n'
-                                              '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                              '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                              '1m;\n'
-                                              '                           default 30s).\n'
-                                              '  -h, --help               Show this message and exit.\n'
+                                              '  --snapshot <str>               Read objects from snapshot files (a '
+                                              'file or\n'
+                                              '                                 directory of YAML/JSON) instead of a '
+                                              'cluster.\n'
+                                              '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                              '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                              '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                              '  --context <str>                The kubeconfig context to use (views,\n'
+                                              '                                 partitions, queue and fragmentation '
+                                              'take\n'
+                                              '                                 several).\n'
+                                              '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                              '  --user <str>                   The kubeconfig user to use.\n'
+                                              '  -s, --server <str>             The address of the API server.\n'
+                                              '  --token <str>                  Bearer token for the API server.\n'
+                                              '  --as <str>                     Username to impersonate for the '
+                                              'operation.\n'
+                                              '  --as-group <str>               Group to impersonate (repeat for '
+                                              'several).\n'
+                                              "  --insecure-skip-tls-verify     Do not check the server's certificate "
+                                              '(its\n'
+                                              '                                 name and issuer): the connection is '
+                                              'not\n'
+                                              '                                 secure.\n'
+                                              '  --certificate-authority <str>  Path to a CA certificate file for the '
+                                              'server.\n'
+                                              '  --client-certificate <str>     Path to a client certificate file for '
+                                              'TLS.\n'
+                                              '  --client-key <str>             Path to a client key file for TLS.\n'
+                                              "  --tls-server-name <str>        The server name to check the server's\n"
+                                              '                                 certificate against (default: the host '
+                                              'of the\n'
+                                              "                                 server's address).\n"
+                                              '  --request-timeout <str>        How long one API request may take '
+                                              '(e.g. 10s,\n'
+                                              '                                 1m; default 30s).\n'
+                                              '  -n, --namespace <str>          The namespace (default: the '
+                                              'kubeconfig\n'
+                                              "                                 context's, else default).\n"
+                                              '  -A, --all-namespaces           Every namespace.\n'
+                                              '  -l, --selector <str>           Label selector (e.g. '
+                                              'key=value,other!=x).\n'
+                                              '  --field-selector <str>         Field selector, where the server '
+                                              'supports it\n'
+                                              '                                 (e.g. metadata.name=x).\n'
+                                              '  -h, --help                     Show this message and exit.\n'
                                               '\n'
                                               '  Examples:\n'
                                               '    gpuctl instancetype describe gpustack--nvidia-a10g-linux-amd64\n',
@@ -1208,39 +1693,61 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                           '  InstanceTypes with their pool, unit and phase.\n'
                                           '\n'
                                           'Options:\n'
-                                          '  -o, --output <str>       table, wide, json, yaml, name, '
-                                          'jsonpath=TEMPLATE,\n'
-                                          '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                          'custom-\n'
-                                          '                           columns-file=FILE.  [default: table]\n'
-                                          '  --no-headers             Print tables without their header row.\n'
-                                          '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                                          '                           .remaining).\n'
-                                          '  --show-labels            Add a LABELS column to tables.\n'
-                                          '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                          '                           directory of YAML/JSON) instead of a cluster.  '
-                                          '[env\n'
-                                          '                           var: GPUCTL_SNAPSHOT]\n'
-                                          '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
-                                          'or\n'
-                                          '                           ~/.kube/config).\n'
-                                          '  --context <str>          The kubeconfig context to use (views, '
-                                          'partitions,\n'
-                                          '                           queue and fragmentation take several).\n'
-                                          '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                          '  --user <str>             The kubeconfig user to use.\n'
-                                          '  -s, --server <str>       The address of the API server.\n'
-                                          '  --token <str>            Bearer token for the API server.\n'
-                                          '  --as <str>               Username to impersonate for the operation.\n'
-                                          '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                          '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                          '1m;\n'
-                                          '                           default 30s).\n'
-                                          '  -l, --selector <str>     Label selector (e.g. key=value,other!=x).\n'
-                                          '  --field-selector <str>   Field selector, where the server supports it '
+                                          '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                          '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                          '                                  custom-columns=SPEC, custom-columns-\n'
+                                          '                                  file=FILE.  [default: table]\n'
+                                          '  --no-headers                    Print tables without their header row.\n'
+                                          '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                          '                                  With -o jsonpath: a key the data lacks\n'
+                                          '                                  prints nothing (else it is an error).\n'
+                                          '                                  [default: allow-missing-template-keys]\n'
+                                          '  --sort-by <str>                 Sort the list by a JSONPath expression '
                                           '(e.g.\n'
-                                          '                           metadata.name=x).\n'
-                                          '  -h, --help               Show this message and exit.\n'
+                                          '                                  .remaining).\n'
+                                          '  --show-labels                   Add a LABELS column to tables.\n'
+                                          '  --snapshot <str>                Read objects from snapshot files (a file '
+                                          'or\n'
+                                          '                                  directory of YAML/JSON) instead of a\n'
+                                          '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                          '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                          '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                          '  --context <str>                 The kubeconfig context to use (views,\n'
+                                          '                                  partitions, queue and fragmentation take\n'
+                                          '                                  several).\n'
+                                          '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                          '  --user <str>                    The kubeconfig user to use.\n'
+                                          '  -s, --server <str>              The address of the API server.\n'
+                                          '  --token <str>                   Bearer token for the API server.\n'
+                                          '  --as <str>                      Username to impersonate for the '
+                                          'operation.\n'
+                                          '  --as-group <str>                Group to impersonate (repeat for '
+                                          'several).\n'
+                                          "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                          '(its\n'
+                                          '                                  name and issuer): the connection is not\n'
+                                          '                                  secure.\n'
+                                          '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                          '                                  server.\n'
+                                          '  --client-certificate <str>      Path to a client certificate file for '
+                                          'TLS.\n'
+                                          '  --client-key <str>              Path to a client key file for TLS.\n'
+                                          "  --tls-server-name <str>         The server name to check the server's\n"
+                                          '                                  certificate against (default: the host '
+                                          'of\n'
+                                          "                                  the server's address).\n"
+                                          '  --request-timeout <str>         How long one API request may take (e.g. '
+                                          '10s,\n'
+                                          '                                  1m; default 30s).\n'
+                                          '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                          "                                  context's, else default).\n"
+                                          '  -A, --all-namespaces            Every namespace.\n'
+                                          '  -l, --selector <str>            Label selector (e.g. '
+                                          'key=value,other!=x).\n'
+                                          '  --field-selector <str>          Field selector, where the server supports '
+                                          'it\n'
+                                          '                                  (e.g. metadata.name=x).\n'
+                                          '  -h, --help                      Show this message and exit.\n'
                                           '\n'
                                           '  Examples:\n'
                                           '    gpuctl instancetype list -o wide\n'
@@ -1257,37 +1764,65 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  DISPLAY-NAME  The new display name (spec.displayName).  [required]\n'
                                             '\n'
                                             'Options:\n'
-                                            '  --dry-run <str>          none: change the cluster; client: only say '
-                                            'what\n'
-                                            '                           would change; server: the API server '
-                                            'validates,\n'
-                                            '                           stores nothing.  [default: none]\n'
-                                            '  -o, --output <str>       table, wide, json, yaml, name, '
-                                            'jsonpath=TEMPLATE,\n'
-                                            '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                            'custom-\n'
-                                            '                           columns-file=FILE.  [default: table]\n'
-                                            '  --no-headers             Print tables without their header row.\n'
-                                            '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                            '                           directory of YAML/JSON) instead of a cluster.  '
-                                            '[env\n'
-                                            '                           var: GPUCTL_SNAPSHOT]\n'
-                                            '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                            '$KUBECONFIG or\n'
-                                            '                           ~/.kube/config).\n'
-                                            '  --context <str>          The kubeconfig context to use (views, '
-                                            'partitions,\n'
-                                            '                           queue and fragmentation take several).\n'
-                                            '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                            '  --user <str>             The kubeconfig user to use.\n'
-                                            '  -s, --server <str>       The address of the API server.\n'
-                                            '  --token <str>            Bearer token for the API server.\n'
-                                            '  --as <str>               Username to impersonate for the operation.\n'
-                                            '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                            '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                            '1m;\n'
-                                            '                           default 30s).\n'
-                                            '  -h, --help               Show this message and exit.\n'
+                                            '  --dry-run <str>                 none: change the cluster; client: only '
+                                            'say\n'
+                                            '                                  what would change; server: the API '
+                                            'server\n'
+                                            '                                  validates, stores nothing.  [default: '
+                                            'none]\n'
+                                            '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                            '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                            '                                  custom-columns=SPEC, custom-columns-\n'
+                                            '                                  file=FILE.  [default: table]\n'
+                                            '  --no-headers                    Print tables without their header row.\n'
+                                            '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                            '                                  With -o jsonpath: a key the data lacks\n'
+                                            '                                  prints nothing (else it is an error).\n'
+                                            '                                  [default: allow-missing-template-keys]\n'
+                                            '  --snapshot <str>                Read objects from snapshot files (a '
+                                            'file or\n'
+                                            '                                  directory of YAML/JSON) instead of a\n'
+                                            '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                            '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                            '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                            '  --context <str>                 The kubeconfig context to use (views,\n'
+                                            '                                  partitions, queue and fragmentation '
+                                            'take\n'
+                                            '                                  several).\n'
+                                            '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                            '  --user <str>                    The kubeconfig user to use.\n'
+                                            '  -s, --server <str>              The address of the API server.\n'
+                                            '  --token <str>                   Bearer token for the API server.\n'
+                                            '  --as <str>                      Username to impersonate for the '
+                                            'operation.\n'
+                                            '  --as-group <str>                Group to impersonate (repeat for '
+                                            'several).\n'
+                                            "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                            '(its\n'
+                                            '                                  name and issuer): the connection is '
+                                            'not\n'
+                                            '                                  secure.\n'
+                                            '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                            '                                  server.\n'
+                                            '  --client-certificate <str>      Path to a client certificate file for '
+                                            'TLS.\n'
+                                            '  --client-key <str>              Path to a client key file for TLS.\n'
+                                            "  --tls-server-name <str>         The server name to check the server's\n"
+                                            '                                  certificate against (default: the host '
+                                            'of\n'
+                                            "                                  the server's address).\n"
+                                            '  --request-timeout <str>         How long one API request may take (e.g. '
+                                            '10s,\n'
+                                            '                                  1m; default 30s).\n'
+                                            '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                            "                                  context's, else default).\n"
+                                            '  -A, --all-namespaces            Every namespace.\n'
+                                            '  -l, --selector <str>            Label selector (e.g. '
+                                            'key=value,other!=x).\n'
+                                            '  --field-selector <str>          Field selector, where the server '
+                                            'supports it\n'
+                                            '                                  (e.g. metadata.name=x).\n'
+                                            '  -h, --help                      Show this message and exit.\n'
                                             '\n'
                                             '  Examples:\n'
                                             '    gpuctl instancetype rename a10g-12c128g "A10G, 12 cores" \n',
@@ -1300,37 +1835,56 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    '  names...  InstanceType names (all partitioned pools when none given).\n'
                                    '\n'
                                    'Options:\n'
-                                   '  --by-node                Per node.\n'
-                                   "  --by-card                Per card, with each card's carved instances.\n"
-                                   '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                   '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                   '                           columns-file=FILE.  [default: table]\n'
-                                   '  --no-headers             Print tables without their header row.\n'
-                                   '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                                   '                           .remaining).\n'
-                                   '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                   '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                   '                           var: GPUCTL_SNAPSHOT]\n'
-                                   '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                   '                           ~/.kube/config).\n'
-                                   '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                   '                           queue and fragmentation take several).\n'
-                                   '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                   '  --user <str>             The kubeconfig user to use.\n'
-                                   '  -s, --server <str>       The address of the API server.\n'
-                                   '  --token <str>            Bearer token for the API server.\n'
-                                   '  --as <str>               Username to impersonate for the operation.\n'
-                                   '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                   '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                   '                           default 30s).\n'
-                                   '  -l, --selector <str>     Label selector (e.g. key=value,other!=x).\n'
-                                   '  --field-selector <str>   Field selector, where the server supports it (e.g.\n'
-                                   '                           metadata.name=x).\n'
-                                   '  --all-contexts           Read every context of the kubeconfig, one cluster\n'
-                                   '                           each.\n'
-                                   '  --by-cluster             With several clusters: one row per cluster instead\n'
-                                   '                           of their sum.\n'
-                                   '  -h, --help               Show this message and exit.\n'
+                                   '  --by-node                       Per node.\n'
+                                   "  --by-card                       Per card, with each card's carved instances.\n"
+                                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                   '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                   '                                  custom-columns=SPEC, custom-columns-\n'
+                                   '                                  file=FILE.  [default: table]\n'
+                                   '  --no-headers                    Print tables without their header row.\n'
+                                   '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                   '                                  With -o jsonpath: a key the data lacks\n'
+                                   '                                  prints nothing (else it is an error).\n'
+                                   '                                  [default: allow-missing-template-keys]\n'
+                                   '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                   '                                  .remaining).\n'
+                                   '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                   '                                  directory of YAML/JSON) instead of a\n'
+                                   '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                   '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                   '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                   '  --context <str>                 The kubeconfig context to use (views,\n'
+                                   '                                  partitions, queue and fragmentation take\n'
+                                   '                                  several).\n'
+                                   '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                   '  --user <str>                    The kubeconfig user to use.\n'
+                                   '  -s, --server <str>              The address of the API server.\n'
+                                   '  --token <str>                   Bearer token for the API server.\n'
+                                   '  --as <str>                      Username to impersonate for the operation.\n'
+                                   '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                   "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                   '                                  name and issuer): the connection is not\n'
+                                   '                                  secure.\n'
+                                   '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                   '                                  server.\n'
+                                   '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                   '  --client-key <str>              Path to a client key file for TLS.\n'
+                                   "  --tls-server-name <str>         The server name to check the server's\n"
+                                   '                                  certificate against (default: the host of\n'
+                                   "                                  the server's address).\n"
+                                   '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                   '                                  1m; default 30s).\n'
+                                   '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                   "                                  context's, else default).\n"
+                                   '  -A, --all-namespaces            Every namespace.\n'
+                                   '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                   '  --field-selector <str>          Field selector, where the server supports it\n'
+                                   '                                  (e.g. metadata.name=x).\n'
+                                   '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                                   '                                  cluster each.\n'
+                                   '  --by-cluster                    With several clusters: one row per cluster\n'
+                                   '                                  instead of their sum.\n'
+                                   '  -h, --help                      Show this message and exit.\n'
                                    '\n'
                                    '  Examples:\n'
                                    '    # Per profile: offered, allocated, remaining\n'
@@ -1351,35 +1905,57 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               '                     every one).\n'
                               '\n'
                               'Options:\n'
-                              "  --runtime-label <str>    A label whose value bounds a Workload's runtime in\n"
-                              '                           seconds, where it sets no\n'
-                              '                           maximumExecutionTimeSeconds.\n'
-                              '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                              '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                              '                           columns-file=FILE.  [default: table]\n'
-                              '  --no-headers             Print tables without their header row.\n'
-                              '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                              '                           .remaining).\n'
-                              '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                              '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                              '                           var: GPUCTL_SNAPSHOT]\n'
-                              '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                              '                           ~/.kube/config).\n'
-                              '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                              '                           queue and fragmentation take several).\n'
-                              '  --cluster <str>          The kubeconfig cluster to use.\n'
-                              '  --user <str>             The kubeconfig user to use.\n'
-                              '  -s, --server <str>       The address of the API server.\n'
-                              '  --token <str>            Bearer token for the API server.\n'
-                              '  --as <str>               Username to impersonate for the operation.\n'
-                              '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                              '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                              '                           default 30s).\n'
-                              '  --all-contexts           Read every context of the kubeconfig, one cluster\n'
-                              '                           each.\n'
-                              '  --by-cluster             With several clusters: one row per cluster instead\n'
-                              '                           of their sum.\n'
-                              '  -h, --help               Show this message and exit.\n'
+                              "  --runtime-label <str>           A label whose value bounds a Workload's\n"
+                              '                                  runtime in seconds, where it sets no\n'
+                              '                                  maximumExecutionTimeSeconds.\n'
+                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                              '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                              '                                  custom-columns=SPEC, custom-columns-\n'
+                              '                                  file=FILE.  [default: table]\n'
+                              '  --no-headers                    Print tables without their header row.\n'
+                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                              '                                  With -o jsonpath: a key the data lacks\n'
+                              '                                  prints nothing (else it is an error).\n'
+                              '                                  [default: allow-missing-template-keys]\n'
+                              '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                              '                                  .remaining).\n'
+                              '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                              '                                  directory of YAML/JSON) instead of a\n'
+                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                              '  --context <str>                 The kubeconfig context to use (views,\n'
+                              '                                  partitions, queue and fragmentation take\n'
+                              '                                  several).\n'
+                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                              '  --user <str>                    The kubeconfig user to use.\n'
+                              '  -s, --server <str>              The address of the API server.\n'
+                              '  --token <str>                   Bearer token for the API server.\n'
+                              '  --as <str>                      Username to impersonate for the operation.\n'
+                              '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                              "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                              '                                  name and issuer): the connection is not\n'
+                              '                                  secure.\n'
+                              '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                              '                                  server.\n'
+                              '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                              "  --tls-server-name <str>         The server name to check the server's\n"
+                              '                                  certificate against (default: the host of\n'
+                              "                                  the server's address).\n"
+                              '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                              '                                  1m; default 30s).\n'
+                              '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                              "                                  context's, else default).\n"
+                              '  -A, --all-namespaces            Every namespace.\n'
+                              '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                              '  --field-selector <str>          Field selector, where the server supports it\n'
+                              '                                  (e.g. metadata.name=x).\n'
+                              '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                              '                                  cluster each.\n'
+                              '  --by-cluster                    With several clusters: one row per cluster\n'
+                              '                                  instead of their sum.\n'
+                              '  -h, --help                      Show this message and exit.\n'
                               '\n'
                               '  Examples:\n'
                               "    # Every queue's pending Workloads in Kueue's order\n"
@@ -1413,67 +1989,107 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    '  admins --dry-run-namespace team-a | kubectl apply -f -`\n'
                                    '\n'
                                    'Options:\n'
-                                   '  --dry-run-namespace <str>  A namespace where the subjects may run server-\n'
-                                   '                             side dry runs (repeatable).\n'
-                                   '  --bind-user <str>          A user to bind (repeatable).\n'
-                                   '  --bind-group <str>         A group to bind (repeatable).\n'
-                                   "  --pool <str>               Only these pools' ClusterQueues (default: every\n"
-                                   "                             InstanceType's).\n"
-                                   '  --snapshot <str>           Read objects from snapshot files (a file or\n'
-                                   '                             directory of YAML/JSON) instead of a cluster.\n'
-                                   '                             [env var: GPUCTL_SNAPSHOT]\n'
-                                   '  --kubeconfig <str>         Path to the kubeconfig file (default $KUBECONFIG\n'
-                                   '                             or ~/.kube/config).\n'
-                                   '  --context <str>            The kubeconfig context to use (views, partitions,\n'
-                                   '                             queue and fragmentation take several).\n'
-                                   '  --cluster <str>            The kubeconfig cluster to use.\n'
-                                   '  --user <str>               The kubeconfig user to use.\n'
-                                   '  -s, --server <str>         The address of the API server.\n'
-                                   '  --token <str>              Bearer token for the API server.\n'
-                                   '  --as <str>                 Username to impersonate for the operation.\n'
-                                   '  --as-group <str>           Group to impersonate (repeat for several).\n'
-                                   '  --request-timeout <str>    How long one API request may take (e.g. 10s, 1m;\n'
-                                   '                             default 30s).\n'
-                                   '  -h, --help                 Show this message and exit.\n'
+                                   '  --dry-run-namespace <str>      A namespace where the subjects may run\n'
+                                   '                                 server-side dry runs (repeatable).\n'
+                                   '  --bind-user <str>              A user to bind (repeatable).\n'
+                                   '  --bind-group <str>             A group to bind (repeatable).\n'
+                                   "  --pool <str>                   Only these pools' ClusterQueues (default:\n"
+                                   "                                 every InstanceType's).\n"
+                                   '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                   '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                   '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                   '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                   '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                   '  --context <str>                The kubeconfig context to use (views,\n'
+                                   '                                 partitions, queue and fragmentation take\n'
+                                   '                                 several).\n'
+                                   '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                   '  --user <str>                   The kubeconfig user to use.\n'
+                                   '  -s, --server <str>             The address of the API server.\n'
+                                   '  --token <str>                  Bearer token for the API server.\n'
+                                   '  --as <str>                     Username to impersonate for the operation.\n'
+                                   '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                   "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                   '                                 name and issuer): the connection is not\n'
+                                   '                                 secure.\n'
+                                   '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                   '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                   '  --client-key <str>             Path to a client key file for TLS.\n'
+                                   "  --tls-server-name <str>        The server name to check the server's\n"
+                                   '                                 certificate against (default: the host of the\n'
+                                   "                                 server's address).\n"
+                                   '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                   '                                 1m; default 30s).\n'
+                                   '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                   "                                 context's, else default).\n"
+                                   '  -A, --all-namespaces           Every namespace.\n'
+                                   '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                   '  --field-selector <str>         Field selector, where the server supports it\n'
+                                   '                                 (e.g. metadata.name=x).\n'
+                                   '  -h, --help                     Show this message and exit.\n'
                                    '\n'
                                    '  Examples:\n'
                                    '    gpuctl rbac admin --bind-group gpu-admins --dry-run-namespace team-a | kubectl '
                                    'apply -f -\n',
-                     'resume': 'Usage: gpuctl resume [OPTIONS] {INSTANCETYPE}\n'
+                     'resume': 'Usage: gpuctl resume [OPTIONS] [INSTANCETYPE]...\n'
                                '\n'
-                               '  Return a pool to service: its ClusterQueue back to stopPolicy None, then\n'
+                               '  Return pools to service: each ClusterQueue back to stopPolicy None, then\n'
                                '  InstanceType inactive=false.\n'
                                '\n'
                                '  Stopped Instances stay stopped: start them with `gpuctl instance start`.\n'
                                '\n'
                                'Arguments:\n'
-                               "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                               '                [required]\n'
+                               "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                               '                     name); or choose them with -l/--field-selector.\n'
                                '\n'
                                'Options:\n'
-                               '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                               '                           would change; server: the API server validates,\n'
-                               '                           stores nothing.  [default: none]\n'
-                               '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                               '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                               '                           columns-file=FILE.  [default: table]\n'
-                               '  --no-headers             Print tables without their header row.\n'
-                               '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                               '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                               '                           var: GPUCTL_SNAPSHOT]\n'
-                               '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                               '                           ~/.kube/config).\n'
-                               '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                               '                           queue and fragmentation take several).\n'
-                               '  --cluster <str>          The kubeconfig cluster to use.\n'
-                               '  --user <str>             The kubeconfig user to use.\n'
-                               '  -s, --server <str>       The address of the API server.\n'
-                               '  --token <str>            Bearer token for the API server.\n'
-                               '  --as <str>               Username to impersonate for the operation.\n'
-                               '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                               '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                               '                           default 30s).\n'
-                               '  -h, --help               Show this message and exit.\n'
+                               '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                               '                                  what would change; server: the API server\n'
+                               '                                  validates, stores nothing.  [default: none]\n'
+                               '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                               '                                  on a terminal.\n'
+                               '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                               '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                               '                                  custom-columns=SPEC, custom-columns-\n'
+                               '                                  file=FILE.  [default: table]\n'
+                               '  --no-headers                    Print tables without their header row.\n'
+                               '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                               '                                  With -o jsonpath: a key the data lacks\n'
+                               '                                  prints nothing (else it is an error).\n'
+                               '                                  [default: allow-missing-template-keys]\n'
+                               '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                               '                                  directory of YAML/JSON) instead of a\n'
+                               '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                               '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                               '                                  $KUBECONFIG or ~/.kube/config).\n'
+                               '  --context <str>                 The kubeconfig context to use (views,\n'
+                               '                                  partitions, queue and fragmentation take\n'
+                               '                                  several).\n'
+                               '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                               '  --user <str>                    The kubeconfig user to use.\n'
+                               '  -s, --server <str>              The address of the API server.\n'
+                               '  --token <str>                   Bearer token for the API server.\n'
+                               '  --as <str>                      Username to impersonate for the operation.\n'
+                               '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                               "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                               '                                  name and issuer): the connection is not\n'
+                               '                                  secure.\n'
+                               '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                               '                                  server.\n'
+                               '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                               '  --client-key <str>              Path to a client key file for TLS.\n'
+                               "  --tls-server-name <str>         The server name to check the server's\n"
+                               '                                  certificate against (default: the host of\n'
+                               "                                  the server's address).\n"
+                               '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                               '                                  1m; default 30s).\n'
+                               '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                               "                                  context's, else default).\n"
+                               '  -A, --all-namespaces            Every namespace.\n'
+                               '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                               '  --field-selector <str>          Field selector, where the server supports it\n'
+                               '                                  (e.g. metadata.name=x).\n'
+                               '  -h, --help                      Show this message and exit.\n'
                                '\n'
                                '  Examples:\n'
                                '    gpuctl resume gpustack--nvidia-a10g-linux-amd64\n',
@@ -1485,45 +2101,68 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '  is written to the cluster.\n'
                                  '\n'
                                  'Options:\n'
-                                 '  -f, --filename <str>     A manifest (Pod, Job, Deployment, StatefulSet,\n'
-                                 '                           Workload, Instance); - reads stdin. Repeatable.\n'
-                                 '  --workload <str>         An existing Workload ([NAMESPACE/]NAME), simulated\n'
-                                 '                           as if submitted anew. Repeatable.\n'
-                                 '  --suggest                For a held workload, the smallest changes that\n'
-                                 '                           admit it, each proven by simulation.\n'
-                                 '  --without <str>          As if this Workload ([NAMESPACE/]NAME) had\n'
-                                 '                           finished. Repeatable.\n'
-                                 '  --drain <str>            As if this pool were drained (HoldAndDrain).\n'
-                                 '                           Repeatable.\n'
-                                 '  --hold <str>             As if this pool were on Hold. Repeatable.\n'
-                                 '  --add-nodes <str>        N more nodes shaped like --like (every card free),\n'
-                                 "                           or 'auto': the fewest that admit every workload.\n"
-                                 '  --like <str>             The node --add-nodes copies.\n'
-                                 '  --at-quota <str>         As if this ClusterQueue used all its nominal quota\n'
-                                 '                           (lends nothing to its cohort). Repeatable.\n'
-                                 '  --exit-code              Exit 3 when a workload would be held.\n'
-                                 '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                 '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                 '                           columns-file=FILE.  [default: table]\n'
-                                 '  --no-headers             Print tables without their header row.\n'
-                                 '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                 '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                 '                           var: GPUCTL_SNAPSHOT]\n'
-                                 '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                 '                           ~/.kube/config).\n'
-                                 '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                 '                           queue and fragmentation take several).\n'
-                                 '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                 '  --user <str>             The kubeconfig user to use.\n'
-                                 '  -s, --server <str>       The address of the API server.\n'
-                                 '  --token <str>            Bearer token for the API server.\n'
-                                 '  --as <str>               Username to impersonate for the operation.\n'
-                                 '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                 '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                 '                           default 30s).\n'
-                                 "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                                 '                           else default).\n'
-                                 '  -h, --help               Show this message and exit.\n'
+                                 '  -f, --filename <str>            A manifest (Pod, Job, Deployment,\n'
+                                 '                                  StatefulSet, Workload, Instance); - reads\n'
+                                 '                                  stdin. Repeatable.\n'
+                                 '  --workload <str>                An existing Workload ([NAMESPACE/]NAME),\n'
+                                 '                                  simulated as if submitted anew. Repeatable.\n'
+                                 '  --suggest                       For a held workload, the smallest changes\n'
+                                 '                                  that admit it, each proven by simulation.\n'
+                                 '  --without <str>                 As if this Workload ([NAMESPACE/]NAME) had\n'
+                                 '                                  finished. Repeatable.\n'
+                                 '  --drain <str>                   As if this pool were drained (HoldAndDrain).\n'
+                                 '                                  Repeatable.\n'
+                                 '  --hold <str>                    As if this pool were on Hold. Repeatable.\n'
+                                 '  --add-nodes <str>               N more nodes shaped like --like (every card\n'
+                                 "                                  free), or 'auto': the fewest that admit\n"
+                                 '                                  every workload.\n'
+                                 '  --like <str>                    The node --add-nodes copies.\n'
+                                 '  --at-quota <str>                As if this ClusterQueue used all its nominal\n'
+                                 '                                  quota (lends nothing to its cohort).\n'
+                                 '                                  Repeatable.\n'
+                                 '  --exit-code                     Exit 3 when a workload would be held.\n'
+                                 '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                 '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                 '                                  custom-columns=SPEC, custom-columns-\n'
+                                 '                                  file=FILE.  [default: table]\n'
+                                 '  --no-headers                    Print tables without their header row.\n'
+                                 '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                 '                                  With -o jsonpath: a key the data lacks\n'
+                                 '                                  prints nothing (else it is an error).\n'
+                                 '                                  [default: allow-missing-template-keys]\n'
+                                 '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                 '                                  directory of YAML/JSON) instead of a\n'
+                                 '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                 '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                 '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                 '  --context <str>                 The kubeconfig context to use (views,\n'
+                                 '                                  partitions, queue and fragmentation take\n'
+                                 '                                  several).\n'
+                                 '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                 '  --user <str>                    The kubeconfig user to use.\n'
+                                 '  -s, --server <str>              The address of the API server.\n'
+                                 '  --token <str>                   Bearer token for the API server.\n'
+                                 '  --as <str>                      Username to impersonate for the operation.\n'
+                                 '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                 "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                 '                                  name and issuer): the connection is not\n'
+                                 '                                  secure.\n'
+                                 '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                 '                                  server.\n'
+                                 '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                 '  --client-key <str>              Path to a client key file for TLS.\n'
+                                 "  --tls-server-name <str>         The server name to check the server's\n"
+                                 '                                  certificate against (default: the host of\n'
+                                 "                                  the server's address).\n"
+                                 '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                 '                                  1m; default 30s).\n'
+                                 '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                 "                                  context's, else default).\n"
+                                 '  -A, --all-namespaces            Every namespace.\n'
+                                 '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                 '  --field-selector <str>          Field selector, where the server supports it\n'
+                                 '                                  (e.g. metadata.name=x).\n'
+                                 '  -h, --help                      Show this message and exit.\n'
                                  '\n'
                                  '  Examples:\n'
                                  '    # Would this Pod be admitted now, on which node and cards?\n'
@@ -1554,25 +2193,41 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                             '                     every one).\n'
                             '\n'
                             'Options:\n'
-                            '  --interval <float range>  Seconds between redraws.  [default: 2.0;\n'
-                            '                            0.2<=x<=3600]\n'
-                            '  --once                    Print one frame and exit.\n'
-                            '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                            '                            directory of YAML/JSON) instead of a cluster.\n'
-                            '                            [env var: GPUCTL_SNAPSHOT]\n'
-                            '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                            '                            or ~/.kube/config).\n'
-                            '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                            '                            queue and fragmentation take several).\n'
-                            '  --cluster <str>           The kubeconfig cluster to use.\n'
-                            '  --user <str>              The kubeconfig user to use.\n'
-                            '  -s, --server <str>        The address of the API server.\n'
-                            '  --token <str>             Bearer token for the API server.\n'
-                            '  --as <str>                Username to impersonate for the operation.\n'
-                            '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                            '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                            '                            default 30s).\n'
-                            '  -h, --help                Show this message and exit.\n'
+                            '  --interval <float range>       Seconds between redraws.  [default: 2.0;\n'
+                            '                                 0.2<=x<=3600]\n'
+                            '  --once                         Print one frame and exit.\n'
+                            '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                            '                                 directory of YAML/JSON) instead of a cluster.\n'
+                            '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                            '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                            '                                 $KUBECONFIG or ~/.kube/config).\n'
+                            '  --context <str>                The kubeconfig context to use (views,\n'
+                            '                                 partitions, queue and fragmentation take\n'
+                            '                                 several).\n'
+                            '  --cluster <str>                The kubeconfig cluster to use.\n'
+                            '  --user <str>                   The kubeconfig user to use.\n'
+                            '  -s, --server <str>             The address of the API server.\n'
+                            '  --token <str>                  Bearer token for the API server.\n'
+                            '  --as <str>                     Username to impersonate for the operation.\n'
+                            '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                            "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                            '                                 name and issuer): the connection is not\n'
+                            '                                 secure.\n'
+                            '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                            '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                            '  --client-key <str>             Path to a client key file for TLS.\n'
+                            "  --tls-server-name <str>        The server name to check the server's\n"
+                            '                                 certificate against (default: the host of the\n'
+                            "                                 server's address).\n"
+                            '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                            '                                 1m; default 30s).\n'
+                            '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                            "                                 context's, else default).\n"
+                            '  -A, --all-namespaces           Every namespace.\n'
+                            '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                            '  --field-selector <str>         Field selector, where the server supports it\n'
+                            '                                 (e.g. metadata.name=x).\n'
+                            '  -h, --help                     Show this message and exit.\n'
                             '\n'
                             '  Examples:\n'
                             '    # Live, redrawn as the watches see changes (s sorts, j/k select, e explains, q '
@@ -1587,24 +2242,40 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 "  operator's too).\n"
                                 '\n'
                                 'Options:\n'
-                                "  --show-cluster           Also ask the cluster: the API server's and the\n"
-                                "                           operator's versions.\n"
-                                '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                '                           var: GPUCTL_SNAPSHOT]\n'
-                                '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                '                           ~/.kube/config).\n'
-                                '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                '                           queue and fragmentation take several).\n'
-                                '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                '  --user <str>             The kubeconfig user to use.\n'
-                                '  -s, --server <str>       The address of the API server.\n'
-                                '  --token <str>            Bearer token for the API server.\n'
-                                '  --as <str>               Username to impersonate for the operation.\n'
-                                '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                '                           default 30s).\n'
-                                '  -h, --help               Show this message and exit.\n'
+                                "  --show-cluster                 Also ask the cluster: the API server's and\n"
+                                "                                 the operator's versions.\n"
+                                '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                '  --context <str>                The kubeconfig context to use (views,\n'
+                                '                                 partitions, queue and fragmentation take\n'
+                                '                                 several).\n'
+                                '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                '  --user <str>                   The kubeconfig user to use.\n'
+                                '  -s, --server <str>             The address of the API server.\n'
+                                '  --token <str>                  Bearer token for the API server.\n'
+                                '  --as <str>                     Username to impersonate for the operation.\n'
+                                '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                '                                 name and issuer): the connection is not\n'
+                                '                                 secure.\n'
+                                '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                '  --client-key <str>             Path to a client key file for TLS.\n'
+                                "  --tls-server-name <str>        The server name to check the server's\n"
+                                '                                 certificate against (default: the host of the\n'
+                                "                                 server's address).\n"
+                                '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                '                                 1m; default 30s).\n'
+                                '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                "                                 context's, else default).\n"
+                                '  -A, --all-namespaces           Every namespace.\n'
+                                '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                '  --field-selector <str>         Field selector, where the server supports it\n'
+                                '                                 (e.g. metadata.name=x).\n'
+                                '  -h, --help                     Show this message and exit.\n'
                                 '\n'
                                 '  Examples:\n'
                                 '    gpuctl version\n'
@@ -1622,44 +2293,63 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               '  names...  InstanceType names (all when none given).\n'
                               '\n'
                               'Options:\n'
-                              "  --published               Compare with what each InstanceType's status\n"
-                              '                            publishes.\n'
-                              '  --by-node                 Break each pool down by node.\n'
-                              '  --by-card                 Break each pool down by card: mode and what is\n'
-                              '                            free.\n'
-                              '  -w, --watch               Redraw on change (live cluster only).\n'
-                              '  --interval <float range>  Seconds between reads with --watch.  [default:\n'
-                              '                            2.0; x>=0.2]\n'
-                              '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                              '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                              '                            columns-file=FILE.  [default: table]\n'
-                              '  --no-headers              Print tables without their header row.\n'
-                              '  --sort-by <str>           Sort the list by a JSONPath expression (e.g.\n'
-                              '                            .remaining).\n'
-                              '  --show-labels             Add a LABELS column to tables.\n'
-                              '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                              '                            directory of YAML/JSON) instead of a cluster.\n'
-                              '                            [env var: GPUCTL_SNAPSHOT]\n'
-                              '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                              '                            or ~/.kube/config).\n'
-                              '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                              '                            queue and fragmentation take several).\n'
-                              '  --cluster <str>           The kubeconfig cluster to use.\n'
-                              '  --user <str>              The kubeconfig user to use.\n'
-                              '  -s, --server <str>        The address of the API server.\n'
-                              '  --token <str>             Bearer token for the API server.\n'
-                              '  --as <str>                Username to impersonate for the operation.\n'
-                              '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                              '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                              '                            default 30s).\n'
-                              '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                              '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
-                              '                            metadata.name=x).\n'
-                              '  --all-contexts            Read every context of the kubeconfig, one cluster\n'
-                              '                            each.\n'
-                              '  --by-cluster              With several clusters: one row per cluster instead\n'
-                              '                            of their sum.\n'
-                              '  -h, --help                Show this message and exit.\n'
+                              "  --published                     Compare with what each InstanceType's status\n"
+                              '                                  publishes.\n'
+                              '  --by-node                       Break each pool down by node.\n'
+                              '  --by-card                       Break each pool down by card: mode and what\n'
+                              '                                  is free.\n'
+                              '  -w, --watch                     Redraw on change (live cluster only).\n'
+                              '  --interval <float range>        Seconds between reads with --watch.\n'
+                              '                                  [default: 2.0; x>=0.2]\n'
+                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                              '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                              '                                  custom-columns=SPEC, custom-columns-\n'
+                              '                                  file=FILE.  [default: table]\n'
+                              '  --no-headers                    Print tables without their header row.\n'
+                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                              '                                  With -o jsonpath: a key the data lacks\n'
+                              '                                  prints nothing (else it is an error).\n'
+                              '                                  [default: allow-missing-template-keys]\n'
+                              '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                              '                                  .remaining).\n'
+                              '  --show-labels                   Add a LABELS column to tables.\n'
+                              '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                              '                                  directory of YAML/JSON) instead of a\n'
+                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                              '  --context <str>                 The kubeconfig context to use (views,\n'
+                              '                                  partitions, queue and fragmentation take\n'
+                              '                                  several).\n'
+                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                              '  --user <str>                    The kubeconfig user to use.\n'
+                              '  -s, --server <str>              The address of the API server.\n'
+                              '  --token <str>                   Bearer token for the API server.\n'
+                              '  --as <str>                      Username to impersonate for the operation.\n'
+                              '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                              "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                              '                                  name and issuer): the connection is not\n'
+                              '                                  secure.\n'
+                              '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                              '                                  server.\n'
+                              '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                              "  --tls-server-name <str>         The server name to check the server's\n"
+                              '                                  certificate against (default: the host of\n'
+                              "                                  the server's address).\n"
+                              '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                              '                                  1m; default 30s).\n'
+                              '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                              "                                  context's, else default).\n"
+                              '  -A, --all-namespaces            Every namespace.\n'
+                              '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                              '  --field-selector <str>          Field selector, where the server supports it\n'
+                              '                                  (e.g. metadata.name=x).\n'
+                              '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                              '                                  cluster each.\n'
+                              '  --by-cluster                    With several clusters: one row per cluster\n'
+                              '                                  instead of their sum.\n'
+                              '  -h, --help                      Show this message and exit.\n'
                               '\n'
                               '  Examples:\n'
                               '    # What every pool can still give, live or from a snapshot\n'
@@ -1707,39 +2397,63 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         '                                  The kind of object.  [required]\n'
                                         '\n'
                                         'Options:\n'
-                                        '  -f, --filename <str>         The manifest (YAML or JSON); - reads stdin.\n'
-                                        '                               [required]\n'
-                                        '  --old <str>                  The stored object, for --operation UPDATE.\n'
-                                        '  --operation <create|update>  The admission operation.  [default: CREATE]\n'
-                                        '  --server-side                Send a server-side dry-run create: the '
-                                        'deployed\n'
-                                        '                               webhooks answer.\n'
-                                        '  --compare                    With --server-side: do the deployed webhooks\n'
-                                        '                               and this version agree?\n'
-                                        '  --show-object                Print the mutated object too.\n'
-                                        '  -o, --output <str>           table, wide, json, yaml, name,\n'
-                                        '                               jsonpath=TEMPLATE, jsonpath-file=FILE, '
-                                        'custom-\n'
-                                        '                               columns=SPEC, custom-columns-file=FILE.\n'
-                                        '                               [default: table]\n'
-                                        '  --no-headers                 Print tables without their header row.\n'
-                                        '  --snapshot <str>             Read objects from snapshot files (a file or\n'
-                                        '                               directory of YAML/JSON) instead of a cluster.\n'
-                                        '                               [env var: GPUCTL_SNAPSHOT]\n'
-                                        '  --kubeconfig <str>           Path to the kubeconfig file (default\n'
-                                        '                               $KUBECONFIG or ~/.kube/config).\n'
-                                        '  --context <str>              The kubeconfig context to use (views,\n'
-                                        '                               partitions, queue and fragmentation take\n'
-                                        '                               several).\n'
-                                        '  --cluster <str>              The kubeconfig cluster to use.\n'
-                                        '  --user <str>                 The kubeconfig user to use.\n'
-                                        '  -s, --server <str>           The address of the API server.\n'
-                                        '  --token <str>                Bearer token for the API server.\n'
-                                        '  --as <str>                   Username to impersonate for the operation.\n'
-                                        '  --as-group <str>             Group to impersonate (repeat for several).\n'
-                                        '  --request-timeout <str>      How long one API request may take (e.g. 10s,\n'
-                                        '                               1m; default 30s).\n'
-                                        '  -h, --help                   Show this message and exit.\n'
+                                        '  -f, --filename <str>            The manifest (YAML or JSON); - reads '
+                                        'stdin.\n'
+                                        '                                  [required]\n'
+                                        '  --old <str>                     The stored object, for --operation UPDATE.\n'
+                                        '  --operation <create|update>     The admission operation.  [default: '
+                                        'CREATE]\n'
+                                        '  --server-side                   Send a server-side dry-run create: the\n'
+                                        '                                  deployed webhooks answer.\n'
+                                        '  --compare                       With --server-side: do the deployed '
+                                        'webhooks\n'
+                                        '                                  and this version agree?\n'
+                                        '  --show-object                   Print the mutated object too.\n'
+                                        '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                        '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                        '                                  custom-columns=SPEC, custom-columns-\n'
+                                        '                                  file=FILE.  [default: table]\n'
+                                        '  --no-headers                    Print tables without their header row.\n'
+                                        '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                        '                                  With -o jsonpath: a key the data lacks\n'
+                                        '                                  prints nothing (else it is an error).\n'
+                                        '                                  [default: allow-missing-template-keys]\n'
+                                        '  --snapshot <str>                Read objects from snapshot files (a file '
+                                        'or\n'
+                                        '                                  directory of YAML/JSON) instead of a\n'
+                                        '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                        '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                        '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                        '  --context <str>                 The kubeconfig context to use (views,\n'
+                                        '                                  partitions, queue and fragmentation take\n'
+                                        '                                  several).\n'
+                                        '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                        '  --user <str>                    The kubeconfig user to use.\n'
+                                        '  -s, --server <str>              The address of the API server.\n'
+                                        '  --token <str>                   Bearer token for the API server.\n'
+                                        '  --as <str>                      Username to impersonate for the operation.\n'
+                                        '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                        "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                        '                                  name and issuer): the connection is not\n'
+                                        '                                  secure.\n'
+                                        '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                        '                                  server.\n'
+                                        '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                        '  --client-key <str>              Path to a client key file for TLS.\n'
+                                        "  --tls-server-name <str>         The server name to check the server's\n"
+                                        '                                  certificate against (default: the host of\n'
+                                        "                                  the server's address).\n"
+                                        '  --request-timeout <str>         How long one API request may take (e.g. '
+                                        '10s,\n'
+                                        '                                  1m; default 30s).\n'
+                                        '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                        "                                  context's, else default).\n"
+                                        '  -A, --all-namespaces            Every namespace.\n'
+                                        '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                        '  --field-selector <str>          Field selector, where the server supports '
+                                        'it\n'
+                                        '                                  (e.g. metadata.name=x).\n'
+                                        '  -h, --help                      Show this message and exit.\n'
                                         '\n'
                                         '  Examples:\n'
                                         '    # What the Pod webhook does to a manifest (exit 3 when denied)\n'
@@ -1758,38 +2472,54 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '  namespace; -t filters by pool too).\n'
                                   '\n'
                                   'Options:\n'
-                                  '  -t, --instancetype <str>  Only the Workloads of this pool (its\n'
-                                  '                            ClusterQueue).\n'
-                                  '  --held                    Only Workloads some gate holds.\n'
-                                  '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                  '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                  '                            columns-file=FILE.  [default: table]\n'
-                                  '  --no-headers              Print tables without their header row.\n'
-                                  '  --sort-by <str>           Sort the list by a JSONPath expression (e.g.\n'
-                                  '                            .remaining).\n'
-                                  '  --show-labels             Add a LABELS column to tables.\n'
-                                  '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                  '                            directory of YAML/JSON) instead of a cluster.\n'
-                                  '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                  '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                  '                            or ~/.kube/config).\n'
-                                  '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                  '                            queue and fragmentation take several).\n'
-                                  '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                  '  --user <str>              The kubeconfig user to use.\n'
-                                  '  -s, --server <str>        The address of the API server.\n'
-                                  '  --token <str>             Bearer token for the API server.\n'
-                                  '  --as <str>                Username to impersonate for the operation.\n'
-                                  '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                  '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                  '                            default 30s).\n'
-                                  "  -n, --namespace <str>     The namespace (default: the kubeconfig context's,\n"
-                                  '                            else default).\n'
-                                  '  -A, --all-namespaces      Every namespace.\n'
-                                  '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                  '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
-                                  '                            metadata.name=x).\n'
-                                  '  -h, --help                Show this message and exit.\n'
+                                  '  -t, --instancetype <str>        Only the Workloads of this pool (its\n'
+                                  '                                  ClusterQueue).\n'
+                                  '  --held                          Only Workloads some gate holds.\n'
+                                  '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                  '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                  '                                  custom-columns=SPEC, custom-columns-\n'
+                                  '                                  file=FILE.  [default: table]\n'
+                                  '  --no-headers                    Print tables without their header row.\n'
+                                  '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                  '                                  With -o jsonpath: a key the data lacks\n'
+                                  '                                  prints nothing (else it is an error).\n'
+                                  '                                  [default: allow-missing-template-keys]\n'
+                                  '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                  '                                  .remaining).\n'
+                                  '  --show-labels                   Add a LABELS column to tables.\n'
+                                  '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                  '                                  directory of YAML/JSON) instead of a\n'
+                                  '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                  '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                  '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                  '  --context <str>                 The kubeconfig context to use (views,\n'
+                                  '                                  partitions, queue and fragmentation take\n'
+                                  '                                  several).\n'
+                                  '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                  '  --user <str>                    The kubeconfig user to use.\n'
+                                  '  -s, --server <str>              The address of the API server.\n'
+                                  '  --token <str>                   Bearer token for the API server.\n'
+                                  '  --as <str>                      Username to impersonate for the operation.\n'
+                                  '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                  "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                  '                                  name and issuer): the connection is not\n'
+                                  '                                  secure.\n'
+                                  '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                  '                                  server.\n'
+                                  '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                  '  --client-key <str>              Path to a client key file for TLS.\n'
+                                  "  --tls-server-name <str>         The server name to check the server's\n"
+                                  '                                  certificate against (default: the host of\n'
+                                  "                                  the server's address).\n"
+                                  '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                  '                                  1m; default 30s).\n'
+                                  '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                  "                                  context's, else default).\n"
+                                  '  -A, --all-namespaces            Every namespace.\n'
+                                  '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                  '  --field-selector <str>          Field selector, where the server supports it\n'
+                                  '                                  (e.g. metadata.name=x).\n'
+                                  '  -h, --help                      Show this message and exit.\n'
                                   '\n'
                                   '  Examples:\n'
                                   "    # The Workloads of the context's namespace, and those some gate holds "
@@ -1808,25 +2538,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '  See what a Kueue-shared GPU pool can still give, and why a workload waits.\n'
                                  '\n'
                                  'Options:\n'
-                                 '  --version                Print the version and exit.\n'
-                                 '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                 '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                 '                           var: GPUCTL_SNAPSHOT]\n'
-                                 '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                 '                           ~/.kube/config).\n'
-                                 '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                 '                           queue and fragmentation take several).\n'
-                                 '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                 '  --user <str>             The kubeconfig user to use.\n'
-                                 '  -s, --server <str>       The address of the API server.\n'
-                                 '  --token <str>            Bearer token for the API server.\n'
-                                 '  --as <str>               Username to impersonate for the operation.\n'
-                                 '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                 '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                 '                           default 30s).\n'
-                                 "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                                 '                           else default).\n'
-                                 '  -h, --help               Show this message and exit.\n'
+                                 '  --version                      Print the version and exit.\n'
+                                 '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                 '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                 '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                 '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                 '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                 '  --context <str>                The kubeconfig context to use (views,\n'
+                                 '                                 partitions, queue and fragmentation take\n'
+                                 '                                 several).\n'
+                                 '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                 '  --user <str>                   The kubeconfig user to use.\n'
+                                 '  -s, --server <str>             The address of the API server.\n'
+                                 '  --token <str>                  Bearer token for the API server.\n'
+                                 '  --as <str>                     Username to impersonate for the operation.\n'
+                                 '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                 "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                 '                                 name and issuer): the connection is not\n'
+                                 '                                 secure.\n'
+                                 '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                 '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                 '  --client-key <str>             Path to a client key file for TLS.\n'
+                                 "  --tls-server-name <str>        The server name to check the server's\n"
+                                 '                                 certificate against (default: the host of the\n'
+                                 "                                 server's address).\n"
+                                 '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                 '                                 1m; default 30s).\n'
+                                 '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                 "                                 context's, else default).\n"
+                                 '  -A, --all-namespaces           Every namespace.\n'
+                                 '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                 '  --field-selector <str>         Field selector, where the server supports it\n'
+                                 '                                 (e.g. metadata.name=x).\n'
+                                 '  --all-contexts                 Read every context of the kubeconfig, one\n'
+                                 '                                 cluster each.\n'
+                                 '  --by-cluster                   With several clusters: one row per cluster\n'
+                                 '                                 instead of their sum.\n'
+                                 '  -h, --help                     Show this message and exit.\n'
                                  '\n'
                                  'Commands:\n'
                                  '  version        Print the version.\n'
@@ -1881,29 +2629,51 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      "  B  A snapshot (file or directory), or 'live'.  [required]\n"
                                      '\n'
                                      'Options:\n'
-                                     '  --exit-code              Exit 3 when anything changed.\n'
-                                     '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                     '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                     '                           columns-file=FILE.  [default: table]\n'
-                                     '  --no-headers             Print tables without their header row.\n'
-                                     '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                                     '                           .remaining).\n'
-                                     '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                     '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                     '                           var: GPUCTL_SNAPSHOT]\n'
-                                     '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                     '                           ~/.kube/config).\n'
-                                     '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                     '                           queue and fragmentation take several).\n'
-                                     '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                     '  --user <str>             The kubeconfig user to use.\n'
-                                     '  -s, --server <str>       The address of the API server.\n'
-                                     '  --token <str>            Bearer token for the API server.\n'
-                                     '  --as <str>               Username to impersonate for the operation.\n'
-                                     '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                     '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                     '                           default 30s).\n'
-                                     '  -h, --help               Show this message and exit.\n'
+                                     '  --exit-code                     Exit 3 when anything changed.\n'
+                                     '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                     '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                     '                                  custom-columns=SPEC, custom-columns-\n'
+                                     '                                  file=FILE.  [default: table]\n'
+                                     '  --no-headers                    Print tables without their header row.\n'
+                                     '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                     '                                  With -o jsonpath: a key the data lacks\n'
+                                     '                                  prints nothing (else it is an error).\n'
+                                     '                                  [default: allow-missing-template-keys]\n'
+                                     '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                     '                                  .remaining).\n'
+                                     '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                     '                                  directory of YAML/JSON) instead of a\n'
+                                     '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                     '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                     '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                     '  --context <str>                 The kubeconfig context to use (views,\n'
+                                     '                                  partitions, queue and fragmentation take\n'
+                                     '                                  several).\n'
+                                     '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                     '  --user <str>                    The kubeconfig user to use.\n'
+                                     '  -s, --server <str>              The address of the API server.\n'
+                                     '  --token <str>                   Bearer token for the API server.\n'
+                                     '  --as <str>                      Username to impersonate for the operation.\n'
+                                     '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                     "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                     '                                  name and issuer): the connection is not\n'
+                                     '                                  secure.\n'
+                                     '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                     '                                  server.\n'
+                                     '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                     '  --client-key <str>              Path to a client key file for TLS.\n'
+                                     "  --tls-server-name <str>         The server name to check the server's\n"
+                                     '                                  certificate against (default: the host of\n'
+                                     "                                  the server's address).\n"
+                                     '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                     '                                  1m; default 30s).\n'
+                                     '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                     "                                  context's, else default).\n"
+                                     '  -A, --all-namespaces            Every namespace.\n'
+                                     '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                     '  --field-selector <str>          Field selector, where the server supports it\n'
+                                     '                                  (e.g. metadata.name=x).\n'
+                                     '  -h, --help                      Show this message and exit.\n'
                                      '\n'
                                      '  Examples:\n'
                                      '    # What happened between 02:00 and 02:30\n'
@@ -1923,40 +2693,64 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        '  live cluster and on a dump attached to a ticket (without the probes).\n'
                                        '\n'
                                        'Options:\n'
-                                       '  --retry-minutes <int range>    Report Workloads the check has held at Retry\n'
-                                       '                                 for longer.  [default: 30; x>=1]\n'
-                                       "  --kueue-config NAMESPACE/NAME  The ConfigMap holding Kueue's Configuration.\n"
-                                       '                                 [default: kueue-system/kueue-manager-config]\n'
-                                       "  --operator-namespace <str>     Where the operator's Deployment and leader\n"
-                                       '                                 Lease live.  [default: gpuctl-system]\n'
-                                       '  --probe / --no-probe           On a live cluster, reach the webhook\n'
-                                       '                                 endpoints and send dry-run reviews through\n'
-                                       '                                 the API server.  [default: probe]\n'
-                                       "  --kueue-resources              Print the resources block Kueue's\n"
-                                       '                                 Configuration needs, and exit.\n'
-                                       '  -o, --output <str>             table, wide, json, yaml, name,\n'
-                                       '                                 jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                                       '                                 custom-columns=SPEC, custom-columns-\n'
-                                       '                                 file=FILE.  [default: table]\n'
-                                       '  --no-headers                   Print tables without their header row.\n'
-                                       '  --snapshot <str>               Read objects from snapshot files (a file or\n'
-                                       '                                 directory of YAML/JSON) instead of a '
-                                       'cluster.\n'
-                                       '                                 [env var: GPUCTL_SNAPSHOT]\n'
-                                       '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
-                                       '                                 $KUBECONFIG or ~/.kube/config).\n'
-                                       '  --context <str>                The kubeconfig context to use (views,\n'
-                                       '                                 partitions, queue and fragmentation take\n'
-                                       '                                 several).\n'
-                                       '  --cluster <str>                The kubeconfig cluster to use.\n'
-                                       '  --user <str>                   The kubeconfig user to use.\n'
-                                       '  -s, --server <str>             The address of the API server.\n'
-                                       '  --token <str>                  Bearer token for the API server.\n'
-                                       '  --as <str>                     Username to impersonate for the operation.\n'
-                                       '  --as-group <str>               Group to impersonate (repeat for several).\n'
-                                       '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
-                                       '                                 1m; default 30s).\n'
-                                       '  -h, --help                     Show this message and exit.\n'
+                                       '  --retry-minutes <int range>     Report Workloads the check has held at '
+                                       'Retry\n'
+                                       '                                  for longer.  [default: 30; x>=1]\n'
+                                       "  --kueue-config NAMESPACE/NAME   The ConfigMap holding Kueue's "
+                                       'Configuration.\n'
+                                       '                                  [default: '
+                                       'kueue-system/kueue-manager-config]\n'
+                                       "  --operator-namespace <str>      Where the operator's Deployment and leader\n"
+                                       '                                  Lease live.  [default: gpuctl-system]\n'
+                                       '  --probe / --no-probe            On a live cluster, reach the webhook\n'
+                                       '                                  endpoints and send dry-run reviews through\n'
+                                       '                                  the API server.  [default: probe]\n'
+                                       "  --kueue-resources               Print the resources block Kueue's\n"
+                                       '                                  Configuration needs, and exit.\n'
+                                       '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                       '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                       '                                  custom-columns=SPEC, custom-columns-\n'
+                                       '                                  file=FILE.  [default: table]\n'
+                                       '  --no-headers                    Print tables without their header row.\n'
+                                       '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                       '                                  With -o jsonpath: a key the data lacks\n'
+                                       '                                  prints nothing (else it is an error).\n'
+                                       '                                  [default: allow-missing-template-keys]\n'
+                                       '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                       '                                  directory of YAML/JSON) instead of a\n'
+                                       '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                       '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                       '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                       '  --context <str>                 The kubeconfig context to use (views,\n'
+                                       '                                  partitions, queue and fragmentation take\n'
+                                       '                                  several).\n'
+                                       '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                       '  --user <str>                    The kubeconfig user to use.\n'
+                                       '  -s, --server <str>              The address of the API server.\n'
+                                       '  --token <str>                   Bearer token for the API server.\n'
+                                       '  --as <str>                      Username to impersonate for the operation.\n'
+                                       '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                       "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                       '                                  name and issuer): the connection is not\n'
+                                       '                                  secure.\n'
+                                       '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                       '                                  server.\n'
+                                       '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                       '  --client-key <str>              Path to a client key file for TLS.\n'
+                                       "  --tls-server-name <str>         The server name to check the server's\n"
+                                       '                                  certificate against (default: the host of\n'
+                                       "                                  the server's address).\n"
+                                       '  --request-timeout <str>         How long one API request may take (e.g. '
+                                       '10s,\n'
+                                       '                                  1m; default 30s).\n'
+                                       '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                       "                                  context's, else default).\n"
+                                       '  -A, --all-namespaces            Every namespace.\n'
+                                       '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                       '  --field-selector <str>          Field selector, where the server supports '
+                                       'it\n'
+                                       '                                  (e.g. metadata.name=x).\n'
+                                       '  -h, --help                      Show this message and exit.\n'
                                        '\n'
                                        '  Examples:\n'
                                        '    # Every check on the live cluster; exit 3 when one fails\n'
@@ -1968,44 +2762,68 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        "    # The resources block Kueue's Configuration needs (the credits "
                                        'transformations and exclusions)\n'
                                        '    gpuctl doctor --kueue-resources\n',
-                             'drain': 'Usage: kubectl gpuctl drain [OPTIONS] {INSTANCETYPE}\n'
+                             'drain': 'Usage: kubectl gpuctl drain [OPTIONS] [INSTANCETYPE]...\n'
                                       '\n'
-                                      '  Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
+                                      '  Drain pools: each ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
                                       "  admitted workloads and admits none; the operator stops the type's instances.\n"
                                       '  The pool reads Draining, then Inactive.\n'
                                       '\n'
                                       'Arguments:\n'
-                                      "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                                      '                [required]\n'
+                                      "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                                      '                     name); or choose them with -l/--field-selector.\n'
                                       '\n'
                                       'Options:\n'
-                                      '  --wait                   Wait until no workload holds a reservation and\n'
-                                      '                           every instance is stopped.\n'
-                                      '  --timeout <str>          How long to wait with --wait: a duration such as\n'
-                                      '                           90s or 10m.  [default: 10m]\n'
-                                      '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                                      '                           would change; server: the API server validates,\n'
-                                      '                           stores nothing.  [default: none]\n'
-                                      '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                           columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers             Print tables without their header row.\n'
-                                      '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                      '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                      '                           var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                      '                           ~/.kube/config).\n'
-                                      '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                      '                           queue and fragmentation take several).\n'
-                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                      '  --user <str>             The kubeconfig user to use.\n'
-                                      '  -s, --server <str>       The address of the API server.\n'
-                                      '  --token <str>            Bearer token for the API server.\n'
-                                      '  --as <str>               Username to impersonate for the operation.\n'
-                                      '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                           default 30s).\n'
-                                      '  -h, --help               Show this message and exit.\n'
+                                      '  --wait                          Wait until no workload holds a reservation\n'
+                                      '                                  and every instance is stopped.\n'
+                                      '  --timeout <str>                 How long to wait with --wait: a duration\n'
+                                      '                                  such as 90s or 10m.  [default: 10m]\n'
+                                      '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                                      '                                  what would change; server: the API server\n'
+                                      '                                  validates, stores nothing.  [default: none]\n'
+                                      '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                                      '                                  on a terminal.\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       '    # Evict and stop, and follow it until nothing is left\n'
@@ -2026,28 +2844,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      '  DIR  Where to write the snapshot (created if missing).  [required]\n'
                                      '\n'
                                      'Options:\n'
-                                     '  --format <str>           json (fast to read back) or yaml.  [default: json]\n'
-                                     '  --overwrite              Replace an existing dump in DIR as a whole.\n'
-                                     '  --no-redact              Keep inline env values, credential-looking\n'
-                                     '                           arguments and last-applied configurations.\n'
-                                     '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                     '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                     '                           var: GPUCTL_SNAPSHOT]\n'
-                                     '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                     '                           ~/.kube/config).\n'
-                                     '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                     '                           queue and fragmentation take several).\n'
-                                     '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                     '  --user <str>             The kubeconfig user to use.\n'
-                                     '  -s, --server <str>       The address of the API server.\n'
-                                     '  --token <str>            Bearer token for the API server.\n'
-                                     '  --as <str>               Username to impersonate for the operation.\n'
-                                     '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                     '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                     '                           default 30s).\n'
-                                     "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                                     '                           else default).\n'
-                                     '  -h, --help               Show this message and exit.\n'
+                                     '  --format <str>                 json (fast to read back) or yaml.  [default:\n'
+                                     '                                 json]\n'
+                                     '  --overwrite                    Replace an existing dump in DIR as a whole.\n'
+                                     '  --no-redact                    Keep inline env values, credential-looking\n'
+                                     '                                 arguments and last-applied configurations.\n'
+                                     '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                     '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                     '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                     '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                     '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                     '  --context <str>                The kubeconfig context to use (views,\n'
+                                     '                                 partitions, queue and fragmentation take\n'
+                                     '                                 several).\n'
+                                     '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                     '  --user <str>                   The kubeconfig user to use.\n'
+                                     '  -s, --server <str>             The address of the API server.\n'
+                                     '  --token <str>                  Bearer token for the API server.\n'
+                                     '  --as <str>                     Username to impersonate for the operation.\n'
+                                     '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                     "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                     '                                 name and issuer): the connection is not\n'
+                                     '                                 secure.\n'
+                                     '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                     '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                     '  --client-key <str>             Path to a client key file for TLS.\n'
+                                     "  --tls-server-name <str>        The server name to check the server's\n"
+                                     '                                 certificate against (default: the host of the\n'
+                                     "                                 server's address).\n"
+                                     '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                     '                                 1m; default 30s).\n'
+                                     '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                     "                                 context's, else default).\n"
+                                     '  -A, --all-namespaces           Every namespace.\n'
+                                     '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                     '  --field-selector <str>         Field selector, where the server supports it\n'
+                                     '                                 (e.g. metadata.name=x).\n'
+                                     '  -h, --help                     Show this message and exit.\n'
                                      '\n'
                                      '  Examples:\n'
                                      '    # A snapshot to attach to a ticket (credentials redacted), then read '
@@ -2082,41 +2915,76 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  '  [NAMESPACE/]NAME  The Instance.  [required]\n'
                                                  '\n'
                                                  'Options:\n'
-                                                 '  --exit-code              Exit 3 when a gate holds the workload (0 '
-                                                 'when it\n'
-                                                 '                           runs).\n'
-                                                 '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                 'jsonpath=TEMPLATE,\n'
-                                                 '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                                 'custom-\n'
-                                                 '                           columns-file=FILE.  [default: table]\n'
-                                                 '  --no-headers             Print tables without their header row.\n'
-                                                 '  --snapshot <str>         Read objects from snapshot files (a file '
-                                                 'or\n'
-                                                 '                           directory of YAML/JSON) instead of a '
-                                                 'cluster.  [env\n'
-                                                 '                           var: GPUCTL_SNAPSHOT]\n'
-                                                 '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                 '$KUBECONFIG or\n'
-                                                 '                           ~/.kube/config).\n'
-                                                 '  --context <str>          The kubeconfig context to use (views, '
-                                                 'partitions,\n'
-                                                 '                           queue and fragmentation take several).\n'
-                                                 '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                 '  --user <str>             The kubeconfig user to use.\n'
-                                                 '  -s, --server <str>       The address of the API server.\n'
-                                                 '  --token <str>            Bearer token for the API server.\n'
-                                                 '  --as <str>               Username to impersonate for the '
+                                                 '  --exit-code                     Exit 3 when a gate holds the '
+                                                 'workload (0\n'
+                                                 '                                  when it runs).\n'
+                                                 '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                 '                                  jsonpath=TEMPLATE, '
+                                                 'jsonpath-file=FILE,\n'
+                                                 '                                  custom-columns=SPEC, '
+                                                 'custom-columns-\n'
+                                                 '                                  file=FILE.  [default: table]\n'
+                                                 '  --no-headers                    Print tables without their header '
+                                                 'row.\n'
+                                                 '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                                 '                                  With -o jsonpath: a key the data '
+                                                 'lacks\n'
+                                                 '                                  prints nothing (else it is an '
+                                                 'error).\n'
+                                                 '                                  [default: '
+                                                 'allow-missing-template-keys]\n'
+                                                 '  --snapshot <str>                Read objects from snapshot files '
+                                                 '(a file or\n'
+                                                 '                                  directory of YAML/JSON) instead of '
+                                                 'a\n'
+                                                 '                                  cluster.  [env var: '
+                                                 'GPUCTL_SNAPSHOT]\n'
+                                                 '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                 '(default\n'
+                                                 '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                 '  --context <str>                 The kubeconfig context to use '
+                                                 '(views,\n'
+                                                 '                                  partitions, queue and '
+                                                 'fragmentation take\n'
+                                                 '                                  several).\n'
+                                                 '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                 '  --user <str>                    The kubeconfig user to use.\n'
+                                                 '  -s, --server <str>              The address of the API server.\n'
+                                                 '  --token <str>                   Bearer token for the API server.\n'
+                                                 '  --as <str>                      Username to impersonate for the '
                                                  'operation.\n'
-                                                 '  --as-group <str>         Group to impersonate (repeat for '
+                                                 '  --as-group <str>                Group to impersonate (repeat for '
                                                  'several).\n'
-                                                 '  --request-timeout <str>  How long one API request may take (e.g. '
-                                                 '10s, 1m;\n'
-                                                 '                           default 30s).\n'
-                                                 '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                                 "context's,\n"
-                                                 '                           else default).\n'
-                                                 '  -h, --help               Show this message and exit.\n'
+                                                 "  --insecure-skip-tls-verify      Do not check the server's "
+                                                 'certificate (its\n'
+                                                 '                                  name and issuer): the connection '
+                                                 'is not\n'
+                                                 '                                  secure.\n'
+                                                 '  --certificate-authority <str>   Path to a CA certificate file for '
+                                                 'the\n'
+                                                 '                                  server.\n'
+                                                 '  --client-certificate <str>      Path to a client certificate file '
+                                                 'for TLS.\n'
+                                                 '  --client-key <str>              Path to a client key file for '
+                                                 'TLS.\n'
+                                                 '  --tls-server-name <str>         The server name to check the '
+                                                 "server's\n"
+                                                 '                                  certificate against (default: the '
+                                                 'host of\n'
+                                                 "                                  the server's address).\n"
+                                                 '  --request-timeout <str>         How long one API request may take '
+                                                 '(e.g. 10s,\n'
+                                                 '                                  1m; default 30s).\n'
+                                                 '  -n, --namespace <str>           The namespace (default: the '
+                                                 'kubeconfig\n'
+                                                 "                                  context's, else default).\n"
+                                                 '  -A, --all-namespaces            Every namespace.\n'
+                                                 '  -l, --selector <str>            Label selector (e.g. '
+                                                 'key=value,other!=x).\n'
+                                                 '  --field-selector <str>          Field selector, where the server '
+                                                 'supports it\n'
+                                                 '                                  (e.g. metadata.name=x).\n'
+                                                 '  -h, --help                      Show this message and exit.\n'
                                                  '\n'
                                                  '  Examples:\n'
                                                  '    gpuctl explain instance notebook -n team-a\n',
@@ -2130,38 +2998,62 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  [NAMESPACE/]NAME  The Pod.  [required]\n'
                                             '\n'
                                             'Options:\n'
-                                            '  --exit-code              Exit 3 when a gate holds the workload (0 when '
-                                            'it\n'
-                                            '                           runs).\n'
-                                            '  -o, --output <str>       table, wide, json, yaml, name, '
-                                            'jsonpath=TEMPLATE,\n'
-                                            '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                            'custom-\n'
-                                            '                           columns-file=FILE.  [default: table]\n'
-                                            '  --no-headers             Print tables without their header row.\n'
-                                            '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                            '                           directory of YAML/JSON) instead of a cluster.  '
-                                            '[env\n'
-                                            '                           var: GPUCTL_SNAPSHOT]\n'
-                                            '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                            '$KUBECONFIG or\n'
-                                            '                           ~/.kube/config).\n'
-                                            '  --context <str>          The kubeconfig context to use (views, '
-                                            'partitions,\n'
-                                            '                           queue and fragmentation take several).\n'
-                                            '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                            '  --user <str>             The kubeconfig user to use.\n'
-                                            '  -s, --server <str>       The address of the API server.\n'
-                                            '  --token <str>            Bearer token for the API server.\n'
-                                            '  --as <str>               Username to impersonate for the operation.\n'
-                                            '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                            '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                            '1m;\n'
-                                            '                           default 30s).\n'
-                                            '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                            "context's,\n"
-                                            '                           else default).\n'
-                                            '  -h, --help               Show this message and exit.\n'
+                                            '  --exit-code                     Exit 3 when a gate holds the workload '
+                                            '(0\n'
+                                            '                                  when it runs).\n'
+                                            '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                            '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                            '                                  custom-columns=SPEC, custom-columns-\n'
+                                            '                                  file=FILE.  [default: table]\n'
+                                            '  --no-headers                    Print tables without their header row.\n'
+                                            '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                            '                                  With -o jsonpath: a key the data lacks\n'
+                                            '                                  prints nothing (else it is an error).\n'
+                                            '                                  [default: allow-missing-template-keys]\n'
+                                            '  --snapshot <str>                Read objects from snapshot files (a '
+                                            'file or\n'
+                                            '                                  directory of YAML/JSON) instead of a\n'
+                                            '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                            '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                            '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                            '  --context <str>                 The kubeconfig context to use (views,\n'
+                                            '                                  partitions, queue and fragmentation '
+                                            'take\n'
+                                            '                                  several).\n'
+                                            '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                            '  --user <str>                    The kubeconfig user to use.\n'
+                                            '  -s, --server <str>              The address of the API server.\n'
+                                            '  --token <str>                   Bearer token for the API server.\n'
+                                            '  --as <str>                      Username to impersonate for the '
+                                            'operation.\n'
+                                            '  --as-group <str>                Group to impersonate (repeat for '
+                                            'several).\n'
+                                            "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                            '(its\n'
+                                            '                                  name and issuer): the connection is '
+                                            'not\n'
+                                            '                                  secure.\n'
+                                            '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                            '                                  server.\n'
+                                            '  --client-certificate <str>      Path to a client certificate file for '
+                                            'TLS.\n'
+                                            '  --client-key <str>              Path to a client key file for TLS.\n'
+                                            "  --tls-server-name <str>         The server name to check the server's\n"
+                                            '                                  certificate against (default: the host '
+                                            'of\n'
+                                            "                                  the server's address).\n"
+                                            '  --request-timeout <str>         How long one API request may take (e.g. '
+                                            '10s,\n'
+                                            '                                  1m; default 30s).\n'
+                                            '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                            "                                  context's, else default).\n"
+                                            '  -A, --all-namespaces            Every namespace.\n'
+                                            '  -l, --selector <str>            Label selector (e.g. '
+                                            'key=value,other!=x).\n'
+                                            '  --field-selector <str>          Field selector, where the server '
+                                            'supports it\n'
+                                            '                                  (e.g. metadata.name=x).\n'
+                                            '  -h, --help                      Show this message and exit.\n'
                                             '\n'
                                             '  Examples:\n'
                                             '    gpuctl explain pod train-0 -n team-a\n',
@@ -2175,41 +3067,76 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  '  [NAMESPACE/]NAME  The Workload.  [required]\n'
                                                  '\n'
                                                  'Options:\n'
-                                                 '  --exit-code              Exit 3 when a gate holds the workload (0 '
-                                                 'when it\n'
-                                                 '                           runs).\n'
-                                                 '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                 'jsonpath=TEMPLATE,\n'
-                                                 '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                                 'custom-\n'
-                                                 '                           columns-file=FILE.  [default: table]\n'
-                                                 '  --no-headers             Print tables without their header row.\n'
-                                                 '  --snapshot <str>         Read objects from snapshot files (a file '
-                                                 'or\n'
-                                                 '                           directory of YAML/JSON) instead of a '
-                                                 'cluster.  [env\n'
-                                                 '                           var: GPUCTL_SNAPSHOT]\n'
-                                                 '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                 '$KUBECONFIG or\n'
-                                                 '                           ~/.kube/config).\n'
-                                                 '  --context <str>          The kubeconfig context to use (views, '
-                                                 'partitions,\n'
-                                                 '                           queue and fragmentation take several).\n'
-                                                 '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                 '  --user <str>             The kubeconfig user to use.\n'
-                                                 '  -s, --server <str>       The address of the API server.\n'
-                                                 '  --token <str>            Bearer token for the API server.\n'
-                                                 '  --as <str>               Username to impersonate for the '
+                                                 '  --exit-code                     Exit 3 when a gate holds the '
+                                                 'workload (0\n'
+                                                 '                                  when it runs).\n'
+                                                 '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                 '                                  jsonpath=TEMPLATE, '
+                                                 'jsonpath-file=FILE,\n'
+                                                 '                                  custom-columns=SPEC, '
+                                                 'custom-columns-\n'
+                                                 '                                  file=FILE.  [default: table]\n'
+                                                 '  --no-headers                    Print tables without their header '
+                                                 'row.\n'
+                                                 '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                                 '                                  With -o jsonpath: a key the data '
+                                                 'lacks\n'
+                                                 '                                  prints nothing (else it is an '
+                                                 'error).\n'
+                                                 '                                  [default: '
+                                                 'allow-missing-template-keys]\n'
+                                                 '  --snapshot <str>                Read objects from snapshot files '
+                                                 '(a file or\n'
+                                                 '                                  directory of YAML/JSON) instead of '
+                                                 'a\n'
+                                                 '                                  cluster.  [env var: '
+                                                 'GPUCTL_SNAPSHOT]\n'
+                                                 '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                 '(default\n'
+                                                 '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                 '  --context <str>                 The kubeconfig context to use '
+                                                 '(views,\n'
+                                                 '                                  partitions, queue and '
+                                                 'fragmentation take\n'
+                                                 '                                  several).\n'
+                                                 '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                 '  --user <str>                    The kubeconfig user to use.\n'
+                                                 '  -s, --server <str>              The address of the API server.\n'
+                                                 '  --token <str>                   Bearer token for the API server.\n'
+                                                 '  --as <str>                      Username to impersonate for the '
                                                  'operation.\n'
-                                                 '  --as-group <str>         Group to impersonate (repeat for '
+                                                 '  --as-group <str>                Group to impersonate (repeat for '
                                                  'several).\n'
-                                                 '  --request-timeout <str>  How long one API request may take (e.g. '
-                                                 '10s, 1m;\n'
-                                                 '                           default 30s).\n'
-                                                 '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                                 "context's,\n"
-                                                 '                           else default).\n'
-                                                 '  -h, --help               Show this message and exit.\n'
+                                                 "  --insecure-skip-tls-verify      Do not check the server's "
+                                                 'certificate (its\n'
+                                                 '                                  name and issuer): the connection '
+                                                 'is not\n'
+                                                 '                                  secure.\n'
+                                                 '  --certificate-authority <str>   Path to a CA certificate file for '
+                                                 'the\n'
+                                                 '                                  server.\n'
+                                                 '  --client-certificate <str>      Path to a client certificate file '
+                                                 'for TLS.\n'
+                                                 '  --client-key <str>              Path to a client key file for '
+                                                 'TLS.\n'
+                                                 '  --tls-server-name <str>         The server name to check the '
+                                                 "server's\n"
+                                                 '                                  certificate against (default: the '
+                                                 'host of\n'
+                                                 "                                  the server's address).\n"
+                                                 '  --request-timeout <str>         How long one API request may take '
+                                                 '(e.g. 10s,\n'
+                                                 '                                  1m; default 30s).\n'
+                                                 '  -n, --namespace <str>           The namespace (default: the '
+                                                 'kubeconfig\n'
+                                                 "                                  context's, else default).\n"
+                                                 '  -A, --all-namespaces            Every namespace.\n'
+                                                 '  -l, --selector <str>            Label selector (e.g. '
+                                                 'key=value,other!=x).\n'
+                                                 '  --field-selector <str>          Field selector, where the server '
+                                                 'supports it\n'
+                                                 '                                  (e.g. metadata.name=x).\n'
+                                                 '  -h, --help                      Show this message and exit.\n'
                                                  '\n'
                                                  '  Examples:\n'
                                                  '    # Which gate holds it, with evidence and a hint\n'
@@ -2228,50 +3155,85 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  [INSTANCETYPE]...  Pools (default: every accelerated one).\n'
                                               '\n'
                                               'Options:\n'
-                                              '  --shape <str>             A request shape to measure against '
-                                              '(ex=CARDS,\n'
-                                              '                            sh=CARDS, sl=PERCENT, pt=PROFILE). '
-                                              'Repeatable;\n'
-                                              "                            default: the pending Workloads' shapes.\n"
-                                              '  --free-cards <int range>  Hints free this many whole cards on one '
-                                              'node\n'
-                                              '                            (default: the largest pending whole-card '
-                                              'request,\n'
-                                              '                            or 1).  [1<=x<=64]\n'
-                                              '  --by-node                 One row per node and view.\n'
-                                              '  -o, --output <str>        table, wide, json, yaml, name, '
-                                              'jsonpath=TEMPLATE,\n'
-                                              '                            jsonpath-file=FILE, custom-columns=SPEC, '
-                                              'custom-\n'
-                                              '                            columns-file=FILE.  [default: table]\n'
-                                              '  --no-headers              Print tables without their header row.\n'
-                                              '  --snapshot <str>          Read objects from snapshot files (a file '
-                                              'or\n'
-                                              '                            directory of YAML/JSON) instead of a '
-                                              'cluster.\n'
-                                              '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                              '  --kubeconfig <str>        Path to the kubeconfig file (default '
-                                              '$KUBECONFIG\n'
-                                              '                            or ~/.kube/config).\n'
-                                              '  --context <str>           The kubeconfig context to use (views, '
-                                              'partitions,\n'
-                                              '                            queue and fragmentation take several).\n'
-                                              '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                              '  --user <str>              The kubeconfig user to use.\n'
-                                              '  -s, --server <str>        The address of the API server.\n'
-                                              '  --token <str>             Bearer token for the API server.\n'
-                                              '  --as <str>                Username to impersonate for the operation.\n'
-                                              '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                              '  --request-timeout <str>   How long one API request may take (e.g. '
-                                              '10s, 1m;\n'
-                                              '                            default 30s).\n'
-                                              '  --all-contexts            Read every context of the kubeconfig, one '
+                                              '  --shape <str>                   A request shape to measure against\n'
+                                              '                                  (ex=CARDS, sh=CARDS, sl=PERCENT,\n'
+                                              '                                  pt=PROFILE). Repeatable; default: '
+                                              'the\n'
+                                              "                                  pending Workloads' shapes.\n"
+                                              '  --free-cards <int range>        Hints free this many whole cards on '
+                                              'one node\n'
+                                              '                                  (default: the largest pending '
+                                              'whole-card\n'
+                                              '                                  request, or 1).  [1<=x<=64]\n'
+                                              '  --by-node                       One row per node and view.\n'
+                                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                              '                                  jsonpath=TEMPLATE, '
+                                              'jsonpath-file=FILE,\n'
+                                              '                                  custom-columns=SPEC, custom-columns-\n'
+                                              '                                  file=FILE.  [default: table]\n'
+                                              '  --no-headers                    Print tables without their header '
+                                              'row.\n'
+                                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                              '                                  With -o jsonpath: a key the data '
+                                              'lacks\n'
+                                              '                                  prints nothing (else it is an '
+                                              'error).\n'
+                                              '                                  [default: '
+                                              'allow-missing-template-keys]\n'
+                                              '  --snapshot <str>                Read objects from snapshot files (a '
+                                              'file or\n'
+                                              '                                  directory of YAML/JSON) instead of a\n'
+                                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                              '  --context <str>                 The kubeconfig context to use '
+                                              '(views,\n'
+                                              '                                  partitions, queue and fragmentation '
+                                              'take\n'
+                                              '                                  several).\n'
+                                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                              '  --user <str>                    The kubeconfig user to use.\n'
+                                              '  -s, --server <str>              The address of the API server.\n'
+                                              '  --token <str>                   Bearer token for the API server.\n'
+                                              '  --as <str>                      Username to impersonate for the '
+                                              'operation.\n'
+                                              '  --as-group <str>                Group to impersonate (repeat for '
+                                              'several).\n'
+                                              "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                              '(its\n'
+                                              '                                  name and issuer): the connection is '
+                                              'not\n'
+                                              '                                  secure.\n'
+                                              '  --certificate-authority <str>   Path to a CA certificate file for '
+                                              'the\n'
+                                              '                                  server.\n'
+                                              '  --client-certificate <str>      Path to a client certificate file for '
+                                              'TLS.\n'
+                                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                                              '  --tls-server-name <str>         The server name to check the '
+                                              "server's\n"
+                                              '                                  certificate against (default: the '
+                                              'host of\n'
+                                              "                                  the server's address).\n"
+                                              '  --request-timeout <str>         How long one API request may take '
+                                              '(e.g. 10s,\n'
+                                              '                                  1m; default 30s).\n'
+                                              '  -n, --namespace <str>           The namespace (default: the '
+                                              'kubeconfig\n'
+                                              "                                  context's, else default).\n"
+                                              '  -A, --all-namespaces            Every namespace.\n'
+                                              '  -l, --selector <str>            Label selector (e.g. '
+                                              'key=value,other!=x).\n'
+                                              '  --field-selector <str>          Field selector, where the server '
+                                              'supports it\n'
+                                              '                                  (e.g. metadata.name=x).\n'
+                                              '  --all-contexts                  Read every context of the kubeconfig, '
+                                              'one\n'
+                                              '                                  cluster each.\n'
+                                              '  --by-cluster                    With several clusters: one row per '
                                               'cluster\n'
-                                              '                            each.\n'
-                                              '  --by-cluster              With several clusters: one row per cluster '
-                                              'instead\n'
-                                              '                            of their sum.\n'
-                                              '  -h, --help                Show this message and exit.\n'
+                                              '                                  instead of their sum.\n'
+                                              '  -h, --help                      Show this message and exit.\n'
                                               '\n'
                                               '  Examples:\n'
                                               "    # Every pool against its pending Workloads' shapes, with hints to "
@@ -2281,39 +3243,68 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '    # One pool against shapes of your choosing, per node\n'
                                               '    gpuctl fragmentation gpustack--nvidia-a10g-linux-amd64 --shape ex=2 '
                                               '--shape sl=60 --by-node\n',
-                             'hold': 'Usage: kubectl gpuctl hold [OPTIONS] {INSTANCETYPE}\n'
+                             'hold': 'Usage: kubectl gpuctl hold [OPTIONS] [INSTANCETYPE]...\n'
                                      '\n'
-                                     '  Block admission to a pool; running workloads keep running (InstanceType\n'
-                                     '  spec.inactive=true → queue Hold).\n'
+                                     '  Block admission to pools; running workloads keep running. This sets\n'
+                                     "  InstanceType spec.inactive=true; the worker's InstanceType reconciler then\n"
+                                     "  sets the ClusterQueue's stopPolicy to Hold (--wait follows it).\n"
                                      '\n'
                                      'Arguments:\n'
-                                     "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                                     '                [required]\n'
+                                     "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                                     '                     name); or choose them with -l/--field-selector.\n'
                                      '\n'
                                      'Options:\n'
-                                     '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                                     '                           would change; server: the API server validates,\n'
-                                     '                           stores nothing.  [default: none]\n'
-                                     '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                     '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                     '                           columns-file=FILE.  [default: table]\n'
-                                     '  --no-headers             Print tables without their header row.\n'
-                                     '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                     '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                     '                           var: GPUCTL_SNAPSHOT]\n'
-                                     '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                     '                           ~/.kube/config).\n'
-                                     '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                     '                           queue and fragmentation take several).\n'
-                                     '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                     '  --user <str>             The kubeconfig user to use.\n'
-                                     '  -s, --server <str>       The address of the API server.\n'
-                                     '  --token <str>            Bearer token for the API server.\n'
-                                     '  --as <str>               Username to impersonate for the operation.\n'
-                                     '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                     '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                     '                           default 30s).\n'
-                                     '  -h, --help               Show this message and exit.\n'
+                                     '  --wait                          Wait until the worker has put each\n'
+                                     '                                  ClusterQueue on Hold (stopPolicy Hold).\n'
+                                     '  --timeout <str>                 How long to wait with --wait: a duration\n'
+                                     '                                  such as 90s or 10m.  [default: 2m]\n'
+                                     '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                                     '                                  what would change; server: the API server\n'
+                                     '                                  validates, stores nothing.  [default: none]\n'
+                                     '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                                     '                                  on a terminal.\n'
+                                     '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                     '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                     '                                  custom-columns=SPEC, custom-columns-\n'
+                                     '                                  file=FILE.  [default: table]\n'
+                                     '  --no-headers                    Print tables without their header row.\n'
+                                     '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                     '                                  With -o jsonpath: a key the data lacks\n'
+                                     '                                  prints nothing (else it is an error).\n'
+                                     '                                  [default: allow-missing-template-keys]\n'
+                                     '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                     '                                  directory of YAML/JSON) instead of a\n'
+                                     '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                     '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                     '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                     '  --context <str>                 The kubeconfig context to use (views,\n'
+                                     '                                  partitions, queue and fragmentation take\n'
+                                     '                                  several).\n'
+                                     '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                     '  --user <str>                    The kubeconfig user to use.\n'
+                                     '  -s, --server <str>              The address of the API server.\n'
+                                     '  --token <str>                   Bearer token for the API server.\n'
+                                     '  --as <str>                      Username to impersonate for the operation.\n'
+                                     '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                     "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                     '                                  name and issuer): the connection is not\n'
+                                     '                                  secure.\n'
+                                     '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                     '                                  server.\n'
+                                     '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                     '  --client-key <str>              Path to a client key file for TLS.\n'
+                                     "  --tls-server-name <str>         The server name to check the server's\n"
+                                     '                                  certificate against (default: the host of\n'
+                                     "                                  the server's address).\n"
+                                     '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                     '                                  1m; default 30s).\n'
+                                     '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                     "                                  context's, else default).\n"
+                                     '  -A, --all-namespaces            Every namespace.\n'
+                                     '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                     '  --field-selector <str>          Field selector, where the server supports it\n'
+                                     '                                  (e.g. metadata.name=x).\n'
+                                     '  -h, --help                      Show this message and exit.\n'
                                      '\n'
                                      '  Examples:\n'
                                      '    gpuctl hold gpustack--nvidia-a10g-linux-amd64\n'
@@ -2338,46 +3329,74 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  Instances with their type, phase and node.\n'
                                               '\n'
                                               'Options:\n'
-                                              '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                              '  -o, --output <str>        table, wide, json, yaml, name, '
-                                              'jsonpath=TEMPLATE,\n'
-                                              '                            jsonpath-file=FILE, custom-columns=SPEC, '
-                                              'custom-\n'
-                                              '                            columns-file=FILE.  [default: table]\n'
-                                              '  --no-headers              Print tables without their header row.\n'
-                                              '  --sort-by <str>           Sort the list by a JSONPath expression '
-                                              '(e.g.\n'
-                                              '                            .remaining).\n'
-                                              '  --show-labels             Add a LABELS column to tables.\n'
-                                              '  --snapshot <str>          Read objects from snapshot files (a file '
-                                              'or\n'
-                                              '                            directory of YAML/JSON) instead of a '
-                                              'cluster.\n'
-                                              '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                              '  --kubeconfig <str>        Path to the kubeconfig file (default '
-                                              '$KUBECONFIG\n'
-                                              '                            or ~/.kube/config).\n'
-                                              '  --context <str>           The kubeconfig context to use (views, '
-                                              'partitions,\n'
-                                              '                            queue and fragmentation take several).\n'
-                                              '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                              '  --user <str>              The kubeconfig user to use.\n'
-                                              '  -s, --server <str>        The address of the API server.\n'
-                                              '  --token <str>             Bearer token for the API server.\n'
-                                              '  --as <str>                Username to impersonate for the operation.\n'
-                                              '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                              '  --request-timeout <str>   How long one API request may take (e.g. '
-                                              '10s, 1m;\n'
-                                              '                            default 30s).\n'
-                                              '  -n, --namespace <str>     The namespace (default: the kubeconfig '
-                                              "context's,\n"
-                                              '                            else default).\n'
-                                              '  -A, --all-namespaces      Every namespace.\n'
-                                              '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                              '  --field-selector <str>    Field selector, where the server supports '
-                                              'it (e.g.\n'
-                                              '                            metadata.name=x).\n'
-                                              '  -h, --help                Show this message and exit.\n'
+                                              '  -t, --instancetype <str>        Only the Instances of this '
+                                              'InstanceType.\n'
+                                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                              '                                  jsonpath=TEMPLATE, '
+                                              'jsonpath-file=FILE,\n'
+                                              '                                  custom-columns=SPEC, custom-columns-\n'
+                                              '                                  file=FILE.  [default: table]\n'
+                                              '  --no-headers                    Print tables without their header '
+                                              'row.\n'
+                                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                              '                                  With -o jsonpath: a key the data '
+                                              'lacks\n'
+                                              '                                  prints nothing (else it is an '
+                                              'error).\n'
+                                              '                                  [default: '
+                                              'allow-missing-template-keys]\n'
+                                              '  --sort-by <str>                 Sort the list by a JSONPath '
+                                              'expression (e.g.\n'
+                                              '                                  .remaining).\n'
+                                              '  --show-labels                   Add a LABELS column to tables.\n'
+                                              '  --snapshot <str>                Read objects from snapshot files (a '
+                                              'file or\n'
+                                              '                                  directory of YAML/JSON) instead of a\n'
+                                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                              '  --context <str>                 The kubeconfig context to use '
+                                              '(views,\n'
+                                              '                                  partitions, queue and fragmentation '
+                                              'take\n'
+                                              '                                  several).\n'
+                                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                              '  --user <str>                    The kubeconfig user to use.\n'
+                                              '  -s, --server <str>              The address of the API server.\n'
+                                              '  --token <str>                   Bearer token for the API server.\n'
+                                              '  --as <str>                      Username to impersonate for the '
+                                              'operation.\n'
+                                              '  --as-group <str>                Group to impersonate (repeat for '
+                                              'several).\n'
+                                              "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                              '(its\n'
+                                              '                                  name and issuer): the connection is '
+                                              'not\n'
+                                              '                                  secure.\n'
+                                              '  --certificate-authority <str>   Path to a CA certificate file for '
+                                              'the\n'
+                                              '                                  server.\n'
+                                              '  --client-certificate <str>      Path to a client certificate file for '
+                                              'TLS.\n'
+                                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                                              '  --tls-server-name <str>         The server name to check the '
+                                              "server's\n"
+                                              '                                  certificate against (default: the '
+                                              'host of\n'
+                                              "                                  the server's address).\n"
+                                              '  --request-timeout <str>         How long one API request may take '
+                                              '(e.g. 10s,\n'
+                                              '                                  1m; default 30s).\n'
+                                              '  -n, --namespace <str>           The namespace (default: the '
+                                              'kubeconfig\n'
+                                              "                                  context's, else default).\n"
+                                              '  -A, --all-namespaces            Every namespace.\n'
+                                              '  -l, --selector <str>            Label selector (e.g. '
+                                              'key=value,other!=x).\n'
+                                              '  --field-selector <str>          Field selector, where the server '
+                                              'supports it\n'
+                                              '                                  (e.g. metadata.name=x).\n'
+                                              '  -h, --help                      Show this message and exit.\n'
                                               '\n'
                                               '  Examples:\n'
                                               '    gpuctl instance list -A\n'
@@ -2393,55 +3412,86 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                '  [NAME]...  The Instances, by name.\n'
                                                '\n'
                                                'Options:\n'
-                                               '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                               '  --all                     Every Instance of the namespace (or of all '
-                                               'with\n'
-                                               '                            -A).\n'
-                                               '  --dry-run <str>           none: change the cluster; client: only say '
-                                               'what\n'
-                                               '                            would change; server: the API server '
-                                               'validates,\n'
-                                               '                            stores nothing.  [default: none]\n'
-                                               '  -y, --yes                 Do not ask: needed for bulk changes when '
-                                               'not on a\n'
-                                               '                            terminal.\n'
-                                               '  -o, --output <str>        table, wide, json, yaml, name, '
-                                               'jsonpath=TEMPLATE,\n'
-                                               '                            jsonpath-file=FILE, custom-columns=SPEC, '
-                                               'custom-\n'
-                                               '                            columns-file=FILE.  [default: table]\n'
-                                               '  --no-headers              Print tables without their header row.\n'
-                                               '  --snapshot <str>          Read objects from snapshot files (a file '
-                                               'or\n'
-                                               '                            directory of YAML/JSON) instead of a '
-                                               'cluster.\n'
-                                               '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                               '  --kubeconfig <str>        Path to the kubeconfig file (default '
-                                               '$KUBECONFIG\n'
-                                               '                            or ~/.kube/config).\n'
-                                               '  --context <str>           The kubeconfig context to use (views, '
-                                               'partitions,\n'
-                                               '                            queue and fragmentation take several).\n'
-                                               '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                               '  --user <str>              The kubeconfig user to use.\n'
-                                               '  -s, --server <str>        The address of the API server.\n'
-                                               '  --token <str>             Bearer token for the API server.\n'
-                                               '  --as <str>                Username to impersonate for the '
+                                               '  -t, --instancetype <str>        Only the Instances of this '
+                                               'InstanceType.\n'
+                                               '  --all                           Every Instance of the namespace (or '
+                                               'of all\n'
+                                               '                                  with -A).\n'
+                                               '  --dry-run <str>                 none: change the cluster; client: '
+                                               'only say\n'
+                                               '                                  what would change; server: the API '
+                                               'server\n'
+                                               '                                  validates, stores nothing.  '
+                                               '[default: none]\n'
+                                               '  -y, --yes                       Do not ask: needed for bulk changes '
+                                               'when not\n'
+                                               '                                  on a terminal.\n'
+                                               '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                               '                                  jsonpath=TEMPLATE, '
+                                               'jsonpath-file=FILE,\n'
+                                               '                                  custom-columns=SPEC, '
+                                               'custom-columns-\n'
+                                               '                                  file=FILE.  [default: table]\n'
+                                               '  --no-headers                    Print tables without their header '
+                                               'row.\n'
+                                               '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                               '                                  With -o jsonpath: a key the data '
+                                               'lacks\n'
+                                               '                                  prints nothing (else it is an '
+                                               'error).\n'
+                                               '                                  [default: '
+                                               'allow-missing-template-keys]\n'
+                                               '  --snapshot <str>                Read objects from snapshot files (a '
+                                               'file or\n'
+                                               '                                  directory of YAML/JSON) instead of '
+                                               'a\n'
+                                               '                                  cluster.  [env var: '
+                                               'GPUCTL_SNAPSHOT]\n'
+                                               '  --kubeconfig <str>              Path to the kubeconfig file '
+                                               '(default\n'
+                                               '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                               '  --context <str>                 The kubeconfig context to use '
+                                               '(views,\n'
+                                               '                                  partitions, queue and fragmentation '
+                                               'take\n'
+                                               '                                  several).\n'
+                                               '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                               '  --user <str>                    The kubeconfig user to use.\n'
+                                               '  -s, --server <str>              The address of the API server.\n'
+                                               '  --token <str>                   Bearer token for the API server.\n'
+                                               '  --as <str>                      Username to impersonate for the '
                                                'operation.\n'
-                                               '  --as-group <str>          Group to impersonate (repeat for '
+                                               '  --as-group <str>                Group to impersonate (repeat for '
                                                'several).\n'
-                                               '  --request-timeout <str>   How long one API request may take (e.g. '
-                                               '10s, 1m;\n'
-                                               '                            default 30s).\n'
-                                               '  -n, --namespace <str>     The namespace (default: the kubeconfig '
-                                               "context's,\n"
-                                               '                            else default).\n'
-                                               '  -A, --all-namespaces      Every namespace.\n'
-                                               '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                               '  --field-selector <str>    Field selector, where the server supports '
-                                               'it (e.g.\n'
-                                               '                            metadata.name=x).\n'
-                                               '  -h, --help                Show this message and exit.\n'
+                                               "  --insecure-skip-tls-verify      Do not check the server's "
+                                               'certificate (its\n'
+                                               '                                  name and issuer): the connection is '
+                                               'not\n'
+                                               '                                  secure.\n'
+                                               '  --certificate-authority <str>   Path to a CA certificate file for '
+                                               'the\n'
+                                               '                                  server.\n'
+                                               '  --client-certificate <str>      Path to a client certificate file '
+                                               'for TLS.\n'
+                                               '  --client-key <str>              Path to a client key file for TLS.\n'
+                                               '  --tls-server-name <str>         The server name to check the '
+                                               "server's\n"
+                                               '                                  certificate against (default: the '
+                                               'host of\n'
+                                               "                                  the server's address).\n"
+                                               '  --request-timeout <str>         How long one API request may take '
+                                               '(e.g. 10s,\n'
+                                               '                                  1m; default 30s).\n'
+                                               '  -n, --namespace <str>           The namespace (default: the '
+                                               'kubeconfig\n'
+                                               "                                  context's, else default).\n"
+                                               '  -A, --all-namespaces            Every namespace.\n'
+                                               '  -l, --selector <str>            Label selector (e.g. '
+                                               'key=value,other!=x).\n'
+                                               '  --field-selector <str>          Field selector, where the server '
+                                               'supports it\n'
+                                               '                                  (e.g. metadata.name=x).\n'
+                                               '  -h, --help                      Show this message and exit.\n'
                                                '\n'
                                                '  Examples:\n'
                                                '    gpuctl instance start notebook -n team-a\n',
@@ -2457,53 +3507,82 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  [NAME]...  The Instances, by name.\n'
                                               '\n'
                                               'Options:\n'
-                                              '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                              '  --all                     Every Instance of the namespace (or of all '
-                                              'with\n'
-                                              '                            -A).\n'
-                                              '  --dry-run <str>           none: change the cluster; client: only say '
-                                              'what\n'
-                                              '                            would change; server: the API server '
-                                              'validates,\n'
-                                              '                            stores nothing.  [default: none]\n'
-                                              '  -y, --yes                 Do not ask: needed for bulk changes when '
-                                              'not on a\n'
-                                              '                            terminal.\n'
-                                              '  -o, --output <str>        table, wide, json, yaml, name, '
-                                              'jsonpath=TEMPLATE,\n'
-                                              '                            jsonpath-file=FILE, custom-columns=SPEC, '
-                                              'custom-\n'
-                                              '                            columns-file=FILE.  [default: table]\n'
-                                              '  --no-headers              Print tables without their header row.\n'
-                                              '  --snapshot <str>          Read objects from snapshot files (a file '
-                                              'or\n'
-                                              '                            directory of YAML/JSON) instead of a '
-                                              'cluster.\n'
-                                              '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                              '  --kubeconfig <str>        Path to the kubeconfig file (default '
-                                              '$KUBECONFIG\n'
-                                              '                            or ~/.kube/config).\n'
-                                              '  --context <str>           The kubeconfig context to use (views, '
-                                              'partitions,\n'
-                                              '                            queue and fragmentation take several).\n'
-                                              '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                              '  --user <str>              The kubeconfig user to use.\n'
-                                              '  -s, --server <str>        The address of the API server.\n'
-                                              '  --token <str>             Bearer token for the API server.\n'
-                                              '  --as <str>                Username to impersonate for the operation.\n'
-                                              '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                              '  --request-timeout <str>   How long one API request may take (e.g. '
-                                              '10s, 1m;\n'
-                                              '                            default 30s).\n'
-                                              '  -n, --namespace <str>     The namespace (default: the kubeconfig '
-                                              "context's,\n"
-                                              '                            else default).\n'
-                                              '  -A, --all-namespaces      Every namespace.\n'
-                                              '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                              '  --field-selector <str>    Field selector, where the server supports '
-                                              'it (e.g.\n'
-                                              '                            metadata.name=x).\n'
-                                              '  -h, --help                Show this message and exit.\n'
+                                              '  -t, --instancetype <str>        Only the Instances of this '
+                                              'InstanceType.\n'
+                                              '  --all                           Every Instance of the namespace (or '
+                                              'of all\n'
+                                              '                                  with -A).\n'
+                                              '  --dry-run <str>                 none: change the cluster; client: '
+                                              'only say\n'
+                                              '                                  what would change; server: the API '
+                                              'server\n'
+                                              '                                  validates, stores nothing.  [default: '
+                                              'none]\n'
+                                              '  -y, --yes                       Do not ask: needed for bulk changes '
+                                              'when not\n'
+                                              '                                  on a terminal.\n'
+                                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                              '                                  jsonpath=TEMPLATE, '
+                                              'jsonpath-file=FILE,\n'
+                                              '                                  custom-columns=SPEC, custom-columns-\n'
+                                              '                                  file=FILE.  [default: table]\n'
+                                              '  --no-headers                    Print tables without their header '
+                                              'row.\n'
+                                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                              '                                  With -o jsonpath: a key the data '
+                                              'lacks\n'
+                                              '                                  prints nothing (else it is an '
+                                              'error).\n'
+                                              '                                  [default: '
+                                              'allow-missing-template-keys]\n'
+                                              '  --snapshot <str>                Read objects from snapshot files (a '
+                                              'file or\n'
+                                              '                                  directory of YAML/JSON) instead of a\n'
+                                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                              '  --context <str>                 The kubeconfig context to use '
+                                              '(views,\n'
+                                              '                                  partitions, queue and fragmentation '
+                                              'take\n'
+                                              '                                  several).\n'
+                                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                              '  --user <str>                    The kubeconfig user to use.\n'
+                                              '  -s, --server <str>              The address of the API server.\n'
+                                              '  --token <str>                   Bearer token for the API server.\n'
+                                              '  --as <str>                      Username to impersonate for the '
+                                              'operation.\n'
+                                              '  --as-group <str>                Group to impersonate (repeat for '
+                                              'several).\n'
+                                              "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                              '(its\n'
+                                              '                                  name and issuer): the connection is '
+                                              'not\n'
+                                              '                                  secure.\n'
+                                              '  --certificate-authority <str>   Path to a CA certificate file for '
+                                              'the\n'
+                                              '                                  server.\n'
+                                              '  --client-certificate <str>      Path to a client certificate file for '
+                                              'TLS.\n'
+                                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                                              '  --tls-server-name <str>         The server name to check the '
+                                              "server's\n"
+                                              '                                  certificate against (default: the '
+                                              'host of\n'
+                                              "                                  the server's address).\n"
+                                              '  --request-timeout <str>         How long one API request may take '
+                                              '(e.g. 10s,\n'
+                                              '                                  1m; default 30s).\n'
+                                              '  -n, --namespace <str>           The namespace (default: the '
+                                              'kubeconfig\n'
+                                              "                                  context's, else default).\n"
+                                              '  -A, --all-namespaces            Every namespace.\n'
+                                              '  -l, --selector <str>            Label selector (e.g. '
+                                              'key=value,other!=x).\n'
+                                              '  --field-selector <str>          Field selector, where the server '
+                                              'supports it\n'
+                                              '                                  (e.g. metadata.name=x).\n'
+                                              '  -h, --help                      Show this message and exit.\n'
                                               '\n'
                                               '  Examples:\n'
                                               '    gpuctl instance stop notebook -n team-a\n'
@@ -2540,43 +3619,85 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                       '  NAME  The InstanceType.  [required]\n'
                                                       '\n'
                                                       'Options:\n'
-                                                      '  --dry-run <str>          none: change the cluster; client: '
-                                                      'only say what\n'
-                                                      '                           would change; server: the API server '
-                                                      'validates,\n'
-                                                      '                           stores nothing.  [default: none]\n'
-                                                      '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                      'jsonpath=TEMPLATE,\n'
-                                                      '                           jsonpath-file=FILE, '
-                                                      'custom-columns=SPEC, custom-\n'
-                                                      '                           columns-file=FILE.  [default: '
-                                                      'table]\n'
-                                                      '  --no-headers             Print tables without their header '
-                                                      'row.\n'
-                                                      '  --snapshot <str>         Read objects from snapshot files (a '
-                                                      'file or\n'
-                                                      '                           directory of YAML/JSON) instead of a '
-                                                      'cluster.  [env\n'
-                                                      '                           var: GPUCTL_SNAPSHOT]\n'
-                                                      '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                      '$KUBECONFIG or\n'
-                                                      '                           ~/.kube/config).\n'
-                                                      '  --context <str>          The kubeconfig context to use '
-                                                      '(views, partitions,\n'
-                                                      '                           queue and fragmentation take '
-                                                      'several).\n'
-                                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                      '  --user <str>             The kubeconfig user to use.\n'
-                                                      '  -s, --server <str>       The address of the API server.\n'
-                                                      '  --token <str>            Bearer token for the API server.\n'
-                                                      '  --as <str>               Username to impersonate for the '
-                                                      'operation.\n'
-                                                      '  --as-group <str>         Group to impersonate (repeat for '
-                                                      'several).\n'
-                                                      '  --request-timeout <str>  How long one API request may take '
-                                                      '(e.g. 10s, 1m;\n'
-                                                      '                           default 30s).\n'
-                                                      '  -h, --help               Show this message and exit.\n'
+                                                      '  --dry-run <str>                 none: change the cluster; '
+                                                      'client: only say\n'
+                                                      '                                  what would change; server: '
+                                                      'the API server\n'
+                                                      '                                  validates, stores nothing.  '
+                                                      '[default: none]\n'
+                                                      '  -o, --output <str>              table, wide, json, yaml, '
+                                                      'name,\n'
+                                                      '                                  jsonpath=TEMPLATE, '
+                                                      'jsonpath-file=FILE,\n'
+                                                      '                                  custom-columns=SPEC, '
+                                                      'custom-columns-\n'
+                                                      '                                  file=FILE.  [default: table]\n'
+                                                      '  --no-headers                    Print tables without their '
+                                                      'header row.\n'
+                                                      '  --allow-missing-template-keys / '
+                                                      '--no-allow-missing-template-keys\n'
+                                                      '                                  With -o jsonpath: a key the '
+                                                      'data lacks\n'
+                                                      '                                  prints nothing (else it is an '
+                                                      'error).\n'
+                                                      '                                  [default: '
+                                                      'allow-missing-template-keys]\n'
+                                                      '  --snapshot <str>                Read objects from snapshot '
+                                                      'files (a file or\n'
+                                                      '                                  directory of YAML/JSON) '
+                                                      'instead of a\n'
+                                                      '                                  cluster.  [env var: '
+                                                      'GPUCTL_SNAPSHOT]\n'
+                                                      '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                      '(default\n'
+                                                      '                                  $KUBECONFIG or '
+                                                      '~/.kube/config).\n'
+                                                      '  --context <str>                 The kubeconfig context to use '
+                                                      '(views,\n'
+                                                      '                                  partitions, queue and '
+                                                      'fragmentation take\n'
+                                                      '                                  several).\n'
+                                                      '  --cluster <str>                 The kubeconfig cluster to '
+                                                      'use.\n'
+                                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                                      '  -s, --server <str>              The address of the API '
+                                                      'server.\n'
+                                                      '  --token <str>                   Bearer token for the API '
+                                                      'server.\n'
+                                                      '  --as <str>                      Username to impersonate for '
+                                                      'the operation.\n'
+                                                      '  --as-group <str>                Group to impersonate (repeat '
+                                                      'for several).\n'
+                                                      "  --insecure-skip-tls-verify      Do not check the server's "
+                                                      'certificate (its\n'
+                                                      '                                  name and issuer): the '
+                                                      'connection is not\n'
+                                                      '                                  secure.\n'
+                                                      '  --certificate-authority <str>   Path to a CA certificate file '
+                                                      'for the\n'
+                                                      '                                  server.\n'
+                                                      '  --client-certificate <str>      Path to a client certificate '
+                                                      'file for TLS.\n'
+                                                      '  --client-key <str>              Path to a client key file for '
+                                                      'TLS.\n'
+                                                      '  --tls-server-name <str>         The server name to check the '
+                                                      "server's\n"
+                                                      '                                  certificate against (default: '
+                                                      'the host of\n'
+                                                      "                                  the server's address).\n"
+                                                      '  --request-timeout <str>         How long one API request may '
+                                                      'take (e.g. 10s,\n'
+                                                      '                                  1m; default 30s).\n'
+                                                      '  -n, --namespace <str>           The namespace (default: the '
+                                                      'kubeconfig\n'
+                                                      "                                  context's, else default).\n"
+                                                      '  -A, --all-namespaces            Every namespace.\n'
+                                                      '  -l, --selector <str>            Label selector (e.g. '
+                                                      'key=value,other!=x).\n'
+                                                      '  --field-selector <str>          Field selector, where the '
+                                                      'server supports it\n'
+                                                      '                                  (e.g. metadata.name=x).\n'
+                                                      '  -h, --help                      Show this message and exit.\n'
                                                       '\n'
                                                       '  Examples:\n'
                                                       '    gpuctl instancetype activate a10g-12c128g\n',
@@ -2590,41 +3711,83 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                    'the server.\n'
                                                    '\n'
                                                    'Options:\n'
-                                                   '  -f, --filename <str>     The manifest (YAML/JSON).  [required]\n'
-                                                   '  --dry-run <str>          none: change the cluster; client: only '
-                                                   'say what\n'
-                                                   '                           would change; server: the API server '
-                                                   'validates,\n'
-                                                   '                           stores nothing.  [default: none]\n'
-                                                   '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                   'jsonpath=TEMPLATE,\n'
-                                                   '                           jsonpath-file=FILE, '
-                                                   'custom-columns=SPEC, custom-\n'
-                                                   '                           columns-file=FILE.  [default: table]\n'
-                                                   '  --no-headers             Print tables without their header row.\n'
-                                                   '  --snapshot <str>         Read objects from snapshot files (a '
-                                                   'file or\n'
-                                                   '                           directory of YAML/JSON) instead of a '
-                                                   'cluster.  [env\n'
-                                                   '                           var: GPUCTL_SNAPSHOT]\n'
-                                                   '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                   '$KUBECONFIG or\n'
-                                                   '                           ~/.kube/config).\n'
-                                                   '  --context <str>          The kubeconfig context to use (views, '
-                                                   'partitions,\n'
-                                                   '                           queue and fragmentation take several).\n'
-                                                   '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                   '  --user <str>             The kubeconfig user to use.\n'
-                                                   '  -s, --server <str>       The address of the API server.\n'
-                                                   '  --token <str>            Bearer token for the API server.\n'
-                                                   '  --as <str>               Username to impersonate for the '
+                                                   '  -f, --filename <str>            The manifest (YAML/JSON).  '
+                                                   '[required]\n'
+                                                   '  --dry-run <str>                 none: change the cluster; '
+                                                   'client: only say\n'
+                                                   '                                  what would change; server: the '
+                                                   'API server\n'
+                                                   '                                  validates, stores nothing.  '
+                                                   '[default: none]\n'
+                                                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                   '                                  jsonpath=TEMPLATE, '
+                                                   'jsonpath-file=FILE,\n'
+                                                   '                                  custom-columns=SPEC, '
+                                                   'custom-columns-\n'
+                                                   '                                  file=FILE.  [default: table]\n'
+                                                   '  --no-headers                    Print tables without their '
+                                                   'header row.\n'
+                                                   '  --allow-missing-template-keys / '
+                                                   '--no-allow-missing-template-keys\n'
+                                                   '                                  With -o jsonpath: a key the data '
+                                                   'lacks\n'
+                                                   '                                  prints nothing (else it is an '
+                                                   'error).\n'
+                                                   '                                  [default: '
+                                                   'allow-missing-template-keys]\n'
+                                                   '  --snapshot <str>                Read objects from snapshot files '
+                                                   '(a file or\n'
+                                                   '                                  directory of YAML/JSON) instead '
+                                                   'of a\n'
+                                                   '                                  cluster.  [env var: '
+                                                   'GPUCTL_SNAPSHOT]\n'
+                                                   '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                   '(default\n'
+                                                   '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                   '  --context <str>                 The kubeconfig context to use '
+                                                   '(views,\n'
+                                                   '                                  partitions, queue and '
+                                                   'fragmentation take\n'
+                                                   '                                  several).\n'
+                                                   '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                   '  --user <str>                    The kubeconfig user to use.\n'
+                                                   '  -s, --server <str>              The address of the API server.\n'
+                                                   '  --token <str>                   Bearer token for the API '
+                                                   'server.\n'
+                                                   '  --as <str>                      Username to impersonate for the '
                                                    'operation.\n'
-                                                   '  --as-group <str>         Group to impersonate (repeat for '
+                                                   '  --as-group <str>                Group to impersonate (repeat for '
                                                    'several).\n'
-                                                   '  --request-timeout <str>  How long one API request may take (e.g. '
-                                                   '10s, 1m;\n'
-                                                   '                           default 30s).\n'
-                                                   '  -h, --help               Show this message and exit.\n'
+                                                   "  --insecure-skip-tls-verify      Do not check the server's "
+                                                   'certificate (its\n'
+                                                   '                                  name and issuer): the connection '
+                                                   'is not\n'
+                                                   '                                  secure.\n'
+                                                   '  --certificate-authority <str>   Path to a CA certificate file '
+                                                   'for the\n'
+                                                   '                                  server.\n'
+                                                   '  --client-certificate <str>      Path to a client certificate '
+                                                   'file for TLS.\n'
+                                                   '  --client-key <str>              Path to a client key file for '
+                                                   'TLS.\n'
+                                                   '  --tls-server-name <str>         The server name to check the '
+                                                   "server's\n"
+                                                   '                                  certificate against (default: '
+                                                   'the host of\n'
+                                                   "                                  the server's address).\n"
+                                                   '  --request-timeout <str>         How long one API request may '
+                                                   'take (e.g. 10s,\n'
+                                                   '                                  1m; default 30s).\n'
+                                                   '  -n, --namespace <str>           The namespace (default: the '
+                                                   'kubeconfig\n'
+                                                   "                                  context's, else default).\n"
+                                                   '  -A, --all-namespaces            Every namespace.\n'
+                                                   '  -l, --selector <str>            Label selector (e.g. '
+                                                   'key=value,other!=x).\n'
+                                                   '  --field-selector <str>          Field selector, where the server '
+                                                   'supports it\n'
+                                                   '                                  (e.g. metadata.name=x).\n'
+                                                   '  -h, --help                      Show this message and exit.\n'
                                                    '\n'
                                                    '  Examples:\n'
                                                    '    gpuctl instancetype apply -f type.yaml\n',
@@ -2638,57 +3801,101 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                     '  [NAME]  The InstanceType (from -f when omitted).\n'
                                                     '\n'
                                                     'Options:\n'
-                                                    '  -f, --filename <str>       Create from a manifest (YAML/JSON).\n'
-                                                    '  --accelerator-group <str>  The accelerator node key, e.g. '
+                                                    '  -f, --filename <str>            Create from a manifest '
+                                                    '(YAML/JSON).\n'
+                                                    '  --accelerator-group <str>       The accelerator node key, e.g. '
                                                     'nvidia-a10g.\n'
-                                                    '  --cpu-only                 A CPU-only type (unit CPU is 1).\n'
-                                                    '  --os <str>                 kubernetes.io/os of the pool.  '
-                                                    '[default: linux]\n'
-                                                    '  --arch <str>               kubernetes.io/arch of the pool.  '
-                                                    '[default: amd64]\n'
-                                                    '  --unit-cpu <str>           Cores per unit (a whole number).\n'
-                                                    '  --unit-ram <str>           RAM per unit, e.g. 64Gi.\n'
-                                                    '  --local-storage <str>      Local storage, e.g. 100Gi.  '
+                                                    '  --cpu-only                      A CPU-only type (unit CPU is '
+                                                    '1).\n'
+                                                    '  --os <str>                      kubernetes.io/os of the pool.  '
+                                                    '[default:\n'
+                                                    '                                  linux]\n'
+                                                    '  --arch <str>                    kubernetes.io/arch of the '
+                                                    'pool.  [default:\n'
+                                                    '                                  amd64]\n'
+                                                    '  --unit-cpu <str>                Cores per unit (a whole '
+                                                    'number).\n'
+                                                    '  --unit-ram <str>                RAM per unit, e.g. 64Gi.\n'
+                                                    '  --local-storage <str>           Local storage, e.g. 100Gi.  '
                                                     '[default: 100Gi]\n'
-                                                    '  --display-name <str>       A display name.\n'
-                                                    '  --description <str>        A description.\n'
-                                                    '  --dry-run <str>            none: change the cluster; client: '
-                                                    'only say what\n'
-                                                    '                             would change; server: the API server '
-                                                    'validates,\n'
-                                                    '                             stores nothing.  [default: none]\n'
-                                                    '  -o, --output <str>         table, wide, json, yaml, name, '
-                                                    'jsonpath=TEMPLATE,\n'
-                                                    '                             jsonpath-file=FILE, '
-                                                    'custom-columns=SPEC, custom-\n'
-                                                    '                             columns-file=FILE.  [default: '
-                                                    'table]\n'
-                                                    '  --no-headers               Print tables without their header '
-                                                    'row.\n'
-                                                    '  --snapshot <str>           Read objects from snapshot files (a '
-                                                    'file or\n'
-                                                    '                             directory of YAML/JSON) instead of a '
-                                                    'cluster.\n'
-                                                    '                             [env var: GPUCTL_SNAPSHOT]\n'
-                                                    '  --kubeconfig <str>         Path to the kubeconfig file (default '
-                                                    '$KUBECONFIG\n'
-                                                    '                             or ~/.kube/config).\n'
-                                                    '  --context <str>            The kubeconfig context to use '
-                                                    '(views, partitions,\n'
-                                                    '                             queue and fragmentation take '
-                                                    'several).\n'
-                                                    '  --cluster <str>            The kubeconfig cluster to use.\n'
-                                                    '  --user <str>               The kubeconfig user to use.\n'
-                                                    '  -s, --server <str>         The address of the API server.\n'
-                                                    '  --token <str>              Bearer token for the API server.\n'
-                                                    '  --as <str>                 Username to impersonate for the '
+                                                    '  --display-name <str>            A display name.\n'
+                                                    '  --description <str>             A description.\n'
+                                                    '  --dry-run <str>                 none: change the cluster; '
+                                                    'client: only say\n'
+                                                    '                                  what would change; server: the '
+                                                    'API server\n'
+                                                    '                                  validates, stores nothing.  '
+                                                    '[default: none]\n'
+                                                    '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                    '                                  jsonpath=TEMPLATE, '
+                                                    'jsonpath-file=FILE,\n'
+                                                    '                                  custom-columns=SPEC, '
+                                                    'custom-columns-\n'
+                                                    '                                  file=FILE.  [default: table]\n'
+                                                    '  --no-headers                    Print tables without their '
+                                                    'header row.\n'
+                                                    '  --allow-missing-template-keys / '
+                                                    '--no-allow-missing-template-keys\n'
+                                                    '                                  With -o jsonpath: a key the '
+                                                    'data lacks\n'
+                                                    '                                  prints nothing (else it is an '
+                                                    'error).\n'
+                                                    '                                  [default: '
+                                                    'allow-missing-template-keys]\n'
+                                                    '  --snapshot <str>                Read objects from snapshot '
+                                                    'files (a file or\n'
+                                                    '                                  directory of YAML/JSON) instead '
+                                                    'of a\n'
+                                                    '                                  cluster.  [env var: '
+                                                    'GPUCTL_SNAPSHOT]\n'
+                                                    '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                    '(default\n'
+                                                    '                                  $KUBECONFIG or '
+                                                    '~/.kube/config).\n'
+                                                    '  --context <str>                 The kubeconfig context to use '
+                                                    '(views,\n'
+                                                    '                                  partitions, queue and '
+                                                    'fragmentation take\n'
+                                                    '                                  several).\n'
+                                                    '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                    '  --user <str>                    The kubeconfig user to use.\n'
+                                                    '  -s, --server <str>              The address of the API server.\n'
+                                                    '  --token <str>                   Bearer token for the API '
+                                                    'server.\n'
+                                                    '  --as <str>                      Username to impersonate for the '
                                                     'operation.\n'
-                                                    '  --as-group <str>           Group to impersonate (repeat for '
-                                                    'several).\n'
-                                                    '  --request-timeout <str>    How long one API request may take '
-                                                    '(e.g. 10s, 1m;\n'
-                                                    '                             default 30s).\n'
-                                                    '  -h, --help                 Show this message and exit.\n'
+                                                    '  --as-group <str>                Group to impersonate (repeat '
+                                                    'for several).\n'
+                                                    "  --insecure-skip-tls-verify      Do not check the server's "
+                                                    'certificate (its\n'
+                                                    '                                  name and issuer): the '
+                                                    'connection is not\n'
+                                                    '                                  secure.\n'
+                                                    '  --certificate-authority <str>   Path to a CA certificate file '
+                                                    'for the\n'
+                                                    '                                  server.\n'
+                                                    '  --client-certificate <str>      Path to a client certificate '
+                                                    'file for TLS.\n'
+                                                    '  --client-key <str>              Path to a client key file for '
+                                                    'TLS.\n'
+                                                    '  --tls-server-name <str>         The server name to check the '
+                                                    "server's\n"
+                                                    '                                  certificate against (default: '
+                                                    'the host of\n'
+                                                    "                                  the server's address).\n"
+                                                    '  --request-timeout <str>         How long one API request may '
+                                                    'take (e.g. 10s,\n'
+                                                    '                                  1m; default 30s).\n'
+                                                    '  -n, --namespace <str>           The namespace (default: the '
+                                                    'kubeconfig\n'
+                                                    "                                  context's, else default).\n"
+                                                    '  -A, --all-namespaces            Every namespace.\n'
+                                                    '  -l, --selector <str>            Label selector (e.g. '
+                                                    'key=value,other!=x).\n'
+                                                    '  --field-selector <str>          Field selector, where the '
+                                                    'server supports it\n'
+                                                    '                                  (e.g. metadata.name=x).\n'
+                                                    '  -h, --help                      Show this message and exit.\n'
                                                     '\n'
                                                     '  Examples:\n'
                                                     '    gpuctl instancetype create a10g-12c128g --accelerator-group '
@@ -2705,43 +3912,88 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                         '  NAME  The InstanceType.  [required]\n'
                                                         '\n'
                                                         'Options:\n'
-                                                        '  --dry-run <str>          none: change the cluster; client: '
-                                                        'only say what\n'
-                                                        '                           would change; server: the API '
-                                                        'server validates,\n'
-                                                        '                           stores nothing.  [default: none]\n'
-                                                        '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                        'jsonpath=TEMPLATE,\n'
-                                                        '                           jsonpath-file=FILE, '
-                                                        'custom-columns=SPEC, custom-\n'
-                                                        '                           columns-file=FILE.  [default: '
+                                                        '  --dry-run <str>                 none: change the cluster; '
+                                                        'client: only say\n'
+                                                        '                                  what would change; server: '
+                                                        'the API server\n'
+                                                        '                                  validates, stores nothing.  '
+                                                        '[default: none]\n'
+                                                        '  -o, --output <str>              table, wide, json, yaml, '
+                                                        'name,\n'
+                                                        '                                  jsonpath=TEMPLATE, '
+                                                        'jsonpath-file=FILE,\n'
+                                                        '                                  custom-columns=SPEC, '
+                                                        'custom-columns-\n'
+                                                        '                                  file=FILE.  [default: '
                                                         'table]\n'
-                                                        '  --no-headers             Print tables without their header '
-                                                        'row.\n'
-                                                        '  --snapshot <str>         Read objects from snapshot files '
-                                                        '(a file or\n'
-                                                        '                           directory of YAML/JSON) instead of '
-                                                        'a cluster.  [env\n'
-                                                        '                           var: GPUCTL_SNAPSHOT]\n'
-                                                        '  --kubeconfig <str>       Path to the kubeconfig file '
-                                                        '(default $KUBECONFIG or\n'
-                                                        '                           ~/.kube/config).\n'
-                                                        '  --context <str>          The kubeconfig context to use '
-                                                        '(views, partitions,\n'
-                                                        '                           queue and fragmentation take '
-                                                        'several).\n'
-                                                        '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                        '  --user <str>             The kubeconfig user to use.\n'
-                                                        '  -s, --server <str>       The address of the API server.\n'
-                                                        '  --token <str>            Bearer token for the API server.\n'
-                                                        '  --as <str>               Username to impersonate for the '
-                                                        'operation.\n'
-                                                        '  --as-group <str>         Group to impersonate (repeat for '
-                                                        'several).\n'
-                                                        '  --request-timeout <str>  How long one API request may take '
-                                                        '(e.g. 10s, 1m;\n'
-                                                        '                           default 30s).\n'
-                                                        '  -h, --help               Show this message and exit.\n'
+                                                        '  --no-headers                    Print tables without their '
+                                                        'header row.\n'
+                                                        '  --allow-missing-template-keys / '
+                                                        '--no-allow-missing-template-keys\n'
+                                                        '                                  With -o jsonpath: a key the '
+                                                        'data lacks\n'
+                                                        '                                  prints nothing (else it is '
+                                                        'an error).\n'
+                                                        '                                  [default: '
+                                                        'allow-missing-template-keys]\n'
+                                                        '  --snapshot <str>                Read objects from snapshot '
+                                                        'files (a file or\n'
+                                                        '                                  directory of YAML/JSON) '
+                                                        'instead of a\n'
+                                                        '                                  cluster.  [env var: '
+                                                        'GPUCTL_SNAPSHOT]\n'
+                                                        '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                        '(default\n'
+                                                        '                                  $KUBECONFIG or '
+                                                        '~/.kube/config).\n'
+                                                        '  --context <str>                 The kubeconfig context to '
+                                                        'use (views,\n'
+                                                        '                                  partitions, queue and '
+                                                        'fragmentation take\n'
+                                                        '                                  several).\n'
+                                                        '  --cluster <str>                 The kubeconfig cluster to '
+                                                        'use.\n'
+                                                        '  --user <str>                    The kubeconfig user to '
+                                                        'use.\n'
+                                                        '  -s, --server <str>              The address of the API '
+                                                        'server.\n'
+                                                        '  --token <str>                   Bearer token for the API '
+                                                        'server.\n'
+                                                        '  --as <str>                      Username to impersonate for '
+                                                        'the operation.\n'
+                                                        '  --as-group <str>                Group to impersonate '
+                                                        '(repeat for several).\n'
+                                                        "  --insecure-skip-tls-verify      Do not check the server's "
+                                                        'certificate (its\n'
+                                                        '                                  name and issuer): the '
+                                                        'connection is not\n'
+                                                        '                                  secure.\n'
+                                                        '  --certificate-authority <str>   Path to a CA certificate '
+                                                        'file for the\n'
+                                                        '                                  server.\n'
+                                                        '  --client-certificate <str>      Path to a client '
+                                                        'certificate file for TLS.\n'
+                                                        '  --client-key <str>              Path to a client key file '
+                                                        'for TLS.\n'
+                                                        '  --tls-server-name <str>         The server name to check '
+                                                        "the server's\n"
+                                                        '                                  certificate against '
+                                                        '(default: the host of\n'
+                                                        "                                  the server's address).\n"
+                                                        '  --request-timeout <str>         How long one API request '
+                                                        'may take (e.g. 10s,\n'
+                                                        '                                  1m; default 30s).\n'
+                                                        '  -n, --namespace <str>           The namespace (default: the '
+                                                        'kubeconfig\n'
+                                                        "                                  context's, else default).\n"
+                                                        '  -A, --all-namespaces            Every namespace.\n'
+                                                        '  -l, --selector <str>            Label selector (e.g. '
+                                                        'key=value,other!=x).\n'
+                                                        '  --field-selector <str>          Field selector, where the '
+                                                        'server supports it\n'
+                                                        '                                  (e.g. metadata.name=x).\n'
+                                                        '  -h, --help                      Show this message and '
+                                                        'exit.\n'
                                                         '\n'
                                                         '  Examples:\n'
                                                         '    gpuctl instancetype deactivate a10g-12c128g\n',
@@ -2755,41 +4007,69 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                     '  NAME  The InstanceType.  [required]\n'
                                                     '\n'
                                                     'Options:\n'
-                                                    '  --wait                   Wait until the InstanceType is gone '
-                                                    '(its queue\n'
-                                                    '                           drains first).\n'
-                                                    '  --timeout <str>          How long to wait with --wait: a '
-                                                    'duration such as\n'
-                                                    '                           90s or 10m.  [default: 10m]\n'
-                                                    '  --dry-run <str>          none: change the cluster; client: only '
-                                                    'say what\n'
-                                                    '                           would change; server: the API server '
-                                                    'validates,\n'
-                                                    '                           stores nothing.  [default: none]\n'
-                                                    '  --snapshot <str>         Read objects from snapshot files (a '
-                                                    'file or\n'
-                                                    '                           directory of YAML/JSON) instead of a '
-                                                    'cluster.  [env\n'
-                                                    '                           var: GPUCTL_SNAPSHOT]\n'
-                                                    '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                    '$KUBECONFIG or\n'
-                                                    '                           ~/.kube/config).\n'
-                                                    '  --context <str>          The kubeconfig context to use (views, '
-                                                    'partitions,\n'
-                                                    '                           queue and fragmentation take '
-                                                    'several).\n'
-                                                    '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                    '  --user <str>             The kubeconfig user to use.\n'
-                                                    '  -s, --server <str>       The address of the API server.\n'
-                                                    '  --token <str>            Bearer token for the API server.\n'
-                                                    '  --as <str>               Username to impersonate for the '
+                                                    '  --wait                         Wait until the InstanceType is '
+                                                    'gone (its\n'
+                                                    '                                 queue drains first).\n'
+                                                    '  --timeout <str>                How long to wait with --wait: a '
+                                                    'duration such\n'
+                                                    '                                 as 90s or 10m.  [default: 10m]\n'
+                                                    '  --dry-run <str>                none: change the cluster; '
+                                                    'client: only say\n'
+                                                    '                                 what would change; server: the '
+                                                    'API server\n'
+                                                    '                                 validates, stores nothing.  '
+                                                    '[default: none]\n'
+                                                    '  --snapshot <str>               Read objects from snapshot files '
+                                                    '(a file or\n'
+                                                    '                                 directory of YAML/JSON) instead '
+                                                    'of a cluster.\n'
+                                                    '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                                    '  --kubeconfig <str>             Path to the kubeconfig file '
+                                                    '(default\n'
+                                                    '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                                    '  --context <str>                The kubeconfig context to use '
+                                                    '(views,\n'
+                                                    '                                 partitions, queue and '
+                                                    'fragmentation take\n'
+                                                    '                                 several).\n'
+                                                    '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                                    '  --user <str>                   The kubeconfig user to use.\n'
+                                                    '  -s, --server <str>             The address of the API server.\n'
+                                                    '  --token <str>                  Bearer token for the API '
+                                                    'server.\n'
+                                                    '  --as <str>                     Username to impersonate for the '
                                                     'operation.\n'
-                                                    '  --as-group <str>         Group to impersonate (repeat for '
+                                                    '  --as-group <str>               Group to impersonate (repeat for '
                                                     'several).\n'
-                                                    '  --request-timeout <str>  How long one API request may take '
-                                                    '(e.g. 10s, 1m;\n'
-                                                    '                           default 30s).\n'
-                                                    '  -h, --help               Show this message and exit.\n'
+                                                    "  --insecure-skip-tls-verify     Do not check the server's "
+                                                    'certificate (its\n'
+                                                    '                                 name and issuer): the connection '
+                                                    'is not\n'
+                                                    '                                 secure.\n'
+                                                    '  --certificate-authority <str>  Path to a CA certificate file '
+                                                    'for the server.\n'
+                                                    '  --client-certificate <str>     Path to a client certificate '
+                                                    'file for TLS.\n'
+                                                    '  --client-key <str>             Path to a client key file for '
+                                                    'TLS.\n'
+                                                    '  --tls-server-name <str>        The server name to check the '
+                                                    "server's\n"
+                                                    '                                 certificate against (default: '
+                                                    'the host of the\n'
+                                                    "                                 server's address).\n"
+                                                    '  --request-timeout <str>        How long one API request may '
+                                                    'take (e.g. 10s,\n'
+                                                    '                                 1m; default 30s).\n'
+                                                    '  -n, --namespace <str>          The namespace (default: the '
+                                                    'kubeconfig\n'
+                                                    "                                 context's, else default).\n"
+                                                    '  -A, --all-namespaces           Every namespace.\n'
+                                                    '  -l, --selector <str>           Label selector (e.g. '
+                                                    'key=value,other!=x).\n'
+                                                    '  --field-selector <str>         Field selector, where the server '
+                                                    'supports it\n'
+                                                    '                                 (e.g. metadata.name=x).\n'
+                                                    '  -h, --help                     Show this message and exit.\n'
                                                     '\n'
                                                     '  Examples:\n'
                                                     '    gpuctl instancetype delete a10g-12c128g --wait\n',
@@ -2803,30 +4083,60 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                       '  NAME  The InstanceType.  [required]\n'
                                                       '\n'
                                                       'Options:\n'
-                                                      '  --snapshot <str>         Read objects from snapshot files (a '
-                                                      'file or\n'
-                                                      '                           directory of YAML/JSON) instead of a '
-                                                      'cluster.  [env\n'
-                                                      '                           var: GPUCTL_SNAPSHOT]\n'
-                                                      '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                      '$KUBECONFIG or\n'
-                                                      '                           ~/.kube/config).\n'
-                                                      '  --context <str>          The kubeconfig context to use '
-                                                      '(views, partitions,\n'
-                                                      '                           queue and fragmentation take '
-                                                      'several).\n'
-                                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                      '  --user <str>             The kubeconfig user to use.\n'
-                                                      '  -s, --server <str>       The address of the API server.\n'
-                                                      '  --token <str>            Bearer token for the API server.\n'
-                                                      '  --as <str>               Username to impersonate for the '
-                                                      'operation.\n'
-                                                      '  --as-group <str>         Group to impersonate (repeat for '
-                                                      'several).\n'
-                                                      '  --request-timeout <str>  How long one API request may take '
-                                                      '(e.g. 10s, 1m;\n'
-                                                      '                           default 30s).\n'
-                                                      '  -h, --help               Show this message and exit.\n'
+                                                      '  --snapshot <str>               Read objects from snapshot '
+                                                      'files (a file or\n'
+                                                      '                                 directory of YAML/JSON) '
+                                                      'instead of a cluster.\n'
+                                                      '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                                      '  --kubeconfig <str>             Path to the kubeconfig file '
+                                                      '(default\n'
+                                                      '                                 $KUBECONFIG or '
+                                                      '~/.kube/config).\n'
+                                                      '  --context <str>                The kubeconfig context to use '
+                                                      '(views,\n'
+                                                      '                                 partitions, queue and '
+                                                      'fragmentation take\n'
+                                                      '                                 several).\n'
+                                                      '  --cluster <str>                The kubeconfig cluster to '
+                                                      'use.\n'
+                                                      '  --user <str>                   The kubeconfig user to use.\n'
+                                                      '  -s, --server <str>             The address of the API '
+                                                      'server.\n'
+                                                      '  --token <str>                  Bearer token for the API '
+                                                      'server.\n'
+                                                      '  --as <str>                     Username to impersonate for '
+                                                      'the operation.\n'
+                                                      '  --as-group <str>               Group to impersonate (repeat '
+                                                      'for several).\n'
+                                                      "  --insecure-skip-tls-verify     Do not check the server's "
+                                                      'certificate (its\n'
+                                                      '                                 name and issuer): the '
+                                                      'connection is not\n'
+                                                      '                                 secure.\n'
+                                                      '  --certificate-authority <str>  Path to a CA certificate file '
+                                                      'for the server.\n'
+                                                      '  --client-certificate <str>     Path to a client certificate '
+                                                      'file for TLS.\n'
+                                                      '  --client-key <str>             Path to a client key file for '
+                                                      'TLS.\n'
+                                                      '  --tls-server-name <str>        The server name to check the '
+                                                      "server's\n"
+                                                      '                                 certificate against (default: '
+                                                      'the host of the\n'
+                                                      "                                 server's address).\n"
+                                                      '  --request-timeout <str>        How long one API request may '
+                                                      'take (e.g. 10s,\n'
+                                                      '                                 1m; default 30s).\n'
+                                                      '  -n, --namespace <str>          The namespace (default: the '
+                                                      'kubeconfig\n'
+                                                      "                                 context's, else default).\n"
+                                                      '  -A, --all-namespaces           Every namespace.\n'
+                                                      '  -l, --selector <str>           Label selector (e.g. '
+                                                      'key=value,other!=x).\n'
+                                                      '  --field-selector <str>         Field selector, where the '
+                                                      'server supports it\n'
+                                                      '                                 (e.g. metadata.name=x).\n'
+                                                      '  -h, --help                     Show this message and exit.\n'
                                                       '\n'
                                                       '  Examples:\n'
                                                       '    gpuctl instancetype describe '
@@ -2836,44 +4146,77 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                   '  InstanceTypes with their pool, unit and phase.\n'
                                                   '\n'
                                                   'Options:\n'
-                                                  '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                  'jsonpath=TEMPLATE,\n'
-                                                  '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                                  'custom-\n'
-                                                  '                           columns-file=FILE.  [default: table]\n'
-                                                  '  --no-headers             Print tables without their header row.\n'
-                                                  '  --sort-by <str>          Sort the list by a JSONPath expression '
-                                                  '(e.g.\n'
-                                                  '                           .remaining).\n'
-                                                  '  --show-labels            Add a LABELS column to tables.\n'
-                                                  '  --snapshot <str>         Read objects from snapshot files (a file '
-                                                  'or\n'
-                                                  '                           directory of YAML/JSON) instead of a '
-                                                  'cluster.  [env\n'
-                                                  '                           var: GPUCTL_SNAPSHOT]\n'
-                                                  '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                  '$KUBECONFIG or\n'
-                                                  '                           ~/.kube/config).\n'
-                                                  '  --context <str>          The kubeconfig context to use (views, '
-                                                  'partitions,\n'
-                                                  '                           queue and fragmentation take several).\n'
-                                                  '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                  '  --user <str>             The kubeconfig user to use.\n'
-                                                  '  -s, --server <str>       The address of the API server.\n'
-                                                  '  --token <str>            Bearer token for the API server.\n'
-                                                  '  --as <str>               Username to impersonate for the '
+                                                  '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                  '                                  jsonpath=TEMPLATE, '
+                                                  'jsonpath-file=FILE,\n'
+                                                  '                                  custom-columns=SPEC, '
+                                                  'custom-columns-\n'
+                                                  '                                  file=FILE.  [default: table]\n'
+                                                  '  --no-headers                    Print tables without their header '
+                                                  'row.\n'
+                                                  '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                                  '                                  With -o jsonpath: a key the data '
+                                                  'lacks\n'
+                                                  '                                  prints nothing (else it is an '
+                                                  'error).\n'
+                                                  '                                  [default: '
+                                                  'allow-missing-template-keys]\n'
+                                                  '  --sort-by <str>                 Sort the list by a JSONPath '
+                                                  'expression (e.g.\n'
+                                                  '                                  .remaining).\n'
+                                                  '  --show-labels                   Add a LABELS column to tables.\n'
+                                                  '  --snapshot <str>                Read objects from snapshot files '
+                                                  '(a file or\n'
+                                                  '                                  directory of YAML/JSON) instead '
+                                                  'of a\n'
+                                                  '                                  cluster.  [env var: '
+                                                  'GPUCTL_SNAPSHOT]\n'
+                                                  '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                  '(default\n'
+                                                  '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                  '  --context <str>                 The kubeconfig context to use '
+                                                  '(views,\n'
+                                                  '                                  partitions, queue and '
+                                                  'fragmentation take\n'
+                                                  '                                  several).\n'
+                                                  '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                  '  --user <str>                    The kubeconfig user to use.\n'
+                                                  '  -s, --server <str>              The address of the API server.\n'
+                                                  '  --token <str>                   Bearer token for the API server.\n'
+                                                  '  --as <str>                      Username to impersonate for the '
                                                   'operation.\n'
-                                                  '  --as-group <str>         Group to impersonate (repeat for '
+                                                  '  --as-group <str>                Group to impersonate (repeat for '
                                                   'several).\n'
-                                                  '  --request-timeout <str>  How long one API request may take (e.g. '
-                                                  '10s, 1m;\n'
-                                                  '                           default 30s).\n'
-                                                  '  -l, --selector <str>     Label selector (e.g. '
+                                                  "  --insecure-skip-tls-verify      Do not check the server's "
+                                                  'certificate (its\n'
+                                                  '                                  name and issuer): the connection '
+                                                  'is not\n'
+                                                  '                                  secure.\n'
+                                                  '  --certificate-authority <str>   Path to a CA certificate file for '
+                                                  'the\n'
+                                                  '                                  server.\n'
+                                                  '  --client-certificate <str>      Path to a client certificate file '
+                                                  'for TLS.\n'
+                                                  '  --client-key <str>              Path to a client key file for '
+                                                  'TLS.\n'
+                                                  '  --tls-server-name <str>         The server name to check the '
+                                                  "server's\n"
+                                                  '                                  certificate against (default: the '
+                                                  'host of\n'
+                                                  "                                  the server's address).\n"
+                                                  '  --request-timeout <str>         How long one API request may take '
+                                                  '(e.g. 10s,\n'
+                                                  '                                  1m; default 30s).\n'
+                                                  '  -n, --namespace <str>           The namespace (default: the '
+                                                  'kubeconfig\n'
+                                                  "                                  context's, else default).\n"
+                                                  '  -A, --all-namespaces            Every namespace.\n'
+                                                  '  -l, --selector <str>            Label selector (e.g. '
                                                   'key=value,other!=x).\n'
-                                                  '  --field-selector <str>   Field selector, where the server '
-                                                  'supports it (e.g.\n'
-                                                  '                           metadata.name=x).\n'
-                                                  '  -h, --help               Show this message and exit.\n'
+                                                  '  --field-selector <str>          Field selector, where the server '
+                                                  'supports it\n'
+                                                  '                                  (e.g. metadata.name=x).\n'
+                                                  '  -h, --help                      Show this message and exit.\n'
                                                   '\n'
                                                   '  Examples:\n'
                                                   '    gpuctl instancetype list -o wide\n'
@@ -2892,42 +4235,82 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                     '[required]\n'
                                                     '\n'
                                                     'Options:\n'
-                                                    '  --dry-run <str>          none: change the cluster; client: only '
-                                                    'say what\n'
-                                                    '                           would change; server: the API server '
-                                                    'validates,\n'
-                                                    '                           stores nothing.  [default: none]\n'
-                                                    '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                    'jsonpath=TEMPLATE,\n'
-                                                    '                           jsonpath-file=FILE, '
-                                                    'custom-columns=SPEC, custom-\n'
-                                                    '                           columns-file=FILE.  [default: table]\n'
-                                                    '  --no-headers             Print tables without their header '
-                                                    'row.\n'
-                                                    '  --snapshot <str>         Read objects from snapshot files (a '
-                                                    'file or\n'
-                                                    '                           directory of YAML/JSON) instead of a '
-                                                    'cluster.  [env\n'
-                                                    '                           var: GPUCTL_SNAPSHOT]\n'
-                                                    '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                    '$KUBECONFIG or\n'
-                                                    '                           ~/.kube/config).\n'
-                                                    '  --context <str>          The kubeconfig context to use (views, '
-                                                    'partitions,\n'
-                                                    '                           queue and fragmentation take '
-                                                    'several).\n'
-                                                    '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                    '  --user <str>             The kubeconfig user to use.\n'
-                                                    '  -s, --server <str>       The address of the API server.\n'
-                                                    '  --token <str>            Bearer token for the API server.\n'
-                                                    '  --as <str>               Username to impersonate for the '
+                                                    '  --dry-run <str>                 none: change the cluster; '
+                                                    'client: only say\n'
+                                                    '                                  what would change; server: the '
+                                                    'API server\n'
+                                                    '                                  validates, stores nothing.  '
+                                                    '[default: none]\n'
+                                                    '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                    '                                  jsonpath=TEMPLATE, '
+                                                    'jsonpath-file=FILE,\n'
+                                                    '                                  custom-columns=SPEC, '
+                                                    'custom-columns-\n'
+                                                    '                                  file=FILE.  [default: table]\n'
+                                                    '  --no-headers                    Print tables without their '
+                                                    'header row.\n'
+                                                    '  --allow-missing-template-keys / '
+                                                    '--no-allow-missing-template-keys\n'
+                                                    '                                  With -o jsonpath: a key the '
+                                                    'data lacks\n'
+                                                    '                                  prints nothing (else it is an '
+                                                    'error).\n'
+                                                    '                                  [default: '
+                                                    'allow-missing-template-keys]\n'
+                                                    '  --snapshot <str>                Read objects from snapshot '
+                                                    'files (a file or\n'
+                                                    '                                  directory of YAML/JSON) instead '
+                                                    'of a\n'
+                                                    '                                  cluster.  [env var: '
+                                                    'GPUCTL_SNAPSHOT]\n'
+                                                    '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                    '(default\n'
+                                                    '                                  $KUBECONFIG or '
+                                                    '~/.kube/config).\n'
+                                                    '  --context <str>                 The kubeconfig context to use '
+                                                    '(views,\n'
+                                                    '                                  partitions, queue and '
+                                                    'fragmentation take\n'
+                                                    '                                  several).\n'
+                                                    '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                    '  --user <str>                    The kubeconfig user to use.\n'
+                                                    '  -s, --server <str>              The address of the API server.\n'
+                                                    '  --token <str>                   Bearer token for the API '
+                                                    'server.\n'
+                                                    '  --as <str>                      Username to impersonate for the '
                                                     'operation.\n'
-                                                    '  --as-group <str>         Group to impersonate (repeat for '
-                                                    'several).\n'
-                                                    '  --request-timeout <str>  How long one API request may take '
-                                                    '(e.g. 10s, 1m;\n'
-                                                    '                           default 30s).\n'
-                                                    '  -h, --help               Show this message and exit.\n'
+                                                    '  --as-group <str>                Group to impersonate (repeat '
+                                                    'for several).\n'
+                                                    "  --insecure-skip-tls-verify      Do not check the server's "
+                                                    'certificate (its\n'
+                                                    '                                  name and issuer): the '
+                                                    'connection is not\n'
+                                                    '                                  secure.\n'
+                                                    '  --certificate-authority <str>   Path to a CA certificate file '
+                                                    'for the\n'
+                                                    '                                  server.\n'
+                                                    '  --client-certificate <str>      Path to a client certificate '
+                                                    'file for TLS.\n'
+                                                    '  --client-key <str>              Path to a client key file for '
+                                                    'TLS.\n'
+                                                    '  --tls-server-name <str>         The server name to check the '
+                                                    "server's\n"
+                                                    '                                  certificate against (default: '
+                                                    'the host of\n'
+                                                    "                                  the server's address).\n"
+                                                    '  --request-timeout <str>         How long one API request may '
+                                                    'take (e.g. 10s,\n'
+                                                    '                                  1m; default 30s).\n'
+                                                    '  -n, --namespace <str>           The namespace (default: the '
+                                                    'kubeconfig\n'
+                                                    "                                  context's, else default).\n"
+                                                    '  -A, --all-namespaces            Every namespace.\n'
+                                                    '  -l, --selector <str>            Label selector (e.g. '
+                                                    'key=value,other!=x).\n'
+                                                    '  --field-selector <str>          Field selector, where the '
+                                                    'server supports it\n'
+                                                    '                                  (e.g. metadata.name=x).\n'
+                                                    '  -h, --help                      Show this message and exit.\n'
                                                     '\n'
                                                     '  Examples:\n'
                                                     '    gpuctl instancetype rename a10g-12c128g "A10G, 12 cores" \n',
@@ -2940,46 +4323,70 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            '  names...  InstanceType names (all partitioned pools when none given).\n'
                                            '\n'
                                            'Options:\n'
-                                           '  --by-node                Per node.\n'
-                                           "  --by-card                Per card, with each card's carved instances.\n"
-                                           '  -o, --output <str>       table, wide, json, yaml, name, '
-                                           'jsonpath=TEMPLATE,\n'
-                                           '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                           'custom-\n'
-                                           '                           columns-file=FILE.  [default: table]\n'
-                                           '  --no-headers             Print tables without their header row.\n'
-                                           '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                                           '                           .remaining).\n'
-                                           '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                           '                           directory of YAML/JSON) instead of a cluster.  '
-                                           '[env\n'
-                                           '                           var: GPUCTL_SNAPSHOT]\n'
-                                           '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                           '$KUBECONFIG or\n'
-                                           '                           ~/.kube/config).\n'
-                                           '  --context <str>          The kubeconfig context to use (views, '
-                                           'partitions,\n'
-                                           '                           queue and fragmentation take several).\n'
-                                           '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                           '  --user <str>             The kubeconfig user to use.\n'
-                                           '  -s, --server <str>       The address of the API server.\n'
-                                           '  --token <str>            Bearer token for the API server.\n'
-                                           '  --as <str>               Username to impersonate for the operation.\n'
-                                           '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                           '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                           '1m;\n'
-                                           '                           default 30s).\n'
-                                           '  -l, --selector <str>     Label selector (e.g. key=value,other!=x).\n'
-                                           '  --field-selector <str>   Field selector, where the server supports it '
+                                           '  --by-node                       Per node.\n'
+                                           "  --by-card                       Per card, with each card's carved "
+                                           'instances.\n'
+                                           '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                           '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                           '                                  custom-columns=SPEC, custom-columns-\n'
+                                           '                                  file=FILE.  [default: table]\n'
+                                           '  --no-headers                    Print tables without their header row.\n'
+                                           '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                           '                                  With -o jsonpath: a key the data lacks\n'
+                                           '                                  prints nothing (else it is an error).\n'
+                                           '                                  [default: allow-missing-template-keys]\n'
+                                           '  --sort-by <str>                 Sort the list by a JSONPath expression '
                                            '(e.g.\n'
-                                           '                           metadata.name=x).\n'
-                                           '  --all-contexts           Read every context of the kubeconfig, one '
+                                           '                                  .remaining).\n'
+                                           '  --snapshot <str>                Read objects from snapshot files (a file '
+                                           'or\n'
+                                           '                                  directory of YAML/JSON) instead of a\n'
+                                           '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                           '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                           '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                           '  --context <str>                 The kubeconfig context to use (views,\n'
+                                           '                                  partitions, queue and fragmentation '
+                                           'take\n'
+                                           '                                  several).\n'
+                                           '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                           '  --user <str>                    The kubeconfig user to use.\n'
+                                           '  -s, --server <str>              The address of the API server.\n'
+                                           '  --token <str>                   Bearer token for the API server.\n'
+                                           '  --as <str>                      Username to impersonate for the '
+                                           'operation.\n'
+                                           '  --as-group <str>                Group to impersonate (repeat for '
+                                           'several).\n'
+                                           "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                           '(its\n'
+                                           '                                  name and issuer): the connection is not\n'
+                                           '                                  secure.\n'
+                                           '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                           '                                  server.\n'
+                                           '  --client-certificate <str>      Path to a client certificate file for '
+                                           'TLS.\n'
+                                           '  --client-key <str>              Path to a client key file for TLS.\n'
+                                           "  --tls-server-name <str>         The server name to check the server's\n"
+                                           '                                  certificate against (default: the host '
+                                           'of\n'
+                                           "                                  the server's address).\n"
+                                           '  --request-timeout <str>         How long one API request may take (e.g. '
+                                           '10s,\n'
+                                           '                                  1m; default 30s).\n'
+                                           '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                           "                                  context's, else default).\n"
+                                           '  -A, --all-namespaces            Every namespace.\n'
+                                           '  -l, --selector <str>            Label selector (e.g. '
+                                           'key=value,other!=x).\n'
+                                           '  --field-selector <str>          Field selector, where the server '
+                                           'supports it\n'
+                                           '                                  (e.g. metadata.name=x).\n'
+                                           '  --all-contexts                  Read every context of the kubeconfig, '
+                                           'one\n'
+                                           '                                  cluster each.\n'
+                                           '  --by-cluster                    With several clusters: one row per '
                                            'cluster\n'
-                                           '                           each.\n'
-                                           '  --by-cluster             With several clusters: one row per cluster '
-                                           'instead\n'
-                                           '                           of their sum.\n'
-                                           '  -h, --help               Show this message and exit.\n'
+                                           '                                  instead of their sum.\n'
+                                           '  -h, --help                      Show this message and exit.\n'
                                            '\n'
                                            '  Examples:\n'
                                            '    # Per profile: offered, allocated, remaining\n'
@@ -3001,35 +4408,57 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '                     every one).\n'
                                       '\n'
                                       'Options:\n'
-                                      "  --runtime-label <str>    A label whose value bounds a Workload's runtime in\n"
-                                      '                           seconds, where it sets no\n'
-                                      '                           maximumExecutionTimeSeconds.\n'
-                                      '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                           columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers             Print tables without their header row.\n'
-                                      '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                                      '                           .remaining).\n'
-                                      '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                      '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                      '                           var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                      '                           ~/.kube/config).\n'
-                                      '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                      '                           queue and fragmentation take several).\n'
-                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                      '  --user <str>             The kubeconfig user to use.\n'
-                                      '  -s, --server <str>       The address of the API server.\n'
-                                      '  --token <str>            Bearer token for the API server.\n'
-                                      '  --as <str>               Username to impersonate for the operation.\n'
-                                      '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                           default 30s).\n'
-                                      '  --all-contexts           Read every context of the kubeconfig, one cluster\n'
-                                      '                           each.\n'
-                                      '  --by-cluster             With several clusters: one row per cluster instead\n'
-                                      '                           of their sum.\n'
-                                      '  -h, --help               Show this message and exit.\n'
+                                      "  --runtime-label <str>           A label whose value bounds a Workload's\n"
+                                      '                                  runtime in seconds, where it sets no\n'
+                                      '                                  maximumExecutionTimeSeconds.\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                      '                                  .remaining).\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                                      '                                  cluster each.\n'
+                                      '  --by-cluster                    With several clusters: one row per cluster\n'
+                                      '                                  instead of their sum.\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       "    # Every queue's pending Workloads in Kueue's order\n"
@@ -3066,75 +4495,122 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            '  admins --dry-run-namespace team-a | kubectl apply -f -`\n'
                                            '\n'
                                            'Options:\n'
-                                           '  --dry-run-namespace <str>  A namespace where the subjects may run '
-                                           'server-\n'
-                                           '                             side dry runs (repeatable).\n'
-                                           '  --bind-user <str>          A user to bind (repeatable).\n'
-                                           '  --bind-group <str>         A group to bind (repeatable).\n'
-                                           "  --pool <str>               Only these pools' ClusterQueues (default: "
-                                           'every\n'
-                                           "                             InstanceType's).\n"
-                                           '  --snapshot <str>           Read objects from snapshot files (a file or\n'
-                                           '                             directory of YAML/JSON) instead of a '
+                                           '  --dry-run-namespace <str>      A namespace where the subjects may run\n'
+                                           '                                 server-side dry runs (repeatable).\n'
+                                           '  --bind-user <str>              A user to bind (repeatable).\n'
+                                           '  --bind-group <str>             A group to bind (repeatable).\n'
+                                           "  --pool <str>                   Only these pools' ClusterQueues "
+                                           '(default:\n'
+                                           "                                 every InstanceType's).\n"
+                                           '  --snapshot <str>               Read objects from snapshot files (a file '
+                                           'or\n'
+                                           '                                 directory of YAML/JSON) instead of a '
                                            'cluster.\n'
-                                           '                             [env var: GPUCTL_SNAPSHOT]\n'
-                                           '  --kubeconfig <str>         Path to the kubeconfig file (default '
-                                           '$KUBECONFIG\n'
-                                           '                             or ~/.kube/config).\n'
-                                           '  --context <str>            The kubeconfig context to use (views, '
-                                           'partitions,\n'
-                                           '                             queue and fragmentation take several).\n'
-                                           '  --cluster <str>            The kubeconfig cluster to use.\n'
-                                           '  --user <str>               The kubeconfig user to use.\n'
-                                           '  -s, --server <str>         The address of the API server.\n'
-                                           '  --token <str>              Bearer token for the API server.\n'
-                                           '  --as <str>                 Username to impersonate for the operation.\n'
-                                           '  --as-group <str>           Group to impersonate (repeat for several).\n'
-                                           '  --request-timeout <str>    How long one API request may take (e.g. 10s, '
-                                           '1m;\n'
-                                           '                             default 30s).\n'
-                                           '  -h, --help                 Show this message and exit.\n'
+                                           '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                           '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                           '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                           '  --context <str>                The kubeconfig context to use (views,\n'
+                                           '                                 partitions, queue and fragmentation take\n'
+                                           '                                 several).\n'
+                                           '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                           '  --user <str>                   The kubeconfig user to use.\n'
+                                           '  -s, --server <str>             The address of the API server.\n'
+                                           '  --token <str>                  Bearer token for the API server.\n'
+                                           '  --as <str>                     Username to impersonate for the '
+                                           'operation.\n'
+                                           '  --as-group <str>               Group to impersonate (repeat for '
+                                           'several).\n'
+                                           "  --insecure-skip-tls-verify     Do not check the server's certificate "
+                                           '(its\n'
+                                           '                                 name and issuer): the connection is not\n'
+                                           '                                 secure.\n'
+                                           '  --certificate-authority <str>  Path to a CA certificate file for the '
+                                           'server.\n'
+                                           '  --client-certificate <str>     Path to a client certificate file for '
+                                           'TLS.\n'
+                                           '  --client-key <str>             Path to a client key file for TLS.\n'
+                                           "  --tls-server-name <str>        The server name to check the server's\n"
+                                           '                                 certificate against (default: the host of '
+                                           'the\n'
+                                           "                                 server's address).\n"
+                                           '  --request-timeout <str>        How long one API request may take (e.g. '
+                                           '10s,\n'
+                                           '                                 1m; default 30s).\n'
+                                           '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                           "                                 context's, else default).\n"
+                                           '  -A, --all-namespaces           Every namespace.\n'
+                                           '  -l, --selector <str>           Label selector (e.g. '
+                                           'key=value,other!=x).\n'
+                                           '  --field-selector <str>         Field selector, where the server supports '
+                                           'it\n'
+                                           '                                 (e.g. metadata.name=x).\n'
+                                           '  -h, --help                     Show this message and exit.\n'
                                            '\n'
                                            '  Examples:\n'
                                            '    gpuctl rbac admin --bind-group gpu-admins --dry-run-namespace team-a | '
                                            'kubectl apply -f -\n',
-                             'resume': 'Usage: kubectl gpuctl resume [OPTIONS] {INSTANCETYPE}\n'
+                             'resume': 'Usage: kubectl gpuctl resume [OPTIONS] [INSTANCETYPE]...\n'
                                        '\n'
-                                       '  Return a pool to service: its ClusterQueue back to stopPolicy None, then\n'
+                                       '  Return pools to service: each ClusterQueue back to stopPolicy None, then\n'
                                        '  InstanceType inactive=false.\n'
                                        '\n'
                                        '  Stopped Instances stay stopped: start them with `gpuctl instance start`.\n'
                                        '\n'
                                        'Arguments:\n'
-                                       "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                                       '                [required]\n'
+                                       "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                                       '                     name); or choose them with -l/--field-selector.\n'
                                        '\n'
                                        'Options:\n'
-                                       '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                                       '                           would change; server: the API server validates,\n'
-                                       '                           stores nothing.  [default: none]\n'
-                                       '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                       '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                       '                           columns-file=FILE.  [default: table]\n'
-                                       '  --no-headers             Print tables without their header row.\n'
-                                       '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                       '                           directory of YAML/JSON) instead of a cluster.  '
-                                       '[env\n'
-                                       '                           var: GPUCTL_SNAPSHOT]\n'
-                                       '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
-                                       'or\n'
-                                       '                           ~/.kube/config).\n'
-                                       '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                       '                           queue and fragmentation take several).\n'
-                                       '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                       '  --user <str>             The kubeconfig user to use.\n'
-                                       '  -s, --server <str>       The address of the API server.\n'
-                                       '  --token <str>            Bearer token for the API server.\n'
-                                       '  --as <str>               Username to impersonate for the operation.\n'
-                                       '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                       '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                       '                           default 30s).\n'
-                                       '  -h, --help               Show this message and exit.\n'
+                                       '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                                       '                                  what would change; server: the API server\n'
+                                       '                                  validates, stores nothing.  [default: none]\n'
+                                       '  -y, --yes                       Do not ask: needed for bulk changes when '
+                                       'not\n'
+                                       '                                  on a terminal.\n'
+                                       '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                       '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                       '                                  custom-columns=SPEC, custom-columns-\n'
+                                       '                                  file=FILE.  [default: table]\n'
+                                       '  --no-headers                    Print tables without their header row.\n'
+                                       '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                       '                                  With -o jsonpath: a key the data lacks\n'
+                                       '                                  prints nothing (else it is an error).\n'
+                                       '                                  [default: allow-missing-template-keys]\n'
+                                       '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                       '                                  directory of YAML/JSON) instead of a\n'
+                                       '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                       '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                       '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                       '  --context <str>                 The kubeconfig context to use (views,\n'
+                                       '                                  partitions, queue and fragmentation take\n'
+                                       '                                  several).\n'
+                                       '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                       '  --user <str>                    The kubeconfig user to use.\n'
+                                       '  -s, --server <str>              The address of the API server.\n'
+                                       '  --token <str>                   Bearer token for the API server.\n'
+                                       '  --as <str>                      Username to impersonate for the operation.\n'
+                                       '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                       "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                       '                                  name and issuer): the connection is not\n'
+                                       '                                  secure.\n'
+                                       '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                       '                                  server.\n'
+                                       '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                       '  --client-key <str>              Path to a client key file for TLS.\n'
+                                       "  --tls-server-name <str>         The server name to check the server's\n"
+                                       '                                  certificate against (default: the host of\n'
+                                       "                                  the server's address).\n"
+                                       '  --request-timeout <str>         How long one API request may take (e.g. '
+                                       '10s,\n'
+                                       '                                  1m; default 30s).\n'
+                                       '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                       "                                  context's, else default).\n"
+                                       '  -A, --all-namespaces            Every namespace.\n'
+                                       '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                       '  --field-selector <str>          Field selector, where the server supports '
+                                       'it\n'
+                                       '                                  (e.g. metadata.name=x).\n'
+                                       '  -h, --help                      Show this message and exit.\n'
                                        '\n'
                                        '  Examples:\n'
                                        '    gpuctl resume gpustack--nvidia-a10g-linux-amd64\n',
@@ -3149,53 +4625,80 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '  is written to the cluster.\n'
                                          '\n'
                                          'Options:\n'
-                                         '  -f, --filename <str>     A manifest (Pod, Job, Deployment, StatefulSet,\n'
-                                         '                           Workload, Instance); - reads stdin. Repeatable.\n'
-                                         '  --workload <str>         An existing Workload ([NAMESPACE/]NAME), '
-                                         'simulated\n'
-                                         '                           as if submitted anew. Repeatable.\n'
-                                         '  --suggest                For a held workload, the smallest changes that\n'
-                                         '                           admit it, each proven by simulation.\n'
-                                         '  --without <str>          As if this Workload ([NAMESPACE/]NAME) had\n'
-                                         '                           finished. Repeatable.\n'
-                                         '  --drain <str>            As if this pool were drained (HoldAndDrain).\n'
-                                         '                           Repeatable.\n'
-                                         '  --hold <str>             As if this pool were on Hold. Repeatable.\n'
-                                         '  --add-nodes <str>        N more nodes shaped like --like (every card '
-                                         'free),\n'
-                                         "                           or 'auto': the fewest that admit every workload.\n"
-                                         '  --like <str>             The node --add-nodes copies.\n'
-                                         '  --at-quota <str>         As if this ClusterQueue used all its nominal '
-                                         'quota\n'
-                                         '                           (lends nothing to its cohort). Repeatable.\n'
-                                         '  --exit-code              Exit 3 when a workload would be held.\n'
-                                         '  -o, --output <str>       table, wide, json, yaml, name, '
-                                         'jsonpath=TEMPLATE,\n'
-                                         '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                         '                           columns-file=FILE.  [default: table]\n'
-                                         '  --no-headers             Print tables without their header row.\n'
-                                         '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                         '                           directory of YAML/JSON) instead of a cluster.  '
-                                         '[env\n'
-                                         '                           var: GPUCTL_SNAPSHOT]\n'
-                                         '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
+                                         '  -f, --filename <str>            A manifest (Pod, Job, Deployment,\n'
+                                         '                                  StatefulSet, Workload, Instance); - reads\n'
+                                         '                                  stdin. Repeatable.\n'
+                                         '  --workload <str>                An existing Workload ([NAMESPACE/]NAME),\n'
+                                         '                                  simulated as if submitted anew. '
+                                         'Repeatable.\n'
+                                         '  --suggest                       For a held workload, the smallest changes\n'
+                                         '                                  that admit it, each proven by simulation.\n'
+                                         '  --without <str>                 As if this Workload ([NAMESPACE/]NAME) '
+                                         'had\n'
+                                         '                                  finished. Repeatable.\n'
+                                         '  --drain <str>                   As if this pool were drained '
+                                         '(HoldAndDrain).\n'
+                                         '                                  Repeatable.\n'
+                                         '  --hold <str>                    As if this pool were on Hold. Repeatable.\n'
+                                         '  --add-nodes <str>               N more nodes shaped like --like (every '
+                                         'card\n'
+                                         "                                  free), or 'auto': the fewest that admit\n"
+                                         '                                  every workload.\n'
+                                         '  --like <str>                    The node --add-nodes copies.\n'
+                                         '  --at-quota <str>                As if this ClusterQueue used all its '
+                                         'nominal\n'
+                                         '                                  quota (lends nothing to its cohort).\n'
+                                         '                                  Repeatable.\n'
+                                         '  --exit-code                     Exit 3 when a workload would be held.\n'
+                                         '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                         '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                         '                                  custom-columns=SPEC, custom-columns-\n'
+                                         '                                  file=FILE.  [default: table]\n'
+                                         '  --no-headers                    Print tables without their header row.\n'
+                                         '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                         '                                  With -o jsonpath: a key the data lacks\n'
+                                         '                                  prints nothing (else it is an error).\n'
+                                         '                                  [default: allow-missing-template-keys]\n'
+                                         '  --snapshot <str>                Read objects from snapshot files (a file '
                                          'or\n'
-                                         '                           ~/.kube/config).\n'
-                                         '  --context <str>          The kubeconfig context to use (views, '
-                                         'partitions,\n'
-                                         '                           queue and fragmentation take several).\n'
-                                         '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                         '  --user <str>             The kubeconfig user to use.\n'
-                                         '  -s, --server <str>       The address of the API server.\n'
-                                         '  --token <str>            Bearer token for the API server.\n'
-                                         '  --as <str>               Username to impersonate for the operation.\n'
-                                         '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                         '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                         '                           default 30s).\n'
-                                         '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                         "context's,\n"
-                                         '                           else default).\n'
-                                         '  -h, --help               Show this message and exit.\n'
+                                         '                                  directory of YAML/JSON) instead of a\n'
+                                         '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                         '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                         '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                         '  --context <str>                 The kubeconfig context to use (views,\n'
+                                         '                                  partitions, queue and fragmentation take\n'
+                                         '                                  several).\n'
+                                         '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                         '  --user <str>                    The kubeconfig user to use.\n'
+                                         '  -s, --server <str>              The address of the API server.\n'
+                                         '  --token <str>                   Bearer token for the API server.\n'
+                                         '  --as <str>                      Username to impersonate for the '
+                                         'operation.\n'
+                                         '  --as-group <str>                Group to impersonate (repeat for '
+                                         'several).\n'
+                                         "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                         '(its\n'
+                                         '                                  name and issuer): the connection is not\n'
+                                         '                                  secure.\n'
+                                         '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                         '                                  server.\n'
+                                         '  --client-certificate <str>      Path to a client certificate file for '
+                                         'TLS.\n'
+                                         '  --client-key <str>              Path to a client key file for TLS.\n'
+                                         "  --tls-server-name <str>         The server name to check the server's\n"
+                                         '                                  certificate against (default: the host of\n'
+                                         "                                  the server's address).\n"
+                                         '  --request-timeout <str>         How long one API request may take (e.g. '
+                                         '10s,\n'
+                                         '                                  1m; default 30s).\n'
+                                         '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                         "                                  context's, else default).\n"
+                                         '  -A, --all-namespaces            Every namespace.\n'
+                                         '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                         '  --field-selector <str>          Field selector, where the server supports '
+                                         'it\n'
+                                         '                                  (e.g. metadata.name=x).\n'
+                                         '  -h, --help                      Show this message and exit.\n'
                                          '\n'
                                          '  Examples:\n'
                                          '    # Would this Pod be admitted now, on which node and cards?\n'
@@ -3228,25 +4731,41 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                     '                     every one).\n'
                                     '\n'
                                     'Options:\n'
-                                    '  --interval <float range>  Seconds between redraws.  [default: 2.0;\n'
-                                    '                            0.2<=x<=3600]\n'
-                                    '  --once                    Print one frame and exit.\n'
-                                    '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                    '                            directory of YAML/JSON) instead of a cluster.\n'
-                                    '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                    '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                    '                            or ~/.kube/config).\n'
-                                    '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                    '                            queue and fragmentation take several).\n'
-                                    '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                    '  --user <str>              The kubeconfig user to use.\n'
-                                    '  -s, --server <str>        The address of the API server.\n'
-                                    '  --token <str>             Bearer token for the API server.\n'
-                                    '  --as <str>                Username to impersonate for the operation.\n'
-                                    '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                    '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                    '                            default 30s).\n'
-                                    '  -h, --help                Show this message and exit.\n'
+                                    '  --interval <float range>       Seconds between redraws.  [default: 2.0;\n'
+                                    '                                 0.2<=x<=3600]\n'
+                                    '  --once                         Print one frame and exit.\n'
+                                    '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                    '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                    '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                    '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                    '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                    '  --context <str>                The kubeconfig context to use (views,\n'
+                                    '                                 partitions, queue and fragmentation take\n'
+                                    '                                 several).\n'
+                                    '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                    '  --user <str>                   The kubeconfig user to use.\n'
+                                    '  -s, --server <str>             The address of the API server.\n'
+                                    '  --token <str>                  Bearer token for the API server.\n'
+                                    '  --as <str>                     Username to impersonate for the operation.\n'
+                                    '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                    "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                    '                                 name and issuer): the connection is not\n'
+                                    '                                 secure.\n'
+                                    '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                    '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                    '  --client-key <str>             Path to a client key file for TLS.\n'
+                                    "  --tls-server-name <str>        The server name to check the server's\n"
+                                    '                                 certificate against (default: the host of the\n'
+                                    "                                 server's address).\n"
+                                    '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                    '                                 1m; default 30s).\n'
+                                    '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                    "                                 context's, else default).\n"
+                                    '  -A, --all-namespaces           Every namespace.\n'
+                                    '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                    '  --field-selector <str>         Field selector, where the server supports it\n'
+                                    '                                 (e.g. metadata.name=x).\n'
+                                    '  -h, --help                     Show this message and exit.\n'
                                     '\n'
                                     '  Examples:\n'
                                     '    # Live, redrawn as the watches see changes (s sorts, j/k select, e explains, '
@@ -3261,26 +4780,45 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         "  operator's too).\n"
                                         '\n'
                                         'Options:\n'
-                                        "  --show-cluster           Also ask the cluster: the API server's and the\n"
-                                        "                           operator's versions.\n"
-                                        '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                        '                           directory of YAML/JSON) instead of a cluster.  '
-                                        '[env\n'
-                                        '                           var: GPUCTL_SNAPSHOT]\n'
-                                        '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
-                                        'or\n'
-                                        '                           ~/.kube/config).\n'
-                                        '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                        '                           queue and fragmentation take several).\n'
-                                        '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                        '  --user <str>             The kubeconfig user to use.\n'
-                                        '  -s, --server <str>       The address of the API server.\n'
-                                        '  --token <str>            Bearer token for the API server.\n'
-                                        '  --as <str>               Username to impersonate for the operation.\n'
-                                        '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                        '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                        '                           default 30s).\n'
-                                        '  -h, --help               Show this message and exit.\n'
+                                        "  --show-cluster                 Also ask the cluster: the API server's and\n"
+                                        "                                 the operator's versions.\n"
+                                        '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                        '                                 directory of YAML/JSON) instead of a '
+                                        'cluster.\n'
+                                        '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                        '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                        '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                        '  --context <str>                The kubeconfig context to use (views,\n'
+                                        '                                 partitions, queue and fragmentation take\n'
+                                        '                                 several).\n'
+                                        '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                        '  --user <str>                   The kubeconfig user to use.\n'
+                                        '  -s, --server <str>             The address of the API server.\n'
+                                        '  --token <str>                  Bearer token for the API server.\n'
+                                        '  --as <str>                     Username to impersonate for the operation.\n'
+                                        '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                        "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                        '                                 name and issuer): the connection is not\n'
+                                        '                                 secure.\n'
+                                        '  --certificate-authority <str>  Path to a CA certificate file for the '
+                                        'server.\n'
+                                        '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                        '  --client-key <str>             Path to a client key file for TLS.\n'
+                                        "  --tls-server-name <str>        The server name to check the server's\n"
+                                        '                                 certificate against (default: the host of '
+                                        'the\n'
+                                        "                                 server's address).\n"
+                                        '  --request-timeout <str>        How long one API request may take (e.g. '
+                                        '10s,\n'
+                                        '                                 1m; default 30s).\n'
+                                        '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                        "                                 context's, else default).\n"
+                                        '  -A, --all-namespaces           Every namespace.\n'
+                                        '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                        '  --field-selector <str>         Field selector, where the server supports '
+                                        'it\n'
+                                        '                                 (e.g. metadata.name=x).\n'
+                                        '  -h, --help                     Show this message and exit.\n'
                                         '\n'
                                         '  Examples:\n'
                                         '    gpuctl version\n'
@@ -3298,44 +4836,63 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  names...  InstanceType names (all when none given).\n'
                                       '\n'
                                       'Options:\n'
-                                      "  --published               Compare with what each InstanceType's status\n"
-                                      '                            publishes.\n'
-                                      '  --by-node                 Break each pool down by node.\n'
-                                      '  --by-card                 Break each pool down by card: mode and what is\n'
-                                      '                            free.\n'
-                                      '  -w, --watch               Redraw on change (live cluster only).\n'
-                                      '  --interval <float range>  Seconds between reads with --watch.  [default:\n'
-                                      '                            2.0; x>=0.2]\n'
-                                      '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                            columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers              Print tables without their header row.\n'
-                                      '  --sort-by <str>           Sort the list by a JSONPath expression (e.g.\n'
-                                      '                            .remaining).\n'
-                                      '  --show-labels             Add a LABELS column to tables.\n'
-                                      '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                      '                            directory of YAML/JSON) instead of a cluster.\n'
-                                      '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                      '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                      '                            queue and fragmentation take several).\n'
-                                      '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                      '  --user <str>              The kubeconfig user to use.\n'
-                                      '  -s, --server <str>        The address of the API server.\n'
-                                      '  --token <str>             Bearer token for the API server.\n'
-                                      '  --as <str>                Username to impersonate for the operation.\n'
-                                      '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                            default 30s).\n'
-                                      '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                      '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
-                                      '                            metadata.name=x).\n'
-                                      '  --all-contexts            Read every context of the kubeconfig, one cluster\n'
-                                      '                            each.\n'
-                                      '  --by-cluster              With several clusters: one row per cluster instead\n'
-                                      '                            of their sum.\n'
-                                      '  -h, --help                Show this message and exit.\n'
+                                      "  --published                     Compare with what each InstanceType's status\n"
+                                      '                                  publishes.\n'
+                                      '  --by-node                       Break each pool down by node.\n'
+                                      '  --by-card                       Break each pool down by card: mode and what\n'
+                                      '                                  is free.\n'
+                                      '  -w, --watch                     Redraw on change (live cluster only).\n'
+                                      '  --interval <float range>        Seconds between reads with --watch.\n'
+                                      '                                  [default: 2.0; x>=0.2]\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                      '                                  .remaining).\n'
+                                      '  --show-labels                   Add a LABELS column to tables.\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                                      '                                  cluster each.\n'
+                                      '  --by-cluster                    With several clusters: one row per cluster\n'
+                                      '                                  instead of their sum.\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       '    # What every pool can still give, live or from a snapshot\n'
@@ -3387,51 +4944,86 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                 '                                  The kind of object.  [required]\n'
                                                 '\n'
                                                 'Options:\n'
-                                                '  -f, --filename <str>         The manifest (YAML or JSON); - reads '
-                                                'stdin.\n'
-                                                '                               [required]\n'
-                                                '  --old <str>                  The stored object, for --operation '
+                                                '  -f, --filename <str>            The manifest (YAML or JSON); - '
+                                                'reads stdin.\n'
+                                                '                                  [required]\n'
+                                                '  --old <str>                     The stored object, for --operation '
                                                 'UPDATE.\n'
-                                                '  --operation <create|update>  The admission operation.  [default: '
+                                                '  --operation <create|update>     The admission operation.  [default: '
                                                 'CREATE]\n'
-                                                '  --server-side                Send a server-side dry-run create: the '
-                                                'deployed\n'
-                                                '                               webhooks answer.\n'
-                                                '  --compare                    With --server-side: do the deployed '
+                                                '  --server-side                   Send a server-side dry-run create: '
+                                                'the\n'
+                                                '                                  deployed webhooks answer.\n'
+                                                '  --compare                       With --server-side: do the deployed '
                                                 'webhooks\n'
-                                                '                               and this version agree?\n'
-                                                '  --show-object                Print the mutated object too.\n'
-                                                '  -o, --output <str>           table, wide, json, yaml, name,\n'
-                                                '                               jsonpath=TEMPLATE, jsonpath-file=FILE, '
-                                                'custom-\n'
-                                                '                               columns=SPEC, '
-                                                'custom-columns-file=FILE.\n'
-                                                '                               [default: table]\n'
-                                                '  --no-headers                 Print tables without their header '
+                                                '                                  and this version agree?\n'
+                                                '  --show-object                   Print the mutated object too.\n'
+                                                '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                '                                  jsonpath=TEMPLATE, '
+                                                'jsonpath-file=FILE,\n'
+                                                '                                  custom-columns=SPEC, '
+                                                'custom-columns-\n'
+                                                '                                  file=FILE.  [default: table]\n'
+                                                '  --no-headers                    Print tables without their header '
                                                 'row.\n'
-                                                '  --snapshot <str>             Read objects from snapshot files (a '
+                                                '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                                '                                  With -o jsonpath: a key the data '
+                                                'lacks\n'
+                                                '                                  prints nothing (else it is an '
+                                                'error).\n'
+                                                '                                  [default: '
+                                                'allow-missing-template-keys]\n'
+                                                '  --snapshot <str>                Read objects from snapshot files (a '
                                                 'file or\n'
-                                                '                               directory of YAML/JSON) instead of a '
-                                                'cluster.\n'
-                                                '                               [env var: GPUCTL_SNAPSHOT]\n'
-                                                '  --kubeconfig <str>           Path to the kubeconfig file (default\n'
-                                                '                               $KUBECONFIG or ~/.kube/config).\n'
-                                                '  --context <str>              The kubeconfig context to use (views,\n'
-                                                '                               partitions, queue and fragmentation '
+                                                '                                  directory of YAML/JSON) instead of '
+                                                'a\n'
+                                                '                                  cluster.  [env var: '
+                                                'GPUCTL_SNAPSHOT]\n'
+                                                '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                '(default\n'
+                                                '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                '  --context <str>                 The kubeconfig context to use '
+                                                '(views,\n'
+                                                '                                  partitions, queue and fragmentation '
                                                 'take\n'
-                                                '                               several).\n'
-                                                '  --cluster <str>              The kubeconfig cluster to use.\n'
-                                                '  --user <str>                 The kubeconfig user to use.\n'
-                                                '  -s, --server <str>           The address of the API server.\n'
-                                                '  --token <str>                Bearer token for the API server.\n'
-                                                '  --as <str>                   Username to impersonate for the '
+                                                '                                  several).\n'
+                                                '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                '  --user <str>                    The kubeconfig user to use.\n'
+                                                '  -s, --server <str>              The address of the API server.\n'
+                                                '  --token <str>                   Bearer token for the API server.\n'
+                                                '  --as <str>                      Username to impersonate for the '
                                                 'operation.\n'
-                                                '  --as-group <str>             Group to impersonate (repeat for '
+                                                '  --as-group <str>                Group to impersonate (repeat for '
                                                 'several).\n'
-                                                '  --request-timeout <str>      How long one API request may take '
+                                                "  --insecure-skip-tls-verify      Do not check the server's "
+                                                'certificate (its\n'
+                                                '                                  name and issuer): the connection is '
+                                                'not\n'
+                                                '                                  secure.\n'
+                                                '  --certificate-authority <str>   Path to a CA certificate file for '
+                                                'the\n'
+                                                '                                  server.\n'
+                                                '  --client-certificate <str>      Path to a client certificate file '
+                                                'for TLS.\n'
+                                                '  --client-key <str>              Path to a client key file for TLS.\n'
+                                                '  --tls-server-name <str>         The server name to check the '
+                                                "server's\n"
+                                                '                                  certificate against (default: the '
+                                                'host of\n'
+                                                "                                  the server's address).\n"
+                                                '  --request-timeout <str>         How long one API request may take '
                                                 '(e.g. 10s,\n'
-                                                '                               1m; default 30s).\n'
-                                                '  -h, --help                   Show this message and exit.\n'
+                                                '                                  1m; default 30s).\n'
+                                                '  -n, --namespace <str>           The namespace (default: the '
+                                                'kubeconfig\n'
+                                                "                                  context's, else default).\n"
+                                                '  -A, --all-namespaces            Every namespace.\n'
+                                                '  -l, --selector <str>            Label selector (e.g. '
+                                                'key=value,other!=x).\n'
+                                                '  --field-selector <str>          Field selector, where the server '
+                                                'supports it\n'
+                                                '                                  (e.g. metadata.name=x).\n'
+                                                '  -h, --help                      Show this message and exit.\n'
                                                 '\n'
                                                 '  Examples:\n'
                                                 '    # What the Pod webhook does to a manifest (exit 3 when denied)\n'
@@ -3450,45 +5042,64 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                           '  namespace; -t filters by pool too).\n'
                                           '\n'
                                           'Options:\n'
-                                          '  -t, --instancetype <str>  Only the Workloads of this pool (its\n'
-                                          '                            ClusterQueue).\n'
-                                          '  --held                    Only Workloads some gate holds.\n'
-                                          '  -o, --output <str>        table, wide, json, yaml, name, '
-                                          'jsonpath=TEMPLATE,\n'
-                                          '                            jsonpath-file=FILE, custom-columns=SPEC, '
-                                          'custom-\n'
-                                          '                            columns-file=FILE.  [default: table]\n'
-                                          '  --no-headers              Print tables without their header row.\n'
-                                          '  --sort-by <str>           Sort the list by a JSONPath expression (e.g.\n'
-                                          '                            .remaining).\n'
-                                          '  --show-labels             Add a LABELS column to tables.\n'
-                                          '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                          '                            directory of YAML/JSON) instead of a cluster.\n'
-                                          '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                          '  --kubeconfig <str>        Path to the kubeconfig file (default '
-                                          '$KUBECONFIG\n'
-                                          '                            or ~/.kube/config).\n'
-                                          '  --context <str>           The kubeconfig context to use (views, '
-                                          'partitions,\n'
-                                          '                            queue and fragmentation take several).\n'
-                                          '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                          '  --user <str>              The kubeconfig user to use.\n'
-                                          '  -s, --server <str>        The address of the API server.\n'
-                                          '  --token <str>             Bearer token for the API server.\n'
-                                          '  --as <str>                Username to impersonate for the operation.\n'
-                                          '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                          '  --request-timeout <str>   How long one API request may take (e.g. 10s, '
-                                          '1m;\n'
-                                          '                            default 30s).\n'
-                                          '  -n, --namespace <str>     The namespace (default: the kubeconfig '
-                                          "context's,\n"
-                                          '                            else default).\n'
-                                          '  -A, --all-namespaces      Every namespace.\n'
-                                          '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                          '  --field-selector <str>    Field selector, where the server supports it '
+                                          '  -t, --instancetype <str>        Only the Workloads of this pool (its\n'
+                                          '                                  ClusterQueue).\n'
+                                          '  --held                          Only Workloads some gate holds.\n'
+                                          '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                          '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                          '                                  custom-columns=SPEC, custom-columns-\n'
+                                          '                                  file=FILE.  [default: table]\n'
+                                          '  --no-headers                    Print tables without their header row.\n'
+                                          '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                          '                                  With -o jsonpath: a key the data lacks\n'
+                                          '                                  prints nothing (else it is an error).\n'
+                                          '                                  [default: allow-missing-template-keys]\n'
+                                          '  --sort-by <str>                 Sort the list by a JSONPath expression '
                                           '(e.g.\n'
-                                          '                            metadata.name=x).\n'
-                                          '  -h, --help                Show this message and exit.\n'
+                                          '                                  .remaining).\n'
+                                          '  --show-labels                   Add a LABELS column to tables.\n'
+                                          '  --snapshot <str>                Read objects from snapshot files (a file '
+                                          'or\n'
+                                          '                                  directory of YAML/JSON) instead of a\n'
+                                          '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                          '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                          '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                          '  --context <str>                 The kubeconfig context to use (views,\n'
+                                          '                                  partitions, queue and fragmentation take\n'
+                                          '                                  several).\n'
+                                          '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                          '  --user <str>                    The kubeconfig user to use.\n'
+                                          '  -s, --server <str>              The address of the API server.\n'
+                                          '  --token <str>                   Bearer token for the API server.\n'
+                                          '  --as <str>                      Username to impersonate for the '
+                                          'operation.\n'
+                                          '  --as-group <str>                Group to impersonate (repeat for '
+                                          'several).\n'
+                                          "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                          '(its\n'
+                                          '                                  name and issuer): the connection is not\n'
+                                          '                                  secure.\n'
+                                          '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                          '                                  server.\n'
+                                          '  --client-certificate <str>      Path to a client certificate file for '
+                                          'TLS.\n'
+                                          '  --client-key <str>              Path to a client key file for TLS.\n'
+                                          "  --tls-server-name <str>         The server name to check the server's\n"
+                                          '                                  certificate against (default: the host '
+                                          'of\n'
+                                          "                                  the server's address).\n"
+                                          '  --request-timeout <str>         How long one API request may take (e.g. '
+                                          '10s,\n'
+                                          '                                  1m; default 30s).\n'
+                                          '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                          "                                  context's, else default).\n"
+                                          '  -A, --all-namespaces            Every namespace.\n'
+                                          '  -l, --selector <str>            Label selector (e.g. '
+                                          'key=value,other!=x).\n'
+                                          '  --field-selector <str>          Field selector, where the server supports '
+                                          'it\n'
+                                          '                                  (e.g. metadata.name=x).\n'
+                                          '  -h, --help                      Show this message and exit.\n'
                                           '\n'
                                           '  Examples:\n'
                                           "    # The Workloads of the context's namespace, and those some gate holds "
@@ -3533,8 +5144,27 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                            {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                            {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                            {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                           {'eager': False,
+                            'multiple': False,
+                            'names': ['--insecure-skip-tls-verify'],
+                            'takes_value': False},
+                           {'eager': False,
+                            'multiple': False,
+                            'names': ['--certificate-authority'],
+                            'takes_value': True},
+                           {'eager': False, 'multiple': False, 'names': ['--client-certificate'], 'takes_value': True},
+                           {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                           {'eager': False, 'multiple': False, 'names': ['--tls-server-name'], 'takes_value': True},
                            {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
                            {'eager': False, 'multiple': False, 'names': ['--namespace', '-n'], 'takes_value': True},
+                           {'eager': False,
+                            'multiple': False,
+                            'names': ['--all-namespaces', '-A'],
+                            'takes_value': False},
+                           {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                           {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
+                           {'eager': False, 'multiple': False, 'names': ['--all-contexts'], 'takes_value': False},
+                           {'eager': False, 'multiple': False, 'names': ['--by-cluster'], 'takes_value': False},
                            {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'completion': {'commands': [],
                          'options': [{'eager': True,
@@ -3545,6 +5175,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                    'options': [{'eager': False, 'multiple': False, 'names': ['--exit-code'], 'takes_value': False},
                                {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                'takes_value': False},
                                {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
@@ -3555,7 +5189,28 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                                {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--insecure-skip-tls-verify'],
+                                'takes_value': False},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--certificate-authority'],
+                                'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--client-certificate'],
+                                'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--tls-server-name'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--namespace', '-n'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--all-namespaces', '-A'],
+                                'takes_value': False},
+                               {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'doctor': {'commands': [],
                      'options': [{'eager': False, 'multiple': False, 'names': ['--retry-minutes'], 'takes_value': True},
@@ -3574,6 +5229,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   'takes_value': False},
                                  {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                  'takes_value': False},
                                  {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
                                  {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
@@ -3585,15 +5244,53 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                  {'eager': False,
                                   'multiple': False,
+                                  'names': ['--insecure-skip-tls-verify'],
+                                  'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--certificate-authority'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--client-certificate'],
+                                  'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--tls-server-name'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
                                   'names': ['--request-timeout'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--namespace', '-n'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--all-namespaces', '-A'],
+                                  'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--selector', '-l'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--field-selector'],
                                   'takes_value': True},
                                  {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'drain': {'commands': [],
                     'options': [{'eager': False, 'multiple': False, 'names': ['--wait'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--timeout'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--dry-run'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--yes', '-y'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
                                 {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
@@ -3605,8 +5302,35 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                 {'eager': False,
                                  'multiple': False,
+                                 'names': ['--insecure-skip-tls-verify'],
+                                 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--certificate-authority'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--client-certificate'],
+                                 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--tls-server-name'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
                                  'names': ['--request-timeout'],
                                  'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--namespace', '-n'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--all-namespaces', '-A'],
+                                 'takes_value': False},
+                                {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                 {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'dump': {'commands': [],
                    'options': [{'eager': False, 'multiple': False, 'names': ['--format'], 'takes_value': True},
@@ -3621,8 +5345,28 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                                {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--insecure-skip-tls-verify'],
+                                'takes_value': False},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--certificate-authority'],
+                                'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--client-certificate'],
+                                'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--tls-server-name'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--namespace', '-n'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--all-namespaces', '-A'],
+                                'takes_value': False},
+                               {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'explain': {'commands': ['workload', 'pod', 'instance'],
                       'options': [{'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
@@ -3638,6 +5382,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            {'eager': False,
                                             'multiple': False,
                                             'names': ['--no-headers'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--allow-missing-template-keys',
+                                                      '--no-allow-missing-template-keys'],
                                             'takes_value': False},
                                            {'eager': False,
                                             'multiple': False,
@@ -3674,11 +5423,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             'takes_value': True},
                                            {'eager': False,
                                             'multiple': False,
+                                            'names': ['--insecure-skip-tls-verify'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--certificate-authority'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--client-certificate'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--client-key'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--tls-server-name'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
                                             'names': ['--request-timeout'],
                                             'takes_value': True},
                                            {'eager': False,
                                             'multiple': False,
                                             'names': ['--namespace', '-n'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--all-namespaces', '-A'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--selector', '-l'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--field-selector'],
                                             'takes_value': True},
                                            {'eager': True,
                                             'multiple': False,
@@ -3697,6 +5478,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        'multiple': False,
                                        'names': ['--no-headers'],
                                        'takes_value': False},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                       'takes_value': False},
                                       {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                       {'eager': False,
                                        'multiple': False,
@@ -3714,11 +5499,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                       {'eager': False,
                                        'multiple': False,
+                                       'names': ['--insecure-skip-tls-verify'],
+                                       'takes_value': False},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--certificate-authority'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--client-certificate'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--client-key'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--tls-server-name'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
                                        'names': ['--request-timeout'],
                                        'takes_value': True},
                                       {'eager': False,
                                        'multiple': False,
                                        'names': ['--namespace', '-n'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--all-namespaces', '-A'],
+                                       'takes_value': False},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--selector', '-l'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--field-selector'],
                                        'takes_value': True},
                                       {'eager': True,
                                        'multiple': False,
@@ -3739,6 +5556,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             'takes_value': False},
                                            {'eager': False,
                                             'multiple': False,
+                                            'names': ['--allow-missing-template-keys',
+                                                      '--no-allow-missing-template-keys'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
                                             'names': ['--snapshot'],
                                             'takes_value': True},
                                            {'eager': False,
@@ -3772,11 +5594,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             'takes_value': True},
                                            {'eager': False,
                                             'multiple': False,
+                                            'names': ['--insecure-skip-tls-verify'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--certificate-authority'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--client-certificate'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--client-key'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--tls-server-name'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
                                             'names': ['--request-timeout'],
                                             'takes_value': True},
                                            {'eager': False,
                                             'multiple': False,
                                             'names': ['--namespace', '-n'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--all-namespaces', '-A'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--selector', '-l'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--field-selector'],
                                             'takes_value': True},
                                            {'eager': True,
                                             'multiple': False,
@@ -3799,6 +5653,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         {'eager': False,
                                          'multiple': False,
                                          'names': ['--no-headers'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
                                          'takes_value': False},
                                         {'eager': False,
                                          'multiple': False,
@@ -3826,7 +5684,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          'takes_value': True},
                                         {'eager': False,
                                          'multiple': False,
+                                         'names': ['--insecure-skip-tls-verify'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--certificate-authority'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-certificate'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-key'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--tls-server-name'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
                                          'names': ['--request-timeout'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--namespace', '-n'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--all-namespaces', '-A'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--selector', '-l'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--field-selector'],
                                          'takes_value': True},
                                         {'eager': False,
                                          'multiple': False,
@@ -3841,9 +5735,16 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          'names': ['-h', '--help'],
                                          'takes_value': False}]},
           'hold': {'commands': [],
-                   'options': [{'eager': False, 'multiple': False, 'names': ['--dry-run'], 'takes_value': True},
+                   'options': [{'eager': False, 'multiple': False, 'names': ['--wait'], 'takes_value': False},
+                               {'eager': False, 'multiple': False, 'names': ['--timeout'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--dry-run'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--yes', '-y'], 'takes_value': False},
                                {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                'takes_value': False},
                                {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
                                {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
@@ -3853,7 +5754,28 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                                {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--insecure-skip-tls-verify'],
+                                'takes_value': False},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--certificate-authority'],
+                                'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--client-certificate'],
+                                'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--tls-server-name'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--namespace', '-n'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--all-namespaces', '-A'],
+                                'takes_value': False},
+                               {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'instance': {'commands': ['list', 'stop', 'start'],
                        'options': [{'eager': True,
@@ -3872,6 +5794,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         {'eager': False,
                                          'multiple': False,
                                          'names': ['--no-headers'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
                                          'takes_value': False},
                                         {'eager': False,
                                          'multiple': False,
@@ -3904,6 +5830,26 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         {'eager': False,
                                          'multiple': True,
                                          'names': ['--as-group'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--insecure-skip-tls-verify'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--certificate-authority'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-certificate'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-key'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--tls-server-name'],
                                          'takes_value': True},
                                         {'eager': False,
                                          'multiple': False,
@@ -3953,6 +5899,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                           'takes_value': False},
                                          {'eager': False,
                                           'multiple': False,
+                                          'names': ['--allow-missing-template-keys',
+                                                    '--no-allow-missing-template-keys'],
+                                          'takes_value': False},
+                                         {'eager': False,
+                                          'multiple': False,
                                           'names': ['--snapshot'],
                                           'takes_value': True},
                                          {'eager': False,
@@ -3977,6 +5928,26 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          {'eager': False,
                                           'multiple': True,
                                           'names': ['--as-group'],
+                                          'takes_value': True},
+                                         {'eager': False,
+                                          'multiple': False,
+                                          'names': ['--insecure-skip-tls-verify'],
+                                          'takes_value': False},
+                                         {'eager': False,
+                                          'multiple': False,
+                                          'names': ['--certificate-authority'],
+                                          'takes_value': True},
+                                         {'eager': False,
+                                          'multiple': False,
+                                          'names': ['--client-certificate'],
+                                          'takes_value': True},
+                                         {'eager': False,
+                                          'multiple': False,
+                                          'names': ['--client-key'],
+                                          'takes_value': True},
+                                         {'eager': False,
+                                          'multiple': False,
+                                          'names': ['--tls-server-name'],
                                           'takes_value': True},
                                          {'eager': False,
                                           'multiple': False,
@@ -4026,6 +5997,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          'takes_value': False},
                                         {'eager': False,
                                          'multiple': False,
+                                         'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
                                          'names': ['--snapshot'],
                                          'takes_value': True},
                                         {'eager': False,
@@ -4047,6 +6022,26 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         {'eager': False,
                                          'multiple': True,
                                          'names': ['--as-group'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--insecure-skip-tls-verify'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--certificate-authority'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-certificate'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-key'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--tls-server-name'],
                                          'takes_value': True},
                                         {'eager': False,
                                          'multiple': False,
@@ -4099,6 +6094,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  'takes_value': False},
                                                 {'eager': False,
                                                  'multiple': False,
+                                                 'names': ['--allow-missing-template-keys',
+                                                           '--no-allow-missing-template-keys'],
+                                                 'takes_value': False},
+                                                {'eager': False,
+                                                 'multiple': False,
                                                  'names': ['--snapshot'],
                                                  'takes_value': True},
                                                 {'eager': False,
@@ -4135,7 +6135,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  'takes_value': True},
                                                 {'eager': False,
                                                  'multiple': False,
+                                                 'names': ['--insecure-skip-tls-verify'],
+                                                 'takes_value': False},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--certificate-authority'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--client-certificate'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--client-key'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--tls-server-name'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
                                                  'names': ['--request-timeout'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--namespace', '-n'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--all-namespaces', '-A'],
+                                                 'takes_value': False},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--selector', '-l'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--field-selector'],
                                                  'takes_value': True},
                                                 {'eager': True,
                                                  'multiple': False,
@@ -4157,6 +6193,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                              {'eager': False,
                                               'multiple': False,
                                               'names': ['--no-headers'],
+                                              'takes_value': False},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--allow-missing-template-keys',
+                                                        '--no-allow-missing-template-keys'],
                                               'takes_value': False},
                                              {'eager': False,
                                               'multiple': False,
@@ -4196,7 +6237,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               'takes_value': True},
                                              {'eager': False,
                                               'multiple': False,
+                                              'names': ['--insecure-skip-tls-verify'],
+                                              'takes_value': False},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--certificate-authority'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--client-certificate'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--client-key'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--tls-server-name'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
                                               'names': ['--request-timeout'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--namespace', '-n'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--all-namespaces', '-A'],
+                                              'takes_value': False},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--selector', '-l'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--field-selector'],
                                               'takes_value': True},
                                              {'eager': True,
                                               'multiple': False,
@@ -4257,6 +6334,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'takes_value': False},
                                               {'eager': False,
                                                'multiple': False,
+                                               'names': ['--allow-missing-template-keys',
+                                                         '--no-allow-missing-template-keys'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
                                                'names': ['--snapshot'],
                                                'takes_value': True},
                                               {'eager': False,
@@ -4293,7 +6375,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'takes_value': True},
                                               {'eager': False,
                                                'multiple': False,
+                                               'names': ['--insecure-skip-tls-verify'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--certificate-authority'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-certificate'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-key'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--tls-server-name'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
                                                'names': ['--request-timeout'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--namespace', '-n'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--all-namespaces', '-A'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--selector', '-l'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--field-selector'],
                                                'takes_value': True},
                                               {'eager': True,
                                                'multiple': False,
@@ -4311,6 +6429,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                   {'eager': False,
                                                    'multiple': False,
                                                    'names': ['--no-headers'],
+                                                   'takes_value': False},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--allow-missing-template-keys',
+                                                             '--no-allow-missing-template-keys'],
                                                    'takes_value': False},
                                                   {'eager': False,
                                                    'multiple': False,
@@ -4350,7 +6473,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                    'takes_value': True},
                                                   {'eager': False,
                                                    'multiple': False,
+                                                   'names': ['--insecure-skip-tls-verify'],
+                                                   'takes_value': False},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--certificate-authority'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--client-certificate'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--client-key'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--tls-server-name'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
                                                    'names': ['--request-timeout'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--namespace', '-n'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--all-namespaces', '-A'],
+                                                   'takes_value': False},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--selector', '-l'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--field-selector'],
                                                    'takes_value': True},
                                                   {'eager': True,
                                                    'multiple': False,
@@ -4407,7 +6566,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'takes_value': True},
                                               {'eager': False,
                                                'multiple': False,
+                                               'names': ['--insecure-skip-tls-verify'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--certificate-authority'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-certificate'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-key'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--tls-server-name'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
                                                'names': ['--request-timeout'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--namespace', '-n'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--all-namespaces', '-A'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--selector', '-l'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--field-selector'],
                                                'takes_value': True},
                                               {'eager': True,
                                                'multiple': False,
@@ -4452,7 +6647,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  'takes_value': True},
                                                 {'eager': False,
                                                  'multiple': False,
+                                                 'names': ['--insecure-skip-tls-verify'],
+                                                 'takes_value': False},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--certificate-authority'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--client-certificate'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--client-key'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--tls-server-name'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
                                                  'names': ['--request-timeout'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--namespace', '-n'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--all-namespaces', '-A'],
+                                                 'takes_value': False},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--selector', '-l'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--field-selector'],
                                                  'takes_value': True},
                                                 {'eager': True,
                                                  'multiple': False,
@@ -4466,6 +6697,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             {'eager': False,
                                              'multiple': False,
                                              'names': ['--no-headers'],
+                                             'takes_value': False},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--allow-missing-template-keys',
+                                                       '--no-allow-missing-template-keys'],
                                              'takes_value': False},
                                             {'eager': False,
                                              'multiple': False,
@@ -4510,8 +6746,36 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                              'takes_value': True},
                                             {'eager': False,
                                              'multiple': False,
+                                             'names': ['--insecure-skip-tls-verify'],
+                                             'takes_value': False},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--certificate-authority'],
+                                             'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--client-certificate'],
+                                             'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--client-key'],
+                                             'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--tls-server-name'],
+                                             'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
                                              'names': ['--request-timeout'],
                                              'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--namespace', '-n'],
+                                             'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--all-namespaces', '-A'],
+                                             'takes_value': False},
                                             {'eager': False,
                                              'multiple': False,
                                              'names': ['--selector', '-l'],
@@ -4536,6 +6800,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               {'eager': False,
                                                'multiple': False,
                                                'names': ['--no-headers'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--allow-missing-template-keys',
+                                                         '--no-allow-missing-template-keys'],
                                                'takes_value': False},
                                               {'eager': False,
                                                'multiple': False,
@@ -4575,7 +6844,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'takes_value': True},
                                               {'eager': False,
                                                'multiple': False,
+                                               'names': ['--insecure-skip-tls-verify'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--certificate-authority'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-certificate'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-key'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--tls-server-name'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
                                                'names': ['--request-timeout'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--namespace', '-n'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--all-namespaces', '-A'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--selector', '-l'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--field-selector'],
                                                'takes_value': True},
                                               {'eager': True,
                                                'multiple': False,
@@ -4591,6 +6896,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      {'eager': False,
                                       'multiple': False,
                                       'names': ['--no-headers'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
                                       'takes_value': False},
                                      {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                      {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
@@ -4610,8 +6919,36 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                      {'eager': False,
                                       'multiple': False,
+                                      'names': ['--insecure-skip-tls-verify'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--certificate-authority'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-certificate'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-key'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--tls-server-name'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
                                       'names': ['--request-timeout'],
                                       'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--namespace', '-n'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--all-namespaces', '-A'],
+                                      'takes_value': False},
                                      {'eager': False,
                                       'multiple': False,
                                       'names': ['--selector', '-l'],
@@ -4636,6 +6973,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                     'options': [{'eager': False, 'multiple': False, 'names': ['--runtime-label'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
@@ -4648,8 +6989,35 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                 {'eager': False,
                                  'multiple': False,
+                                 'names': ['--insecure-skip-tls-verify'],
+                                 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--certificate-authority'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--client-certificate'],
+                                 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--tls-server-name'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
                                  'names': ['--request-timeout'],
                                  'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--namespace', '-n'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--all-namespaces', '-A'],
+                                 'takes_value': False},
+                                {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--all-contexts'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--by-cluster'], 'takes_value': False},
                                 {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
@@ -4680,7 +7048,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                      {'eager': False,
                                       'multiple': False,
+                                      'names': ['--insecure-skip-tls-verify'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--certificate-authority'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-certificate'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-key'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--tls-server-name'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
                                       'names': ['--request-timeout'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--namespace', '-n'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--all-namespaces', '-A'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--selector', '-l'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--field-selector'],
                                       'takes_value': True},
                                      {'eager': True,
                                       'multiple': False,
@@ -4688,8 +7092,13 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       'takes_value': False}]},
           'resume': {'commands': [],
                      'options': [{'eager': False, 'multiple': False, 'names': ['--dry-run'], 'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--yes', '-y'], 'takes_value': False},
                                  {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                  'takes_value': False},
                                  {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
                                  {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
@@ -4701,7 +7110,40 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                  {'eager': False,
                                   'multiple': False,
+                                  'names': ['--insecure-skip-tls-verify'],
+                                  'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--certificate-authority'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--client-certificate'],
+                                  'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--tls-server-name'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
                                   'names': ['--request-timeout'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--namespace', '-n'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--all-namespaces', '-A'],
+                                  'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--selector', '-l'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--field-selector'],
                                   'takes_value': True},
                                  {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'simulate': {'commands': [],
@@ -4723,6 +7165,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                     'names': ['--output', '-o'],
                                     'takes_value': True},
                                    {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                    'takes_value': False},
                                    {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                    {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
                                    {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
@@ -4737,11 +7183,40 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                    {'eager': False,
                                     'multiple': False,
+                                    'names': ['--insecure-skip-tls-verify'],
+                                    'takes_value': False},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--certificate-authority'],
+                                    'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--client-certificate'],
+                                    'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--tls-server-name'],
+                                    'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
                                     'names': ['--request-timeout'],
                                     'takes_value': True},
                                    {'eager': False,
                                     'multiple': False,
                                     'names': ['--namespace', '-n'],
+                                    'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--all-namespaces', '-A'],
+                                    'takes_value': False},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--selector', '-l'],
+                                    'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--field-selector'],
                                     'takes_value': True},
                                    {'eager': True,
                                     'multiple': False,
@@ -4759,7 +7234,28 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                               {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                               {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                              {'eager': False,
+                               'multiple': False,
+                               'names': ['--insecure-skip-tls-verify'],
+                               'takes_value': False},
+                              {'eager': False,
+                               'multiple': False,
+                               'names': ['--certificate-authority'],
+                               'takes_value': True},
+                              {'eager': False,
+                               'multiple': False,
+                               'names': ['--client-certificate'],
+                               'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--tls-server-name'], 'takes_value': True},
                               {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--namespace', '-n'], 'takes_value': True},
+                              {'eager': False,
+                               'multiple': False,
+                               'names': ['--all-namespaces', '-A'],
+                               'takes_value': False},
+                              {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                               {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'version': {'commands': [],
                       'options': [{'eager': False,
@@ -4777,7 +7273,40 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                   {'eager': False,
                                    'multiple': False,
+                                   'names': ['--insecure-skip-tls-verify'],
+                                   'takes_value': False},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--certificate-authority'],
+                                   'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--client-certificate'],
+                                   'takes_value': True},
+                                  {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--tls-server-name'],
+                                   'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
                                    'names': ['--request-timeout'],
+                                   'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--namespace', '-n'],
+                                   'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--all-namespaces', '-A'],
+                                   'takes_value': False},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--selector', '-l'],
+                                   'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--field-selector'],
                                    'takes_value': True},
                                   {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'views': {'commands': [],
@@ -4788,6 +7317,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 {'eager': False, 'multiple': False, 'names': ['--interval'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--show-labels'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
@@ -4801,8 +7334,33 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                 {'eager': False,
                                  'multiple': False,
+                                 'names': ['--insecure-skip-tls-verify'],
+                                 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--certificate-authority'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--client-certificate'],
+                                 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--tls-server-name'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
                                  'names': ['--request-timeout'],
                                  'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--namespace', '-n'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--all-namespaces', '-A'],
+                                 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--all-contexts'], 'takes_value': False},
@@ -4842,6 +7400,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            'takes_value': False},
                                           {'eager': False,
                                            'multiple': False,
+                                           'names': ['--allow-missing-template-keys',
+                                                     '--no-allow-missing-template-keys'],
+                                           'takes_value': False},
+                                          {'eager': False,
+                                           'multiple': False,
                                            'names': ['--snapshot'],
                                            'takes_value': True},
                                           {'eager': False,
@@ -4872,7 +7435,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            'takes_value': True},
                                           {'eager': False,
                                            'multiple': False,
+                                           'names': ['--insecure-skip-tls-verify'],
+                                           'takes_value': False},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--certificate-authority'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--client-certificate'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--client-key'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--tls-server-name'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
                                            'names': ['--request-timeout'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--namespace', '-n'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--all-namespaces', '-A'],
+                                           'takes_value': False},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--selector', '-l'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--field-selector'],
                                            'takes_value': True},
                                           {'eager': True,
                                            'multiple': False,
@@ -4892,6 +7491,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      'multiple': False,
                                      'names': ['--no-headers'],
                                      'takes_value': False},
+                                    {'eager': False,
+                                     'multiple': False,
+                                     'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                     'takes_value': False},
                                     {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                     {'eager': False,
                                      'multiple': False,
@@ -4909,6 +7512,23 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                     {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                                     {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                                     {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                                    {'eager': False,
+                                     'multiple': False,
+                                     'names': ['--insecure-skip-tls-verify'],
+                                     'takes_value': False},
+                                    {'eager': False,
+                                     'multiple': False,
+                                     'names': ['--certificate-authority'],
+                                     'takes_value': True},
+                                    {'eager': False,
+                                     'multiple': False,
+                                     'names': ['--client-certificate'],
+                                     'takes_value': True},
+                                    {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                    {'eager': False,
+                                     'multiple': False,
+                                     'names': ['--tls-server-name'],
+                                     'takes_value': True},
                                     {'eager': False,
                                      'multiple': False,
                                      'names': ['--request-timeout'],

@@ -291,15 +291,27 @@ def top_command(
     from rich.console import Console
     from rich.live import Live
 
+    from gpuctl.cli import refs
+    from gpuctl.cluster import kinds, read
+
     opened = source.open()
+    pools = refs.object_names(names or [], kinds.INSTANCETYPE, what="top")
+    chosen = read.selected(
+        opened, kinds.INSTANCETYPE, label_selector=source.selector, field_selector=source.field_selector
+    )
+    if chosen is not None:
+        pools = [n for _, n in sorted(chosen) if not pools or n in pools]
+        if not pools:
+            sys.stderr.write("No resources found.\n")
+            return
     console = Console()
     interactive = sys.stdout.isatty() and sys.stdin.isatty() and not once
     if getattr(opened, "is_snapshot", False) or not interactive:
-        console.print(frame(read_once(opened), View(pools=tuple(names or ())), time.time()))
+        console.print(frame(read_once(opened), View(pools=tuple(pools)), time.time()))
         return
     watched = Watched(opened)
     watched.start()
-    view = View(pools=tuple(names or ()))
+    view = View(pools=tuple(pools))
     try:
         with _keys() as key, Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
             redraw = True
@@ -332,4 +344,4 @@ def top_command(
         watched.stop()
 
 
-top_command = source_options()(top_command)
+top_command = source_options(selectors=True)(top_command)

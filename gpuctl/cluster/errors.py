@@ -6,4 +6,4 @@ class SourceError(Exception):
 
 
 class SelectorError(SourceError):
-    """A label selector that cannot be parsed."""
+    """A label or field selector that cannot be read, or selects by a field the server cannot select by."""

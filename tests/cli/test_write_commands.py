@@ -176,4 +176,5 @@ def test_a_malformed_manifest_is_one_line(doc: str, field: str, tmp_path: Path) 
     path = tmp_path / "pod.yaml"
     path.write_text(doc)
     code, _, err = run("webhook", "dry-run", "pod", "-f", str(path), "--snapshot", SNAPSHOT)
-    assert code == 2 and err == f"error: {path}: {field} must be a mapping, not str\n"
+    assert code == 2
+    assert err == f"error: {path}: {field} must be a mapping, not str; see 'gpuctl webhook dry-run -h'\n"
