@@ -275,19 +275,25 @@ def delete_command(
     ] = False,
     timeout: WaitTimeoutOption = "10m",
     dry_run: DryRunOption = "none",
+    ignore_not_found: Annotated[
+        bool, typer.Option("--ignore-not-found", help="An InstanceType that does not exist is not an error.")
+    ] = False,
     *,
     source: SourceSpec,
 ) -> None:
     """Delete an InstanceType: the operator drains its queue and stops its instances before it goes."""
     name = _name(name)
     from gpuctl.cluster import kinds
+    from gpuctl.cluster.read import NotFound
 
     mode = dry_run_mode(dry_run)
     seconds = wait_seconds(timeout)
     live = source.live()
     if live.get(kinds.INSTANCETYPE, name) is None:
-        typer.echo(f"instancetype/{name} does not exist; nothing to delete")
-        return
+        if ignore_not_found:
+            typer.echo(f"instancetype/{name} does not exist; nothing to delete")
+            return
+        raise NotFound(f'instancetype "{name}" not found in {live.describe()} (--ignore-not-found accepts that)')
     if mode.value == "client":
         typer.echo(f"instancetype/{name} would be deleted (client dry run: nothing sent)")
         return

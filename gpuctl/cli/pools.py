@@ -70,12 +70,15 @@ def _pools(live: "LiveSource", names: list[str] | None, source: SourceSpec, verb
 
 
 def pool_phase(source: "LiveSource", name: str) -> tuple[str, str, int, int]:
-    """(phase, stopPolicy, Workloads holding a reservation, Instances of the type not stopped)."""
+    """(phase, stopPolicy, Workloads holding a reservation, Instances of the type not stopped). The reservations are
+    counted on the Workloads themselves: the ClusterQueue's own counter can read 0 for a moment while a drain starts."""
+    from gpuctl.cluster import read
     from gpuctl.core.lifecycle import instancetype_phase
 
     cq = source.get(kinds.CLUSTERQUEUE, name) or {}
-    status = cq.get("status") or {}
-    reserving = int(status.get("reservingWorkloads") or 0)  # Kueue counts admitted Workloads among them
+    reserving = sum(
+        1 for w in read.workloads(source) if w.cluster_queue == name and w.quota_reserved and not w.finished
+    )
     policy = str((cq.get("spec") or {}).get("stopPolicy") or "None")
     running = [
         i

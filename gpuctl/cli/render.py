@@ -317,8 +317,12 @@ def emit(listing: Listing, output: OutputSpec, *, stream: TextIO | None = None) 
         if listing.ref is None:
             raise UsageError(f"-o name: {listing.kind} items are not Kubernetes objects; use -o json or -o jsonpath")
         ref = listing.ref
-        for qualified in dict.fromkeys(ref(item).qualified for item in items):
-            out.write(qualified + "\n")
+        seen: set[tuple[str, str | None, str]] = set()
+        for item in items:  # once per object (several rows may describe one), as kubectl prints them
+            r = ref(item)
+            if (r.kind.kind, r.namespace, r.name) not in seen:
+                seen.add((r.kind.kind, r.namespace, r.name))
+                out.write(r.qualified + "\n")
     elif fmt == "jsonpath":
         out.write(_jsonpath(output.template, as_list(listing, items), output))
     elif fmt == "custom-columns":

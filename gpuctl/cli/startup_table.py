@@ -1583,6 +1583,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['out',
                                             'server\n'
                                             '                                 validates, stores nothing.  [default: '
                                             'none]\n'
+                                            '  --ignore-not-found             An InstanceType that does not exist is '
+                                            'not an\n'
+                                            '                                 error.\n'
                                             '  --snapshot <str>               Read objects from snapshot files (a file '
                                             'or\n'
                                             '                                 directory of YAML/JSON) instead of a '
@@ -4019,6 +4022,9 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['out',
                                                     'API server\n'
                                                     '                                 validates, stores nothing.  '
                                                     '[default: none]\n'
+                                                    '  --ignore-not-found             An InstanceType that does not '
+                                                    'exist is not an\n'
+                                                    '                                 error.\n'
                                                     '  --snapshot <str>               Read objects from snapshot files '
                                                     '(a file or\n'
                                                     '                                 directory of YAML/JSON) instead '
@@ -6528,6 +6534,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['out',
                                                'multiple': False,
                                                'names': ['--dry-run'],
                                                'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--ignore-not-found'],
+                                               'takes_value': False},
                                               {'eager': False,
                                                'multiple': False,
                                                'names': ['--snapshot'],

@@ -295,7 +295,8 @@ def top_command(
     from gpuctl.cluster import kinds, read
 
     opened = source.open()
-    pools = refs.object_names(names or [], kinds.INSTANCETYPE, what="top")
+    pools = [t.name for t in read.instancetypes(opened, refs.object_names(names or [], kinds.INSTANCETYPE, what="top"))]
+    pools = pools if names else []
     chosen = read.selected(
         opened, kinds.INSTANCETYPE, label_selector=source.selector, field_selector=source.field_selector
     )

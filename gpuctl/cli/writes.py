@@ -47,8 +47,14 @@ def apply_to_instancetype(
     from gpuctl.cluster import kinds
     from gpuctl.cluster.writer import apply_plan
 
+    from gpuctl.cluster.read import not_found
+
     mode = dry_run_mode(dry_run)
-    report([apply_plan(source.live(), kinds.INSTANCETYPE, name, None, plan_for, mode)], output)
+    live = source.live()
+    if live.get(kinds.INSTANCETYPE, name) is None:
+        known = [str((o.get("metadata") or {}).get("name")) for o in live.list(kinds.INSTANCETYPE)]
+        raise not_found("instancetype", name, known, live.describe())
+    report([apply_plan(live, kinds.INSTANCETYPE, name, None, plan_for, mode)], output)
 
 
 def announce_matched(matched: Sequence[ObjectRef], how: str) -> None:

@@ -161,7 +161,7 @@ class LiveSource:
             if not c.from_kubeconfig and c.server is None:
                 config.load_incluster_config(client_configuration=configuration)
                 c.tls.configure(configuration)
-            elif c.from_kubeconfig:
+            elif c.from_kubeconfig and not self._flags_only():
                 loaded = kubeconfig.load(c.kubeconfig)
                 resolved = loaded.resolved(kubeconfig.Selection(c.kubeconfig, c.context, c.cluster, c.user))
                 config.load_kube_config_from_dict(c.tls.applied(resolved), client_configuration=configuration)
@@ -198,12 +198,25 @@ class LiveSource:
         self._client = api
         return self._client
 
+    def _flags_only(self) -> bool:
+        """``--server`` with a kubeconfig that selects no context (none current, no ``--context``): kubectl then
+        connects with the flags alone."""
+        from gpuctl.cluster import kubeconfig
+
+        c = self.connection
+        if not c.server or c.context:
+            return False
+        try:
+            return not kubeconfig.load(c.kubeconfig).current
+        except SourceError:
+            return c.kubeconfig is None
+
     def default_namespace(self) -> str | None:
         """The namespace of the kubeconfig's selected context, as kubectl uses it for ``-n``."""
         from gpuctl.cluster import kubeconfig
 
         c = self.connection
-        if not c.from_kubeconfig:
+        if not c.from_kubeconfig or self._flags_only():
             return None
         return kubeconfig.load(c.kubeconfig).namespace(kubeconfig.Selection(c.kubeconfig, c.context, c.cluster, c.user))
 
@@ -263,6 +276,8 @@ class LiveSource:
                 _request_timeout=self.connection.timeouts(read_timeout),
             )
         except ApiException as exc:
+            if not exc.status:  # the client's wrapping of a TLS failure: the connection never got an answer
+                raise self._unreachable(exc) from None
             raise self._api_error(exc, method, path, kind, name) from None
         except Exception as exc:  # noqa: BLE001 - urllib3 and socket errors: the server cannot be reached
             raise self._unreachable(exc) from None
@@ -623,9 +638,10 @@ def _cause(exc: BaseException, configuration: Any = None) -> str:
     current: BaseException | None = exc
     while current is not None and current not in seen:
         seen.append(current)
-        current = getattr(current, "reason", None) or current.__cause__ or current.__context__
-        if not isinstance(current, BaseException):
-            current = None
+        following = getattr(current, "reason", None)
+        if not isinstance(following, BaseException):
+            following = current.__cause__ or current.__context__
+        current = following
     names = [type(e).__name__ for e in seen]
     text = " ".join(str(e) for e in seen)
     if "ConnectTimeoutError" in names or "connect timeout" in text.lower():

@@ -159,8 +159,6 @@ def parse_selector(selector: str) -> tuple[Requirement, ...]:
                     _check_value(selector, token)
                     values.append(token)
                     expect_value = False
-                if not values:
-                    raise fail(f"'{op}' needs at least one value, as in {key} {op} (a)")
                 reqs.append(Requirement(key, op, tuple(values)))
             elif op in ("<", ">"):
                 i += 1
