@@ -45,9 +45,8 @@ def apply_to_instancetype(
 ) -> None:
     """Read the InstanceType, plan, patch with the version read (retrying conflicts), and say what happened."""
     from gpuctl.cluster import kinds
-    from gpuctl.cluster.writer import apply_plan
-
     from gpuctl.cluster.read import not_found
+    from gpuctl.cluster.writer import apply_plan
 
     mode = dry_run_mode(dry_run)
     live = source.live()
