@@ -7,7 +7,7 @@ import typer
 from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.errors import NotFound, UsageError
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.options import SourceSpec, fleet_read, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
 from gpuctl.cluster import kinds
 
@@ -232,21 +232,25 @@ def fragmentation_command(
         shapes = [parse_shape(s) for s in shape or []]
     except ShapeError as exc:
         raise UsageError(str(exc)) from None
+    failures: list[tuple[str, str]] = []
     with bulk_allocation():
         if source.fleet:
             if by_node:
                 raise UsageError("--by-node reads one cluster: give one --context")
-            clusters = source.clusters()
-            per = {
-                ctx: refs.selected_items(
-                    pool_items(src, pools, shapes, free_cards, False), src, kinds.INSTANCETYPE, source
-                )
-                for ctx, src in clusters
-            }
+            answers, failures = fleet_read(
+                source,
+                lambda src: (
+                    refs.selected_items(
+                        pool_items(src, pools, shapes, free_cards, False), src, kinds.INSTANCETYPE, source
+                    ),
+                    _active(src),
+                ),
+            )
+            per = {ctx: rows for ctx, (rows, _) in answers.items()}
             items = (
                 [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
                 if source.by_cluster
-                else fleet_items(per, {ctx: _active(src) for ctx, src in clusters})
+                else fleet_items(per, {ctx: active for ctx, (_, active) in answers.items()})
             )
         else:
             opened = source.open()
@@ -260,6 +264,7 @@ def fragmentation_command(
         ref=lambda i: refs.devices(i["node"]) if "node" in i else refs.instancetype(i["name"]),
         empty="No accelerated pools found.",
         rows=_rows,
+        failures=failures,
     )
     render.emit(listing, output)
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def _complete(kind: str) -> Callable[..., list[str]]:
@@ -243,19 +244,36 @@ class SourceSpec:
         return self.all_contexts or len(self.contexts) > 1
 
     def clusters(self) -> list[tuple[str, Source]]:
-        """(context, source) for each cluster a fleet command reads."""
+        """(context, source) for each cluster a fleet command reads: contexts that reach the same cluster (its
+        server address and CA) are read once, as the first of them, with a warning."""
+        import sys
+
         from gpuctl.cli.errors import UsageError
         from gpuctl.cluster import kubeconfig
         from gpuctl.cluster.live import LiveSource
 
         if self.snapshot:
             raise UsageError("--snapshot reads one cluster: drop --context/--all-contexts, or --snapshot")
-        names = list(self.contexts)
+        names = list(dict.fromkeys(self.contexts))
+        loaded = kubeconfig.load(self.kubeconfig)
         if self.all_contexts:
             if names:
                 raise UsageError("--context and --all-contexts are exclusive: pick one")
-            names = sorted(kubeconfig.load(self.kubeconfig).contexts)
-        return [(name, LiveSource(replace(self, context=name, contexts=()).connection())) for name in names]
+            names = sorted(loaded.contexts)
+        first: dict[tuple[str, str], str] = {}
+        kept = []
+        for name in names:
+            identity = loaded.cluster_identity(name, self.server)
+            if identity is not None and identity in first:
+                seen = first[identity]
+                sys.stderr.write(
+                    f"warning: contexts {seen} and {name} reach the same cluster ({identity[0]}); counting it once, as {seen}\n"
+                )
+                continue
+            if identity is not None:
+                first[identity] = name
+            kept.append(name)
+        return [(name, LiveSource(replace(self, context=name, contexts=()).connection())) for name in kept]
 
     def connection(self) -> Any:
         from gpuctl.cli.errors import UsageError
@@ -490,3 +508,18 @@ def global_options(fn: F) -> F:
 
 def with_namespace(spec: SourceSpec, namespace: str) -> SourceSpec:
     return replace(spec, namespace=namespace)
+
+
+def fleet_read(source: SourceSpec, read: Callable[[Source], T]) -> tuple[dict[str, T], list[tuple[str, str]]]:
+    """``read`` on each cluster of a fleet command: what each answered, and (context, error) for each that failed —
+    the others are still read and printed, and the command exits 1 at the end."""
+    from gpuctl.cluster.errors import SourceError
+
+    answers: dict[str, T] = {}
+    failures: list[tuple[str, str]] = []
+    for context, opened in source.clusters():
+        try:
+            answers[context] = read(opened)
+        except SourceError as exc:
+            failures.append((context, str(exc)))
+    return answers, failures

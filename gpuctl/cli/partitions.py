@@ -196,15 +196,20 @@ def profile_items(
 
 def _fleet(source: SourceSpec, names: list[str], output: OutputSpec) -> None:
     """Per profile across clusters: summed over Active pools, or one row per cluster (--by-cluster)."""
+    from gpuctl.cli.options import fleet_read
     from gpuctl.cluster import read
     from gpuctl.core.fleet import ACTIVE, sum_rows
 
-    clusters = source.clusters()
-    per = {ctx: profile_items(src, names, source, False, False)[0] for ctx, src in clusters}
+    def one(src: Any) -> tuple[list[dict[str, Any]], set[str]]:
+        rows = profile_items(src, names, source, False, False)[0]
+        return rows, {t.name for t in read.instancetypes(src, names) if t.phase == ACTIVE}
+
+    answers, failures = fleet_read(source, one)
+    per = {ctx: rows for ctx, (rows, _) in answers.items()}
     if source.by_cluster:
         items = [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
     else:
-        active = {ctx: {t.name for t in read.instancetypes(src, names) if t.phase == ACTIVE} for ctx, src in clusters}
+        active = {ctx: names_active for ctx, (_, names_active) in answers.items()}
         items = sum_rows(per, ("instanceType", "profile"), ("offered", "allocated", "remaining"), active)
         for r in items:
             r["state"] = (
@@ -218,6 +223,7 @@ def _fleet(source: SourceSpec, names: list[str], output: OutputSpec) -> None:
             columns,
             lambda i: [i.get("cluster") or ",".join(i.get("clusters", [])), *_profile_row(i)],
             ref=lambda i: refs.instancetype(i["instanceType"]),
+            failures=failures,
         ),
         output,
     )

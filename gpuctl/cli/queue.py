@@ -9,7 +9,7 @@ import typer
 from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.errors import NotFound
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.options import SourceSpec, fleet_read, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
 from gpuctl.cluster import kinds
 
@@ -173,15 +173,16 @@ def queue_command(
     from gpuctl.cluster.bulk import bulk_allocation
 
     queues = [refs.split_name(n, (kinds.CLUSTERQUEUE, kinds.INSTANCETYPE), what="queue")[1] for n in names or []]
+    failures: list[tuple[str, str]] = []
     with bulk_allocation():
         if source.fleet:
-            items = [
-                {**i, "cluster": ctx}
-                for ctx, src in source.clusters()
-                for i in refs.selected_items(
+            per, failures = fleet_read(
+                source,
+                lambda src: refs.selected_items(
                     queue_items(src, queues, runtime_label, time.time()), src, kinds.WORKLOAD, source
-                )
-            ]
+                ),
+            )
+            items = [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
         else:
             opened = source.open()
             items = refs.selected_items(
@@ -195,6 +196,7 @@ def queue_command(
             _row,
             ref=lambda i: refs.workload(i["namespace"], i["name"]),
             empty="No pending workloads.",
+            failures=failures,
         ),
         output,
     )

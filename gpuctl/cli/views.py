@@ -393,15 +393,16 @@ FLEET_COLUMNS = (
 
 
 def fleet_listing(source: SourceSpec, names: list[str]) -> render.Listing:
-    """The views of several clusters: summed per pool over Active members, or one row per cluster (--by-cluster)."""
+    """The views of several clusters: summed per pool over Active members, or one row per cluster (--by-cluster);
+    a cluster that cannot be read is an error row."""
+    from gpuctl.cli.options import fleet_read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core.fleet import sum_views
 
     with bulk_allocation():
-        per = {
-            ctx: [public(i) for i in compute_items(src, names, source.selector, source.field_selector)]
-            for ctx, src in source.clusters()
-        }
+        per, failures = fleet_read(
+            source, lambda src: [public(i) for i in compute_items(src, names, source.selector, source.field_selector)]
+        )
     if source.by_cluster:
         items = [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
     else:
@@ -418,7 +419,12 @@ def fleet_listing(source: SourceSpec, names: list[str]) -> render.Listing:
         ]
 
     return render.Listing(
-        "InstanceTypeView", items, FLEET_COLUMNS, row, ref=lambda i: refs.instancetype(i["name"], i.get("_labels"))
+        "InstanceTypeView",
+        items,
+        FLEET_COLUMNS,
+        row,
+        ref=lambda i: refs.instancetype(i["name"], i.get("_labels")),
+        failures=failures,
     )
 
 
