@@ -78,16 +78,33 @@ def manifest_from_flags(
     }
 
 
-def _reviewed(obj: dict[str, Any], operation: str, old: dict[str, Any] | None) -> dict[str, Any]:
-    """The object as the webhooks would store it; refuse here what they would refuse there."""
+def _reviewed(
+    obj: dict[str, Any], operation: str, old: dict[str, Any] | None, opened: Any = None
+) -> dict[str, Any]:
+    """The object as the API server and the webhooks would store it; refuse here what they would refuse there. With
+    the cluster (or snapshot) ``opened``, the webhooks see its ResourceFlavors, so a group no flavor describes gets
+    the server's own warning (on stderr)."""
+    from gpuctl.core.admission import aggregate
+    from gpuctl.core.instancetype_rules import api_server_errors
     from gpuctl.core.webhooks import Kind, WebhookContext, review
 
-    result = review(Kind.INSTANCETYPE, operation, obj, old, WebhookContext())
+    name = (obj.get("metadata") or {}).get("name")
+    if operation == "CREATE" and (errors := api_server_errors(obj)):
+        raise UsageError(f"instancetype/{name}: {aggregate(errors)}")
+    context = WebhookContext()
+    if opened is not None:
+        from gpuctl.cli.webhook import WebhookKind, webhook_context
+
+        context = webhook_context(opened, WebhookKind.INSTANCETYPE, obj)
+    result = review(Kind.INSTANCETYPE, operation, obj, old, context)
     if not result.allowed or result.mutated is None:
         raise UsageError(
-            f"instancetype/{(obj.get('metadata') or {}).get('name')}: {result.message}"
+            f"instancetype/{name}: {result.message}"
             + (f"; {FREEZE_WAY_OUT}" if "immutable" in (result.message or "") else "")
         )
+    if opened is not None:
+        for warning in result.warnings:
+            sys.stderr.write(f"Warning: {warning}\n")
     return result.mutated
 
 
@@ -139,13 +156,18 @@ def create_command(
         obj = manifest_from_flags(
             name, accelerator_group, cpu_only, os, arch, unit_cpu, unit_ram, local_storage, display_name, description
         )
-    stored = _reviewed(obj, "CREATE", None)
     mode = dry_run_mode(dry_run)
-    target = f"instancetype/{stored['metadata']['name']}"
-    if mode.value == "client":
+    if mode.value == "client":  # nothing is sent, but the name and the flavors are read as the server would
+        opened = source.open()
+        stored = _reviewed(obj, "CREATE", None, opened)
+        target = f"instancetype/{stored['metadata']['name']}"
+        if opened.get(kinds.INSTANCETYPE, stored["metadata"]["name"]) is not None:
+            raise UsageError(f"{target} already exists; `gpuctl instancetype apply -f FILE` changes its mutable fields")
         _show(stored, output, f"{target} would be created (client dry run: nothing sent)")
         return
     live = source.live()
+    stored = _reviewed(obj, "CREATE", None, live)
+    target = f"instancetype/{stored['metadata']['name']}"
     if live.get(kinds.INSTANCETYPE, stored["metadata"]["name"]) is not None:
         raise UsageError(f"{target} already exists; `gpuctl instancetype apply -f FILE` changes its mutable fields")
     created = live.create(kinds.INSTANCETYPE, obj, dry_run=mode.value == "server")
@@ -188,7 +210,7 @@ def apply_command(
     live = source.live()
     current = live.get(kinds.INSTANCETYPE, name)
     if current is None:
-        _reviewed(obj, "CREATE", None)
+        _reviewed(obj, "CREATE", None, live)
         if mode.value == "client":
             _show(obj, output, f"instancetype/{name} would be created (client dry run: nothing sent)")
             return
