@@ -78,9 +78,7 @@ def manifest_from_flags(
     }
 
 
-def _reviewed(
-    obj: dict[str, Any], operation: str, old: dict[str, Any] | None, opened: Any = None
-) -> dict[str, Any]:
+def _reviewed(obj: dict[str, Any], operation: str, old: dict[str, Any] | None, opened: Any = None) -> dict[str, Any]:
     """The object as the API server and the webhooks would store it; refuse here what they would refuse there. With
     the cluster (or snapshot) ``opened``, the webhooks see its ResourceFlavors, so a group no flavor describes gets
     the server's own warning (on stderr)."""

@@ -34,18 +34,20 @@ def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def on_terminal(args: list[str], columns: int) -> str:
-    """The command's output on a pseudo-terminal ``columns`` wide (as a person at a terminal sees it)."""
+def on_terminal(args: list[str], columns: int, *, raw: bool = False, env: dict[str, str] | None = None) -> str:
+    """The command's output on a pseudo-terminal ``columns`` wide (as a person at a terminal sees it); ``raw`` keeps
+    the escape codes."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
-    env.pop("NO_COLOR", None)
+    environment = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
+    environment.pop("NO_COLOR", None)
+    environment.update(env or {})
     proc = subprocess.Popen(
         [sys.executable, "-c", "from gpuctl.cli.startup import run; run()", *args],
         stdout=follower,
         stderr=follower,
         stdin=subprocess.DEVNULL,
-        env=env,
+        env=environment,
         cwd=ROOT,
     )
     os.close(follower)
@@ -64,7 +66,8 @@ def on_terminal(args: list[str], columns: int) -> str:
         chunks.append(data)
     proc.wait(20)
     os.close(leader)
-    return ANSI.sub("", b"".join(chunks).decode()).replace("\r\n", "\n")
+    text = b"".join(chunks).decode().replace("\r\n", "\n")
+    return text if raw else ANSI.sub("", text)
 
 
 # Every table, with the JSON fields whose every value must appear whole in it.
