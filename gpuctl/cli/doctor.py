@@ -126,6 +126,16 @@ def _webhooks(opened: Any, operator_namespace: str) -> tuple[list[Any], list[Any
     except SourceError as exc:
         why = "the webhooks hold gate 1 and the KV-cache and pool rules"
         return [], [_unreadable("webhook", "the webhook configurations", exc, why)]
+    if not configs and getattr(opened, "is_snapshot", False):
+        return [], [
+            doctor.Finding(
+                "webhook",
+                doctor.WARN,
+                "no webhook configurations in the snapshot: whether the webhooks are registered cannot be told from it",
+                "the webhooks hold gate 1 and the KV-cache and pool rules",
+                "take the snapshot with `gpuctl dump` (it writes them), or run doctor on the cluster",
+            )
+        ]
     entries = [e for c in configs for e in doctor.parse_webhook_configuration(c)]
     return entries, doctor.webhooks(entries, operator_namespace)
 

@@ -138,7 +138,9 @@ def shared_prefix(names: list[str]) -> str:
     distinct = sorted(set(names))
     if len(distinct) < 2:
         return ""
-    prefix = os.path.commonprefix(distinct)
+    first, last = distinct[0], distinct[-1]  # sorted: what these two share, all share
+    shared = next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), min(len(first), len(last)))
+    prefix = first[:shared]
     prefix = prefix[: prefix.rfind("-") + 1]
     return prefix if all(len(n) > len(prefix) for n in distinct) else ""
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final
+from typing import Any, Final
 
 from gpuctl.core import naming
 from gpuctl.core.instances import Instance
@@ -42,6 +42,18 @@ class Finding:
 
 # ----------------------------------------------------------------------------------------------- the AdmissionCheck
 
+
+
+def shown(value: Any) -> str:
+    """A value as a finding prints it, never as a Python repr: text as it is, labels as ``k=v, …``, ``none`` for
+    nothing, anything else as JSON."""
+    if value is None or value == "" or value == {}:
+        return "none"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values()):
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items()))
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=list)
 
 def admission_check(check: AdmissionCheck | None) -> Finding:
     name = "admissioncheck"
@@ -76,7 +88,7 @@ def admission_check(check: AdmissionCheck | None) -> Finding:
         return Finding(
             name,
             FAIL,
-            f"AdmissionCheck {check.name} names controller {check.controller!r}",
+            f"AdmissionCheck {check.name} names controller {shown(check.controller)}",
             "no controller would answer it: every Workload in a queue that references it waits forever",
             f"set spec.controllerName to {naming.NODE_DEVICES_CONTROLLER} (recreate the AdmissionCheck: the field is immutable)",
         )
@@ -153,7 +165,7 @@ def pools(
                 Finding(
                     "pool-entrance",
                     FAIL,
-                    f"InstanceType {name} carries entrance label {it.labels.get(naming.LABEL_QUEUE_ENTRANCE)!r}",
+                    f"InstanceType {name} carries entrance label {shown(it.labels.get(naming.LABEL_QUEUE_ENTRANCE))}",
                     "the Pod webhook finds a pool's card memory by this label; without it every fold is refused",
                     f"kubectl label instancetype {name} {naming.LABEL_QUEUE_ENTRANCE}={it.expected_entrance} --overwrite",
                 )
@@ -220,7 +232,7 @@ def pools(
                 Finding(
                     "fit-labels",
                     WARN,
-                    f"node {n}: fit labels {have_labels or 'none'} where its ledger says {want}",
+                    f"node {n}: fit labels {shown(have_labels)} where its ledger says {shown(want)}",
                     "TAS skips a fragmented node only through fresh fit labels; stale ones send Workloads to retry",
                     "the operator's fit-label controller writes them: check that it runs",
                 )
@@ -446,7 +458,7 @@ def webhooks(entries: Sequence[WebhookEntry], namespace: str = naming.OPERATOR_N
             "rules": (e.rules, ((tuple(sorted(w.operations)), (r.group,), (r.plural,)),)),
             "objectSelector": (dict(e.object_selector), dict(w.selector.selector().get("objectSelector", {}))),
         }
-        wrong = [f"{k} {have!r} (want {need!r})" for k, (have, need) in want.items() if have != need]
+        wrong = [f"{k} {shown(have)} (want {shown(need)})" for k, (have, need) in want.items() if have != need]
         if not e.ca_bundle:
             wrong.append("no caBundle")
         if wrong:
@@ -597,7 +609,7 @@ def parse_kueue_settings(
 ) -> KueueSettings:
     """Kueue's Configuration (the decoded YAML of ConfigMap ``namespace/name``) and its manager's arguments."""
     if config.get("kind") not in (None, "Configuration"):
-        raise KueueConfigError(f"kind {config.get('kind')!r}: want Configuration")
+        raise KueueConfigError(f"kind {shown(config.get('kind'))}: want Configuration")
     gates = config.get("featureGates")
     resources = _map(config, "resources")
     exclude = resources.get("excludeResourcePrefixes")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -92,3 +93,18 @@ def test_a_dump_keeps_only_who_stopped_an_instance_of_its_managed_fields() -> No
     assert kept["metadata"]["managedFields"] == [managed[1]]
     assert parse_instance(kept).stopped_by == naming.INSTANCE_STOP_MANAGER
     assert "managedFields" not in slim({"kind": "Pod", "metadata": {"name": "p", "managedFields": managed}})["metadata"]
+
+
+def test_a_snapshot_without_webhook_configurations_says_so_and_no_finding_is_a_python_repr() -> None:
+    result = CliRunner().invoke(app, ["doctor", "--snapshot", SNAPSHOT, "-o", "json"])
+    assert result.exit_code == 3  # the example snapshot has failing findings (queues missing)
+    items = json.loads(result.stdout)["items"]
+    webhook = [i for i in items if i["check"] == "webhook"]
+    assert [i["status"] for i in webhook] == ["warn"] and "no webhook configurations in the snapshot" in webhook[0][
+        "saw"
+    ]
+    assert not any("not registered" in i["saw"] for i in items)
+    text = " ".join(f"{i['saw']} {i['why']} {i['fix']}" for i in items)
+    assert not re.search(r"\{'|': '|\('|\[\(|\bNone\b|\bTrue\b|\bFalse\b", text), text
+    fit = [i for i in items if i["check"] == "fit-labels"]
+    assert fit and all("=" in i["saw"] and "{" not in i["saw"] for i in fit)

@@ -163,7 +163,7 @@ def test_each_injected_fault_fails_with_a_fix_that_makes_it_pass(
     adm.patch_mutating_webhook_configuration(
         naming.MUTATING_CONFIGURATION, [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]
     )
-    [bad] = doctor.failing("webhook", "failurePolicy 'Ignore'", "--no-probe")
+    [bad] = doctor.failing("webhook", "failurePolicy Ignore (want Fail)", "--no-probe")
     doctor.apply(bad["fix"])
     assert not doctor.failing("webhook", "", "--no-probe")
 
