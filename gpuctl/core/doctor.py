@@ -43,7 +43,6 @@ class Finding:
 # ----------------------------------------------------------------------------------------------- the AdmissionCheck
 
 
-
 def shown(value: Any) -> str:
     """A value as a finding prints it, never as a Python repr: text as it is, labels as ``k=v, …``, ``none`` for
     nothing, anything else as JSON."""
@@ -54,6 +53,7 @@ def shown(value: Any) -> str:
     if isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values()):
         return ", ".join(f"{k}={v}" for k, v in sorted(value.items()))
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=list)
+
 
 def admission_check(check: AdmissionCheck | None) -> Finding:
     name = "admissioncheck"
