@@ -1,7 +1,6 @@
 """``gpuctl webhook dry-run KIND -f FILE``: what the admission webhooks do to a manifest, as an RFC 6902 patch."""
 
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -12,6 +11,7 @@ from gpuctl.cli.errors import AnswerNo, UsageError
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import OutputSpec
 from gpuctl.cluster import kinds
+from gpuctl.core.compat import StrEnum
 
 if TYPE_CHECKING:
     from gpuctl.cluster.read import Source

@@ -6,12 +6,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import Kind
 from gpuctl.cluster.live import ConflictError, LiveSource
+from gpuctl.core.compat import StrEnum
 from gpuctl.core.lifecycle import PatchPlan, PlanRefused
 
 ATTEMPTS = 5

@@ -17,10 +17,10 @@ import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Concatenate, Final, ParamSpec
 
 from gpuctl.core.admission import JSON, Admission, allow
+from gpuctl.core.compat import StrEnum
 
 # ----------------------------------------------------------------------------------------------- vocabulary
 
