@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,13 +17,12 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
+from tests.pythons import OLDER, available, interpreter
 
 from . import controlplane as cpmod
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = str(ROOT / "examples" / "snapshot")
-SUPPORTED = ((3, 10), (3, 11), (3, 12), (3, 13), (3, 14))
-OLDER = ((3, 9), (3, 8), (3, 7), (3, 6))
 
 
 def _ci() -> bool:
@@ -49,24 +47,6 @@ def krew_dir() -> Path:
     if built.returncode != 0:
         pytest.fail(f"building krew failed: {built.stderr[-2000:]}", pytrace=False)
     return directory
-
-
-def interpreter(version: tuple[int, int]) -> str | None:
-    """The real path of a Python ``version`` on this machine (``python3.X`` on PATH, or one pyenv holds), if any."""
-    name = f"python{version[0]}.{version[1]}"
-    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
-    candidates = [shutil.which(name), *sorted(str(p) for p in pyenv.glob(f"{version[0]}.{version[1]}.*/bin/{name}"))]
-    for found in filter(None, candidates):
-        probe = subprocess.run(
-            [found, "-c", "import sys; print(sys.version_info[0], sys.version_info[1]); print(sys.executable)"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        lines = probe.stdout.split("\n")
-        if probe.returncode == 0 and lines[0].split() == [str(v) for v in version]:
-            return lines[1].strip()
-    return None
 
 
 @dataclass
@@ -126,7 +106,7 @@ def test_krew_installs_the_archive_as_its_manifest_says(installed: Installed) ->
 
 
 def test_the_installed_plugin_runs_views_on_the_example_snapshot_on_every_python_here(installed: Installed) -> None:
-    pythons = {v: p for v in SUPPORTED if (p := interpreter(v)) is not None}
+    pythons = available()
     assert sys.version_info[:2] in pythons, pythons  # at least the one running the suite
     expected = json.loads(CliRunner().invoke(app, ["views", "--snapshot", SNAPSHOT, "-o", "json"]).stdout)
     [store] = (installed.root / "store" / "gpuctl").iterdir()
@@ -151,7 +131,7 @@ def test_the_plugins_help_reads_kubectl_gpuctl(installed: Installed) -> None:
 def test_an_older_python_is_refused_in_one_line(installed: Installed) -> None:
     [store] = (installed.root / "store" / "gpuctl").iterdir()
     launcher = store / "kubectl-gpuctl"
-    older = {v: p for v in OLDER if (p := interpreter(v)) is not None}
+    older = available(OLDER)
     for (major, minor), python in older.items():
         result = installed.run(python, "views", "--snapshot", SNAPSHOT)
         assert result.returncode == 1 and result.stdout == ""
