@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,lint]'
+	@# An editable install leaves the man pages out: `man gpuctl` finds them here once $(BIN) is on PATH.
+	@mkdir -p $(VENV)/share/man && ln -sfn "$(CURDIR)/man" $(VENV)/share/man/man1
 	@touch $(STAMP)
 
 venv: $(STAMP)

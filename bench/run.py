@@ -807,7 +807,7 @@ def render(rows: list[Row], nodes: int) -> str:
         "# Benchmarks",
         "",
         "Written by `make bench` (`python -m bench.run --write docs/benchmarks.md`). Every figure is the median of",
-        "several runs; targets (DESIGN.md §5) are ratios against a reference measured in the same run, because the",
+        "several runs; targets are ratios against a reference measured in the same run, because the",
         "machine is shared and noisy.",
         "",
         f"Last run: {time.strftime('%Y-%m-%d')} on {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
