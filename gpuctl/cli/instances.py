@@ -50,6 +50,8 @@ def _select(
     from gpuctl.cluster.read import not_found
 
     ns = source.scope(opened)
+    if instancetype:  # NAME or kubectl's instancetype.worker.gpustack.ai/NAME
+        instancetype = refs.object_names([instancetype], kinds.INSTANCETYPE, what="--instancetype")[0]
     objs = opened.list(
         kinds.INSTANCE, namespace=ns, label_selector=source.selector, field_selector=source.field_selector
     )

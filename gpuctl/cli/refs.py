@@ -84,7 +84,7 @@ def split_name(text: str, accepted: Sequence[Kind], *, what: str) -> tuple[str |
     qualified = "." in prefix
     if named is not None and (qualified or not named.namespaced or not namespaced):
         if named not in accepted:
-            kinds_taken = " or ".join(f"{k.kind}s" for k in accepted)
+            kinds_taken = " or ".join(k.kind if k.kind.endswith("s") else f"{k.kind}s" for k in accepted)
             raise UsageError(f"{what} takes {kinds_taken}: {text} names a {named.kind}")
         if "/" in rest:
             raise UsageError(f"{text!r}: kubectl's form is {prefix}/NAME (give the namespace with -n)")
@@ -92,7 +92,8 @@ def split_name(text: str, accepted: Sequence[Kind], *, what: str) -> tuple[str |
     if qualified and named is None:
         raise UsageError(f"{text!r}: {prefix} is not a kind gpuctl reads here; use NAME")
     if not namespaced:
-        raise UsageError(f"{text!r}: an {accepted[0].kind} has no namespace; use NAME")
+        kind = accepted[0].kind
+        raise UsageError(f"{text!r}: {'an' if kind[0] in 'AEIOU' else 'a'} {kind} has no namespace; use NAME")
     if "/" in rest:
         raise UsageError(f"{text!r}: use NAME or NAMESPACE/NAME")
     return prefix, rest

@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli import render
+from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes, complete_workloads
 from gpuctl.cli.errors import AnswerNo, NotFound, UsageError
 from gpuctl.cli.explain import explanation_text, split_name
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import OutputSpec
+from gpuctl.cluster import kinds
 
 if TYPE_CHECKING:
     from gpuctl.core.simulate import ClusterState, Outcome, Simulator
@@ -74,9 +75,9 @@ def _existing(state: "ClusterState", refs: list[str], namespace: str) -> list["S
 def _scenario(simulator: "Simulator", without: list[str], drain: list[str], hold: list[str], namespace: str) -> None:
     if without:
         simulator.finish(["/".join(split_name(r, namespace)) for r in without])
-    for pool in drain:
+    for pool in refs.object_names(drain, kinds.INSTANCETYPE, what="simulate --drain"):
         simulator.stop(pool, "HoldAndDrain")
-    for pool in hold:
+    for pool in refs.object_names(hold, kinds.INSTANCETYPE, what="simulate --hold"):
         simulator.stop(pool, "Hold")
 
 
@@ -195,6 +196,8 @@ def simulate_command(
         raise UsageError("give the workloads to simulate: -f FILE (or -f - for stdin) or --workload NAME")
     if (add_nodes is None) != (like is None):
         raise UsageError("--add-nodes and --like go together: --add-nodes N --like NODE")
+    if like is not None:  # NODE, node/NODE or its devices.worker.gpustack.ai/NODE
+        like = refs.split_name(like, (kinds.NODE, kinds.DEVICES), what="simulate --like")[1]
     growth: int | None = None
     if add_nodes is not None and add_nodes != "auto":
         try:
