@@ -65,9 +65,9 @@ def test_field_selectors_on_the_fields_the_server_selects_each_kind_by() -> None
         assert selection(kinds.POD, field_selector=text).matches(pod) is expected, text
     node = {"metadata": {"name": "n1"}, "spec": {}}
     assert selection(kinds.NODE, field_selector="spec.unschedulable=false").matches(node)
-    with pytest.raises(SelectorError, match="field label not supported: metadata.namespace"):
+    with pytest.raises(SelectorError, match=r"field label not supported: metadata\.namespace"):
         selection(kinds.NODE, field_selector="metadata.namespace=x")
-    with pytest.raises(SelectorError, match="field label not supported: spec.type"):
+    with pytest.raises(SelectorError, match=r"field label not supported: spec\.type"):
         selection(kinds.INSTANCE, field_selector="spec.type=x")
     assert parse_field_selector(r"metadata.name=a\,b")[0].value == "a,b"
     with pytest.raises(SelectorError, match="cannot read"):
