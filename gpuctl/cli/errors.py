@@ -35,10 +35,6 @@ class RuntimeFailure(CommandError):
     """The command could not do its work: an unreachable API, an unreadable file, a conflict not resolved (exit 1)."""
 
 
-class NotFound(RuntimeFailure):
-    """A named object does not exist (exit 1, as kubectl's NotFound)."""
-
-
 class AnswerNo(CommandError):
     """The answer is "no" where a script needs it: a denied dry-run, a held workload with ``--exit-code`` (exit 3).
 

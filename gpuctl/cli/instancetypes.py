@@ -304,7 +304,7 @@ def delete_command(
     """Delete an InstanceType: the operator drains its queue and stops its instances before it goes."""
     name = _name(name)
     from gpuctl.cluster import kinds
-    from gpuctl.cluster.read import NotFound
+    from gpuctl.cluster.errors import NotFound
 
     mode = dry_run_mode(dry_run)
     seconds = wait_seconds(timeout)

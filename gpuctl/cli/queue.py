@@ -8,10 +8,10 @@ import typer
 
 from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes
-from gpuctl.cli.errors import NotFound
 from gpuctl.cli.options import SourceSpec, fleet_read, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
 from gpuctl.cluster import kinds
+from gpuctl.cluster.errors import NotFound
 
 if TYPE_CHECKING:
     from gpuctl.cluster.read import Source

@@ -238,9 +238,11 @@ def sorted_items(items: list[dict[str, Any]], sort_by: str | None) -> list[dict[
         raise UsageError(f'couldn\'t find any field with path "{path}" in the list of objects')
 
     def order(x: tuple[list[Any], dict[str, Any]], y: tuple[list[Any], dict[str, Any]]) -> int:
-        if not x[0] or not y[0]:
-            return (bool(x[0]) > bool(y[0])) - (bool(x[0]) < bool(y[0]))
-        return -1 if _less(x[0][0], y[0][0]) else 1 if _less(y[0][0], x[0][0]) else 0
+        a = x[0][0] if x[0] else None
+        b = y[0][0] if y[0] else None
+        if a is None or b is None:  # a missing or null value sorts first, as in kubectl
+            return (a is not None) - (b is not None)
+        return -1 if _less(a, b) else 1 if _less(b, a) else 0
 
     return [item for _, item in sorted(keyed, key=functools.cmp_to_key(order))]
 
@@ -273,9 +275,13 @@ def custom_columns(spec: str) -> list[tuple[str, str]]:
 
 def _cells(spec: list[tuple[str, str]], item: Any) -> list[str]:
     """One custom-columns row: each column's values as Go prints them, joined by commas, or ``<none>``."""
-    from gpuctl.cli.jsonpath import go_sprint, results
+    from gpuctl.cli.errors import UsageError
+    from gpuctl.cli.jsonpath import JSONPathError, go_sprint, results
 
-    return [",".join(go_sprint(v) for v in results(path, item)) or "<none>" for _, path in spec]
+    try:
+        return [",".join(go_sprint(v) for v in results(path, item)) or "<none>" for _, path in spec]
+    except JSONPathError as exc:
+        raise UsageError(f"-o custom-columns: {exc}") from None
 
 
 def _jsonpath(template: str, value: Any, output: OutputSpec) -> str:

@@ -8,11 +8,12 @@ import typer
 
 from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes, complete_workloads
-from gpuctl.cli.errors import AnswerNo, NotFound, UsageError
+from gpuctl.cli.errors import AnswerNo, UsageError
 from gpuctl.cli.explain import explanation_text, split_name
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import OutputSpec
 from gpuctl.cluster import kinds
+from gpuctl.cluster.errors import NotFound
 
 if TYPE_CHECKING:
     from gpuctl.core.simulate import ClusterState, Outcome, Simulator

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuctl.cluster import kinds
-from gpuctl.cluster.errors import SourceError
+from gpuctl.cluster.errors import NotFound, SourceError
 from gpuctl.cluster.kinds import Kind
 from gpuctl.core import naming
 from gpuctl.core.explain import ExplainContext
@@ -53,10 +53,6 @@ class Source(Protocol):
 
 def name_of(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
-
-
-class NotFound(SourceError):
-    """A named object does not exist (exit 1, as kubectl's NotFound)."""
 
 
 def not_found(kind: str, name: str, known: Sequence[str], where: str) -> NotFound:
