@@ -131,7 +131,7 @@ def _webhooks(opened: Any, operator_namespace: str) -> tuple[list[Any], list[Any
             doctor.Finding(
                 "webhook",
                 doctor.WARN,
-                "no webhook configurations in the snapshot: whether the webhooks are registered cannot be told from it",
+                "webhook configurations are not in the snapshot: whether the webhooks are registered cannot be told",
                 "the webhooks hold gate 1 and the KV-cache and pool rules",
                 "take the snapshot with `gpuctl dump` (it writes them), or run doctor on the cluster",
             )
