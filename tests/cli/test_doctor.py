@@ -100,9 +100,9 @@ def test_a_snapshot_without_webhook_configurations_says_so_and_no_finding_is_a_p
     assert result.exit_code == 3  # the example snapshot has failing findings (queues missing)
     items = json.loads(result.stdout)["items"]
     webhook = [i for i in items if i["check"] == "webhook"]
-    assert [i["status"] for i in webhook] == ["warn"] and "no webhook configurations in the snapshot" in webhook[0][
-        "saw"
-    ]
+    assert [i["status"] for i in webhook] == ["warn"] and "webhook configurations are not in the snapshot" in webhook[
+        0
+    ]["saw"]
     assert not any("not registered" in i["saw"] for i in items)
     text = " ".join(f"{i['saw']} {i['why']} {i['fix']}" for i in items)
     assert not re.search(r"\{'|': '|\('|\[\(|\bNone\b|\bTrue\b|\bFalse\b", text), text
