@@ -103,15 +103,17 @@ def _each(
     after: Callable[[str], None],
     output: OutputSpec,
 ) -> None:
-    """Change every pool, then follow each that changed; report the changes (exit 1 if any failed)."""
-    outcomes = [o for name in names for o in change(name)]
+    """Change every pool, report the changes, then follow each pool whose change did not fail (exit 1 at the end if
+    any failed)."""
+    per = {name: change(name) for name in names}
     report_failure: RuntimeFailure | None = None
     try:
-        report(outcomes, output)
+        report([o for outcomes in per.values() for o in outcomes], output)
     except RuntimeFailure as exc:
         report_failure = exc
-    for name in names:
-        after(name)
+    for name, outcomes in per.items():
+        if not any(o.failed for o in outcomes):
+            after(name)
     if report_failure is not None:
         raise report_failure
 
