@@ -7,16 +7,18 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test unit lint bench bench-scale venv clean testbin image image-test docs cluster cluster-down dist
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
-	touch $(STAMP)
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,lint]'
+	@# An editable install leaves the man pages out: `man gpuctl` finds them here once $(BIN) is on PATH.
+	@mkdir -p $(VENV)/share/man && ln -sfn "$(CURDIR)/man" $(VENV)/share/man/man1
+	@touch $(STAMP)
 
 venv: $(STAMP)
 
 ## demo: install into a local virtual environment and show the views of the bundled example snapshot
 demo: $(STAMP)
-	$(BIN)/gpuctl views --snapshot examples/snapshot
+	@$(BIN)/gpuctl views --snapshot examples/snapshot
 
 ## lint: ruff and mypy --strict on gpuctl/
 lint: $(STAMP)

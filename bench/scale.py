@@ -461,7 +461,7 @@ def render(results: list[dict[str, Any]]) -> str:
         f"Kueue) holding pools of 8-card nodes with {PODS_PER_NODE} Pods each and one admitted Workload per Pod. The",
         "operator's API traffic goes through a counting proxy; idle figures are over 60 s after its first resync",
         "settled; verdict latency is from writing a Workload's quota reservation (in Kueue's shape) to a watch seeing",
-        "the check's verdict, over 20 new Workloads. Targets are DESIGN.md §5's.",
+        "the check's verdict, over 20 new Workloads.",
         "",
         "| nodes | webhooks ready | cache synced | first resync settled | verdict latency | idle CPU | idle API traffic | "
         "RSS (peak) | /metrics scrape | before the watch cache |",

@@ -2,14 +2,21 @@
 
     python -m hack.dist [--out DIR] [--release-url URL]
 
-The plugin is one self-contained file, ``kubectl-gpuctl``: a Python zip application holding gpuctl and the pure-Python
-parts of the libraries the CLI imports (typer, rich, the kubernetes client, PyYAML without its C loader, jsonpatch and
-what they need), copied from the environment that builds it. It runs on any ``python3`` of 3.11 or newer, on Linux and
-macOS alike. The archive ``gpuctl-v<version>.tar.gz`` holds it, the completion shim ``kubectl_complete-gpuctl`` (krew
-puts both on PATH) and the README; it is byte-for-byte reproducible (sorted entries, fixed times and owners), so its
-SHA-256 in the manifest names one build. The manifest is ``deploy/krew/gpuctl.yaml`` filled in for that archive.
+The plugin is ``kubectl-gpuctl``, a launcher any ``python3`` can read, and ``lib/``: gpuctl and the pure-Python parts
+of the libraries the CLI imports (typer, rich, the kubernetes client, PyYAML without its C loader, jsonpatch and what
+they need), resolved by pip for the oldest Python gpuctl supports (:data:`MIN_PYTHON`), so one archive runs on every
+supported version, on Linux and macOS alike. Below that version the launcher refuses in one line.
 
-Before writing anything under ``--out`` the plugin is run from a fresh interpreter that sees no site-packages
+No bytecode is shipped: a zip of one version's bytecode is recompiled from source on every run of every other
+version. The plugin's sources are plain files instead, so each Python compiles them once, on its first run, into the
+install directory (or, where that is not writable, the user's cache) and every later run starts from bytecode.
+
+The archive ``gpuctl-v<version>.tar.gz`` holds the launcher and the completion shim ``kubectl_complete-gpuctl`` (krew
+puts both on PATH), ``lib/`` and the README; it is byte-for-byte reproducible (sorted entries, fixed times and
+owners), so its SHA-256 in the manifest names one build. The manifest is ``deploy/krew/gpuctl.yaml`` filled in for
+that archive, and it moves exactly the archive's entries.
+
+Before anything is written under ``--out``, the plugin is run from a fresh interpreter that sees no site-packages
 (``python -I -S``), on the bundled example snapshot: an archive that would need something from the build environment is
 never produced.
 """
@@ -29,135 +36,159 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import zipapp
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+MIN_PYTHON = (3, 10)
+"""The oldest Python gpuctl supports (``requires-python`` in pyproject.toml)."""
 CLI_REQUIREMENTS = ("typer", "rich", "kubernetes", "pyyaml", "jsonpatch")
 """What the CLI imports; the operator's server libraries (aiohttp, uvloop, prometheus-client) stay out of the plugin."""
-EPOCH = 315532800  # 1980-01-01, the earliest time a zip entry can carry
-MAIN = "from gpuctl.cli.startup import run\n\nrun()\n"
+EPOCH = 315532800  # 1980-01-01
+SKIPPED_SUFFIXES = (".so", ".pyd", ".pyc", ".dylib")
+
+LAUNCHER = """\
+#!/usr/bin/env python3
+# kubectl-gpuctl: runs the gpuctl beside it (lib/) on the python3 found on PATH.
+import os
+import sys
+
+if sys.version_info[:2] < {min_python!r}:
+    sys.stderr.write(
+        "error: kubectl-gpuctl needs Python {min_text} or newer; %s is Python %d.%d\\n"
+        % (sys.executable or "python3", sys.version_info[0], sys.version_info[1])
+    )
+    sys.exit(1)
+lib = os.path.join(os.path.dirname(os.path.realpath(__file__)), "lib")
+if not os.access(lib, os.W_OK):
+    # Each Python compiles the sources once; where the install cannot hold the bytecode, the user's cache does.
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    sys.pycache_prefix = os.path.join(cache, "gpuctl", "pycache")
+sys.path.insert(0, lib)
+from gpuctl.cli.startup import run  # noqa: E402
+
+run()
+"""
 
 
-def _requirement_name(spec: str) -> str | None:
-    """The distribution a requirement names, or None when its marker excludes it here (extras, Windows only)."""
-    requirement, _, marker = spec.partition(";")
-    if "extra" in marker or "Windows" in marker or "win32" in marker:
-        return None
-    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
-    return match.group(1) if match else None
-
-
-def _closure(names: tuple[str, ...]) -> list[metadata.Distribution]:
-    seen: dict[str, metadata.Distribution] = {}
-    todo = list(names)
-    while todo:
-        name = todo.pop()
-        key = re.sub(r"[-_.]+", "-", name).lower()
-        if key in seen:
+def _requirements() -> list[str]:
+    """The CLI's requirements as gpuctl declares them (pyproject's ranges, from the installed metadata)."""
+    wanted = {re.sub(r"[-_.]+", "-", n).lower() for n in CLI_REQUIREMENTS}
+    out = []
+    for spec in metadata.requires("gpuctl") or []:
+        if ";" in spec:
             continue
-        dist = metadata.distribution(name)
-        seen[key] = dist
-        todo.extend(n for n in map(_requirement_name, dist.requires or []) if n)
-    return [seen[k] for k in sorted(seen)]
+        name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
+        if name and re.sub(r"[-_.]+", "-", name.group(1)).lower() in wanted:
+            out.append(spec.replace(" ", ""))
+    missing = wanted - {re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[]", s)[0]).lower() for s in out}
+    if missing:
+        raise SystemExit(f"dist: gpuctl's metadata names no requirement for {', '.join(sorted(missing))}")
+    return sorted(out)
 
 
-def _copy_distribution(dist: metadata.Distribution, app: Path) -> int:
-    """Copy a distribution's importable files (no compiled extensions, caches or scripts); return how many."""
-    copied = 0
-    for file in dist.files or []:
-        parts = Path(str(file)).parts
-        if not parts or parts[0] == ".." or "__pycache__" in parts or file.suffix in (".so", ".pyd", ".pyc"):
+def bundle_dir() -> Path:
+    """The libraries of the plugin, resolved by pip for :data:`MIN_PYTHON` once per set of requirements and kept in the
+    user's cache (``GPUCTL_DIST_CACHE``)."""
+    requirements = _requirements()
+    key = hashlib.sha256(repr((requirements, MIN_PYTHON)).encode()).hexdigest()[:16]
+    root = Path(os.environ.get("GPUCTL_DIST_CACHE") or Path.home() / ".cache" / "gpuctl" / "dist-bundle")
+    target = root / f"py{MIN_PYTHON[0]}.{MIN_PYTHON[1]}-{key}"
+    if target.is_dir():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".bundle-", dir=root))
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-compile",
+        "--target",
+        str(staging),
+        "--python-version",
+        f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]}",
+        "--only-binary=:all:",
+        *requirements,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise SystemExit(f"dist: pip could not resolve the plugin's libraries: {result.stderr.strip()[-2000:]}")
+    staging.rename(target)
+    return target
+
+
+def _files(base: Path) -> list[Path]:
+    """The importable files under ``base``: no compiled extensions, caches or console scripts."""
+    out = []
+    for path in sorted(base.rglob("*")):
+        relative = path.relative_to(base)
+        if not path.is_file() or relative.parts[0] == "bin" or "__pycache__" in relative.parts:
             continue
-        source = Path(str(dist.locate_file(file)))
-        if not source.is_file():
+        if path.suffix in SKIPPED_SUFFIXES:
             continue
-        target = app.joinpath(*parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
-        copied += 1
-    return copied
+        if ".." in str(relative):
+            raise SystemExit(f"dist: {relative}: krew refuses archive entries whose names hold '..'")
+        out.append(path)
+    return out
 
 
-def build_zipapp(target: Path) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        app = Path(tmp) / "app"
-        shutil.copytree(ROOT / "gpuctl", app / "gpuctl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
-        for dist in _closure(CLI_REQUIREMENTS):
-            _copy_distribution(dist, app)
-        (app / "__main__.py").write_text(MAIN)
-        _precompile(app)
-        for path in app.rglob("*"):
-            os.utime(path, (EPOCH, EPOCH))
-        zipapp.create_archive(app, target, interpreter="/usr/bin/env python3", compressed=True)
-    _reproducible_zip(target)
-    target.chmod(0o755)
+def build_plugin(target: Path) -> None:
+    """The plugin laid out as krew installs it: ``kubectl-gpuctl`` and ``lib/``."""
+    lib = target / "lib"
+    shutil.copytree(ROOT / "gpuctl", lib / "gpuctl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
+    bundle = bundle_dir()
+    for source in _files(bundle):
+        copy = lib / source.relative_to(bundle)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, copy)
+    launcher = target / "kubectl-gpuctl"
+    launcher.write_text(LAUNCHER.format(min_python=MIN_PYTHON, min_text=".".join(map(str, MIN_PYTHON))))
+    launcher.chmod(0o755)
+    shutil.copyfile(ROOT / "completions" / "kubectl_complete-gpuctl", target / "kubectl_complete-gpuctl")
+    (target / "kubectl_complete-gpuctl").chmod(0o755)
+    shutil.copyfile(ROOT / "README.md", target / "README.md")
 
 
-def _precompile(app: Path) -> None:
-    """Byte-code beside each module, where zipimport looks for it (it cannot write caches): without it every run
-    compiles the kubernetes client's models again (seconds). Unchecked-hash files do not depend on file times; another
-    Python version ignores them and compiles from source."""
-    import py_compile
-
-    for source in app.rglob("*.py"):
-        py_compile.compile(
-            str(source),
-            cfile=str(source) + "c",
-            dfile=str(source.relative_to(app)),
-            doraise=True,
-            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
-        )
-
-
-def _reproducible_zip(path: Path) -> None:
-    """Rewrite the zip with sorted entries and fixed times and modes (zipapp keeps the walk's order)."""
-    import zipfile
-
-    data = path.read_bytes()
-    shebang_end = data.index(b"\n") + 1
-    with zipfile.ZipFile(io.BytesIO(data[shebang_end:])) as source:
-        out = io.BytesIO()
-        with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as sink:
-            for name in sorted(source.namelist()):
-                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-                info.external_attr = 0o644 << 16
-                info.compress_type = zipfile.ZIP_DEFLATED
-                sink.writestr(info, source.read(name))
-    path.write_bytes(data[:shebang_end] + out.getvalue())
-
-
-def check_plugin(plugin: Path) -> None:
+def check_plugin(plugin_dir: Path) -> None:
     """Run the plugin as a user's python3 would, with nothing from this environment importable."""
     snapshot = ROOT / "examples" / "snapshot"
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tempfile.gettempdir(), "NO_COLOR": "1"}
+    launcher = plugin_dir / "kubectl-gpuctl"
     for args in (["--help"], ["views", "--snapshot", str(snapshot), "-o", "json"], ["version"]):
         result = subprocess.run(
-            [sys.executable, "-I", "-S", str(plugin), *args], capture_output=True, text=True, env=env, timeout=120
+            [sys.executable, "-I", "-S", str(launcher), *args], capture_output=True, text=True, env=env, timeout=300
         )
         if result.returncode != 0:
             raise SystemExit(f"dist: the plugin failed `{' '.join(args)}`: {result.stderr.strip()[-2000:]}")
         if args == ["--help"] and "kubectl gpuctl" not in result.stdout:
             raise SystemExit("dist: the plugin's usage does not read `kubectl gpuctl`")
+    for cache in plugin_dir.rglob("__pycache__"):  # the check's own bytecode stays out of the archive
+        shutil.rmtree(cache)
 
 
-def build_archive(plugin: Path, target: Path) -> None:
-    members = [
-        ("kubectl-gpuctl", plugin, 0o755),
-        ("kubectl_complete-gpuctl", ROOT / "completions" / "kubectl_complete-gpuctl", 0o755),
-        ("README.md", ROOT / "README.md", 0o644),
-    ]
+EXECUTABLE = ("kubectl-gpuctl", "kubectl_complete-gpuctl")
+
+
+def build_archive(plugin_dir: Path, target: Path) -> list[str]:
+    """A reproducible tar.gz of the plugin; the top-level entries it holds."""
     raw = io.BytesIO()
+    paths = sorted(p for p in plugin_dir.rglob("*") if p.is_file())
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, source, mode in members:
-            data = source.read_bytes()
+        for path in paths:
+            name = path.relative_to(plugin_dir).as_posix()
+            data = path.read_bytes()
             info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), mode, EPOCH
+            info.size, info.mtime = len(data), EPOCH
+            info.mode = 0o755 if name in EXECUTABLE else 0o644
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             tar.addfile(info, io.BytesIO(data))
     with target.open("wb") as sink, gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=EPOCH) as gz:
         gz.write(raw.getvalue())
+    return sorted({p.relative_to(plugin_dir).parts[0] for p in paths})
 
 
 def krew_manifest(version: str, uri: str, sha256: str, homepage: str | None) -> str:
@@ -184,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     out: Path = args.out.resolve()
     name = f"gpuctl-v{__version__}.tar.gz"
     with tempfile.TemporaryDirectory() as tmp:
-        plugin = Path(tmp) / "kubectl-gpuctl"
-        build_zipapp(plugin)
+        plugin = Path(tmp) / "plugin"
+        build_plugin(plugin)
         check_plugin(plugin)
         archive = Path(tmp) / name
         build_archive(plugin, archive)
@@ -193,8 +224,6 @@ def main(argv: list[str] | None = None) -> int:
         base = args.release_url.rstrip("/") if args.release_url else out.as_uri()
         manifest = krew_manifest(__version__, f"{base}/{name}", sha256, args.homepage)
         out.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(plugin, out / "kubectl-gpuctl")
-        (out / "kubectl-gpuctl").chmod(0o755)
         shutil.copyfile(archive, out / name)
         (out / "gpuctl.yaml").write_text(manifest)
     size = (out / name).stat().st_size

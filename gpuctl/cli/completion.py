@@ -4,12 +4,12 @@ Workloads, Instances, namespaces, contexts, profiles) from the cluster or the sn
 
 import contextlib
 import os
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
 from gpuctl.cli.startup import COMPLETE_VAR, PLUGIN_COMPLETE_VAR
+from gpuctl.core.compat import StrEnum
 
 COMPLETION_TIMEOUT = "2s"
 """An API call made to complete a name may take this long: a slow cluster gives no candidates, never a hang."""

@@ -10,6 +10,7 @@ from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
 
 if TYPE_CHECKING:
+    from gpuctl.cli.refs import ObjectRef
     from gpuctl.cluster.read import Source
     from gpuctl.core.diff import WorkloadState
 
@@ -68,6 +69,18 @@ def _views(opened: "Source") -> dict[str, dict[str, Any]]:
     return {i["name"]: public(i) for i in compute_items(opened, [], None)}
 
 
+def _ref(change: dict[str, Any]) -> "ObjectRef":
+    """The object a change is about: a pool's InstanceType, a Workload, a card's Devices."""
+    from gpuctl.cli import refs
+
+    head, _, tail = str(change["name"]).partition("/")
+    if change["kind"] == "Workload":
+        return refs.workload(head, tail)
+    if change["kind"] == "Card":
+        return refs.devices(head)
+    return refs.instancetype(head)
+
+
 def diff_command(
     before: Annotated[str, typer.Argument(metavar="A", help="A snapshot (file or directory), or 'live'.")],
     after: Annotated[str, typer.Argument(metavar="B", help="A snapshot (file or directory), or 'live'.")],
@@ -94,7 +107,7 @@ def diff_command(
             [c.to_dict() for c in changes],
             COLUMNS,
             lambda i: [i["kind"], i["name"], i["change"]],
-            lambda i: f"{i['kind'].lower()}/{i['name']}",
+            ref=_ref,
             empty="No differences.",
             extra={"metadata": {"before": before, "after": after}},
         ),

@@ -111,7 +111,6 @@ def doctor_command(
             items,
             COLUMNS,
             lambda i: [i["status"], i["check"], i["saw"], i["fix"] or "-", i["why"] or "-"],
-            lambda i: f"finding/{i['check']}",
         ),
         output,
     )
@@ -142,6 +141,16 @@ def _webhooks(opened: Any, operator_namespace: str) -> tuple[list[Any], list[Any
     except SourceError as exc:
         why = "the webhooks hold gate 1 and the KV-cache and pool rules"
         return [], [_unreadable("webhook", "the webhook configurations", exc, why)]
+    if not configs and getattr(opened, "is_snapshot", False):
+        return [], [
+            doctor.Finding(
+                "webhook",
+                doctor.WARN,
+                "webhook configurations are not in the snapshot: whether the webhooks are registered cannot be told",
+                "the webhooks hold gate 1 and the KV-cache and pool rules",
+                "take the snapshot with `gpuctl dump` (it writes them), or run doctor on the cluster",
+            )
+        ]
     entries = [e for c in configs for e in doctor.parse_webhook_configuration(c)]
     return entries, doctor.webhooks(entries, operator_namespace)
 

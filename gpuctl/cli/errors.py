@@ -9,7 +9,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -45,15 +45,45 @@ class AnswerNo(CommandError):
 
 def exit_code_of(exc: BaseException) -> int | None:
     """The exit code for an error a user caused, or None for a bug (which keeps its traceback)."""
-    from gpuctl.cluster.errors import SourceError
+    from gpuctl.cluster.errors import SelectorError, SourceError
     from gpuctl.core.ledger import LedgerError
     from gpuctl.core.units import QuantityError
 
     if isinstance(exc, CommandError):
         return exc.exit_code
+    if isinstance(exc, SelectorError):
+        return EXIT_USAGE
     if isinstance(exc, SourceError | LedgerError | QuantityError | OSError):
         return EXIT_RUNTIME
     return None
+
+
+def usage_line(exc: Any) -> str:
+    """A usage error of the command line parser (a click ``UsageError``) as one line: what is wrong, and where the
+    command's help is."""
+    import difflib
+    import re
+
+    from typer._click import exceptions
+
+    ctx = getattr(exc, "ctx", None)
+    where = f"; see '{ctx.command_path} -h'" if ctx is not None else ""
+    if isinstance(exc, exceptions.NoSuchOption):
+        flags: list[str] = []
+        if ctx is not None:
+            flags = [o for p in ctx.command.get_params(ctx) for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
+        close = difflib.get_close_matches(exc.option_name, flags, n=1, cutoff=0.8)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return f"unknown flag: {exc.option_name}{hint}{where}"
+    message = str(exc.format_message()).strip()
+    extra = re.match(r"Got unexpected extra arguments? ?\(?s?\)? \((.*)\)$", message)
+    if extra:
+        message = f"unexpected argument: {extra[1]}"
+    elif message.startswith("No such command"):
+        message = "unknown command" + message[len("No such command") :]
+    elif message[:1].isupper() and not message[1:2].isupper():
+        message = message[0].lower() + message[1:]
+    return message.rstrip(".").replace("\n", " ") + where
 
 
 def handled(command: Callable[P, R]) -> Callable[P, R]:
@@ -74,9 +104,13 @@ def handled(command: Callable[P, R]) -> Callable[P, R]:
             code = exit_code_of(exc)
             if code is None:
                 raise
-            message = str(exc)
+            message = str(exc).splitlines()[0] if str(exc) else ""
+            if message and code == EXIT_USAGE and "see '" not in message:
+                from gpuctl.cli.options import command_path
+
+                message += f"; see '{command_path()} -h'"
             if message:
-                sys.stderr.write(f"error: {message.splitlines()[0] if message else ''}\n")
+                sys.stderr.write(f"error: {message}\n")
             raise typer.Exit(code) from None
 
     return wrapped

@@ -6,13 +6,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli import render
+from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instances, complete_instancetypes, complete_pods, complete_workloads
 from gpuctl.cli.errors import AnswerNo, RuntimeFailure, UsageError
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cluster import kinds
 
 if TYPE_CHECKING:
+    from gpuctl.cluster.kinds import Kind
     from gpuctl.cluster.read import Source
     from gpuctl.core.explain import Explanation
 
@@ -37,20 +39,18 @@ ExitCodeOption = Annotated[
 ]
 
 
-def split_name(ref: str, namespace: str) -> tuple[str, str]:
-    """``[NAMESPACE/]NAME`` → (namespace, name); ``namespace`` fills a missing one."""
-    if "/" in ref:
-        ns, _, name = ref.partition("/")
-        if not ns or not name or "/" in name:
-            raise UsageError(f"{ref!r}: use NAME or NAMESPACE/NAME")
-        return ns, name
-    return namespace, ref
+def split_name(ref: str, namespace: str, kind: "Kind" = kinds.WORKLOAD) -> tuple[str, str]:
+    """``[NAMESPACE/]NAME`` or kubectl's ``<resource>.<group>/NAME`` → (namespace, name); ``namespace`` fills a
+    missing one."""
+    ns, name = refs.split_name(ref, (kind,), what=f"explain {kind.kind.lower()}")
+    return ns or namespace, name
 
 
-def _name_and_namespace(ref: str, source: SourceSpec, opened: "Source") -> tuple[str, str]:
-    if "/" in ref and source.namespace and source.namespace != ref.partition("/")[0]:
-        raise UsageError(f"{ref!r} names namespace {ref.partition('/')[0]} but -n says {source.namespace}: give one")
-    return split_name(ref, source.resolved_namespace(opened))
+def _name_and_namespace(ref: str, kind: "Kind", source: SourceSpec, opened: "Source") -> tuple[str, str]:
+    given, name = refs.split_name(ref, (kind,), what=f"explain {kind.kind.lower()}")
+    if given and source.namespace and source.namespace != given:
+        raise UsageError(f"{ref!r} names namespace {given} but -n says {source.namespace}: give one")
+    return given or source.resolved_namespace(opened), name
 
 
 def explanation_text(e: "Explanation", *, wide: bool = False, title: str | None = None) -> str:
@@ -90,12 +90,12 @@ def _explain_workload(source: "Source", namespace: str, name: str) -> "Explanati
         return e
 
 
-def _finish(e: "Explanation", output: OutputSpec, exit_code: bool) -> None:
+def _finish(e: "Explanation", output: OutputSpec, exit_code: bool, kind: "Kind") -> None:
     render.emit_object(
         e.to_dict(),
         output,
         lambda: explanation_text(e, wide=output.wide),
-        name=f"{e.kind.lower()}/{e.namespace}/{e.name}",
+        ref=refs.ObjectRef(kind, e.name, e.namespace),
     )
     if exit_code and e.held_by is not None:
         raise AnswerNo("")
@@ -112,8 +112,8 @@ def explain_workload_command(
 ) -> None:
     """The five gates for one Workload: passed, held, failed, not reached or unknown, with evidence and a hint."""
     opened = source.open()
-    ns, name = _name_and_namespace(ref, source, opened)
-    _finish(_explain_workload(opened, ns, name), output, exit_code)
+    ns, name = _name_and_namespace(ref, kinds.WORKLOAD, source, opened)
+    _finish(_explain_workload(opened, ns, name), output, exit_code, kinds.WORKLOAD)
 
 
 def _as(e: "Explanation", kind: str, namespace: str, name: str) -> "Explanation":
@@ -124,7 +124,6 @@ def _as(e: "Explanation", kind: str, namespace: str, name: str) -> "Explanation"
 
 def _workload_of_pod(source: "Source", ns: str, name: str, missing: str, unowned: str) -> str:
     """The Workload a Pod belongs to (its ``kueue.x-k8s.io/workload`` annotation)."""
-    from gpuctl.cluster import kinds
     from gpuctl.core.pods import parse_pod
 
     obj = source.get(kinds.POD, name, ns)
@@ -145,7 +144,7 @@ def explain_pod_command(
 ) -> None:
     """The gates for the Workload a Pod belongs to (its ``kueue.x-k8s.io/workload`` annotation)."""
     opened = source.open()
-    ns, name = _name_and_namespace(ref, source, opened)
+    ns, name = _name_and_namespace(ref, kinds.POD, source, opened)
     workload = _workload_of_pod(
         opened,
         ns,
@@ -153,7 +152,7 @@ def explain_pod_command(
         f'pod "{ns}/{name}" not found in {opened.describe()}',
         f"pod {ns}/{name} belongs to no Kueue Workload (no kueue.x-k8s.io/workload annotation): the gates do not apply to it",
     )
-    _finish(_as(_explain_workload(opened, ns, workload), "Pod", ns, name), output, exit_code)
+    _finish(_as(_explain_workload(opened, ns, workload), "Pod", ns, name), output, exit_code, kinds.POD)
 
 
 def explain_instance_command(
@@ -166,10 +165,8 @@ def explain_instance_command(
     output: OutputSpec,
 ) -> None:
     """The gates for an Instance: its Pod (same name) and that Pod's Workload."""
-    from gpuctl.cluster import kinds
-
     opened = source.open()
-    ns, name = _name_and_namespace(ref, source, opened)
+    ns, name = _name_and_namespace(ref, kinds.INSTANCE, source, opened)
     instance = opened.get(kinds.INSTANCE, name, ns)
     if instance is None:
         raise RuntimeFailure(f'instance "{ns}/{name}" not found in {opened.describe()}')
@@ -186,7 +183,7 @@ def explain_instance_command(
         f"instance {ns}/{name} has no Pod yet (phase {phase}): its Pod is created once InstanceType {spec.get('type', '?')} publishes its detail and entrance",
         f"the Pod of instance {ns}/{name} carries no Kueue Workload annotation yet: Kueue has not picked it up",
     )
-    _finish(_as(_explain_workload(opened, ns, workload), "Instance", ns, name), output, exit_code)
+    _finish(_as(_explain_workload(opened, ns, workload), "Instance", ns, name), output, exit_code, kinds.INSTANCE)
 
 
 for _command, _verb in (
@@ -246,11 +243,17 @@ def workloads_command(
 
     opened = source.open()
     ns = source.scope(opened)
+    pool = refs.object_names([instancetype], kinds.INSTANCETYPE, what="workloads -t")[0] if instancetype else None
     with bulk_allocation():
+        chosen = read.selected(
+            opened, kinds.WORKLOAD, namespace=ns, label_selector=source.selector, field_selector=source.field_selector
+        )
         state = read.admission_state(opened)
         results: list[tuple[Workload, Explanation]] = []
         for w in state.workloads:
-            if (ns is not None and w.namespace != ns) or (instancetype and state.cluster_queue_of(w) != instancetype):
+            if (ns is not None and w.namespace != ns) or (pool and state.cluster_queue_of(w) != pool):
+                continue
+            if chosen is not None and (w.namespace, w.name) not in chosen:
                 continue
             e = explain_workload(w, state.context_for(w))
             if held and e.held_by is None:
@@ -265,8 +268,7 @@ def workloads_command(
             items,
             WORKLOAD_COLUMNS,
             _workload_row,
-            lambda i: f"workload/{i['namespace']}/{i['name']}",
-            lambda i: labels.get(f"{i['namespace']}/{i['name']}", {}),
+            ref=lambda i: refs.workload(i["namespace"], i["name"], labels.get(f"{i['namespace']}/{i['name']}")),
             empty=f"No workloads found {where}" + (f" for pool {instancetype}." if instancetype else "."),
         ),
         output,

@@ -4,12 +4,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli import render
+from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.errors import UsageError
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.options import SourceSpec, fleet_read, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
 from gpuctl.cluster import kinds
+from gpuctl.cluster.errors import NotFound
 
 if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
@@ -66,7 +67,7 @@ def pool_items(
     types = [t for t in read.instancetypes(source) if t.acceleratable and (not names or t.name in names)]
     missing = sorted(set(names) - {t.name for t in types})
     if missing:
-        raise UsageError(f'instancetype "{missing[0]}" not found or not accelerated (`gpuctl views` lists the pools)')
+        raise NotFound(f'instancetype "{missing[0]}" not found or not accelerated (`gpuctl views` lists the pools)')
     devices = read.devices(source) if types else []
     workloads = read.workloads(source) if types else []
     queue_of = cluster_queues_of(workloads, map(parse_local_queue, source.list(kinds.LOCALQUEUE)))
@@ -81,7 +82,14 @@ def pool_items(
         if by_node:
             for d in pool:
                 per = pool_fragmentation([d], t.accelerator_group, wanted, t.card_mib)
-                items.append({"name": t.name, "node": d.node, "views": {v.view: _view_dict(v) for v in per if v.fits}})
+                items.append(
+                    {
+                        "metadata": refs.devices(d.node, d.labels).metadata(),
+                        "name": t.name,
+                        "node": d.node,
+                        "views": {v.view: _view_dict(v) for v in per if v.fits},
+                    }
+                )
             continue
         per_view = pool_fragmentation(pool, t.accelerator_group, wanted, t.card_mib)
         k = free_cards or max((s.size for s in wanted if s.view == EX), default=1)
@@ -95,6 +103,7 @@ def pool_items(
             wants_hint[t.name] = (sorted(cards_of(pool, t.accelerator_group)), k)
         items.append(
             {
+                "metadata": refs.instancetype(t.name, t.labels).metadata(),
                 "name": t.name,
                 "accelerator": t.accelerator_group,
                 "pending": len(waiting),
@@ -222,32 +231,46 @@ def fragmentation_command(
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core.fragmentation import ShapeError, parse_shape
 
+    pools = refs.object_names(names or [], kinds.INSTANCETYPE, what="fragmentation")
     try:
         shapes = [parse_shape(s) for s in shape or []]
     except ShapeError as exc:
         raise UsageError(str(exc)) from None
+    failures: list[tuple[str, str]] = []
     with bulk_allocation():
         if source.fleet:
             if by_node:
                 raise UsageError("--by-node reads one cluster: give one --context")
-            clusters = source.clusters()
-            per = {ctx: pool_items(src, list(names or []), shapes, free_cards, False) for ctx, src in clusters}
+            answers, failures = fleet_read(
+                source,
+                lambda src: (
+                    refs.selected_items(
+                        pool_items(src, pools, shapes, free_cards, False), src, kinds.INSTANCETYPE, source
+                    ),
+                    _active(src),
+                ),
+            )
+            per = {ctx: rows for ctx, (rows, _) in answers.items()}
             items = (
                 [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
                 if source.by_cluster
-                else fleet_items(per, {ctx: _active(src) for ctx, src in clusters})
+                else fleet_items(per, {ctx: active for ctx, (_, active) in answers.items()})
             )
         else:
-            items = pool_items(source.open(), list(names or []), shapes, free_cards, by_node)
+            opened = source.open()
+            items = refs.selected_items(
+                pool_items(opened, pools, shapes, free_cards, by_node), opened, kinds.INSTANCETYPE, source
+            )
     listing = render.Listing(
         "NodeFragmentation" if by_node else "PoolFragmentation",
         items,
         NODE_COLUMNS if by_node else COLUMNS,
-        name=lambda i: f"instancetype/{i['name']}" + (f"/{i['node']}" if "node" in i else ""),
+        ref=lambda i: refs.devices(i["node"]) if "node" in i else refs.instancetype(i["name"]),
         empty="No accelerated pools found.",
         rows=_rows,
+        failures=failures,
     )
     render.emit(listing, output)
 
 
-fragmentation_command = source_options(fleet=True)(output_options(sort=False)(fragmentation_command))
+fragmentation_command = source_options(selectors=True, fleet=True)(output_options(sort=False)(fragmentation_command))

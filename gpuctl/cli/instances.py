@@ -5,16 +5,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli import render
+from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instances, complete_instancetypes
 from gpuctl.cli.errors import UsageError
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
-from gpuctl.cli.writes import DryRunOption, YesOption, confirm_bulk, dry_run_mode, report
+from gpuctl.cli.writes import DryRunOption, YesOption, announce_matched, confirm_bulk, dry_run_mode, report
 
 if TYPE_CHECKING:
     from gpuctl.cluster.live import LiveSource
     from gpuctl.cluster.read import Source
+    from gpuctl.core.lifecycle import PatchPlan
 
 instance_app = typer.Typer(help="List, stop and start Instances.", no_args_is_help=True, rich_markup_mode=None)
 COLUMNS = (
@@ -49,7 +50,11 @@ def _select(
     from gpuctl.cluster.read import not_found
 
     ns = source.scope(opened)
-    objs = opened.list(kinds.INSTANCE, namespace=ns, label_selector=source.selector)
+    if instancetype:  # NAME or kubectl's instancetype.worker.gpustack.ai/NAME
+        instancetype = refs.object_names([instancetype], kinds.INSTANCETYPE, what="--instancetype")[0]
+    objs = opened.list(
+        kinds.INSTANCE, namespace=ns, label_selector=source.selector, field_selector=source.field_selector
+    )
     if names:
         by_name = {(o.get("metadata") or {}).get("name"): o for o in objs}
         missing = [n for n in names if n not in by_name]
@@ -58,7 +63,7 @@ def _select(
         return [by_name[n] for n in dict.fromkeys(names)]
     if instancetype:
         return [o for o in objs if (o.get("spec") or {}).get("type") == instancetype]
-    if source.selector or everything:
+    if source.selects or everything:
         return objs
     return []
 
@@ -81,6 +86,8 @@ def _row(o: dict[str, Any]) -> list[str]:
 @output_options(labels=True)
 def list_command(instancetype: TypeOption = None, *, source: SourceSpec, output: OutputSpec) -> None:
     """Instances with their type, phase and node."""
+    from gpuctl.cluster import kinds
+
     opened = source.open()
     objs = _select(opened, source, [], instancetype, everything=True)
     objs.sort(key=lambda x: ((x.get("metadata") or {}).get("namespace", ""), (x.get("metadata") or {}).get("name", "")))
@@ -91,8 +98,7 @@ def list_command(instancetype: TypeOption = None, *, source: SourceSpec, output:
             objs,
             COLUMNS,
             _row,
-            lambda o: f"instance/{(o.get('metadata') or {}).get('name')}",
-            lambda o: dict((o.get("metadata") or {}).get("labels") or {}),
+            ref=lambda o: refs.of_object(kinds.INSTANCE, o),
             api_version="v1",
             empty=f"No instances found {'in any namespace' if ns is None else f'in namespace {ns}'}.",
         ),
@@ -129,20 +135,22 @@ def _change(
 ) -> None:
     from gpuctl.cluster import kinds
     from gpuctl.cluster.writer import apply_plan
-    from gpuctl.core.lifecycle import PatchPlan, plan_start, plan_stop
+    from gpuctl.core.lifecycle import PatchPlan, plan_stop
 
-    if not (names or instancetype or source.selector or everything):
-        raise UsageError("name the instances: NAME..., --instancetype T, -l SELECTOR or --all")
-    if names and (instancetype or source.selector or everything):
-        raise UsageError("give names, or one of --instancetype, -l, --all; not both")
+    if not (names or instancetype or source.selects or everything):
+        raise UsageError("name the instances: NAME..., --instancetype T, -l/--field-selector SELECTOR or --all")
+    if names and (instancetype or source.selects or everything):
+        raise UsageError("give names, or one of --instancetype, -l/--field-selector, --all; not both")
     mode = dry_run_mode(dry_run)
     live = source.live()
-    chosen = _select(live, source, names, instancetype, everything)
+    chosen = _select(live, source, _names(names, source, live), instancetype, everything)
     if not chosen:
         typer.echo("no instance matched; nothing to change")
         return
-    confirm_bulk(len(chosen), "stop" if stop else "start", yes or mode.value != "none")
-    plan: Callable[[dict[str, Any]], PatchPlan] = plan_start
+    if not names:  # chosen by a selection, not one by one: say which, and confirm several
+        announce_matched([refs.of_object(kinds.INSTANCE, o) for o in chosen], _how(source, instancetype, everything))
+        confirm_bulk(len(chosen), "stop" if stop else "start", yes or mode.value != "none")
+    plan: Callable[[dict[str, Any]], PatchPlan] = _start
     if stop:
         stoppable = _running_instance_stop(live, chosen)
 
@@ -161,6 +169,43 @@ def _change(
         for o in chosen
     ]
     report(outcomes, output)
+
+
+def _names(names: list[str], source: SourceSpec, opened: "Source") -> list[str]:
+    """Instance names given as NAME, NAMESPACE/NAME or kubectl's ``instance.worker.gpustack.ai/NAME``, all in the
+    namespace the command works in."""
+    from gpuctl.cluster import kinds
+
+    out = []
+    for text in names:
+        ns, name = refs.split_name(text, (kinds.INSTANCE,), what="instance")
+        if ns is not None and ns != source.scope(opened):
+            raise UsageError(f"{text!r} names namespace {ns}, but this works in {source.scope(opened)}: give -n {ns}")
+        out.append(name)
+    return out
+
+
+def _how(source: SourceSpec, instancetype: str | None, everything: bool) -> str:
+    parts = [f"-l {source.selector}"] if source.selector else []
+    parts += [f"--field-selector {source.field_selector}"] if source.field_selector else []
+    parts += [f"--instancetype {instancetype}"] if instancetype else []
+    return " ".join(parts) or ("--all" if everything else "")
+
+
+def _start(instance: dict[str, Any]) -> "PatchPlan":
+    """Start from Stopped; an Instance still on its way there is refused with its phase and what to wait for."""
+    from gpuctl.core.lifecycle import PlanRefused, plan_start
+
+    try:
+        return plan_start(instance)
+    except PlanRefused as exc:
+        meta = instance.get("metadata") or {}
+        ns, name = meta.get("namespace") or "default", meta.get("name")
+        phase = (instance.get("status") or {}).get("phase") or "without a phase yet"
+        raise PlanRefused(
+            f"{exc}: instance {ns}/{name} is {phase}; spec.stop=true is set and the worker is stopping it (its Pod is"
+            f" deleted first) — start it once its phase is Stopped (`gpuctl instance list -n {ns}` shows it)"
+        ) from None
 
 
 def _change_command(stop: bool) -> Callable[..., None]:

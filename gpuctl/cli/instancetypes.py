@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuctl.cli import render
+from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.errors import RuntimeFailure, UsageError
 from gpuctl.cli.options import SourceSpec, WaitTimeoutOption, output_options, source_options, wait_seconds
@@ -29,6 +29,15 @@ LIST_COLUMNS = (
     Column("PHASE"),
     Column("ENTRANCE", wide_only=True),
 )
+
+
+def _name(text: str) -> str:
+    """NAME, or kubectl's ``instancetype.worker.gpustack.ai/NAME``."""
+    from gpuctl.cluster import kinds
+
+    return refs.object_names([text], kinds.INSTANCETYPE, what="instancetype")[0]
+
+
 FREEZE_WAY_OUT = "to change it, create a new InstanceType and move the instances to it (spec.type)"
 
 
@@ -69,16 +78,31 @@ def manifest_from_flags(
     }
 
 
-def _reviewed(obj: dict[str, Any], operation: str, old: dict[str, Any] | None) -> dict[str, Any]:
-    """The object as the webhooks would store it; refuse here what they would refuse there."""
+def _reviewed(obj: dict[str, Any], operation: str, old: dict[str, Any] | None, opened: Any = None) -> dict[str, Any]:
+    """The object as the API server and the webhooks would store it; refuse here what they would refuse there. With
+    the cluster (or snapshot) ``opened``, the webhooks see its ResourceFlavors, so a group no flavor describes gets
+    the server's own warning (on stderr)."""
+    from gpuctl.core.admission import aggregate
+    from gpuctl.core.instancetype_rules import api_server_errors
     from gpuctl.core.webhooks import Kind, WebhookContext, review
 
-    result = review(Kind.INSTANCETYPE, operation, obj, old, WebhookContext())
+    name = (obj.get("metadata") or {}).get("name")
+    if operation == "CREATE" and (errors := api_server_errors(obj)):
+        raise UsageError(f"instancetype/{name}: {aggregate(errors)}")
+    context = WebhookContext()
+    if opened is not None:
+        from gpuctl.cli.webhook import WebhookKind, webhook_context
+
+        context = webhook_context(opened, WebhookKind.INSTANCETYPE, obj)
+    result = review(Kind.INSTANCETYPE, operation, obj, old, context)
     if not result.allowed or result.mutated is None:
         raise UsageError(
-            f"instancetype/{(obj.get('metadata') or {}).get('name')}: {result.message}"
+            f"instancetype/{name}: {result.message}"
             + (f"; {FREEZE_WAY_OUT}" if "immutable" in (result.message or "") else "")
         )
+    if opened is not None:
+        for warning in result.warnings:
+            sys.stderr.write(f"Warning: {warning}\n")
     return result.mutated
 
 
@@ -130,13 +154,18 @@ def create_command(
         obj = manifest_from_flags(
             name, accelerator_group, cpu_only, os, arch, unit_cpu, unit_ram, local_storage, display_name, description
         )
-    stored = _reviewed(obj, "CREATE", None)
     mode = dry_run_mode(dry_run)
-    target = f"instancetype/{stored['metadata']['name']}"
-    if mode.value == "client":
+    if mode.value == "client":  # nothing is sent, but the name and the flavors are read as the server would
+        opened = source.open()
+        stored = _reviewed(obj, "CREATE", None, opened)
+        target = f"instancetype/{stored['metadata']['name']}"
+        if opened.get(kinds.INSTANCETYPE, stored["metadata"]["name"]) is not None:
+            raise UsageError(f"{target} already exists; `gpuctl instancetype apply -f FILE` changes its mutable fields")
         _show(stored, output, f"{target} would be created (client dry run: nothing sent)")
         return
     live = source.live()
+    stored = _reviewed(obj, "CREATE", None, live)
+    target = f"instancetype/{stored['metadata']['name']}"
     if live.get(kinds.INSTANCETYPE, stored["metadata"]["name"]) is not None:
         raise UsageError(f"{target} already exists; `gpuctl instancetype apply -f FILE` changes its mutable fields")
     created = live.create(kinds.INSTANCETYPE, obj, dry_run=mode.value == "server")
@@ -146,7 +175,9 @@ def create_command(
 
 
 def _show(obj: dict[str, Any], output: OutputSpec, sentence: str) -> None:
-    render.emit_object(obj, output, lambda: sentence + "\n", name=f"instancetype/{obj['metadata']['name']}")
+    from gpuctl.cluster import kinds
+
+    render.emit_object(obj, output, lambda: sentence + "\n", ref=refs.of_object(kinds.INSTANCETYPE, obj))
 
 
 @instancetype_app.command("apply")
@@ -177,7 +208,7 @@ def apply_command(
     live = source.live()
     current = live.get(kinds.INSTANCETYPE, name)
     if current is None:
-        _reviewed(obj, "CREATE", None)
+        _reviewed(obj, "CREATE", None, live)
         if mode.value == "client":
             _show(obj, output, f"instancetype/{name} would be created (client dry run: nothing sent)")
             return
@@ -207,6 +238,7 @@ def rename_command(
     output: OutputSpec,
 ) -> None:
     """Change an InstanceType's display name (its name, the ClusterQueue's, never changes)."""
+    name = _name(name)
     from gpuctl.core.lifecycle import plan_instancetype_spec
 
     if len(display_name) > 64:
@@ -231,6 +263,7 @@ def deactivate_command(
     output: OutputSpec,
 ) -> None:
     """Take a type out of service (spec.inactive=true: its queue holds; running Pods keep running)."""
+    name = _name(name)
     from gpuctl.core.lifecycle import plan_hold
 
     apply_to_instancetype(name, plan_hold, dry_run, output, source)
@@ -247,6 +280,7 @@ def activate_command(
     output: OutputSpec,
 ) -> None:
     """Put a type back in service (spec.inactive=false). A drained queue stays drained: see `gpuctl resume`."""
+    name = _name(name)
     from gpuctl.core.lifecycle import plan_activate
 
     apply_to_instancetype(name, plan_activate, dry_run, output, source)
@@ -261,18 +295,25 @@ def delete_command(
     ] = False,
     timeout: WaitTimeoutOption = "10m",
     dry_run: DryRunOption = "none",
+    ignore_not_found: Annotated[
+        bool, typer.Option("--ignore-not-found", help="An InstanceType that does not exist is not an error.")
+    ] = False,
     *,
     source: SourceSpec,
 ) -> None:
     """Delete an InstanceType: the operator drains its queue and stops its instances before it goes."""
+    name = _name(name)
     from gpuctl.cluster import kinds
+    from gpuctl.cluster.errors import NotFound
 
     mode = dry_run_mode(dry_run)
     seconds = wait_seconds(timeout)
     live = source.live()
     if live.get(kinds.INSTANCETYPE, name) is None:
-        typer.echo(f"instancetype/{name} does not exist; nothing to delete")
-        return
+        if ignore_not_found:
+            typer.echo(f"instancetype/{name} does not exist; nothing to delete")
+            return
+        raise NotFound(f'instancetype "{name}" not found in {live.describe()} (--ignore-not-found accepts that)')
     if mode.value == "client":
         typer.echo(f"instancetype/{name} would be deleted (client dry run: nothing sent)")
         return
@@ -305,7 +346,7 @@ def list_command(
 
     opened = source.open()
     objs = sorted(
-        opened.list(kinds.INSTANCETYPE, label_selector=source.selector),
+        opened.list(kinds.INSTANCETYPE, label_selector=source.selector, field_selector=source.field_selector),
         key=lambda o: str((o.get("metadata") or {}).get("name")),
     )
     render.emit(
@@ -314,8 +355,7 @@ def list_command(
             objs,
             LIST_COLUMNS,
             _list_row,
-            lambda o: f"instancetype/{o['metadata']['name']}",
-            lambda o: dict((o.get("metadata") or {}).get("labels") or {}),
+            ref=lambda o: refs.of_object(kinds.INSTANCETYPE, o),
             api_version="worker.gpustack.ai/v1alpha1",
         ),
         output,
@@ -345,6 +385,7 @@ def describe_command(
     source: SourceSpec,
 ) -> None:
     """Spec, status, phase, entrance, the computed views and the backing ClusterQueue."""
+    name = _name(name)
     from gpuctl.cli.views import compute_items
     from gpuctl.cluster import kinds, read
 

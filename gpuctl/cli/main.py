@@ -2,13 +2,55 @@
 for everything its table does not answer.
 """
 
+import sys
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 from gpuctl import __version__
 from gpuctl.cli.options import SourceSpec, global_options, source_options
 
+
+class _Group(TyperGroup):
+    """The root command: a usage error is one line on stderr and exit 2, a group run without its subcommand prints
+    its help on stdout and exits 0 (as kubectl does)."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        from typer._click import exceptions
+        from typer.exceptions import Abort
+
+        from gpuctl.cli.errors import EXIT_USAGE, usage_line
+
+        try:
+            value = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except exceptions.NoArgsIsHelpError as exc:
+            sys.stdout.write(exc.ctx.get_help() + "\n")
+            value = 0
+        except exceptions.UsageError as exc:
+            sys.stderr.write(f"error: {usage_line(exc)}\n")
+            value = EXIT_USAGE
+        except exceptions.ClickException as exc:
+            exc.show()
+            value = exc.exit_code
+        except Abort:
+            sys.stderr.write("Aborted.\n")
+            value = 1
+        if not standalone_mode:
+            return value
+        sys.exit(value if isinstance(value, int) else 0)
+
+
 app = typer.Typer(
     name="gpuctl",
+    cls=_Group,
     help="See what a Kueue-shared GPU pool can still give, and why a workload waits.",
     no_args_is_help=True,
     rich_markup_mode=None,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def _complete(kind: str) -> Callable[..., list[str]]:
@@ -78,6 +79,32 @@ AsGroupOption = Annotated[
     list[str] | None,
     typer.Option("--as-group", help="Group to impersonate (repeat for several).", show_default=False),
 ]
+InsecureOption = Annotated[
+    bool,
+    typer.Option(
+        "--insecure-skip-tls-verify",
+        help="Do not check the server's certificate (its name and issuer): the connection is not secure.",
+    ),
+]
+CertificateAuthorityOption = Annotated[
+    str | None,
+    typer.Option("--certificate-authority", help="Path to a CA certificate file for the server.", show_default=False),
+]
+ClientCertificateOption = Annotated[
+    str | None,
+    typer.Option("--client-certificate", help="Path to a client certificate file for TLS.", show_default=False),
+]
+ClientKeyOption = Annotated[
+    str | None, typer.Option("--client-key", help="Path to a client key file for TLS.", show_default=False)
+]
+TLSServerNameOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tls-server-name",
+        help="The server name to check the server's certificate against (default: the host of the server's address).",
+        show_default=False,
+    ),
+]
 TimeoutOption = Annotated[
     str | None,
     typer.Option(
@@ -122,6 +149,13 @@ SortByOption = Annotated[
     typer.Option("--sort-by", help="Sort the list by a JSONPath expression (e.g. .remaining).", show_default=False),
 ]
 NoHeadersOption = Annotated[bool, typer.Option("--no-headers", help="Print tables without their header row.")]
+AllowMissingOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-missing-template-keys/--no-allow-missing-template-keys",
+        help="With -o jsonpath: a key the data lacks prints nothing (else it is an error).",
+    ),
+]
 ShowLabelsOption = Annotated[bool, typer.Option("--show-labels", help="Add a LABELS column to tables.")]
 
 
@@ -184,6 +218,11 @@ class SourceSpec:
     token: str | None = None
     as_user: str | None = None
     as_groups: tuple[str, ...] = ()
+    insecure_skip_tls_verify: bool = False
+    certificate_authority: str | None = None
+    client_certificate: str | None = None
+    client_key: str | None = None
+    tls_server_name: str | None = None
     request_timeout: str | None = None
     namespace: str | None = None
     all_namespaces: bool = False
@@ -195,28 +234,57 @@ class SourceSpec:
     by_cluster: bool = False
 
     @property
+    def selects(self) -> bool:
+        """``-l`` or ``--field-selector`` is given."""
+        return bool(self.selector or self.field_selector)
+
+    @property
     def fleet(self) -> bool:
         """Several clusters are named: ``--context`` more than once, or ``--all-contexts``."""
         return self.all_contexts or len(self.contexts) > 1
 
     def clusters(self) -> list[tuple[str, Source]]:
-        """(context, source) for each cluster a fleet command reads."""
+        """(context, source) for each cluster a fleet command reads: contexts that reach the same cluster (its
+        server address and CA) are read once, as the first of them, with a warning."""
+        import sys
+
         from gpuctl.cli.errors import UsageError
         from gpuctl.cluster import kubeconfig
         from gpuctl.cluster.live import LiveSource
 
         if self.snapshot:
             raise UsageError("--snapshot reads one cluster: drop --context/--all-contexts, or --snapshot")
-        names = list(self.contexts)
+        names = list(dict.fromkeys(self.contexts))
+        loaded = kubeconfig.load(self.kubeconfig)
         if self.all_contexts:
             if names:
                 raise UsageError("--context and --all-contexts are exclusive: pick one")
-            names = sorted(kubeconfig.load(self.kubeconfig).contexts)
-        return [(name, LiveSource(replace(self, context=name, contexts=()).connection())) for name in names]
+            names = sorted(loaded.contexts)
+        first: dict[tuple[str, str], str] = {}
+        kept = []
+        for name in names:
+            identity = loaded.cluster_identity(name, self.server)
+            if identity is not None and identity in first:
+                seen = first[identity]
+                sys.stderr.write(
+                    f"warning: contexts {seen} and {name} reach the same cluster ({identity[0]}); counting it once, as {seen}\n"
+                )
+                continue
+            if identity is not None:
+                first[identity] = name
+            kept.append(name)
+        return [(name, LiveSource(replace(self, context=name, contexts=()).connection())) for name in kept]
 
     def connection(self) -> Any:
-        from gpuctl.cluster.live import Connection
+        from gpuctl.cli.errors import UsageError
+        from gpuctl.cluster.live import TLS, Connection
 
+        if self.insecure_skip_tls_verify and self.certificate_authority:
+            raise UsageError(
+                "--certificate-authority and --insecure-skip-tls-verify are exclusive: a CA is there to be checked"
+            )
+        if bool(self.client_certificate) != bool(self.client_key):
+            raise UsageError("--client-certificate and --client-key go together: give both")
         return Connection(
             self.kubeconfig,
             self.context,
@@ -227,6 +295,13 @@ class SourceSpec:
             token=self.token,
             impersonate=self.as_user,
             impersonate_groups=self.as_groups,
+            tls=TLS(
+                self.insecure_skip_tls_verify,
+                self.certificate_authority,
+                self.client_certificate,
+                self.client_key,
+                self.tls_server_name,
+            ),
         )
 
     def open(self) -> Source:
@@ -282,14 +357,19 @@ CONNECTION = (
     ("token", TokenOption, None),
     ("as_user", AsOption, None),
     ("as_groups", AsGroupOption, None),
+    ("insecure_skip_tls_verify", InsecureOption, False),
+    ("certificate_authority", CertificateAuthorityOption, None),
+    ("client_certificate", ClientCertificateOption, None),
+    ("client_key", ClientKeyOption, None),
+    ("tls_server_name", TLSServerNameOption, None),
     ("request_timeout", TimeoutOption, None),
 )
 NAMESPACED = (("namespace", NamespaceOption, None), ("all_namespaces", AllNamespacesOption, False))
-NAMESPACE_ONLY = (("namespace", NamespaceOption, None),)
 SELECTORS = (("selector", SelectorOption, None), ("field_selector", FieldSelectorOption, None))
 FLEET = (("all_contexts", AllContextsOption, False), ("by_cluster", ByClusterOption, False))
-GLOBAL = (*CONNECTION, ("namespace", NamespaceOption, None))
-"""What ``gpuctl`` takes before the subcommand (kubectl's global flags)."""
+GLOBAL = (*CONNECTION, *NAMESPACED, *SELECTORS, *FLEET)
+"""What ``gpuctl`` takes before the subcommand: every connection and list flag (a subcommand that cannot honour one
+refuses it)."""
 
 
 _ROOT: dict[str, Any] = {}
@@ -318,18 +398,26 @@ def _install(wrapper: Callable[..., Any], sig: inspect.Signature) -> None:
     wrapper.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
 
 
+def command_path() -> str:
+    """The command being run, as the user typed it (``gpuctl views``), for messages."""
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    return ctx.command_path if ctx is not None else "gpuctl"
+
+
 def source_options(
     *, namespaced: bool = False, namespace: bool = False, selectors: bool = False, fleet: bool = False
 ) -> Callable[[F], F]:
-    """Give a command kubectl's connection flags (and ``-n``/``-A``, ``-l``/``--field-selector``) as one ``source``
-    argument; a flag given before the subcommand applies when the subcommand does not repeat it. A ``fleet`` command
-    also takes ``--context`` several times, ``--all-contexts`` and ``--by-cluster``."""
-    added = (
-        CONNECTION
-        + (NAMESPACED if namespaced else NAMESPACE_ONLY if namespace else ())
-        + (SELECTORS if selectors else ())
-        + (FLEET if fleet else ())
-    )
+    """Give a command kubectl's connection and list flags as one ``source`` argument; a flag given before the
+    subcommand applies when the subcommand does not repeat it.
+
+    Every command takes them all, and refuses what it cannot honour with a usage error: ``-l``/``--field-selector``
+    unless it lists (``selectors``), ``-A`` where it reads one namespace (``namespace``). ``-n`` and ``-A`` of a
+    command that reads only cluster-scoped objects are ignored, as kubectl ignores them. A ``namespaced`` command
+    reads ``-n`` or ``-A``; a ``fleet`` command also takes ``--context`` several times, ``--all-contexts`` and
+    ``--by-cluster``."""
+    added = CONNECTION + NAMESPACED + SELECTORS + (FLEET if fleet else ())
     names = [n for n, _, _ in added]
 
     def decorate(fn: F) -> F:
@@ -337,6 +425,8 @@ def source_options(
 
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> Any:
+            from gpuctl.cli.errors import UsageError
+
             root = _root_values()
             values = {}
             for name in names:
@@ -344,12 +434,18 @@ def source_options(
                 values[name] = given if given not in (None, False, []) else root.get(name, given)
             values["as_groups"] = tuple(values.get("as_groups") or ())
             contexts = tuple(values.get("context") or ())
-            if len(contexts) > 1 and not fleet:
-                from gpuctl.cli.errors import UsageError
-
+            if not fleet and (len(contexts) > 1 or root.get("all_contexts") or root.get("by_cluster")):
                 raise UsageError(
-                    "--context given more than once: only views, partitions, queue and fragmentation read several clusters"
+                    f"{command_path()} reads one cluster: --context once; only views, partitions, queue and"
+                    " fragmentation read several (--context more than once, --all-contexts, --by-cluster)"
                 )
+            if not selectors and (values.get("selector") or values.get("field_selector")):
+                raise UsageError(
+                    f"{command_path()} lists nothing to select: -l and --field-selector go with the commands that"
+                    " list (views, workloads, instance list, ...)"
+                )
+            if namespace and not namespaced and values.get("all_namespaces"):
+                raise UsageError(f"{command_path()} reads one namespace: give -n NAMESPACE, not -A")
             values["context"] = contexts[-1] if contexts else None
             values["contexts"] = contexts
             return fn(source=SourceSpec(**values), **kwargs)
@@ -365,6 +461,7 @@ def output_options(*, sort: bool = True, labels: bool = False, default: str = "t
     added: tuple[tuple[str, Any, Any], ...] = (
         ("output_format", OutputOption, default),
         ("no_headers", NoHeadersOption, False),
+        ("allow_missing", AllowMissingOption, True),
     )
     if sort:
         added += (("sort_by", SortByOption, None),)
@@ -381,6 +478,7 @@ def output_options(*, sort: bool = True, labels: bool = False, default: str = "t
             spec = parse_output(
                 kwargs.pop("output_format"),
                 no_headers=kwargs.pop("no_headers", False),
+                allow_missing=kwargs.pop("allow_missing", True),
                 sort_by=kwargs.pop("sort_by", None),
                 show_labels=kwargs.pop("show_labels", False),
             )
@@ -410,3 +508,18 @@ def global_options(fn: F) -> F:
 
 def with_namespace(spec: SourceSpec, namespace: str) -> SourceSpec:
     return replace(spec, namespace=namespace)
+
+
+def fleet_read(source: SourceSpec, read: Callable[[Source], T]) -> tuple[dict[str, T], list[tuple[str, str]]]:
+    """``read`` on each cluster of a fleet command: what each answered, and (context, error) for each that failed —
+    the others are still read and printed, and the command exits 1 at the end."""
+    from gpuctl.cluster.errors import SourceError
+
+    answers: dict[str, T] = {}
+    failures: list[tuple[str, str]] = []
+    for context, opened in source.clusters():
+        try:
+            answers[context] = read(opened)
+        except SourceError as exc:
+            failures.append((context, str(exc)))
+    return answers, failures

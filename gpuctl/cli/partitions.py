@@ -4,11 +4,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli import render
+from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.errors import UsageError
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cluster import kinds
 
 if TYPE_CHECKING:
     from gpuctl.core.ledger import Card, NodeDevices
@@ -111,26 +112,41 @@ def partitions_command(
     if source.fleet:
         if by_node or by_card:
             raise UsageError("--by-node and --by-card read one cluster: give one --context")
-        _fleet(source, names or [], output)
+        _fleet(source, refs.object_names(names or [], kinds.INSTANCETYPE, what="partitions"), output)
         return
-    items = profile_items(source.open(), names, source.selector, by_node, by_card)
-    _emit(items, by_node, by_card, output)
+    wanted = refs.object_names(names or [], kinds.INSTANCETYPE, what="partitions") if names else None
+    items, labels = profile_items(source.open(), wanted, source, by_node, by_card)
+    _emit(items, labels, by_node, by_card, output)
+
+
+Labels = dict[str, dict[str, str]]
+"""The labels of the objects the rows describe: InstanceTypes by name, Devices by node."""
 
 
 def profile_items(
-    opened: Any, names: list[str] | None, selector: str | None, by_node: bool, by_card: bool
-) -> list[dict[str, Any]]:
-    """The partition table of one cluster, per profile (or per node, or per card)."""
+    opened: Any, names: list[str] | None, source: SourceSpec, by_node: bool, by_card: bool
+) -> tuple[list[dict[str, Any]], Labels]:
+    """The partition table of one cluster, per profile (or per node, or per card), and the labels of the objects the
+    rows describe."""
     from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core.views import pool_devices
 
     with bulk_allocation():
-        types = [t for t in read.instancetypes(opened, names or [], label_selector=selector) if t.acceleratable]
+        types = [
+            t
+            for t in read.instancetypes(
+                opened, names or [], label_selector=source.selector, field_selector=source.field_selector
+            )
+            if t.acceleratable
+        ]
         devices = read.devices(opened) if types else []
     items: list[dict[str, Any]] = []
+    labels: Labels = {}
     for t in types:
         pool = pool_devices(devices, t)
+        labels[t.name] = dict(t.labels)
+        labels.update({f"node/{n.node}": dict(n.labels) for n in pool})
         mfr = t.manufacturer or t.accelerator_group.split("-", 1)[0]
         cards = _cards(pool, t.accelerator_group)
         if not cards and names is None:
@@ -175,20 +191,25 @@ def profile_items(
                 if r["offered"] == 0 and r["profile"] in offered_names:
                     r["state"] = "offered but full"
                 items.append({"instanceType": t.name, **r})
-    return items
+    return items, labels
 
 
 def _fleet(source: SourceSpec, names: list[str], output: OutputSpec) -> None:
     """Per profile across clusters: summed over Active pools, or one row per cluster (--by-cluster)."""
+    from gpuctl.cli.options import fleet_read
     from gpuctl.cluster import read
     from gpuctl.core.fleet import ACTIVE, sum_rows
 
-    clusters = source.clusters()
-    per = {ctx: profile_items(src, names, source.selector, False, False) for ctx, src in clusters}
+    def one(src: Any) -> tuple[list[dict[str, Any]], set[str]]:
+        rows = profile_items(src, names, source, False, False)[0]
+        return rows, {t.name for t in read.instancetypes(src, names) if t.phase == ACTIVE}
+
+    answers, failures = fleet_read(source, one)
+    per = {ctx: rows for ctx, (rows, _) in answers.items()}
     if source.by_cluster:
         items = [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
     else:
-        active = {ctx: {t.name for t in read.instancetypes(src, names) if t.phase == ACTIVE} for ctx, src in clusters}
+        active = {ctx: names_active for ctx, (_, names_active) in answers.items()}
         items = sum_rows(per, ("instanceType", "profile"), ("offered", "allocated", "remaining"), active)
         for r in items:
             r["state"] = (
@@ -201,7 +222,8 @@ def _fleet(source: SourceSpec, names: list[str], output: OutputSpec) -> None:
             items,
             columns,
             lambda i: [i.get("cluster") or ",".join(i.get("clusters", [])), *_profile_row(i)],
-            lambda i: f"instancetype/{i['instanceType']}",
+            ref=lambda i: refs.instancetype(i["instanceType"]),
+            failures=failures,
         ),
         output,
     )
@@ -219,11 +241,12 @@ def _profile_row(i: dict[str, Any]) -> list[str]:
     ]
 
 
-def _emit(items: list[dict[str, Any]], by_node: bool, by_card: bool, output: OutputSpec) -> None:
+def _emit(items: list[dict[str, Any]], labels: Labels, by_node: bool, by_card: bool, output: OutputSpec) -> None:
+    def devices(i: dict[str, Any]) -> refs.ObjectRef:
+        return refs.devices(i["node"], labels.get(f"node/{i['node']}"))
+
     if by_card:
-        listing = render.Listing(
-            "CardPartitions", items, CARD_COLUMNS, _card_row, lambda i: f"card/{i['node']}/{i['card']}"
-        )
+        listing = render.Listing("CardPartitions", items, CARD_COLUMNS, _card_row, ref=devices)
     elif by_node:
         listing = render.Listing(
             "NodePartitions",
@@ -237,7 +260,7 @@ def _emit(items: list[dict[str, Any]], by_node: bool, by_card: bool, output: Out
                 str(i["allocated"]),
                 str(i["remaining"]),
             ],
-            lambda i: f"node/{i['node']}",
+            ref=devices,
         )
     else:
         listing = render.Listing(
@@ -245,7 +268,7 @@ def _emit(items: list[dict[str, Any]], by_node: bool, by_card: bool, output: Out
             items,
             POOL_COLUMNS,
             _profile_row,
-            lambda i: f"instancetype/{i['instanceType']}",
+            ref=lambda i: refs.instancetype(i["instanceType"], labels.get(i["instanceType"])),
         )
     render.emit(listing, output)
 

@@ -1,31 +1,39 @@
-"""``gpuctl hold``, ``gpuctl drain`` and ``gpuctl resume``: take a pool out of service and back."""
+"""``gpuctl hold``, ``gpuctl drain`` and ``gpuctl resume``: take pools out of service and back.
+
+Each takes InstanceTypes by name (``NAME`` or kubectl's ``instancetype.worker.gpustack.ai/NAME``, so ``gpuctl views -o
+name | xargs gpuctl hold`` works) or chosen by ``-l``/``--field-selector``; a selection is printed before anything
+changes, and needs ``--yes`` when it matches several off a terminal."""
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gpuctl.cli import refs
 from gpuctl.cli.completion import complete_instancetypes
-from gpuctl.cli.errors import RuntimeFailure
+from gpuctl.cli.errors import RuntimeFailure, UsageError
 from gpuctl.cli.options import SourceSpec, WaitTimeoutOption, output_options, source_options, wait_seconds
 from gpuctl.cli.render import OutputSpec
-from gpuctl.cli.writes import DryRunOption, dry_run_mode, report
+from gpuctl.cli.writes import DryRunOption, YesOption, announce_matched, confirm_bulk, dry_run_mode, report
+from gpuctl.cluster import kinds
 
 if TYPE_CHECKING:
     from gpuctl.cluster.live import LiveSource
+    from gpuctl.cluster.writer import Outcome
 
-NameArgument = Annotated[
-    str,
+NamesArgument = Annotated[
+    list[str] | None,
     typer.Argument(
-        metavar="INSTANCETYPE",
-        help="The pool's InstanceType (its ClusterQueue has the same name).",
+        metavar="[INSTANCETYPE]...",
+        help="The pools' InstanceTypes (each ClusterQueue has the same name); or choose them with -l/--field-selector.",
+        show_default=False,
         autocompletion=complete_instancetypes,
     ),
 ]
 
 
 def _instancetype(source: "LiveSource", name: str) -> dict[str, Any]:
-    from gpuctl.cluster import kinds
     from gpuctl.cluster.read import not_found
 
     obj = source.get(kinds.INSTANCETYPE, name)
@@ -35,14 +43,42 @@ def _instancetype(source: "LiveSource", name: str) -> dict[str, Any]:
     return obj
 
 
+def _pools(live: "LiveSource", names: list[str] | None, source: SourceSpec, verb: str, yes: bool) -> list[str]:
+    """The InstanceTypes a command acts on: those named (each must exist), or those the selectors choose (printed
+    first, and confirmed when several)."""
+    given = refs.object_names(names or [], kinds.INSTANCETYPE, what=verb)
+    if given and source.selects:
+        raise UsageError("give INSTANCETYPE names or -l/--field-selector, not both")
+    if given:
+        for name in dict.fromkeys(given):
+            _instancetype(live, name)
+        return list(dict.fromkeys(given))
+    if not source.selects:
+        raise UsageError("name the pools: INSTANCETYPE..., or -l/--field-selector")
+    chosen = live.list(kinds.INSTANCETYPE, label_selector=source.selector, field_selector=source.field_selector)
+    matched = sorted((refs.of_object(kinds.INSTANCETYPE, o) for o in chosen), key=lambda r: r.name)
+    how = " ".join(
+        ([f"-l {source.selector}"] if source.selector else [])
+        + ([f"--field-selector {source.field_selector}"] if source.field_selector else [])
+    )
+    if not matched:
+        typer.echo(f"{how} matched no InstanceType; nothing to change", err=True)
+        return []
+    announce_matched(matched, how)
+    confirm_bulk(len(matched), verb, yes)
+    return [r.name for r in matched]
+
+
 def pool_phase(source: "LiveSource", name: str) -> tuple[str, str, int, int]:
-    """(phase, stopPolicy, Workloads holding a reservation, Instances of the type not stopped)."""
-    from gpuctl.cluster import kinds
+    """(phase, stopPolicy, Workloads holding a reservation, Instances of the type not stopped). The reservations are
+    counted on the Workloads themselves: the ClusterQueue's own counter can read 0 for a moment while a drain starts."""
+    from gpuctl.cluster import read
     from gpuctl.core.lifecycle import instancetype_phase
 
     cq = source.get(kinds.CLUSTERQUEUE, name) or {}
-    status = cq.get("status") or {}
-    reserving = int(status.get("reservingWorkloads") or 0)  # Kueue counts admitted Workloads among them
+    reserving = sum(
+        1 for w in read.workloads(source) if w.cluster_queue == name and w.quota_reserved and not w.finished
+    )
     policy = str((cq.get("spec") or {}).get("stopPolicy") or "None")
     running = [
         i
@@ -61,116 +97,176 @@ def _say_phase(source: "LiveSource", name: str, output: OutputSpec) -> None:
     )
 
 
-@source_options()
+def _each(
+    names: list[str],
+    change: Callable[[str], list["Outcome"]],
+    after: Callable[[str], None],
+    output: OutputSpec,
+) -> None:
+    """Change every pool, report the changes, then follow each pool whose change did not fail (exit 1 at the end if
+    any failed)."""
+    per = {name: change(name) for name in names}
+    report_failure: RuntimeFailure | None = None
+    try:
+        report([o for outcomes in per.values() for o in outcomes], output)
+    except RuntimeFailure as exc:
+        report_failure = exc
+    for name, outcomes in per.items():
+        if not any(o.failed for o in outcomes):
+            after(name)
+    if report_failure is not None:
+        raise report_failure
+
+
+@source_options(selectors=True)
 @output_options(sort=False)
 def hold_command(
-    name: NameArgument,
+    names: NamesArgument = None,
+    wait: Annotated[
+        bool,
+        typer.Option("--wait", help="Wait until the worker has put each ClusterQueue on Hold (stopPolicy Hold)."),
+    ] = False,
+    timeout: WaitTimeoutOption = "2m",
     dry_run: DryRunOption = "none",
+    yes: YesOption = False,
     *,
     source: SourceSpec,
     output: OutputSpec,
 ) -> None:
-    """Block admission to a pool; running workloads keep running (InstanceType spec.inactive=true → queue Hold)."""
-    from gpuctl.cluster import kinds
-    from gpuctl.cluster.writer import apply_plan
+    """Block admission to pools; running workloads keep running. This sets InstanceType spec.inactive=true; the
+    worker's InstanceType reconciler then sets the ClusterQueue's stopPolicy to Hold (--wait follows it)."""
+    from gpuctl.cluster.writer import DryRun, apply_plan
     from gpuctl.core.lifecycle import plan_hold
 
     mode = dry_run_mode(dry_run)
+    seconds = wait_seconds(timeout)
     live = source.live()
-    _instancetype(live, name)
-    report([apply_plan(live, kinds.INSTANCETYPE, name, None, plan_hold, mode)], output)
-    _say_phase(live, name, output)
+    pools = _pools(live, names, source, "hold", yes or mode is not DryRun.NONE)
+
+    def after(name: str) -> None:
+        if wait and mode is DryRun.NONE:
+            _wait(live, name, seconds, _held, "hold", "held")
+        _say_phase(live, name, output)
+
+    _each(pools, lambda name: [apply_plan(live, kinds.INSTANCETYPE, name, None, plan_hold, mode)], after, output)
 
 
-@source_options()
+@source_options(selectors=True)
 @output_options(sort=False)
 def resume_command(
-    name: NameArgument,
+    names: NamesArgument = None,
     dry_run: DryRunOption = "none",
+    yes: YesOption = False,
     *,
     source: SourceSpec,
     output: OutputSpec,
 ) -> None:
-    """Return a pool to service: its ClusterQueue back to stopPolicy None, then InstanceType inactive=false.
+    """Return pools to service: each ClusterQueue back to stopPolicy None, then InstanceType inactive=false.
 
     Stopped Instances stay stopped: start them with `gpuctl instance start`.
     """
-    from gpuctl.cluster import kinds
-    from gpuctl.cluster.writer import apply_plan
+    from gpuctl.cluster.writer import DryRun, apply_plan
     from gpuctl.core.lifecycle import plan_activate, plan_resume
 
     mode = dry_run_mode(dry_run)
     live = source.live()
-    it = _instancetype(live, name)
-    queue = apply_plan(live, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_resume(it, cq)[0], mode)
-    outcomes = [queue]
-    if not queue.failed:
-        outcomes.append(apply_plan(live, kinds.INSTANCETYPE, name, None, plan_activate, mode))
-    report(outcomes, output)
-    _say_phase(live, name, output)
+    pools = _pools(live, names, source, "resume", yes or mode is not DryRun.NONE)
+
+    def change(name: str) -> list["Outcome"]:
+        it = _instancetype(live, name)
+        queue = apply_plan(live, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_resume(it, cq)[0], mode)
+        if queue.failed:
+            return [queue]
+        return [queue, apply_plan(live, kinds.INSTANCETYPE, name, None, plan_activate, mode)]
+
+    _each(pools, change, lambda name: _say_phase(live, name, output), output)
 
 
-@source_options()
+@source_options(selectors=True)
 @output_options(sort=False)
 def drain_command(
-    name: NameArgument,
+    names: NamesArgument = None,
     wait: Annotated[
         bool, typer.Option("--wait", help="Wait until no workload holds a reservation and every instance is stopped.")
     ] = False,
     timeout: WaitTimeoutOption = "10m",
     dry_run: DryRunOption = "none",
+    yes: YesOption = False,
     *,
     source: SourceSpec,
     output: OutputSpec,
 ) -> None:
-    """Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts admitted workloads and admits none;
+    """Drain pools: each ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts admitted workloads and admits none;
     the operator stops the type's instances. The pool reads Draining, then Inactive."""
-    from gpuctl.cluster import kinds
     from gpuctl.cluster.writer import DryRun, apply_plan
     from gpuctl.core.lifecycle import plan_drain
 
     mode = dry_run_mode(dry_run)
     seconds = wait_seconds(timeout)
     live = source.live()
-    it = _instancetype(live, name)
-    report([apply_plan(live, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_drain(it, cq), mode)], output)
-    if wait and mode is DryRun.NONE:
-        _wait_drained(live, name, seconds)
-    _say_phase(live, name, output)
+    pools = _pools(live, names, source, "drain", yes or mode is not DryRun.NONE)
+
+    def change(name: str) -> list["Outcome"]:
+        it = _instancetype(live, name)
+        return [apply_plan(live, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_drain(it, cq), mode)]
+
+    def after(name: str) -> None:
+        if wait and mode is DryRun.NONE:
+            _wait(live, name, seconds, _drained, "drain", "drained")
+        _say_phase(live, name, output)
+
+    _each(pools, change, after, output)
 
 
-def _wait_drained(source: "LiveSource", name: str, timeout: float) -> None:
-    """Follow a drain until nothing of the pool is reserved or running: a bar on a terminal, one line per change
-    otherwise (a log or a CI job reads those)."""
+Left = tuple[int, str, str]
+"""(steps still to go, the pool's phase, what is left in words)."""
+
+
+def _held(source: "LiveSource", name: str) -> Left:
+    phase, policy, reserving, _ = pool_phase(source, name)
+    if policy == "None":
+        return 1, phase, "ClusterQueue stopPolicy None: waiting for the worker's InstanceType reconciler to set Hold"
+    return 0, phase, f"ClusterQueue stopPolicy {policy}: admission blocked, {reserving} workload(s) keep running"
+
+
+def _drained(source: "LiveSource", name: str) -> Left:
+    phase, _, reserving, running = pool_phase(source, name)
+    return reserving + running, phase, f"{reserving} workload(s) still reserved, {running} instance(s) not stopped"
+
+
+def _wait(
+    source: "LiveSource", name: str, timeout: float, left: Callable[["LiveSource", str], Left], verb: str, goal: str
+) -> None:
+    """Follow a pool until nothing is ``left``: a bar on a terminal, one line per change otherwise (a log or a CI job
+    reads those). ``verb`` is what is happening ("hold"), ``goal`` what it ends as ("held")."""
     import sys
 
-    _, _, reserving0, running0 = pool_phase(source, name)
-    total = max(reserving0 + running0, 1)
+    total = max(left(source, name)[0], 1)
     deadline = time.monotonic() + timeout
     started = time.monotonic()
     last = None
     terminal = sys.stderr.isatty()
     while True:
-        phase, _, reserving, running = pool_phase(source, name)
-        detail = f"{reserving} workload(s) still reserved, {running} instance(s) not stopped"
-        done = total - min(total, reserving + running)
+        steps, phase, detail = left(source, name)
+        done = total - min(total, steps)
         if terminal:
             width = 30
             filled = width * done // total
             sys.stderr.write(
-                f"\rdraining {name} [{'#' * filled}{'.' * (width - filled)}] {detail} ({time.monotonic() - started:.0f}s)\x1b[K"
+                f"\r{verb}ing {name} [{'#' * filled}{'.' * (width - filled)}] {detail}"
+                f" ({time.monotonic() - started:.0f}s)\x1b[K"
             )
             sys.stderr.flush()
-        elif (reserving, running, phase) != last:
+        elif (steps, phase, detail) != last:
             sys.stderr.write(f"{time.strftime('%H:%M:%S')} instancetype/{name} {phase}: {detail}\n")
             sys.stderr.flush()
-        last = (reserving, running, phase)
-        if reserving == 0 and running == 0:
+        last = (steps, phase, detail)
+        if steps == 0:
             if terminal:
                 sys.stderr.write("\n")
             return
         if time.monotonic() > deadline:
             if terminal:
                 sys.stderr.write("\n")
-            raise RuntimeFailure(f"instancetype/{name} not drained after {timeout:g}s: {detail} (phase {phase})")
+            raise RuntimeFailure(f"instancetype/{name} not {goal} after {timeout:g}s: {detail} (phase {phase})")
         time.sleep(1)

@@ -6,11 +6,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli import render
+from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes
-from gpuctl.cli.errors import UsageError
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.options import SourceSpec, fleet_read, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cluster import kinds
+from gpuctl.cluster.errors import NotFound
 
 if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
@@ -90,7 +91,7 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
     queues = sorted(names or cluster_queues)
     missing = [q for q in queues if q not in cluster_queues]
     if missing:
-        raise UsageError(f'clusterqueue "{missing[0]}" not found (`gpuctl views` lists the pools; each has one)')
+        raise NotFound(f'clusterqueue "{missing[0]}" not found (`gpuctl views` lists the pools; each has one)')
     workloads = read.workloads(source)
     cq_of = cluster_queues_of(workloads, map(parse_local_queue, source.list(kinds.LOCALQUEUE)))
     lines = {cq: ordered(source, workloads, cq_of, cq) for cq in queues}
@@ -129,6 +130,7 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
             simulated_gate = simulated.gates[simulated.held_by - 1] if simulated and simulated.held_by else None
             items.append(
                 {
+                    "metadata": refs.workload(w.namespace, w.name, w.labels).metadata(),
                     "clusterQueue": cq,
                     "position": i + 1,
                     "total": len(waiting),
@@ -199,26 +201,34 @@ def queue_command(
     cluster's queues (a queue's order is its own cluster's)."""
     from gpuctl.cluster.bulk import bulk_allocation
 
+    queues = [refs.split_name(n, (kinds.CLUSTERQUEUE, kinds.INSTANCETYPE), what="queue")[1] for n in names or []]
+    failures: list[tuple[str, str]] = []
     with bulk_allocation():
         if source.fleet:
-            items = [
-                {**i, "cluster": ctx}
-                for ctx, src in source.clusters()
-                for i in queue_items(src, list(names or []), runtime_label, time.time())
-            ]
+            per, failures = fleet_read(
+                source,
+                lambda src: refs.selected_items(
+                    queue_items(src, queues, runtime_label, time.time()), src, kinds.WORKLOAD, source
+                ),
+            )
+            items = [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
         else:
-            items = queue_items(source.open(), list(names or []), runtime_label, time.time())
+            opened = source.open()
+            items = refs.selected_items(
+                queue_items(opened, queues, runtime_label, time.time()), opened, kinds.WORKLOAD, source
+            )
     render.emit(
         render.Listing(
             "PendingWorkload",
             items,
             COLUMNS,
             _row,
-            lambda i: f"workload/{i['namespace']}/{i['name']}",
+            ref=lambda i: refs.workload(i["namespace"], i["name"]),
             empty="No pending workloads.",
+            failures=failures,
         ),
         output,
     )
 
 
-queue_command = source_options(fleet=True)(output_options()(queue_command))
+queue_command = source_options(selectors=True, fleet=True)(output_options()(queue_command))

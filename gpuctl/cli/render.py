@@ -17,7 +17,10 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from gpuctl.cli.refs import ObjectRef
 
 API_VERSION = "gpuctl.gpustack.ai/v1"
 """The apiVersion of the lists gpuctl computes (views, explanations, ...): not served by any cluster."""
@@ -51,6 +54,8 @@ class OutputSpec:
     sort_by: str | None = None
     no_headers: bool = False
     show_labels: bool = False
+    allow_missing: bool = True
+    """``--allow-missing-template-keys``: a JSONPath key that is missing prints nothing (else it is an error)."""
 
     @property
     def wide(self) -> bool:
@@ -163,113 +168,207 @@ class Listing:
     items: list[dict[str, Any]]
     columns: Sequence[Column] = ()
     row: Callable[[dict[str, Any]], list[str]] = lambda item: []
-    name: Callable[[dict[str, Any]], str] = lambda item: str(item.get("name", ""))
-    """``-o name``: ``<resource>/<name>``."""
-    labels: Callable[[dict[str, Any]], dict[str, str]] | None = None
-    """``--show-labels``: the labels of the object an item describes (None: the items have none)."""
+    ref: Callable[[dict[str, Any]], ObjectRef] | None = None
+    """The object an item describes: ``-o name`` prints it as kubectl does, ``--show-labels`` shows its labels, and
+    every structured format gives the item its ``metadata``. None: the items are not about Kubernetes objects."""
     api_version: str = API_VERSION
     empty: str = "No resources found."
     extra: dict[str, Any] = field(default_factory=dict)
     """Fields of the list object besides apiVersion, kind and items."""
     rows: Callable[[dict[str, Any]], list[list[str]]] | None = None
     """Several table rows per item (instead of ``row``): an item that holds a breakdown."""
+    failures: Sequence[tuple[str, str]] = ()
+    """(where, message) of the parts of a read that failed (a fleet command's contexts): an error row each, an
+    ``errors`` field in structured output, and exit 1 once everything else is printed."""
 
 
-def _sort_key(value: Any) -> tuple[int, Any]:
-    if value is None:
-        return (0, "")
-    if isinstance(value, bool):
-        return (1, int(value))
-    if isinstance(value, int | float):
-        return (1, value)
-    return (2, value if isinstance(value, str) else json.dumps(value, sort_keys=True))
+def with_metadata(listing: Listing, item: dict[str, Any]) -> dict[str, Any]:
+    """The item as structured output shows it: with the ``metadata`` of the object it describes."""
+    if listing.ref is None or "metadata" in item:
+        return item
+    return {"metadata": listing.ref(item).metadata(), **item}
+
+
+def _quantity(text: str) -> float | None:
+    from gpuctl.core.units import QuantityError, parse_quantity
+
+    try:
+        return float(parse_quantity(text))
+    except (QuantityError, ValueError, ArithmeticError):
+        return None
+
+
+def _less(a: Any, b: Any) -> bool:
+    """kubectl's sort order: numbers by value, strings as quantities when both are quantities, else as text."""
+    if isinstance(a, str) and isinstance(b, str):
+        qa, qb = _quantity(a), _quantity(b)
+        if qa is not None and qb is not None:
+            return qa < qb
+        return a < b
+    if (
+        isinstance(a, int | float)
+        and isinstance(b, int | float)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
+        return a < b
+    if isinstance(a, bool) and isinstance(b, bool):
+        return a < b
+    from gpuctl.cli.errors import UsageError
+
+    raise UsageError(f"--sort-by: cannot order {type(a).__name__} against {type(b).__name__} values")
 
 
 def sorted_items(items: list[dict[str, Any]], sort_by: str | None) -> list[dict[str, Any]]:
-    if not sort_by:
+    """Items ordered by ``--sort-by`` as kubectl orders them: by the first value the relaxed path reaches, items
+    without one first; a path no item has is an error naming it."""
+    if not sort_by or not items:
         return items
-    from gpuctl.cli.jsonpath import JSONPathError, value_at
+    import functools
+
+    from gpuctl.cli.errors import UsageError
+    from gpuctl.cli.jsonpath import JSONPathError, relaxed, results
 
     try:
-        return sorted(items, key=lambda item: _sort_key(value_at(sort_by, item)))
+        path = relaxed(sort_by)
+        keyed = [(results(path, item), item) for item in items]
     except JSONPathError as exc:
-        from gpuctl.cli.errors import UsageError
-
         raise UsageError(f"--sort-by: {exc}") from None
+    if not any(found for found, _ in keyed):
+        raise UsageError(f'couldn\'t find any field with path "{path}" in the list of objects')
+
+    def order(x: tuple[list[Any], dict[str, Any]], y: tuple[list[Any], dict[str, Any]]) -> int:
+        a = x[0][0] if x[0] else None
+        b = y[0][0] if y[0] else None
+        if a is None or b is None:  # a missing or null value sorts first, as in kubectl
+            return (a is not None) - (b is not None)
+        return -1 if _less(a, b) else 1 if _less(b, a) else 0
+
+    return [item for _, item in sorted(keyed, key=functools.cmp_to_key(order))]
 
 
 def as_list(listing: Listing, items: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"apiVersion": listing.api_version, "kind": f"{listing.kind}List", **listing.extra, "items": items}
+    out = {"apiVersion": listing.api_version, "kind": f"{listing.kind}List", **listing.extra, "items": items}
+    if listing.failures:
+        out["errors"] = [{"context": where, "message": message} for where, message in listing.failures]
+    return out
 
 
 def custom_columns(spec: str) -> list[tuple[str, str]]:
+    """``HEADER:path,...`` with each path relaxed as kubectl relaxes it (``metadata.name`` is ``{.metadata.name}``)."""
     from gpuctl.cli.errors import UsageError
+    from gpuctl.cli.jsonpath import JSONPathError, parse_template, relaxed
 
     columns = []
     for part in spec.split(","):
         header, sep, path = part.partition(":")
         if not sep or not header or not path:
             raise UsageError(f"-o custom-columns={spec}: each column is HEADER:.json.path")
-        columns.append((header, path))
+        try:
+            relaxed_path = relaxed(path)
+            parse_template(relaxed_path)
+        except JSONPathError as exc:
+            raise UsageError(f"-o custom-columns: {path}: {exc}") from None
+        columns.append((header, relaxed_path))
     return columns
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "<none>"
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, separators=(",", ":"))
+def _cells(spec: list[tuple[str, str]], item: Any) -> list[str]:
+    """One custom-columns row: each column's values as Go prints them, joined by commas, or ``<none>``."""
+    from gpuctl.cli.errors import UsageError
+    from gpuctl.cli.jsonpath import JSONPathError, go_sprint, results
+
+    try:
+        return [",".join(go_sprint(v) for v in results(path, item)) or "<none>" for _, path in spec]
+    except JSONPathError as exc:
+        raise UsageError(f"-o custom-columns: {exc}") from None
+
+
+def _jsonpath(template: str, value: Any, output: OutputSpec) -> str:
+    from gpuctl.cli.errors import UsageError
+    from gpuctl.cli.jsonpath import JSONPathError, render_template
+
+    try:
+        return render_template(template, value, allow_missing=output.allow_missing)
+    except JSONPathError as exc:
+        raise UsageError(f"-o jsonpath: {exc}") from None
+
+
+def _failure_rows(listing: Listing, columns: Sequence[Column], wide: bool) -> list[list[str]]:
+    """An error row per failed part: where it failed in the CLUSTER(S) column (else the first), the error in the
+    last column shown."""
+    shown = [i for i, c in enumerate(columns) if wide or not c.wide_only]
+    at = next((i for i in shown if columns[i].header in ("CLUSTER", "CLUSTERS")), shown[0])
+    rows = []
+    for where, message in listing.failures:
+        cells = ["-"] * len(columns)
+        cells[at] = where
+        cells[shown[-1]] = f"error: {message}"
+        rows.append(cells)
+    return rows
 
 
 def emit(listing: Listing, output: OutputSpec, *, stream: TextIO | None = None) -> None:
-    """Print a list in the format asked for."""
-    from gpuctl.cli.errors import UsageError
-    from gpuctl.cli.jsonpath import JSONPathError, render_template, value_at
+    """Print a list in the format asked for (then exit 1 if a part of its read failed)."""
+    from gpuctl.cli.errors import RuntimeFailure, UsageError
 
     out = stream or sys.stdout
-    items = sorted_items(listing.items, output.sort_by)
+    items = sorted_items([with_metadata(listing, i) for i in listing.items], output.sort_by)
     fmt = output.format
     if fmt == "json":
         print_json(as_list(listing, items), stream=out)
     elif fmt == "yaml":
         print_yaml(as_list(listing, items), stream=out)
     elif fmt == "name":
-        for item in items:
-            out.write(listing.name(item) + "\n")
+        if listing.ref is None:
+            raise UsageError(f"-o name: {listing.kind} items are not Kubernetes objects; use -o json or -o jsonpath")
+        ref = listing.ref
+        seen: set[tuple[str, str | None, str]] = set()
+        for item in items:  # once per object (several rows may describe one), as kubectl prints them
+            r = ref(item)
+            if (r.kind.kind, r.namespace, r.name) not in seen:
+                seen.add((r.kind.kind, r.namespace, r.name))
+                out.write(r.qualified + "\n")
     elif fmt == "jsonpath":
-        try:
-            text = render_template(output.template, as_list(listing, items))
-        except JSONPathError as exc:
-            raise UsageError(f"-o jsonpath: {exc}") from None
-        out.write(text + ("" if text.endswith("\n") else "\n"))
+        out.write(_jsonpath(output.template, as_list(listing, items), output))
     elif fmt == "custom-columns":
         spec = custom_columns(output.template)
-        try:
-            cells = [[_cell(value_at(path, item)) for _, path in spec] for item in items]
-        except JSONPathError as exc:
-            raise UsageError(f"-o custom-columns: {exc}") from None
-        print_table([Column(h) for h, _ in spec], cells, no_headers=output.no_headers, stream=out, empty=listing.empty)
+        print_table(
+            [Column(h) for h, _ in spec],
+            [_cells(spec, item) for item in items],
+            no_headers=output.no_headers,
+            stream=out,
+            empty=listing.empty,
+        )
     else:
         columns = list(listing.columns)
         per_item = listing.rows or (lambda item: [listing.row(item)])
         pairs = [(r, item) for item in items for r in per_item(item)]
         rows = [r for r, _ in pairs]
-        if output.show_labels and listing.labels is not None:
+        if output.show_labels and listing.ref is not None:
             columns.append(Column("LABELS"))
-            labeller = listing.labels
+            ref = listing.ref
             rows = [
-                [*r, ",".join(f"{k}={v}" for k, v in sorted(labeller(item).items())) or "<none>"] for r, item in pairs
+                [*r, ",".join(f"{k}={v}" for k, v in sorted(ref(item).labels.items())) or "<none>"] for r, item in pairs
             ]
+        rows += _failure_rows(listing, columns, output.wide)
         print_table(columns, rows, wide=output.wide, no_headers=output.no_headers, stream=out, empty=listing.empty)
+    if listing.failures:
+        wheres = ", ".join(where for where, _ in listing.failures)
+        raise RuntimeFailure(f"{len(listing.failures)} context(s) could not be read: {wheres}")
 
 
 def emit_object(
-    obj: dict[str, Any], output: OutputSpec, text: Callable[[], str], *, name: str = "", stream: TextIO | None = None
+    obj: dict[str, Any],
+    output: OutputSpec,
+    text: Callable[[], str],
+    *,
+    ref: ObjectRef | None = None,
+    stream: TextIO | None = None,
 ) -> None:
-    """Print one object: its own text for a table, or any structured format."""
+    """Print one answer: its own text for a table, or any structured format; ``-o name`` prints the object it is
+    about (``ref``), as kubectl names it."""
     from gpuctl.cli.errors import UsageError
-    from gpuctl.cli.jsonpath import JSONPathError, render_template, value_at
 
     out = stream or sys.stdout
     fmt = output.format
@@ -278,19 +377,13 @@ def emit_object(
     elif fmt == "yaml":
         print_yaml(obj, stream=out)
     elif fmt == "name":
-        out.write(name + "\n")
+        if ref is None:
+            raise UsageError("-o name: this answer is not a Kubernetes object; use -o json or -o jsonpath")
+        out.write(ref.qualified + "\n")
     elif fmt == "jsonpath":
-        try:
-            rendered = render_template(output.template, obj)
-        except JSONPathError as exc:
-            raise UsageError(f"-o jsonpath: {exc}") from None
-        out.write(rendered + ("" if rendered.endswith("\n") else "\n"))
+        out.write(_jsonpath(output.template, obj, output))
     elif fmt == "custom-columns":
-        columns = custom_columns(output.template)
-        try:
-            row = [_cell(value_at(path, obj)) for _, path in columns]
-        except JSONPathError as exc:
-            raise UsageError(f"-o custom-columns: {exc}") from None
-        print_table([Column(h) for h, _ in columns], [row], no_headers=output.no_headers, stream=out)
+        spec = custom_columns(output.template)
+        print_table([Column(h) for h, _ in spec], [_cells(spec, obj)], no_headers=output.no_headers, stream=out)
     else:
         out.write(text())

@@ -6,12 +6,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli import render
+from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes, complete_workloads
 from gpuctl.cli.errors import AnswerNo, UsageError
 from gpuctl.cli.explain import explanation_text, split_name
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import OutputSpec
+from gpuctl.cluster import kinds
+from gpuctl.cluster.errors import NotFound
 
 if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
@@ -88,7 +90,7 @@ def _existing(state: "ClusterState", refs: list[str], namespace: str) -> list["S
         ns, name = split_name(ref, namespace)
         w = by_key.get(f"{ns}/{name}")
         if w is None:
-            raise UsageError(f'workload "{ns}/{name}" not found (`gpuctl workloads -A` lists them)')
+            raise NotFound(f'workload "{ns}/{name}" not found (`gpuctl workloads -A` lists them)')
         out.append(resubmission(w))
     return out
 
@@ -96,9 +98,9 @@ def _existing(state: "ClusterState", refs: list[str], namespace: str) -> list["S
 def _scenario(simulator: "Simulator", without: list[str], drain: list[str], hold: list[str], namespace: str) -> None:
     if without:
         simulator.finish(["/".join(split_name(r, namespace)) for r in without])
-    for pool in drain:
+    for pool in refs.object_names(drain, kinds.INSTANCETYPE, what="simulate --drain"):
         simulator.stop(pool, "HoldAndDrain")
-    for pool in hold:
+    for pool in refs.object_names(hold, kinds.INSTANCETYPE, what="simulate --hold"):
         simulator.stop(pool, "Hold")
 
 
@@ -222,6 +224,8 @@ def simulate_command(
         raise UsageError("give the workloads to simulate: -f FILE (or -f - for stdin) or --workload NAME")
     if (add_nodes is None) != (like is None):
         raise UsageError("--add-nodes and --like go together: --add-nodes N --like NODE")
+    if like is not None:  # NODE, node/NODE or its devices.worker.gpustack.ai/NODE
+        like = refs.split_name(like, (kinds.NODE, kinds.DEVICES), what="simulate --like")[1]
     growth: int | None = None
     if add_nodes is not None and add_nodes != "auto":
         try:
@@ -275,7 +279,7 @@ def simulate_command(
         payload = {"apiVersion": "v1", "kind": "List", "items": items}
         if grown_to is not None:
             payload["addNodes"] = grown_to
-    render.emit_object(payload, output, lambda: _text(results, output.wide, note), name="simulation")
+    render.emit_object(payload, output, lambda: _text(results, output.wide, note))
     if exit_code and any(not o.admitted for o, _ in results):
         raise AnswerNo("")
 

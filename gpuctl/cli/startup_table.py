@@ -7,31 +7,49 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing itself is not imported at start-up
     from typing import Any
 
-TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
+TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['out',
                           'Usage: gpuctl [OPTIONS] COMMAND [ARGS]...\n'
                           '\n'
                           '  See what a Kueue-shared GPU pool can still give, and why a workload waits.\n'
                           '\n'
                           'Options:\n'
-                          '  --version                Print the version and exit.\n'
-                          '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                          '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                          '                           var: GPUCTL_SNAPSHOT]\n'
-                          '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                          '                           ~/.kube/config).\n'
-                          '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                          '                           queue and fragmentation take several).\n'
-                          '  --cluster <str>          The kubeconfig cluster to use.\n'
-                          '  --user <str>             The kubeconfig user to use.\n'
-                          '  -s, --server <str>       The address of the API server.\n'
-                          '  --token <str>            Bearer token for the API server.\n'
-                          '  --as <str>               Username to impersonate for the operation.\n'
-                          '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                          '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                          '                           default 30s).\n'
-                          "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                          '                           else default).\n'
-                          '  -h, --help               Show this message and exit.\n'
+                          '  --version                      Print the version and exit.\n'
+                          '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                          '                                 directory of YAML/JSON) instead of a cluster.\n'
+                          '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                          '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                          '                                 $KUBECONFIG or ~/.kube/config).\n'
+                          '  --context <str>                The kubeconfig context to use (views,\n'
+                          '                                 partitions, queue and fragmentation take\n'
+                          '                                 several).\n'
+                          '  --cluster <str>                The kubeconfig cluster to use.\n'
+                          '  --user <str>                   The kubeconfig user to use.\n'
+                          '  -s, --server <str>             The address of the API server.\n'
+                          '  --token <str>                  Bearer token for the API server.\n'
+                          '  --as <str>                     Username to impersonate for the operation.\n'
+                          '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                          "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                          '                                 name and issuer): the connection is not\n'
+                          '                                 secure.\n'
+                          '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                          '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                          '  --client-key <str>             Path to a client key file for TLS.\n'
+                          "  --tls-server-name <str>        The server name to check the server's\n"
+                          '                                 certificate against (default: the host of the\n'
+                          "                                 server's address).\n"
+                          '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                          '                                 1m; default 30s).\n'
+                          '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                          "                                 context's, else default).\n"
+                          '  -A, --all-namespaces           Every namespace.\n'
+                          '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                          '  --field-selector <str>         Field selector, where the server supports it\n'
+                          '                                 (e.g. metadata.name=x).\n'
+                          '  --all-contexts                 Read every context of the kubeconfig, one\n'
+                          '                                 cluster each.\n'
+                          '  --by-cluster                   With several clusters: one row per cluster\n'
+                          '                                 instead of their sum.\n'
+                          '  -h, --help                     Show this message and exit.\n'
                           '\n'
                           'Commands:\n'
                           '  version        Print the version.\n'
@@ -57,8 +75,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                           '  instancetype   Create, freeze, rename and delete InstanceTypes.\n'
                           '  instance       List, stop and start Instances.\n'
                           "  rbac           Generate least-privilege roles for gpuctl's users.\n",
-                          2],
-                     'explain': ['err',
+                          0],
+                     'explain': ['out',
                                  'Usage: gpuctl explain [OPTIONS] COMMAND [ARGS]...\n'
                                  '\n'
                                  '  Explain which admission gate holds a workload, and why.\n'
@@ -75,8 +93,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '    gpuctl explain workload team-a/train\n'
                                  '    gpuctl explain pod train-0 -n team-a\n'
                                  '    gpuctl explain instance notebook -n team-a --exit-code\n',
-                                 2],
-                     'instance': ['err',
+                                 0],
+                     'instance': ['out',
                                   'Usage: gpuctl instance [OPTIONS] COMMAND [ARGS]...\n'
                                   '\n'
                                   '  List, stop and start Instances.\n'
@@ -92,8 +110,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '  Examples:\n'
                                   '    gpuctl instance list -A\n'
                                   '    gpuctl instance stop notebook -n team-a\n',
-                                  2],
-                     'instancetype': ['err',
+                                  0],
+                     'instancetype': ['out',
                                       'Usage: gpuctl instancetype [OPTIONS] COMMAND [ARGS]...\n'
                                       '\n'
                                       '  Create, freeze, rename, deactivate and delete InstanceTypes.\n'
@@ -115,8 +133,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '    gpuctl instancetype list\n'
                                       '    gpuctl instancetype create a10g-12c128g --accelerator-group nvidia-a10g '
                                       '--unit-cpu 12 --unit-ram 128Gi\n',
-                                      2],
-                     'rbac': ['err',
+                                      0],
+                     'rbac': ['out',
                               'Usage: gpuctl rbac [OPTIONS] COMMAND [ARGS]...\n'
                               '\n'
                               "  Generate the least-privilege roles of gpuctl's users from the cluster's\n"
@@ -131,8 +149,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               '  Examples:\n'
                               '    gpuctl rbac admin --bind-group gpu-admins --dry-run-namespace team-a | kubectl '
                               'apply -f -\n',
-                              2],
-                     'webhook': ['err',
+                              0],
+                     'webhook': ['out',
                                  'Usage: gpuctl webhook [OPTIONS] COMMAND [ARGS]...\n'
                                  '\n'
                                  '  Run the admission webhooks locally (or on the cluster) without storing\n'
@@ -146,32 +164,50 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '\n'
                                  '  Examples:\n'
                                  '    gpuctl webhook dry-run pod -f pod.yaml\n',
-                                 2]},
-          'kubectl gpuctl': {'': ['err',
+                                 0]},
+          'kubectl gpuctl': {'': ['out',
                                   'Usage: kubectl gpuctl [OPTIONS] COMMAND [ARGS]...\n'
                                   '\n'
                                   '  See what a Kueue-shared GPU pool can still give, and why a workload waits.\n'
                                   '\n'
                                   'Options:\n'
-                                  '  --version                Print the version and exit.\n'
-                                  '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                  '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                  '                           var: GPUCTL_SNAPSHOT]\n'
-                                  '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                  '                           ~/.kube/config).\n'
-                                  '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                  '                           queue and fragmentation take several).\n'
-                                  '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                  '  --user <str>             The kubeconfig user to use.\n'
-                                  '  -s, --server <str>       The address of the API server.\n'
-                                  '  --token <str>            Bearer token for the API server.\n'
-                                  '  --as <str>               Username to impersonate for the operation.\n'
-                                  '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                  '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                  '                           default 30s).\n'
-                                  "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                                  '                           else default).\n'
-                                  '  -h, --help               Show this message and exit.\n'
+                                  '  --version                      Print the version and exit.\n'
+                                  '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                  '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                  '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                  '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                  '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                  '  --context <str>                The kubeconfig context to use (views,\n'
+                                  '                                 partitions, queue and fragmentation take\n'
+                                  '                                 several).\n'
+                                  '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                  '  --user <str>                   The kubeconfig user to use.\n'
+                                  '  -s, --server <str>             The address of the API server.\n'
+                                  '  --token <str>                  Bearer token for the API server.\n'
+                                  '  --as <str>                     Username to impersonate for the operation.\n'
+                                  '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                  "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                  '                                 name and issuer): the connection is not\n'
+                                  '                                 secure.\n'
+                                  '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                  '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                  '  --client-key <str>             Path to a client key file for TLS.\n'
+                                  "  --tls-server-name <str>        The server name to check the server's\n"
+                                  '                                 certificate against (default: the host of the\n'
+                                  "                                 server's address).\n"
+                                  '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                  '                                 1m; default 30s).\n'
+                                  '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                  "                                 context's, else default).\n"
+                                  '  -A, --all-namespaces           Every namespace.\n'
+                                  '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                  '  --field-selector <str>         Field selector, where the server supports it\n'
+                                  '                                 (e.g. metadata.name=x).\n'
+                                  '  --all-contexts                 Read every context of the kubeconfig, one\n'
+                                  '                                 cluster each.\n'
+                                  '  --by-cluster                   With several clusters: one row per cluster\n'
+                                  '                                 instead of their sum.\n'
+                                  '  -h, --help                     Show this message and exit.\n'
                                   '\n'
                                   'Commands:\n'
                                   '  version        Print the version.\n'
@@ -197,8 +233,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '  instancetype   Create, freeze, rename and delete InstanceTypes.\n'
                                   '  instance       List, stop and start Instances.\n'
                                   "  rbac           Generate least-privilege roles for gpuctl's users.\n",
-                                  2],
-                             'explain': ['err',
+                                  0],
+                             'explain': ['out',
                                          'Usage: kubectl gpuctl explain [OPTIONS] COMMAND [ARGS]...\n'
                                          '\n'
                                          '  Explain which admission gate holds a workload, and why.\n'
@@ -215,8 +251,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '    gpuctl explain workload team-a/train\n'
                                          '    gpuctl explain pod train-0 -n team-a\n'
                                          '    gpuctl explain instance notebook -n team-a --exit-code\n',
-                                         2],
-                             'instance': ['err',
+                                         0],
+                             'instance': ['out',
                                           'Usage: kubectl gpuctl instance [OPTIONS] COMMAND [ARGS]...\n'
                                           '\n'
                                           '  List, stop and start Instances.\n'
@@ -232,8 +268,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                           '  Examples:\n'
                                           '    gpuctl instance list -A\n'
                                           '    gpuctl instance stop notebook -n team-a\n',
-                                          2],
-                             'instancetype': ['err',
+                                          0],
+                             'instancetype': ['out',
                                               'Usage: kubectl gpuctl instancetype [OPTIONS] COMMAND [ARGS]...\n'
                                               '\n'
                                               '  Create, freeze, rename, deactivate and delete InstanceTypes.\n'
@@ -255,8 +291,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '    gpuctl instancetype list\n'
                                               '    gpuctl instancetype create a10g-12c128g --accelerator-group '
                                               'nvidia-a10g --unit-cpu 12 --unit-ram 128Gi\n',
-                                              2],
-                             'rbac': ['err',
+                                              0],
+                             'rbac': ['out',
                                       'Usage: kubectl gpuctl rbac [OPTIONS] COMMAND [ARGS]...\n'
                                       '\n'
                                       "  Generate the least-privilege roles of gpuctl's users from the cluster's\n"
@@ -271,8 +307,8 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  Examples:\n'
                                       '    gpuctl rbac admin --bind-group gpu-admins --dry-run-namespace team-a | '
                                       'kubectl apply -f -\n',
-                                      2],
-                             'webhook': ['err',
+                                      0],
+                             'webhook': ['out',
                                          'Usage: kubectl gpuctl webhook [OPTIONS] COMMAND [ARGS]...\n'
                                          '\n'
                                          '  Run the admission webhooks locally (or on the cluster) without storing\n'
@@ -286,31 +322,49 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '\n'
                                          '  Examples:\n'
                                          '    gpuctl webhook dry-run pod -f pod.yaml\n',
-                                         2]}},
+                                         0]}},
  'help': {'gpuctl': {'': 'Usage: gpuctl [OPTIONS] COMMAND [ARGS]...\n'
                          '\n'
                          '  See what a Kueue-shared GPU pool can still give, and why a workload waits.\n'
                          '\n'
                          'Options:\n'
-                         '  --version                Print the version and exit.\n'
-                         '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                         '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                         '                           var: GPUCTL_SNAPSHOT]\n'
-                         '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                         '                           ~/.kube/config).\n'
-                         '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                         '                           queue and fragmentation take several).\n'
-                         '  --cluster <str>          The kubeconfig cluster to use.\n'
-                         '  --user <str>             The kubeconfig user to use.\n'
-                         '  -s, --server <str>       The address of the API server.\n'
-                         '  --token <str>            Bearer token for the API server.\n'
-                         '  --as <str>               Username to impersonate for the operation.\n'
-                         '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                         '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                         '                           default 30s).\n'
-                         "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                         '                           else default).\n'
-                         '  -h, --help               Show this message and exit.\n'
+                         '  --version                      Print the version and exit.\n'
+                         '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                         '                                 directory of YAML/JSON) instead of a cluster.\n'
+                         '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                         '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                         '                                 $KUBECONFIG or ~/.kube/config).\n'
+                         '  --context <str>                The kubeconfig context to use (views,\n'
+                         '                                 partitions, queue and fragmentation take\n'
+                         '                                 several).\n'
+                         '  --cluster <str>                The kubeconfig cluster to use.\n'
+                         '  --user <str>                   The kubeconfig user to use.\n'
+                         '  -s, --server <str>             The address of the API server.\n'
+                         '  --token <str>                  Bearer token for the API server.\n'
+                         '  --as <str>                     Username to impersonate for the operation.\n'
+                         '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                         "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                         '                                 name and issuer): the connection is not\n'
+                         '                                 secure.\n'
+                         '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                         '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                         '  --client-key <str>             Path to a client key file for TLS.\n'
+                         "  --tls-server-name <str>        The server name to check the server's\n"
+                         '                                 certificate against (default: the host of the\n'
+                         "                                 server's address).\n"
+                         '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                         '                                 1m; default 30s).\n'
+                         '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                         "                                 context's, else default).\n"
+                         '  -A, --all-namespaces           Every namespace.\n'
+                         '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                         '  --field-selector <str>         Field selector, where the server supports it\n'
+                         '                                 (e.g. metadata.name=x).\n'
+                         '  --all-contexts                 Read every context of the kubeconfig, one\n'
+                         '                                 cluster each.\n'
+                         '  --by-cluster                   With several clusters: one row per cluster\n'
+                         '                                 instead of their sum.\n'
+                         '  -h, --help                     Show this message and exit.\n'
                          '\n'
                          'Commands:\n'
                          '  version        Print the version.\n'
@@ -365,29 +419,51 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                              "  B  A snapshot (file or directory), or 'live'.  [required]\n"
                              '\n'
                              'Options:\n'
-                             '  --exit-code              Exit 3 when anything changed.\n'
-                             '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                             '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                             '                           columns-file=FILE.  [default: table]\n'
-                             '  --no-headers             Print tables without their header row.\n'
-                             '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                             '                           .remaining).\n'
-                             '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                             '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                             '                           var: GPUCTL_SNAPSHOT]\n'
-                             '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                             '                           ~/.kube/config).\n'
-                             '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                             '                           queue and fragmentation take several).\n'
-                             '  --cluster <str>          The kubeconfig cluster to use.\n'
-                             '  --user <str>             The kubeconfig user to use.\n'
-                             '  -s, --server <str>       The address of the API server.\n'
-                             '  --token <str>            Bearer token for the API server.\n'
-                             '  --as <str>               Username to impersonate for the operation.\n'
-                             '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                             '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                             '                           default 30s).\n'
-                             '  -h, --help               Show this message and exit.\n'
+                             '  --exit-code                     Exit 3 when anything changed.\n'
+                             '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                             '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                             '                                  custom-columns=SPEC, custom-columns-\n'
+                             '                                  file=FILE.  [default: table]\n'
+                             '  --no-headers                    Print tables without their header row.\n'
+                             '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                             '                                  With -o jsonpath: a key the data lacks\n'
+                             '                                  prints nothing (else it is an error).\n'
+                             '                                  [default: allow-missing-template-keys]\n'
+                             '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                             '                                  .remaining).\n'
+                             '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                             '                                  directory of YAML/JSON) instead of a\n'
+                             '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                             '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                             '                                  $KUBECONFIG or ~/.kube/config).\n'
+                             '  --context <str>                 The kubeconfig context to use (views,\n'
+                             '                                  partitions, queue and fragmentation take\n'
+                             '                                  several).\n'
+                             '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                             '  --user <str>                    The kubeconfig user to use.\n'
+                             '  -s, --server <str>              The address of the API server.\n'
+                             '  --token <str>                   Bearer token for the API server.\n'
+                             '  --as <str>                      Username to impersonate for the operation.\n'
+                             '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                             "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                             '                                  name and issuer): the connection is not\n'
+                             '                                  secure.\n'
+                             '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                             '                                  server.\n'
+                             '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                             '  --client-key <str>              Path to a client key file for TLS.\n'
+                             "  --tls-server-name <str>         The server name to check the server's\n"
+                             '                                  certificate against (default: the host of\n'
+                             "                                  the server's address).\n"
+                             '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                             '                                  1m; default 30s).\n'
+                             '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                             "                                  context's, else default).\n"
+                             '  -A, --all-namespaces            Every namespace.\n'
+                             '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                             '  --field-selector <str>          Field selector, where the server supports it\n'
+                             '                                  (e.g. metadata.name=x).\n'
+                             '  -h, --help                      Show this message and exit.\n'
                              '\n'
                              '  Examples:\n'
                              '    # What happened between 02:00 and 02:30\n'
@@ -408,42 +484,62 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                '  (without the probes; ages are measured from when the dump was taken).\n'
                                '\n'
                                'Options:\n'
-                               '  --retry-minutes <int range>    Report Workloads the check has held at Retry\n'
-                               '                                 for longer.  [default: 30; x>=1]\n'
-                               '  --inactive-grace SECONDS       Report an inactive InstanceType whose\n'
-                               '                                 ClusterQueue still admits after this long.\n'
-                               '                                 [default: 120; x>=0]\n'
-                               "  --kueue-config NAMESPACE/NAME  The ConfigMap holding Kueue's Configuration.\n"
-                               '                                 [default: kueue-system/kueue-manager-config]\n'
-                               "  --operator-namespace <str>     Where the operator's Deployment and leader\n"
-                               '                                 Lease live.  [default: gpuctl-system]\n'
-                               '  --probe / --no-probe           On a live cluster, reach the webhook\n'
-                               '                                 endpoints and send dry-run reviews through\n'
-                               '                                 the API server.  [default: probe]\n'
-                               "  --kueue-resources              Print the resources block Kueue's\n"
-                               '                                 Configuration needs, and exit.\n'
-                               '  -o, --output <str>             table, wide, json, yaml, name,\n'
-                               '                                 jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                               '                                 custom-columns=SPEC, custom-columns-\n'
-                               '                                 file=FILE.  [default: table]\n'
-                               '  --no-headers                   Print tables without their header row.\n'
-                               '  --snapshot <str>               Read objects from snapshot files (a file or\n'
-                               '                                 directory of YAML/JSON) instead of a cluster.\n'
-                               '                                 [env var: GPUCTL_SNAPSHOT]\n'
-                               '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
-                               '                                 $KUBECONFIG or ~/.kube/config).\n'
-                               '  --context <str>                The kubeconfig context to use (views,\n'
-                               '                                 partitions, queue and fragmentation take\n'
-                               '                                 several).\n'
-                               '  --cluster <str>                The kubeconfig cluster to use.\n'
-                               '  --user <str>                   The kubeconfig user to use.\n'
-                               '  -s, --server <str>             The address of the API server.\n'
-                               '  --token <str>                  Bearer token for the API server.\n'
-                               '  --as <str>                     Username to impersonate for the operation.\n'
-                               '  --as-group <str>               Group to impersonate (repeat for several).\n'
-                               '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
-                               '                                 1m; default 30s).\n'
-                               '  -h, --help                     Show this message and exit.\n'
+                               '  --retry-minutes <int range>     Report Workloads the check has held at Retry\n'
+                               '                                  for longer.  [default: 30; x>=1]\n'
+                               '  --inactive-grace SECONDS        Report an inactive InstanceType whose\n'
+                               '                                  ClusterQueue still admits after this long.\n'
+                               '                                  [default: 120; x>=0]\n'
+                               "  --kueue-config NAMESPACE/NAME   The ConfigMap holding Kueue's Configuration.\n"
+                               '                                  [default: kueue-system/kueue-manager-config]\n'
+                               "  --operator-namespace <str>      Where the operator's Deployment and leader\n"
+                               '                                  Lease live.  [default: gpuctl-system]\n'
+                               '  --probe / --no-probe            On a live cluster, reach the webhook\n'
+                               '                                  endpoints and send dry-run reviews through\n'
+                               '                                  the API server.  [default: probe]\n'
+                               "  --kueue-resources               Print the resources block Kueue's\n"
+                               '                                  Configuration needs, and exit.\n'
+                               '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                               '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                               '                                  custom-columns=SPEC, custom-columns-\n'
+                               '                                  file=FILE.  [default: table]\n'
+                               '  --no-headers                    Print tables without their header row.\n'
+                               '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                               '                                  With -o jsonpath: a key the data lacks\n'
+                               '                                  prints nothing (else it is an error).\n'
+                               '                                  [default: allow-missing-template-keys]\n'
+                               '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                               '                                  directory of YAML/JSON) instead of a\n'
+                               '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                               '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                               '                                  $KUBECONFIG or ~/.kube/config).\n'
+                               '  --context <str>                 The kubeconfig context to use (views,\n'
+                               '                                  partitions, queue and fragmentation take\n'
+                               '                                  several).\n'
+                               '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                               '  --user <str>                    The kubeconfig user to use.\n'
+                               '  -s, --server <str>              The address of the API server.\n'
+                               '  --token <str>                   Bearer token for the API server.\n'
+                               '  --as <str>                      Username to impersonate for the operation.\n'
+                               '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                               "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                               '                                  name and issuer): the connection is not\n'
+                               '                                  secure.\n'
+                               '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                               '                                  server.\n'
+                               '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                               '  --client-key <str>              Path to a client key file for TLS.\n'
+                               "  --tls-server-name <str>         The server name to check the server's\n"
+                               '                                  certificate against (default: the host of\n'
+                               "                                  the server's address).\n"
+                               '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                               '                                  1m; default 30s).\n'
+                               '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                               "                                  context's, else default).\n"
+                               '  -A, --all-namespaces            Every namespace.\n'
+                               '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                               '  --field-selector <str>          Field selector, where the server supports it\n'
+                               '                                  (e.g. metadata.name=x).\n'
+                               '  -h, --help                      Show this message and exit.\n'
                                '\n'
                                '  Examples:\n'
                                '    # Every check on the live cluster; exit 3 when one fails\n'
@@ -455,44 +551,68 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                "    # The resources block Kueue's Configuration needs (the credits transformations and "
                                'exclusions)\n'
                                '    gpuctl doctor --kueue-resources\n',
-                     'drain': 'Usage: gpuctl drain [OPTIONS] {INSTANCETYPE}\n'
+                     'drain': 'Usage: gpuctl drain [OPTIONS] [INSTANCETYPE]...\n'
                               '\n'
-                              '  Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
+                              '  Drain pools: each ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
                               "  admitted workloads and admits none; the operator stops the type's instances.\n"
                               '  The pool reads Draining, then Inactive.\n'
                               '\n'
                               'Arguments:\n'
-                              "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                              '                [required]\n'
+                              "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                              '                     name); or choose them with -l/--field-selector.\n'
                               '\n'
                               'Options:\n'
-                              '  --wait                   Wait until no workload holds a reservation and\n'
-                              '                           every instance is stopped.\n'
-                              '  --timeout <str>          How long to wait with --wait: a duration such as\n'
-                              '                           90s or 10m.  [default: 10m]\n'
-                              '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                              '                           would change; server: the API server validates,\n'
-                              '                           stores nothing.  [default: none]\n'
-                              '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                              '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                              '                           columns-file=FILE.  [default: table]\n'
-                              '  --no-headers             Print tables without their header row.\n'
-                              '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                              '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                              '                           var: GPUCTL_SNAPSHOT]\n'
-                              '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                              '                           ~/.kube/config).\n'
-                              '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                              '                           queue and fragmentation take several).\n'
-                              '  --cluster <str>          The kubeconfig cluster to use.\n'
-                              '  --user <str>             The kubeconfig user to use.\n'
-                              '  -s, --server <str>       The address of the API server.\n'
-                              '  --token <str>            Bearer token for the API server.\n'
-                              '  --as <str>               Username to impersonate for the operation.\n'
-                              '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                              '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                              '                           default 30s).\n'
-                              '  -h, --help               Show this message and exit.\n'
+                              '  --wait                          Wait until no workload holds a reservation\n'
+                              '                                  and every instance is stopped.\n'
+                              '  --timeout <str>                 How long to wait with --wait: a duration\n'
+                              '                                  such as 90s or 10m.  [default: 10m]\n'
+                              '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                              '                                  what would change; server: the API server\n'
+                              '                                  validates, stores nothing.  [default: none]\n'
+                              '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                              '                                  on a terminal.\n'
+                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                              '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                              '                                  custom-columns=SPEC, custom-columns-\n'
+                              '                                  file=FILE.  [default: table]\n'
+                              '  --no-headers                    Print tables without their header row.\n'
+                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                              '                                  With -o jsonpath: a key the data lacks\n'
+                              '                                  prints nothing (else it is an error).\n'
+                              '                                  [default: allow-missing-template-keys]\n'
+                              '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                              '                                  directory of YAML/JSON) instead of a\n'
+                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                              '  --context <str>                 The kubeconfig context to use (views,\n'
+                              '                                  partitions, queue and fragmentation take\n'
+                              '                                  several).\n'
+                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                              '  --user <str>                    The kubeconfig user to use.\n'
+                              '  -s, --server <str>              The address of the API server.\n'
+                              '  --token <str>                   Bearer token for the API server.\n'
+                              '  --as <str>                      Username to impersonate for the operation.\n'
+                              '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                              "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                              '                                  name and issuer): the connection is not\n'
+                              '                                  secure.\n'
+                              '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                              '                                  server.\n'
+                              '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                              "  --tls-server-name <str>         The server name to check the server's\n"
+                              '                                  certificate against (default: the host of\n'
+                              "                                  the server's address).\n"
+                              '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                              '                                  1m; default 30s).\n'
+                              '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                              "                                  context's, else default).\n"
+                              '  -A, --all-namespaces            Every namespace.\n'
+                              '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                              '  --field-selector <str>          Field selector, where the server supports it\n'
+                              '                                  (e.g. metadata.name=x).\n'
+                              '  -h, --help                      Show this message and exit.\n'
                               '\n'
                               '  Examples:\n'
                               '    # Evict and stop, and follow it until nothing is left\n'
@@ -513,28 +633,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                              '  DIR  Where to write the snapshot (created if missing).  [required]\n'
                              '\n'
                              'Options:\n'
-                             '  --format <str>           json (fast to read back) or yaml.  [default: json]\n'
-                             '  --overwrite              Replace an existing dump in DIR as a whole.\n'
-                             '  --no-redact              Keep inline env values, credential-looking\n'
-                             '                           arguments and last-applied configurations.\n'
-                             '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                             '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                             '                           var: GPUCTL_SNAPSHOT]\n'
-                             '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                             '                           ~/.kube/config).\n'
-                             '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                             '                           queue and fragmentation take several).\n'
-                             '  --cluster <str>          The kubeconfig cluster to use.\n'
-                             '  --user <str>             The kubeconfig user to use.\n'
-                             '  -s, --server <str>       The address of the API server.\n'
-                             '  --token <str>            Bearer token for the API server.\n'
-                             '  --as <str>               Username to impersonate for the operation.\n'
-                             '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                             '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                             '                           default 30s).\n'
-                             "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                             '                           else default).\n'
-                             '  -h, --help               Show this message and exit.\n'
+                             '  --format <str>                 json (fast to read back) or yaml.  [default:\n'
+                             '                                 json]\n'
+                             '  --overwrite                    Replace an existing dump in DIR as a whole.\n'
+                             '  --no-redact                    Keep inline env values, credential-looking\n'
+                             '                                 arguments and last-applied configurations.\n'
+                             '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                             '                                 directory of YAML/JSON) instead of a cluster.\n'
+                             '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                             '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                             '                                 $KUBECONFIG or ~/.kube/config).\n'
+                             '  --context <str>                The kubeconfig context to use (views,\n'
+                             '                                 partitions, queue and fragmentation take\n'
+                             '                                 several).\n'
+                             '  --cluster <str>                The kubeconfig cluster to use.\n'
+                             '  --user <str>                   The kubeconfig user to use.\n'
+                             '  -s, --server <str>             The address of the API server.\n'
+                             '  --token <str>                  Bearer token for the API server.\n'
+                             '  --as <str>                     Username to impersonate for the operation.\n'
+                             '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                             "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                             '                                 name and issuer): the connection is not\n'
+                             '                                 secure.\n'
+                             '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                             '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                             '  --client-key <str>             Path to a client key file for TLS.\n'
+                             "  --tls-server-name <str>        The server name to check the server's\n"
+                             '                                 certificate against (default: the host of the\n'
+                             "                                 server's address).\n"
+                             '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                             '                                 1m; default 30s).\n'
+                             '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                             "                                 context's, else default).\n"
+                             '  -A, --all-namespaces           Every namespace.\n'
+                             '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                             '  --field-selector <str>         Field selector, where the server supports it\n'
+                             '                                 (e.g. metadata.name=x).\n'
+                             '  -h, --help                     Show this message and exit.\n'
                              '\n'
                              '  Examples:\n'
                              '    # A snapshot to attach to a ticket (credentials redacted), then read offline\n'
@@ -567,35 +702,57 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '  [NAMESPACE/]NAME  The Instance.  [required]\n'
                                          '\n'
                                          'Options:\n'
-                                         '  --exit-code              Exit 3 when a gate holds the workload (0 when it\n'
-                                         '                           runs).\n'
-                                         '  -o, --output <str>       table, wide, json, yaml, name, '
-                                         'jsonpath=TEMPLATE,\n'
-                                         '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                         '                           columns-file=FILE.  [default: table]\n'
-                                         '  --no-headers             Print tables without their header row.\n'
-                                         '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                         '                           directory of YAML/JSON) instead of a cluster.  '
-                                         '[env\n'
-                                         '                           var: GPUCTL_SNAPSHOT]\n'
-                                         '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
+                                         '  --exit-code                     Exit 3 when a gate holds the workload (0\n'
+                                         '                                  when it runs).\n'
+                                         '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                         '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                         '                                  custom-columns=SPEC, custom-columns-\n'
+                                         '                                  file=FILE.  [default: table]\n'
+                                         '  --no-headers                    Print tables without their header row.\n'
+                                         '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                         '                                  With -o jsonpath: a key the data lacks\n'
+                                         '                                  prints nothing (else it is an error).\n'
+                                         '                                  [default: allow-missing-template-keys]\n'
+                                         '  --snapshot <str>                Read objects from snapshot files (a file '
                                          'or\n'
-                                         '                           ~/.kube/config).\n'
-                                         '  --context <str>          The kubeconfig context to use (views, '
-                                         'partitions,\n'
-                                         '                           queue and fragmentation take several).\n'
-                                         '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                         '  --user <str>             The kubeconfig user to use.\n'
-                                         '  -s, --server <str>       The address of the API server.\n'
-                                         '  --token <str>            Bearer token for the API server.\n'
-                                         '  --as <str>               Username to impersonate for the operation.\n'
-                                         '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                         '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                         '                           default 30s).\n'
-                                         '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                         "context's,\n"
-                                         '                           else default).\n'
-                                         '  -h, --help               Show this message and exit.\n'
+                                         '                                  directory of YAML/JSON) instead of a\n'
+                                         '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                         '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                         '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                         '  --context <str>                 The kubeconfig context to use (views,\n'
+                                         '                                  partitions, queue and fragmentation take\n'
+                                         '                                  several).\n'
+                                         '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                         '  --user <str>                    The kubeconfig user to use.\n'
+                                         '  -s, --server <str>              The address of the API server.\n'
+                                         '  --token <str>                   Bearer token for the API server.\n'
+                                         '  --as <str>                      Username to impersonate for the '
+                                         'operation.\n'
+                                         '  --as-group <str>                Group to impersonate (repeat for '
+                                         'several).\n'
+                                         "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                         '(its\n'
+                                         '                                  name and issuer): the connection is not\n'
+                                         '                                  secure.\n'
+                                         '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                         '                                  server.\n'
+                                         '  --client-certificate <str>      Path to a client certificate file for '
+                                         'TLS.\n'
+                                         '  --client-key <str>              Path to a client key file for TLS.\n'
+                                         "  --tls-server-name <str>         The server name to check the server's\n"
+                                         '                                  certificate against (default: the host of\n'
+                                         "                                  the server's address).\n"
+                                         '  --request-timeout <str>         How long one API request may take (e.g. '
+                                         '10s,\n'
+                                         '                                  1m; default 30s).\n'
+                                         '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                         "                                  context's, else default).\n"
+                                         '  -A, --all-namespaces            Every namespace.\n'
+                                         '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                         '  --field-selector <str>          Field selector, where the server supports '
+                                         'it\n'
+                                         '                                  (e.g. metadata.name=x).\n'
+                                         '  -h, --help                      Show this message and exit.\n'
                                          '\n'
                                          '  Examples:\n'
                                          '    gpuctl explain instance notebook -n team-a\n',
@@ -608,30 +765,50 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                     '  [NAMESPACE/]NAME  The Pod.  [required]\n'
                                     '\n'
                                     'Options:\n'
-                                    '  --exit-code              Exit 3 when a gate holds the workload (0 when it\n'
-                                    '                           runs).\n'
-                                    '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                    '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                    '                           columns-file=FILE.  [default: table]\n'
-                                    '  --no-headers             Print tables without their header row.\n'
-                                    '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                    '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                    '                           var: GPUCTL_SNAPSHOT]\n'
-                                    '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                    '                           ~/.kube/config).\n'
-                                    '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                    '                           queue and fragmentation take several).\n'
-                                    '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                    '  --user <str>             The kubeconfig user to use.\n'
-                                    '  -s, --server <str>       The address of the API server.\n'
-                                    '  --token <str>            Bearer token for the API server.\n'
-                                    '  --as <str>               Username to impersonate for the operation.\n'
-                                    '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                    '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                    '                           default 30s).\n'
-                                    "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                                    '                           else default).\n'
-                                    '  -h, --help               Show this message and exit.\n'
+                                    '  --exit-code                     Exit 3 when a gate holds the workload (0\n'
+                                    '                                  when it runs).\n'
+                                    '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                    '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                    '                                  custom-columns=SPEC, custom-columns-\n'
+                                    '                                  file=FILE.  [default: table]\n'
+                                    '  --no-headers                    Print tables without their header row.\n'
+                                    '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                    '                                  With -o jsonpath: a key the data lacks\n'
+                                    '                                  prints nothing (else it is an error).\n'
+                                    '                                  [default: allow-missing-template-keys]\n'
+                                    '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                    '                                  directory of YAML/JSON) instead of a\n'
+                                    '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                    '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                    '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                    '  --context <str>                 The kubeconfig context to use (views,\n'
+                                    '                                  partitions, queue and fragmentation take\n'
+                                    '                                  several).\n'
+                                    '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                    '  --user <str>                    The kubeconfig user to use.\n'
+                                    '  -s, --server <str>              The address of the API server.\n'
+                                    '  --token <str>                   Bearer token for the API server.\n'
+                                    '  --as <str>                      Username to impersonate for the operation.\n'
+                                    '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                    "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                    '                                  name and issuer): the connection is not\n'
+                                    '                                  secure.\n'
+                                    '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                    '                                  server.\n'
+                                    '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                    '  --client-key <str>              Path to a client key file for TLS.\n'
+                                    "  --tls-server-name <str>         The server name to check the server's\n"
+                                    '                                  certificate against (default: the host of\n'
+                                    "                                  the server's address).\n"
+                                    '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                    '                                  1m; default 30s).\n'
+                                    '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                    "                                  context's, else default).\n"
+                                    '  -A, --all-namespaces            Every namespace.\n'
+                                    '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                    '  --field-selector <str>          Field selector, where the server supports it\n'
+                                    '                                  (e.g. metadata.name=x).\n'
+                                    '  -h, --help                      Show this message and exit.\n'
                                     '\n'
                                     '  Examples:\n'
                                     '    gpuctl explain pod train-0 -n team-a\n',
@@ -644,35 +821,57 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '  [NAMESPACE/]NAME  The Workload.  [required]\n'
                                          '\n'
                                          'Options:\n'
-                                         '  --exit-code              Exit 3 when a gate holds the workload (0 when it\n'
-                                         '                           runs).\n'
-                                         '  -o, --output <str>       table, wide, json, yaml, name, '
-                                         'jsonpath=TEMPLATE,\n'
-                                         '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                         '                           columns-file=FILE.  [default: table]\n'
-                                         '  --no-headers             Print tables without their header row.\n'
-                                         '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                         '                           directory of YAML/JSON) instead of a cluster.  '
-                                         '[env\n'
-                                         '                           var: GPUCTL_SNAPSHOT]\n'
-                                         '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
+                                         '  --exit-code                     Exit 3 when a gate holds the workload (0\n'
+                                         '                                  when it runs).\n'
+                                         '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                         '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                         '                                  custom-columns=SPEC, custom-columns-\n'
+                                         '                                  file=FILE.  [default: table]\n'
+                                         '  --no-headers                    Print tables without their header row.\n'
+                                         '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                         '                                  With -o jsonpath: a key the data lacks\n'
+                                         '                                  prints nothing (else it is an error).\n'
+                                         '                                  [default: allow-missing-template-keys]\n'
+                                         '  --snapshot <str>                Read objects from snapshot files (a file '
                                          'or\n'
-                                         '                           ~/.kube/config).\n'
-                                         '  --context <str>          The kubeconfig context to use (views, '
-                                         'partitions,\n'
-                                         '                           queue and fragmentation take several).\n'
-                                         '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                         '  --user <str>             The kubeconfig user to use.\n'
-                                         '  -s, --server <str>       The address of the API server.\n'
-                                         '  --token <str>            Bearer token for the API server.\n'
-                                         '  --as <str>               Username to impersonate for the operation.\n'
-                                         '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                         '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                         '                           default 30s).\n'
-                                         '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                         "context's,\n"
-                                         '                           else default).\n'
-                                         '  -h, --help               Show this message and exit.\n'
+                                         '                                  directory of YAML/JSON) instead of a\n'
+                                         '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                         '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                         '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                         '  --context <str>                 The kubeconfig context to use (views,\n'
+                                         '                                  partitions, queue and fragmentation take\n'
+                                         '                                  several).\n'
+                                         '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                         '  --user <str>                    The kubeconfig user to use.\n'
+                                         '  -s, --server <str>              The address of the API server.\n'
+                                         '  --token <str>                   Bearer token for the API server.\n'
+                                         '  --as <str>                      Username to impersonate for the '
+                                         'operation.\n'
+                                         '  --as-group <str>                Group to impersonate (repeat for '
+                                         'several).\n'
+                                         "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                         '(its\n'
+                                         '                                  name and issuer): the connection is not\n'
+                                         '                                  secure.\n'
+                                         '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                         '                                  server.\n'
+                                         '  --client-certificate <str>      Path to a client certificate file for '
+                                         'TLS.\n'
+                                         '  --client-key <str>              Path to a client key file for TLS.\n'
+                                         "  --tls-server-name <str>         The server name to check the server's\n"
+                                         '                                  certificate against (default: the host of\n'
+                                         "                                  the server's address).\n"
+                                         '  --request-timeout <str>         How long one API request may take (e.g. '
+                                         '10s,\n'
+                                         '                                  1m; default 30s).\n'
+                                         '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                         "                                  context's, else default).\n"
+                                         '  -A, --all-namespaces            Every namespace.\n'
+                                         '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                         '  --field-selector <str>          Field selector, where the server supports '
+                                         'it\n'
+                                         '                                  (e.g. metadata.name=x).\n'
+                                         '  -h, --help                      Show this message and exit.\n'
                                          '\n'
                                          '  Examples:\n'
                                          '    # Which gate holds it, with evidence and a hint\n'
@@ -689,37 +888,60 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  [INSTANCETYPE]...  Pools (default: every accelerated one).\n'
                                       '\n'
                                       'Options:\n'
-                                      '  --shape <str>             A request shape to measure against (ex=CARDS,\n'
-                                      '                            sh=CARDS, sl=PERCENT, pt=PROFILE). Repeatable;\n'
-                                      "                            default: the pending Workloads' shapes.\n"
-                                      '  --free-cards <int range>  Hints free this many whole cards on one node\n'
-                                      '                            (default: the largest pending whole-card request,\n'
-                                      '                            or 1).  [1<=x<=64]\n'
-                                      '  --by-node                 One row per node and view.\n'
-                                      '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                            columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers              Print tables without their header row.\n'
-                                      '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                      '                            directory of YAML/JSON) instead of a cluster.\n'
-                                      '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                      '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                      '                            queue and fragmentation take several).\n'
-                                      '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                      '  --user <str>              The kubeconfig user to use.\n'
-                                      '  -s, --server <str>        The address of the API server.\n'
-                                      '  --token <str>             Bearer token for the API server.\n'
-                                      '  --as <str>                Username to impersonate for the operation.\n'
-                                      '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                            default 30s).\n'
-                                      '  --all-contexts            Read every context of the kubeconfig, one cluster\n'
-                                      '                            each.\n'
-                                      '  --by-cluster              With several clusters: one row per cluster instead\n'
-                                      '                            of their sum.\n'
-                                      '  -h, --help                Show this message and exit.\n'
+                                      '  --shape <str>                   A request shape to measure against\n'
+                                      '                                  (ex=CARDS, sh=CARDS, sl=PERCENT,\n'
+                                      '                                  pt=PROFILE). Repeatable; default: the\n'
+                                      "                                  pending Workloads' shapes.\n"
+                                      '  --free-cards <int range>        Hints free this many whole cards on one node\n'
+                                      '                                  (default: the largest pending whole-card\n'
+                                      '                                  request, or 1).  [1<=x<=64]\n'
+                                      '  --by-node                       One row per node and view.\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                                      '                                  cluster each.\n'
+                                      '  --by-cluster                    With several clusters: one row per cluster\n'
+                                      '                                  instead of their sum.\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       "    # Every pool against its pending Workloads' shapes, with hints to free "
@@ -729,39 +951,68 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '    # One pool against shapes of your choosing, per node\n'
                                       '    gpuctl fragmentation gpustack--nvidia-a10g-linux-amd64 --shape ex=2 --shape '
                                       'sl=60 --by-node\n',
-                     'hold': 'Usage: gpuctl hold [OPTIONS] {INSTANCETYPE}\n'
+                     'hold': 'Usage: gpuctl hold [OPTIONS] [INSTANCETYPE]...\n'
                              '\n'
-                             '  Block admission to a pool; running workloads keep running (InstanceType\n'
-                             '  spec.inactive=true → queue Hold).\n'
+                             '  Block admission to pools; running workloads keep running. This sets\n'
+                             "  InstanceType spec.inactive=true; the worker's InstanceType reconciler then\n"
+                             "  sets the ClusterQueue's stopPolicy to Hold (--wait follows it).\n"
                              '\n'
                              'Arguments:\n'
-                             "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                             '                [required]\n'
+                             "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                             '                     name); or choose them with -l/--field-selector.\n'
                              '\n'
                              'Options:\n'
-                             '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                             '                           would change; server: the API server validates,\n'
-                             '                           stores nothing.  [default: none]\n'
-                             '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                             '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                             '                           columns-file=FILE.  [default: table]\n'
-                             '  --no-headers             Print tables without their header row.\n'
-                             '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                             '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                             '                           var: GPUCTL_SNAPSHOT]\n'
-                             '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                             '                           ~/.kube/config).\n'
-                             '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                             '                           queue and fragmentation take several).\n'
-                             '  --cluster <str>          The kubeconfig cluster to use.\n'
-                             '  --user <str>             The kubeconfig user to use.\n'
-                             '  -s, --server <str>       The address of the API server.\n'
-                             '  --token <str>            Bearer token for the API server.\n'
-                             '  --as <str>               Username to impersonate for the operation.\n'
-                             '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                             '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                             '                           default 30s).\n'
-                             '  -h, --help               Show this message and exit.\n'
+                             '  --wait                          Wait until the worker has put each\n'
+                             '                                  ClusterQueue on Hold (stopPolicy Hold).\n'
+                             '  --timeout <str>                 How long to wait with --wait: a duration\n'
+                             '                                  such as 90s or 10m.  [default: 2m]\n'
+                             '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                             '                                  what would change; server: the API server\n'
+                             '                                  validates, stores nothing.  [default: none]\n'
+                             '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                             '                                  on a terminal.\n'
+                             '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                             '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                             '                                  custom-columns=SPEC, custom-columns-\n'
+                             '                                  file=FILE.  [default: table]\n'
+                             '  --no-headers                    Print tables without their header row.\n'
+                             '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                             '                                  With -o jsonpath: a key the data lacks\n'
+                             '                                  prints nothing (else it is an error).\n'
+                             '                                  [default: allow-missing-template-keys]\n'
+                             '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                             '                                  directory of YAML/JSON) instead of a\n'
+                             '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                             '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                             '                                  $KUBECONFIG or ~/.kube/config).\n'
+                             '  --context <str>                 The kubeconfig context to use (views,\n'
+                             '                                  partitions, queue and fragmentation take\n'
+                             '                                  several).\n'
+                             '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                             '  --user <str>                    The kubeconfig user to use.\n'
+                             '  -s, --server <str>              The address of the API server.\n'
+                             '  --token <str>                   Bearer token for the API server.\n'
+                             '  --as <str>                      Username to impersonate for the operation.\n'
+                             '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                             "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                             '                                  name and issuer): the connection is not\n'
+                             '                                  secure.\n'
+                             '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                             '                                  server.\n'
+                             '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                             '  --client-key <str>              Path to a client key file for TLS.\n'
+                             "  --tls-server-name <str>         The server name to check the server's\n"
+                             '                                  certificate against (default: the host of\n'
+                             "                                  the server's address).\n"
+                             '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                             '                                  1m; default 30s).\n'
+                             '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                             "                                  context's, else default).\n"
+                             '  -A, --all-namespaces            Every namespace.\n'
+                             '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                             '  --field-selector <str>          Field selector, where the server supports it\n'
+                             '                                  (e.g. metadata.name=x).\n'
+                             '  -h, --help                      Show this message and exit.\n'
                              '\n'
                              '  Examples:\n'
                              '    gpuctl hold gpustack--nvidia-a10g-linux-amd64\n'
@@ -786,36 +1037,52 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  Instances with their type, phase and node.\n'
                                       '\n'
                                       'Options:\n'
-                                      '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                      '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                            columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers              Print tables without their header row.\n'
-                                      '  --sort-by <str>           Sort the list by a JSONPath expression (e.g.\n'
-                                      '                            .remaining).\n'
-                                      '  --show-labels             Add a LABELS column to tables.\n'
-                                      '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                      '                            directory of YAML/JSON) instead of a cluster.\n'
-                                      '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                      '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                      '                            queue and fragmentation take several).\n'
-                                      '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                      '  --user <str>              The kubeconfig user to use.\n'
-                                      '  -s, --server <str>        The address of the API server.\n'
-                                      '  --token <str>             Bearer token for the API server.\n'
-                                      '  --as <str>                Username to impersonate for the operation.\n'
-                                      '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                            default 30s).\n'
-                                      "  -n, --namespace <str>     The namespace (default: the kubeconfig context's,\n"
-                                      '                            else default).\n'
-                                      '  -A, --all-namespaces      Every namespace.\n'
-                                      '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                      '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
-                                      '                            metadata.name=x).\n'
-                                      '  -h, --help                Show this message and exit.\n'
+                                      '  -t, --instancetype <str>        Only the Instances of this InstanceType.\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                      '                                  .remaining).\n'
+                                      '  --show-labels                   Add a LABELS column to tables.\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       '    gpuctl instance list -A\n'
@@ -831,41 +1098,59 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        '  [NAME]...  The Instances, by name.\n'
                                        '\n'
                                        'Options:\n'
-                                       '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                       '  --all                     Every Instance of the namespace (or of all with\n'
-                                       '                            -A).\n'
-                                       '  --dry-run <str>           none: change the cluster; client: only say what\n'
-                                       '                            would change; server: the API server validates,\n'
-                                       '                            stores nothing.  [default: none]\n'
-                                       '  -y, --yes                 Do not ask: needed for bulk changes when not on a\n'
-                                       '                            terminal.\n'
-                                       '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                       '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                       '                            columns-file=FILE.  [default: table]\n'
-                                       '  --no-headers              Print tables without their header row.\n'
-                                       '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                       '                            directory of YAML/JSON) instead of a cluster.\n'
-                                       '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                       '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                       '                            or ~/.kube/config).\n'
-                                       '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                       '                            queue and fragmentation take several).\n'
-                                       '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                       '  --user <str>              The kubeconfig user to use.\n'
-                                       '  -s, --server <str>        The address of the API server.\n'
-                                       '  --token <str>             Bearer token for the API server.\n'
-                                       '  --as <str>                Username to impersonate for the operation.\n'
-                                       '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                       '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                       '                            default 30s).\n'
-                                       "  -n, --namespace <str>     The namespace (default: the kubeconfig context's,\n"
-                                       '                            else default).\n'
-                                       '  -A, --all-namespaces      Every namespace.\n'
-                                       '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                       '  --field-selector <str>    Field selector, where the server supports it '
-                                       '(e.g.\n'
-                                       '                            metadata.name=x).\n'
-                                       '  -h, --help                Show this message and exit.\n'
+                                       '  -t, --instancetype <str>        Only the Instances of this InstanceType.\n'
+                                       '  --all                           Every Instance of the namespace (or of all\n'
+                                       '                                  with -A).\n'
+                                       '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                                       '                                  what would change; server: the API server\n'
+                                       '                                  validates, stores nothing.  [default: none]\n'
+                                       '  -y, --yes                       Do not ask: needed for bulk changes when '
+                                       'not\n'
+                                       '                                  on a terminal.\n'
+                                       '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                       '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                       '                                  custom-columns=SPEC, custom-columns-\n'
+                                       '                                  file=FILE.  [default: table]\n'
+                                       '  --no-headers                    Print tables without their header row.\n'
+                                       '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                       '                                  With -o jsonpath: a key the data lacks\n'
+                                       '                                  prints nothing (else it is an error).\n'
+                                       '                                  [default: allow-missing-template-keys]\n'
+                                       '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                       '                                  directory of YAML/JSON) instead of a\n'
+                                       '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                       '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                       '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                       '  --context <str>                 The kubeconfig context to use (views,\n'
+                                       '                                  partitions, queue and fragmentation take\n'
+                                       '                                  several).\n'
+                                       '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                       '  --user <str>                    The kubeconfig user to use.\n'
+                                       '  -s, --server <str>              The address of the API server.\n'
+                                       '  --token <str>                   Bearer token for the API server.\n'
+                                       '  --as <str>                      Username to impersonate for the operation.\n'
+                                       '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                       "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                       '                                  name and issuer): the connection is not\n'
+                                       '                                  secure.\n'
+                                       '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                       '                                  server.\n'
+                                       '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                       '  --client-key <str>              Path to a client key file for TLS.\n'
+                                       "  --tls-server-name <str>         The server name to check the server's\n"
+                                       '                                  certificate against (default: the host of\n'
+                                       "                                  the server's address).\n"
+                                       '  --request-timeout <str>         How long one API request may take (e.g. '
+                                       '10s,\n'
+                                       '                                  1m; default 30s).\n'
+                                       '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                       "                                  context's, else default).\n"
+                                       '  -A, --all-namespaces            Every namespace.\n'
+                                       '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                       '  --field-selector <str>          Field selector, where the server supports '
+                                       'it\n'
+                                       '                                  (e.g. metadata.name=x).\n'
+                                       '  -h, --help                      Show this message and exit.\n'
                                        '\n'
                                        '  Examples:\n'
                                        '    gpuctl instance start notebook -n team-a\n',
@@ -879,40 +1164,56 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  [NAME]...  The Instances, by name.\n'
                                       '\n'
                                       'Options:\n'
-                                      '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                      '  --all                     Every Instance of the namespace (or of all with\n'
-                                      '                            -A).\n'
-                                      '  --dry-run <str>           none: change the cluster; client: only say what\n'
-                                      '                            would change; server: the API server validates,\n'
-                                      '                            stores nothing.  [default: none]\n'
-                                      '  -y, --yes                 Do not ask: needed for bulk changes when not on a\n'
-                                      '                            terminal.\n'
-                                      '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                            columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers              Print tables without their header row.\n'
-                                      '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                      '                            directory of YAML/JSON) instead of a cluster.\n'
-                                      '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                      '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                      '                            queue and fragmentation take several).\n'
-                                      '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                      '  --user <str>              The kubeconfig user to use.\n'
-                                      '  -s, --server <str>        The address of the API server.\n'
-                                      '  --token <str>             Bearer token for the API server.\n'
-                                      '  --as <str>                Username to impersonate for the operation.\n'
-                                      '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                            default 30s).\n'
-                                      "  -n, --namespace <str>     The namespace (default: the kubeconfig context's,\n"
-                                      '                            else default).\n'
-                                      '  -A, --all-namespaces      Every namespace.\n'
-                                      '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                      '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
-                                      '                            metadata.name=x).\n'
-                                      '  -h, --help                Show this message and exit.\n'
+                                      '  -t, --instancetype <str>        Only the Instances of this InstanceType.\n'
+                                      '  --all                           Every Instance of the namespace (or of all\n'
+                                      '                                  with -A).\n'
+                                      '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                                      '                                  what would change; server: the API server\n'
+                                      '                                  validates, stores nothing.  [default: none]\n'
+                                      '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                                      '                                  on a terminal.\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       '    gpuctl instance stop notebook -n team-a\n'
@@ -949,37 +1250,74 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  NAME  The InstanceType.  [required]\n'
                                               '\n'
                                               'Options:\n'
-                                              '  --dry-run <str>          none: change the cluster; client: only say '
-                                              'what\n'
-                                              '                           would change; server: the API server '
-                                              'validates,\n'
-                                              '                           stores nothing.  [default: none]\n'
-                                              '  -o, --output <str>       table, wide, json, yaml, name, '
-                                              'jsonpath=TEMPLATE,\n'
-                                              '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                              'custom-\n'
-                                              '                           columns-file=FILE.  [default: table]\n'
-                                              '  --no-headers             Print tables without their header row.\n'
-                                              '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                              '                           directory of YAML/JSON) instead of a '
-                                              'cluster.  [env\n'
-                                              '                           var: GPUCTL_SNAPSHOT]\n'
-                                              '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                              '$KUBECONFIG or\n'
-                                              '                           ~/.kube/config).\n'
-                                              '  --context <str>          The kubeconfig context to use (views, '
-                                              'partitions,\n'
-                                              '                           queue and fragmentation take several).\n'
-                                              '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                              '  --user <str>             The kubeconfig user to use.\n'
-                                              '  -s, --server <str>       The address of the API server.\n'
-                                              '  --token <str>            Bearer token for the API server.\n'
-                                              '  --as <str>               Username to impersonate for the operation.\n'
-                                              '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                              '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                              '1m;\n'
-                                              '                           default 30s).\n'
-                                              '  -h, --help               Show this message and exit.\n'
+                                              '  --dry-run <str>                 none: change the cluster; client: '
+                                              'only say\n'
+                                              '                                  what would change; server: the API '
+                                              'server\n'
+                                              '                                  validates, stores nothing.  [default: '
+                                              'none]\n'
+                                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                              '                                  jsonpath=TEMPLATE, '
+                                              'jsonpath-file=FILE,\n'
+                                              '                                  custom-columns=SPEC, custom-columns-\n'
+                                              '                                  file=FILE.  [default: table]\n'
+                                              '  --no-headers                    Print tables without their header '
+                                              'row.\n'
+                                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                              '                                  With -o jsonpath: a key the data '
+                                              'lacks\n'
+                                              '                                  prints nothing (else it is an '
+                                              'error).\n'
+                                              '                                  [default: '
+                                              'allow-missing-template-keys]\n'
+                                              '  --snapshot <str>                Read objects from snapshot files (a '
+                                              'file or\n'
+                                              '                                  directory of YAML/JSON) instead of a\n'
+                                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                              '  --context <str>                 The kubeconfig context to use '
+                                              '(views,\n'
+                                              '                                  partitions, queue and fragmentation '
+                                              'take\n'
+                                              '                                  several).\n'
+                                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                              '  --user <str>                    The kubeconfig user to use.\n'
+                                              '  -s, --server <str>              The address of the API server.\n'
+                                              '  --token <str>                   Bearer token for the API server.\n'
+                                              '  --as <str>                      Username to impersonate for the '
+                                              'operation.\n'
+                                              '  --as-group <str>                Group to impersonate (repeat for '
+                                              'several).\n'
+                                              "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                              '(its\n'
+                                              '                                  name and issuer): the connection is '
+                                              'not\n'
+                                              '                                  secure.\n'
+                                              '  --certificate-authority <str>   Path to a CA certificate file for '
+                                              'the\n'
+                                              '                                  server.\n'
+                                              '  --client-certificate <str>      Path to a client certificate file for '
+                                              'TLS.\n'
+                                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                                              '  --tls-server-name <str>         The server name to check the '
+                                              "server's\n"
+                                              '                                  certificate against (default: the '
+                                              'host of\n'
+                                              "                                  the server's address).\n"
+                                              '  --request-timeout <str>         How long one API request may take '
+                                              '(e.g. 10s,\n'
+                                              '                                  1m; default 30s).\n'
+                                              '  -n, --namespace <str>           The namespace (default: the '
+                                              'kubeconfig\n'
+                                              "                                  context's, else default).\n"
+                                              '  -A, --all-namespaces            Every namespace.\n'
+                                              '  -l, --selector <str>            Label selector (e.g. '
+                                              'key=value,other!=x).\n'
+                                              '  --field-selector <str>          Field selector, where the server '
+                                              'supports it\n'
+                                              '                                  (e.g. metadata.name=x).\n'
+                                              '  -h, --help                      Show this message and exit.\n'
                                               '\n'
                                               '  Examples:\n'
                                               '    gpuctl instancetype activate a10g-12c128g\n',
@@ -992,38 +1330,65 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            'server.\n'
                                            '\n'
                                            'Options:\n'
-                                           '  -f, --filename <str>     The manifest (YAML/JSON).  [required]\n'
-                                           '  --dry-run <str>          none: change the cluster; client: only say '
-                                           'what\n'
-                                           '                           would change; server: the API server '
-                                           'validates,\n'
-                                           '                           stores nothing.  [default: none]\n'
-                                           '  -o, --output <str>       table, wide, json, yaml, name, '
-                                           'jsonpath=TEMPLATE,\n'
-                                           '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                           'custom-\n'
-                                           '                           columns-file=FILE.  [default: table]\n'
-                                           '  --no-headers             Print tables without their header row.\n'
-                                           '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                           '                           directory of YAML/JSON) instead of a cluster.  '
-                                           '[env\n'
-                                           '                           var: GPUCTL_SNAPSHOT]\n'
-                                           '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                           '$KUBECONFIG or\n'
-                                           '                           ~/.kube/config).\n'
-                                           '  --context <str>          The kubeconfig context to use (views, '
-                                           'partitions,\n'
-                                           '                           queue and fragmentation take several).\n'
-                                           '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                           '  --user <str>             The kubeconfig user to use.\n'
-                                           '  -s, --server <str>       The address of the API server.\n'
-                                           '  --token <str>            Bearer token for the API server.\n'
-                                           '  --as <str>               Username to impersonate for the operation.\n'
-                                           '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                           '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                           '1m;\n'
-                                           '                           default 30s).\n'
-                                           '  -h, --help               Show this message and exit.\n'
+                                           '  -f, --filename <str>            The manifest (YAML/JSON).  [required]\n'
+                                           '  --dry-run <str>                 none: change the cluster; client: only '
+                                           'say\n'
+                                           '                                  what would change; server: the API '
+                                           'server\n'
+                                           '                                  validates, stores nothing.  [default: '
+                                           'none]\n'
+                                           '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                           '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                           '                                  custom-columns=SPEC, custom-columns-\n'
+                                           '                                  file=FILE.  [default: table]\n'
+                                           '  --no-headers                    Print tables without their header row.\n'
+                                           '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                           '                                  With -o jsonpath: a key the data lacks\n'
+                                           '                                  prints nothing (else it is an error).\n'
+                                           '                                  [default: allow-missing-template-keys]\n'
+                                           '  --snapshot <str>                Read objects from snapshot files (a file '
+                                           'or\n'
+                                           '                                  directory of YAML/JSON) instead of a\n'
+                                           '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                           '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                           '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                           '  --context <str>                 The kubeconfig context to use (views,\n'
+                                           '                                  partitions, queue and fragmentation '
+                                           'take\n'
+                                           '                                  several).\n'
+                                           '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                           '  --user <str>                    The kubeconfig user to use.\n'
+                                           '  -s, --server <str>              The address of the API server.\n'
+                                           '  --token <str>                   Bearer token for the API server.\n'
+                                           '  --as <str>                      Username to impersonate for the '
+                                           'operation.\n'
+                                           '  --as-group <str>                Group to impersonate (repeat for '
+                                           'several).\n'
+                                           "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                           '(its\n'
+                                           '                                  name and issuer): the connection is not\n'
+                                           '                                  secure.\n'
+                                           '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                           '                                  server.\n'
+                                           '  --client-certificate <str>      Path to a client certificate file for '
+                                           'TLS.\n'
+                                           '  --client-key <str>              Path to a client key file for TLS.\n'
+                                           "  --tls-server-name <str>         The server name to check the server's\n"
+                                           '                                  certificate against (default: the host '
+                                           'of\n'
+                                           "                                  the server's address).\n"
+                                           '  --request-timeout <str>         How long one API request may take (e.g. '
+                                           '10s,\n'
+                                           '                                  1m; default 30s).\n'
+                                           '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                           "                                  context's, else default).\n"
+                                           '  -A, --all-namespaces            Every namespace.\n'
+                                           '  -l, --selector <str>            Label selector (e.g. '
+                                           'key=value,other!=x).\n'
+                                           '  --field-selector <str>          Field selector, where the server '
+                                           'supports it\n'
+                                           '                                  (e.g. metadata.name=x).\n'
+                                           '  -h, --help                      Show this message and exit.\n'
                                            '\n'
                                            '  Examples:\n'
                                            '    gpuctl instancetype apply -f type.yaml\n',
@@ -1037,50 +1402,81 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  [NAME]  The InstanceType (from -f when omitted).\n'
                                             '\n'
                                             'Options:\n'
-                                            '  -f, --filename <str>       Create from a manifest (YAML/JSON).\n'
-                                            '  --accelerator-group <str>  The accelerator node key, e.g. nvidia-a10g.\n'
-                                            '  --cpu-only                 A CPU-only type (unit CPU is 1).\n'
-                                            '  --os <str>                 kubernetes.io/os of the pool.  [default: '
-                                            'linux]\n'
-                                            '  --arch <str>               kubernetes.io/arch of the pool.  [default: '
-                                            'amd64]\n'
-                                            '  --unit-cpu <str>           Cores per unit (a whole number).\n'
-                                            '  --unit-ram <str>           RAM per unit, e.g. 64Gi.\n'
-                                            '  --local-storage <str>      Local storage, e.g. 100Gi.  [default: '
+                                            '  -f, --filename <str>            Create from a manifest (YAML/JSON).\n'
+                                            '  --accelerator-group <str>       The accelerator node key, e.g. '
+                                            'nvidia-a10g.\n'
+                                            '  --cpu-only                      A CPU-only type (unit CPU is 1).\n'
+                                            '  --os <str>                      kubernetes.io/os of the pool.  '
+                                            '[default:\n'
+                                            '                                  linux]\n'
+                                            '  --arch <str>                    kubernetes.io/arch of the pool.  '
+                                            '[default:\n'
+                                            '                                  amd64]\n'
+                                            '  --unit-cpu <str>                Cores per unit (a whole number).\n'
+                                            '  --unit-ram <str>                RAM per unit, e.g. 64Gi.\n'
+                                            '  --local-storage <str>           Local storage, e.g. 100Gi.  [default: '
                                             '100Gi]\n'
-                                            '  --display-name <str>       A display name.\n'
-                                            '  --description <str>        A description.\n'
-                                            '  --dry-run <str>            none: change the cluster; client: only say '
-                                            'what\n'
-                                            '                             would change; server: the API server '
-                                            'validates,\n'
-                                            '                             stores nothing.  [default: none]\n'
-                                            '  -o, --output <str>         table, wide, json, yaml, name, '
-                                            'jsonpath=TEMPLATE,\n'
-                                            '                             jsonpath-file=FILE, custom-columns=SPEC, '
-                                            'custom-\n'
-                                            '                             columns-file=FILE.  [default: table]\n'
-                                            '  --no-headers               Print tables without their header row.\n'
-                                            '  --snapshot <str>           Read objects from snapshot files (a file or\n'
-                                            '                             directory of YAML/JSON) instead of a '
-                                            'cluster.\n'
-                                            '                             [env var: GPUCTL_SNAPSHOT]\n'
-                                            '  --kubeconfig <str>         Path to the kubeconfig file (default '
-                                            '$KUBECONFIG\n'
-                                            '                             or ~/.kube/config).\n'
-                                            '  --context <str>            The kubeconfig context to use (views, '
-                                            'partitions,\n'
-                                            '                             queue and fragmentation take several).\n'
-                                            '  --cluster <str>            The kubeconfig cluster to use.\n'
-                                            '  --user <str>               The kubeconfig user to use.\n'
-                                            '  -s, --server <str>         The address of the API server.\n'
-                                            '  --token <str>              Bearer token for the API server.\n'
-                                            '  --as <str>                 Username to impersonate for the operation.\n'
-                                            '  --as-group <str>           Group to impersonate (repeat for several).\n'
-                                            '  --request-timeout <str>    How long one API request may take (e.g. 10s, '
-                                            '1m;\n'
-                                            '                             default 30s).\n'
-                                            '  -h, --help                 Show this message and exit.\n'
+                                            '  --display-name <str>            A display name.\n'
+                                            '  --description <str>             A description.\n'
+                                            '  --dry-run <str>                 none: change the cluster; client: only '
+                                            'say\n'
+                                            '                                  what would change; server: the API '
+                                            'server\n'
+                                            '                                  validates, stores nothing.  [default: '
+                                            'none]\n'
+                                            '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                            '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                            '                                  custom-columns=SPEC, custom-columns-\n'
+                                            '                                  file=FILE.  [default: table]\n'
+                                            '  --no-headers                    Print tables without their header row.\n'
+                                            '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                            '                                  With -o jsonpath: a key the data lacks\n'
+                                            '                                  prints nothing (else it is an error).\n'
+                                            '                                  [default: allow-missing-template-keys]\n'
+                                            '  --snapshot <str>                Read objects from snapshot files (a '
+                                            'file or\n'
+                                            '                                  directory of YAML/JSON) instead of a\n'
+                                            '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                            '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                            '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                            '  --context <str>                 The kubeconfig context to use (views,\n'
+                                            '                                  partitions, queue and fragmentation '
+                                            'take\n'
+                                            '                                  several).\n'
+                                            '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                            '  --user <str>                    The kubeconfig user to use.\n'
+                                            '  -s, --server <str>              The address of the API server.\n'
+                                            '  --token <str>                   Bearer token for the API server.\n'
+                                            '  --as <str>                      Username to impersonate for the '
+                                            'operation.\n'
+                                            '  --as-group <str>                Group to impersonate (repeat for '
+                                            'several).\n'
+                                            "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                            '(its\n'
+                                            '                                  name and issuer): the connection is '
+                                            'not\n'
+                                            '                                  secure.\n'
+                                            '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                            '                                  server.\n'
+                                            '  --client-certificate <str>      Path to a client certificate file for '
+                                            'TLS.\n'
+                                            '  --client-key <str>              Path to a client key file for TLS.\n'
+                                            "  --tls-server-name <str>         The server name to check the server's\n"
+                                            '                                  certificate against (default: the host '
+                                            'of\n'
+                                            "                                  the server's address).\n"
+                                            '  --request-timeout <str>         How long one API request may take (e.g. '
+                                            '10s,\n'
+                                            '                                  1m; default 30s).\n'
+                                            '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                            "                                  context's, else default).\n"
+                                            '  -A, --all-namespaces            Every namespace.\n'
+                                            '  -l, --selector <str>            Label selector (e.g. '
+                                            'key=value,other!=x).\n'
+                                            '  --field-selector <str>          Field selector, where the server '
+                                            'supports it\n'
+                                            '                                  (e.g. metadata.name=x).\n'
+                                            '  -h, --help                      Show this message and exit.\n'
                                             '\n'
                                             '  Examples:\n'
                                             '    gpuctl instancetype create a10g-12c128g --accelerator-group '
@@ -1096,40 +1492,78 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                 '  NAME  The InstanceType.  [required]\n'
                                                 '\n'
                                                 'Options:\n'
-                                                '  --dry-run <str>          none: change the cluster; client: only say '
-                                                'what\n'
-                                                '                           would change; server: the API server '
-                                                'validates,\n'
-                                                '                           stores nothing.  [default: none]\n'
-                                                '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                'jsonpath=TEMPLATE,\n'
-                                                '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                                'custom-\n'
-                                                '                           columns-file=FILE.  [default: table]\n'
-                                                '  --no-headers             Print tables without their header row.\n'
-                                                '  --snapshot <str>         Read objects from snapshot files (a file '
-                                                'or\n'
-                                                '                           directory of YAML/JSON) instead of a '
-                                                'cluster.  [env\n'
-                                                '                           var: GPUCTL_SNAPSHOT]\n'
-                                                '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                '$KUBECONFIG or\n'
-                                                '                           ~/.kube/config).\n'
-                                                '  --context <str>          The kubeconfig context to use (views, '
-                                                'partitions,\n'
-                                                '                           queue and fragmentation take several).\n'
-                                                '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                '  --user <str>             The kubeconfig user to use.\n'
-                                                '  -s, --server <str>       The address of the API server.\n'
-                                                '  --token <str>            Bearer token for the API server.\n'
-                                                '  --as <str>               Username to impersonate for the '
+                                                '  --dry-run <str>                 none: change the cluster; client: '
+                                                'only say\n'
+                                                '                                  what would change; server: the API '
+                                                'server\n'
+                                                '                                  validates, stores nothing.  '
+                                                '[default: none]\n'
+                                                '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                '                                  jsonpath=TEMPLATE, '
+                                                'jsonpath-file=FILE,\n'
+                                                '                                  custom-columns=SPEC, '
+                                                'custom-columns-\n'
+                                                '                                  file=FILE.  [default: table]\n'
+                                                '  --no-headers                    Print tables without their header '
+                                                'row.\n'
+                                                '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                                '                                  With -o jsonpath: a key the data '
+                                                'lacks\n'
+                                                '                                  prints nothing (else it is an '
+                                                'error).\n'
+                                                '                                  [default: '
+                                                'allow-missing-template-keys]\n'
+                                                '  --snapshot <str>                Read objects from snapshot files (a '
+                                                'file or\n'
+                                                '                                  directory of YAML/JSON) instead of '
+                                                'a\n'
+                                                '                                  cluster.  [env var: '
+                                                'GPUCTL_SNAPSHOT]\n'
+                                                '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                '(default\n'
+                                                '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                '  --context <str>                 The kubeconfig context to use '
+                                                '(views,\n'
+                                                '                                  partitions, queue and fragmentation '
+                                                'take\n'
+                                                '                                  several).\n'
+                                                '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                '  --user <str>                    The kubeconfig user to use.\n'
+                                                '  -s, --server <str>              The address of the API server.\n'
+                                                '  --token <str>                   Bearer token for the API server.\n'
+                                                '  --as <str>                      Username to impersonate for the '
                                                 'operation.\n'
-                                                '  --as-group <str>         Group to impersonate (repeat for '
+                                                '  --as-group <str>                Group to impersonate (repeat for '
                                                 'several).\n'
-                                                '  --request-timeout <str>  How long one API request may take (e.g. '
-                                                '10s, 1m;\n'
-                                                '                           default 30s).\n'
-                                                '  -h, --help               Show this message and exit.\n'
+                                                "  --insecure-skip-tls-verify      Do not check the server's "
+                                                'certificate (its\n'
+                                                '                                  name and issuer): the connection is '
+                                                'not\n'
+                                                '                                  secure.\n'
+                                                '  --certificate-authority <str>   Path to a CA certificate file for '
+                                                'the\n'
+                                                '                                  server.\n'
+                                                '  --client-certificate <str>      Path to a client certificate file '
+                                                'for TLS.\n'
+                                                '  --client-key <str>              Path to a client key file for TLS.\n'
+                                                '  --tls-server-name <str>         The server name to check the '
+                                                "server's\n"
+                                                '                                  certificate against (default: the '
+                                                'host of\n'
+                                                "                                  the server's address).\n"
+                                                '  --request-timeout <str>         How long one API request may take '
+                                                '(e.g. 10s,\n'
+                                                '                                  1m; default 30s).\n'
+                                                '  -n, --namespace <str>           The namespace (default: the '
+                                                'kubeconfig\n'
+                                                "                                  context's, else default).\n"
+                                                '  -A, --all-namespaces            Every namespace.\n'
+                                                '  -l, --selector <str>            Label selector (e.g. '
+                                                'key=value,other!=x).\n'
+                                                '  --field-selector <str>          Field selector, where the server '
+                                                'supports it\n'
+                                                '                                  (e.g. metadata.name=x).\n'
+                                                '  -h, --help                      Show this message and exit.\n'
                                                 '\n'
                                                 '  Examples:\n'
                                                 '    gpuctl instancetype deactivate a10g-12c128g\n',
@@ -1142,37 +1576,65 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  NAME  The InstanceType.  [required]\n'
                                             '\n'
                                             'Options:\n'
-                                            '  --wait                   Wait until the InstanceType is gone (its '
-                                            'queue\n'
-                                            '                           drains first).\n'
-                                            '  --timeout <str>          How long to wait with --wait: a duration such '
-                                            'as\n'
-                                            '                           90s or 10m.  [default: 10m]\n'
-                                            '  --dry-run <str>          none: change the cluster; client: only say '
-                                            'what\n'
-                                            '                           would change; server: the API server '
-                                            'validates,\n'
-                                            '                           stores nothing.  [default: none]\n'
-                                            '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                            '                           directory of YAML/JSON) instead of a cluster.  '
-                                            '[env\n'
-                                            '                           var: GPUCTL_SNAPSHOT]\n'
-                                            '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                            '$KUBECONFIG or\n'
-                                            '                           ~/.kube/config).\n'
-                                            '  --context <str>          The kubeconfig context to use (views, '
-                                            'partitions,\n'
-                                            '                           queue and fragmentation take several).\n'
-                                            '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                            '  --user <str>             The kubeconfig user to use.\n'
-                                            '  -s, --server <str>       The address of the API server.\n'
-                                            '  --token <str>            Bearer token for the API server.\n'
-                                            '  --as <str>               Username to impersonate for the operation.\n'
-                                            '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                            '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                            '1m;\n'
-                                            '                           default 30s).\n'
-                                            '  -h, --help               Show this message and exit.\n'
+                                            '  --wait                         Wait until the InstanceType is gone '
+                                            '(its\n'
+                                            '                                 queue drains first).\n'
+                                            '  --timeout <str>                How long to wait with --wait: a duration '
+                                            'such\n'
+                                            '                                 as 90s or 10m.  [default: 10m]\n'
+                                            '  --dry-run <str>                none: change the cluster; client: only '
+                                            'say\n'
+                                            '                                 what would change; server: the API '
+                                            'server\n'
+                                            '                                 validates, stores nothing.  [default: '
+                                            'none]\n'
+                                            '  --ignore-not-found             An InstanceType that does not exist is '
+                                            'not an\n'
+                                            '                                 error.\n'
+                                            '  --snapshot <str>               Read objects from snapshot files (a file '
+                                            'or\n'
+                                            '                                 directory of YAML/JSON) instead of a '
+                                            'cluster.\n'
+                                            '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                            '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                            '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                            '  --context <str>                The kubeconfig context to use (views,\n'
+                                            '                                 partitions, queue and fragmentation '
+                                            'take\n'
+                                            '                                 several).\n'
+                                            '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                            '  --user <str>                   The kubeconfig user to use.\n'
+                                            '  -s, --server <str>             The address of the API server.\n'
+                                            '  --token <str>                  Bearer token for the API server.\n'
+                                            '  --as <str>                     Username to impersonate for the '
+                                            'operation.\n'
+                                            '  --as-group <str>               Group to impersonate (repeat for '
+                                            'several).\n'
+                                            "  --insecure-skip-tls-verify     Do not check the server's certificate "
+                                            '(its\n'
+                                            '                                 name and issuer): the connection is not\n'
+                                            '                                 secure.\n'
+                                            '  --certificate-authority <str>  Path to a CA certificate file for the '
+                                            'server.\n'
+                                            '  --client-certificate <str>     Path to a client certificate file for '
+                                            'TLS.\n'
+                                            '  --client-key <str>             Path to a client key file for TLS.\n'
+                                            "  --tls-server-name <str>        The server name to check the server's\n"
+                                            '                                 certificate against (default: the host '
+                                            'of the\n'
+                                            "                                 server's address).\n"
+                                            '  --request-timeout <str>        How long one API request may take (e.g. '
+                                            '10s,\n'
+                                            '                                 1m; default 30s).\n'
+                                            '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                            "                                 context's, else default).\n"
+                                            '  -A, --all-namespaces           Every namespace.\n'
+                                            '  -l, --selector <str>           Label selector (e.g. '
+                                            'key=value,other!=x).\n'
+                                            '  --field-selector <str>         Field selector, where the server '
+                                            'supports it\n'
+                                            '                                 (e.g. metadata.name=x).\n'
+                                            '  -h, --help                     Show this message and exit.\n'
                                             '\n'
                                             '  Examples:\n'
                                             '    gpuctl instancetype delete a10g-12c128g --wait\n',
@@ -1185,26 +1647,52 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  NAME  The InstanceType.  [required]\n'
                                               '\n'
                                               'Options:\n'
-                                              '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                              '                           directory of YAML/JSON) instead of a '
-                                              'cluster.  [env\n'
-                                              '                           var: GPUCTL_SNAPSHOT]\n'
-                                              '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                              '$KUBECONFIG or\n'
-                                              '                           ~/.kube/config).\n'
-                                              '  --context <str>          The kubeconfig context to use (views, '
-                                              'partitions,\n'
-                                              '                           queue and fragmentation take several).\n'
-                                              '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                              '  --user <str>             The kubeconfig user to use.\n'
-                                              '  -s, --server <str>       The address of the API server.\n'
-                                              '  --token <str>            Bearer token for the API server.\n'
-                                              '  --as <str>               Username to impersonate for the operation.\n'
-                                              '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                              '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                              '1m;\n'
-                                              '                           default 30s).\n'
-                                              '  -h, --help               Show this message and exit.\n'
+                                              '  --snapshot <str>               Read objects from snapshot files (a '
+                                              'file or\n'
+                                              '                                 directory of YAML/JSON) instead of a '
+                                              'cluster.\n'
+                                              '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                              '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                              '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                              '  --context <str>                The kubeconfig context to use (views,\n'
+                                              '                                 partitions, queue and fragmentation '
+                                              'take\n'
+                                              '                                 several).\n'
+                                              '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                              '  --user <str>                   The kubeconfig user to use.\n'
+                                              '  -s, --server <str>             The address of the API server.\n'
+                                              '  --token <str>                  Bearer token for the API server.\n'
+                                              '  --as <str>                     Username to impersonate for the '
+                                              'operation.\n'
+                                              '  --as-group <str>               Group to impersonate (repeat for '
+                                              'several).\n'
+                                              "  --insecure-skip-tls-verify     Do not check the server's certificate "
+                                              '(its\n'
+                                              '                                 name and issuer): the connection is '
+                                              'not\n'
+                                              '                                 secure.\n'
+                                              '  --certificate-authority <str>  Path to a CA certificate file for the '
+                                              'server.\n'
+                                              '  --client-certificate <str>     Path to a client certificate file for '
+                                              'TLS.\n'
+                                              '  --client-key <str>             Path to a client key file for TLS.\n'
+                                              "  --tls-server-name <str>        The server name to check the server's\n"
+                                              '                                 certificate against (default: the host '
+                                              'of the\n'
+                                              "                                 server's address).\n"
+                                              '  --request-timeout <str>        How long one API request may take '
+                                              '(e.g. 10s,\n'
+                                              '                                 1m; default 30s).\n'
+                                              '  -n, --namespace <str>          The namespace (default: the '
+                                              'kubeconfig\n'
+                                              "                                 context's, else default).\n"
+                                              '  -A, --all-namespaces           Every namespace.\n'
+                                              '  -l, --selector <str>           Label selector (e.g. '
+                                              'key=value,other!=x).\n'
+                                              '  --field-selector <str>         Field selector, where the server '
+                                              'supports it\n'
+                                              '                                 (e.g. metadata.name=x).\n'
+                                              '  -h, --help                     Show this message and exit.\n'
                                               '\n'
                                               '  Examples:\n'
                                               '    gpuctl instancetype describe gpustack--nvidia-a10g-linux-amd64\n',
@@ -1213,39 +1701,61 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                           '  InstanceTypes with their pool, unit and phase.\n'
                                           '\n'
                                           'Options:\n'
-                                          '  -o, --output <str>       table, wide, json, yaml, name, '
-                                          'jsonpath=TEMPLATE,\n'
-                                          '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                          'custom-\n'
-                                          '                           columns-file=FILE.  [default: table]\n'
-                                          '  --no-headers             Print tables without their header row.\n'
-                                          '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                                          '                           .remaining).\n'
-                                          '  --show-labels            Add a LABELS column to tables.\n'
-                                          '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                          '                           directory of YAML/JSON) instead of a cluster.  '
-                                          '[env\n'
-                                          '                           var: GPUCTL_SNAPSHOT]\n'
-                                          '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
-                                          'or\n'
-                                          '                           ~/.kube/config).\n'
-                                          '  --context <str>          The kubeconfig context to use (views, '
-                                          'partitions,\n'
-                                          '                           queue and fragmentation take several).\n'
-                                          '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                          '  --user <str>             The kubeconfig user to use.\n'
-                                          '  -s, --server <str>       The address of the API server.\n'
-                                          '  --token <str>            Bearer token for the API server.\n'
-                                          '  --as <str>               Username to impersonate for the operation.\n'
-                                          '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                          '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                          '1m;\n'
-                                          '                           default 30s).\n'
-                                          '  -l, --selector <str>     Label selector (e.g. key=value,other!=x).\n'
-                                          '  --field-selector <str>   Field selector, where the server supports it '
+                                          '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                          '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                          '                                  custom-columns=SPEC, custom-columns-\n'
+                                          '                                  file=FILE.  [default: table]\n'
+                                          '  --no-headers                    Print tables without their header row.\n'
+                                          '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                          '                                  With -o jsonpath: a key the data lacks\n'
+                                          '                                  prints nothing (else it is an error).\n'
+                                          '                                  [default: allow-missing-template-keys]\n'
+                                          '  --sort-by <str>                 Sort the list by a JSONPath expression '
                                           '(e.g.\n'
-                                          '                           metadata.name=x).\n'
-                                          '  -h, --help               Show this message and exit.\n'
+                                          '                                  .remaining).\n'
+                                          '  --show-labels                   Add a LABELS column to tables.\n'
+                                          '  --snapshot <str>                Read objects from snapshot files (a file '
+                                          'or\n'
+                                          '                                  directory of YAML/JSON) instead of a\n'
+                                          '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                          '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                          '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                          '  --context <str>                 The kubeconfig context to use (views,\n'
+                                          '                                  partitions, queue and fragmentation take\n'
+                                          '                                  several).\n'
+                                          '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                          '  --user <str>                    The kubeconfig user to use.\n'
+                                          '  -s, --server <str>              The address of the API server.\n'
+                                          '  --token <str>                   Bearer token for the API server.\n'
+                                          '  --as <str>                      Username to impersonate for the '
+                                          'operation.\n'
+                                          '  --as-group <str>                Group to impersonate (repeat for '
+                                          'several).\n'
+                                          "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                          '(its\n'
+                                          '                                  name and issuer): the connection is not\n'
+                                          '                                  secure.\n'
+                                          '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                          '                                  server.\n'
+                                          '  --client-certificate <str>      Path to a client certificate file for '
+                                          'TLS.\n'
+                                          '  --client-key <str>              Path to a client key file for TLS.\n'
+                                          "  --tls-server-name <str>         The server name to check the server's\n"
+                                          '                                  certificate against (default: the host '
+                                          'of\n'
+                                          "                                  the server's address).\n"
+                                          '  --request-timeout <str>         How long one API request may take (e.g. '
+                                          '10s,\n'
+                                          '                                  1m; default 30s).\n'
+                                          '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                          "                                  context's, else default).\n"
+                                          '  -A, --all-namespaces            Every namespace.\n'
+                                          '  -l, --selector <str>            Label selector (e.g. '
+                                          'key=value,other!=x).\n'
+                                          '  --field-selector <str>          Field selector, where the server supports '
+                                          'it\n'
+                                          '                                  (e.g. metadata.name=x).\n'
+                                          '  -h, --help                      Show this message and exit.\n'
                                           '\n'
                                           '  Examples:\n'
                                           '    gpuctl instancetype list -o wide\n'
@@ -1262,37 +1772,65 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  DISPLAY-NAME  The new display name (spec.displayName).  [required]\n'
                                             '\n'
                                             'Options:\n'
-                                            '  --dry-run <str>          none: change the cluster; client: only say '
-                                            'what\n'
-                                            '                           would change; server: the API server '
-                                            'validates,\n'
-                                            '                           stores nothing.  [default: none]\n'
-                                            '  -o, --output <str>       table, wide, json, yaml, name, '
-                                            'jsonpath=TEMPLATE,\n'
-                                            '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                            'custom-\n'
-                                            '                           columns-file=FILE.  [default: table]\n'
-                                            '  --no-headers             Print tables without their header row.\n'
-                                            '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                            '                           directory of YAML/JSON) instead of a cluster.  '
-                                            '[env\n'
-                                            '                           var: GPUCTL_SNAPSHOT]\n'
-                                            '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                            '$KUBECONFIG or\n'
-                                            '                           ~/.kube/config).\n'
-                                            '  --context <str>          The kubeconfig context to use (views, '
-                                            'partitions,\n'
-                                            '                           queue and fragmentation take several).\n'
-                                            '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                            '  --user <str>             The kubeconfig user to use.\n'
-                                            '  -s, --server <str>       The address of the API server.\n'
-                                            '  --token <str>            Bearer token for the API server.\n'
-                                            '  --as <str>               Username to impersonate for the operation.\n'
-                                            '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                            '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                            '1m;\n'
-                                            '                           default 30s).\n'
-                                            '  -h, --help               Show this message and exit.\n'
+                                            '  --dry-run <str>                 none: change the cluster; client: only '
+                                            'say\n'
+                                            '                                  what would change; server: the API '
+                                            'server\n'
+                                            '                                  validates, stores nothing.  [default: '
+                                            'none]\n'
+                                            '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                            '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                            '                                  custom-columns=SPEC, custom-columns-\n'
+                                            '                                  file=FILE.  [default: table]\n'
+                                            '  --no-headers                    Print tables without their header row.\n'
+                                            '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                            '                                  With -o jsonpath: a key the data lacks\n'
+                                            '                                  prints nothing (else it is an error).\n'
+                                            '                                  [default: allow-missing-template-keys]\n'
+                                            '  --snapshot <str>                Read objects from snapshot files (a '
+                                            'file or\n'
+                                            '                                  directory of YAML/JSON) instead of a\n'
+                                            '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                            '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                            '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                            '  --context <str>                 The kubeconfig context to use (views,\n'
+                                            '                                  partitions, queue and fragmentation '
+                                            'take\n'
+                                            '                                  several).\n'
+                                            '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                            '  --user <str>                    The kubeconfig user to use.\n'
+                                            '  -s, --server <str>              The address of the API server.\n'
+                                            '  --token <str>                   Bearer token for the API server.\n'
+                                            '  --as <str>                      Username to impersonate for the '
+                                            'operation.\n'
+                                            '  --as-group <str>                Group to impersonate (repeat for '
+                                            'several).\n'
+                                            "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                            '(its\n'
+                                            '                                  name and issuer): the connection is '
+                                            'not\n'
+                                            '                                  secure.\n'
+                                            '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                            '                                  server.\n'
+                                            '  --client-certificate <str>      Path to a client certificate file for '
+                                            'TLS.\n'
+                                            '  --client-key <str>              Path to a client key file for TLS.\n'
+                                            "  --tls-server-name <str>         The server name to check the server's\n"
+                                            '                                  certificate against (default: the host '
+                                            'of\n'
+                                            "                                  the server's address).\n"
+                                            '  --request-timeout <str>         How long one API request may take (e.g. '
+                                            '10s,\n'
+                                            '                                  1m; default 30s).\n'
+                                            '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                            "                                  context's, else default).\n"
+                                            '  -A, --all-namespaces            Every namespace.\n'
+                                            '  -l, --selector <str>            Label selector (e.g. '
+                                            'key=value,other!=x).\n'
+                                            '  --field-selector <str>          Field selector, where the server '
+                                            'supports it\n'
+                                            '                                  (e.g. metadata.name=x).\n'
+                                            '  -h, --help                      Show this message and exit.\n'
                                             '\n'
                                             '  Examples:\n'
                                             '    gpuctl instancetype rename a10g-12c128g "A10G, 12 cores" \n',
@@ -1305,37 +1843,56 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    '  names...  InstanceType names (all partitioned pools when none given).\n'
                                    '\n'
                                    'Options:\n'
-                                   '  --by-node                Per node.\n'
-                                   "  --by-card                Per card, with each card's carved instances.\n"
-                                   '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                   '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                   '                           columns-file=FILE.  [default: table]\n'
-                                   '  --no-headers             Print tables without their header row.\n'
-                                   '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                                   '                           .remaining).\n'
-                                   '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                   '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                   '                           var: GPUCTL_SNAPSHOT]\n'
-                                   '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                   '                           ~/.kube/config).\n'
-                                   '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                   '                           queue and fragmentation take several).\n'
-                                   '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                   '  --user <str>             The kubeconfig user to use.\n'
-                                   '  -s, --server <str>       The address of the API server.\n'
-                                   '  --token <str>            Bearer token for the API server.\n'
-                                   '  --as <str>               Username to impersonate for the operation.\n'
-                                   '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                   '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                   '                           default 30s).\n'
-                                   '  -l, --selector <str>     Label selector (e.g. key=value,other!=x).\n'
-                                   '  --field-selector <str>   Field selector, where the server supports it (e.g.\n'
-                                   '                           metadata.name=x).\n'
-                                   '  --all-contexts           Read every context of the kubeconfig, one cluster\n'
-                                   '                           each.\n'
-                                   '  --by-cluster             With several clusters: one row per cluster instead\n'
-                                   '                           of their sum.\n'
-                                   '  -h, --help               Show this message and exit.\n'
+                                   '  --by-node                       Per node.\n'
+                                   "  --by-card                       Per card, with each card's carved instances.\n"
+                                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                   '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                   '                                  custom-columns=SPEC, custom-columns-\n'
+                                   '                                  file=FILE.  [default: table]\n'
+                                   '  --no-headers                    Print tables without their header row.\n'
+                                   '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                   '                                  With -o jsonpath: a key the data lacks\n'
+                                   '                                  prints nothing (else it is an error).\n'
+                                   '                                  [default: allow-missing-template-keys]\n'
+                                   '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                   '                                  .remaining).\n'
+                                   '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                   '                                  directory of YAML/JSON) instead of a\n'
+                                   '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                   '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                   '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                   '  --context <str>                 The kubeconfig context to use (views,\n'
+                                   '                                  partitions, queue and fragmentation take\n'
+                                   '                                  several).\n'
+                                   '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                   '  --user <str>                    The kubeconfig user to use.\n'
+                                   '  -s, --server <str>              The address of the API server.\n'
+                                   '  --token <str>                   Bearer token for the API server.\n'
+                                   '  --as <str>                      Username to impersonate for the operation.\n'
+                                   '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                   "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                   '                                  name and issuer): the connection is not\n'
+                                   '                                  secure.\n'
+                                   '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                   '                                  server.\n'
+                                   '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                   '  --client-key <str>              Path to a client key file for TLS.\n'
+                                   "  --tls-server-name <str>         The server name to check the server's\n"
+                                   '                                  certificate against (default: the host of\n'
+                                   "                                  the server's address).\n"
+                                   '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                   '                                  1m; default 30s).\n'
+                                   '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                   "                                  context's, else default).\n"
+                                   '  -A, --all-namespaces            Every namespace.\n'
+                                   '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                   '  --field-selector <str>          Field selector, where the server supports it\n'
+                                   '                                  (e.g. metadata.name=x).\n'
+                                   '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                                   '                                  cluster each.\n'
+                                   '  --by-cluster                    With several clusters: one row per cluster\n'
+                                   '                                  instead of their sum.\n'
+                                   '  -h, --help                      Show this message and exit.\n'
                                    '\n'
                                    '  Examples:\n'
                                    '    # Per profile: offered, allocated, remaining\n'
@@ -1356,35 +1913,57 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               '                     every one).\n'
                               '\n'
                               'Options:\n'
-                              "  --runtime-label <str>    A label whose value bounds a Workload's runtime in\n"
-                              '                           seconds, where it sets no\n'
-                              '                           maximumExecutionTimeSeconds.\n'
-                              '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                              '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                              '                           columns-file=FILE.  [default: table]\n'
-                              '  --no-headers             Print tables without their header row.\n'
-                              '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                              '                           .remaining).\n'
-                              '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                              '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                              '                           var: GPUCTL_SNAPSHOT]\n'
-                              '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                              '                           ~/.kube/config).\n'
-                              '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                              '                           queue and fragmentation take several).\n'
-                              '  --cluster <str>          The kubeconfig cluster to use.\n'
-                              '  --user <str>             The kubeconfig user to use.\n'
-                              '  -s, --server <str>       The address of the API server.\n'
-                              '  --token <str>            Bearer token for the API server.\n'
-                              '  --as <str>               Username to impersonate for the operation.\n'
-                              '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                              '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                              '                           default 30s).\n'
-                              '  --all-contexts           Read every context of the kubeconfig, one cluster\n'
-                              '                           each.\n'
-                              '  --by-cluster             With several clusters: one row per cluster instead\n'
-                              '                           of their sum.\n'
-                              '  -h, --help               Show this message and exit.\n'
+                              "  --runtime-label <str>           A label whose value bounds a Workload's\n"
+                              '                                  runtime in seconds, where it sets no\n'
+                              '                                  maximumExecutionTimeSeconds.\n'
+                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                              '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                              '                                  custom-columns=SPEC, custom-columns-\n'
+                              '                                  file=FILE.  [default: table]\n'
+                              '  --no-headers                    Print tables without their header row.\n'
+                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                              '                                  With -o jsonpath: a key the data lacks\n'
+                              '                                  prints nothing (else it is an error).\n'
+                              '                                  [default: allow-missing-template-keys]\n'
+                              '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                              '                                  .remaining).\n'
+                              '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                              '                                  directory of YAML/JSON) instead of a\n'
+                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                              '  --context <str>                 The kubeconfig context to use (views,\n'
+                              '                                  partitions, queue and fragmentation take\n'
+                              '                                  several).\n'
+                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                              '  --user <str>                    The kubeconfig user to use.\n'
+                              '  -s, --server <str>              The address of the API server.\n'
+                              '  --token <str>                   Bearer token for the API server.\n'
+                              '  --as <str>                      Username to impersonate for the operation.\n'
+                              '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                              "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                              '                                  name and issuer): the connection is not\n'
+                              '                                  secure.\n'
+                              '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                              '                                  server.\n'
+                              '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                              "  --tls-server-name <str>         The server name to check the server's\n"
+                              '                                  certificate against (default: the host of\n'
+                              "                                  the server's address).\n"
+                              '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                              '                                  1m; default 30s).\n'
+                              '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                              "                                  context's, else default).\n"
+                              '  -A, --all-namespaces            Every namespace.\n'
+                              '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                              '  --field-selector <str>          Field selector, where the server supports it\n'
+                              '                                  (e.g. metadata.name=x).\n'
+                              '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                              '                                  cluster each.\n'
+                              '  --by-cluster                    With several clusters: one row per cluster\n'
+                              '                                  instead of their sum.\n'
+                              '  -h, --help                      Show this message and exit.\n'
                               '\n'
                               '  Examples:\n'
                               "    # Every queue's pending Workloads in Kueue's order\n"
@@ -1418,67 +1997,107 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    '  admins --dry-run-namespace team-a | kubectl apply -f -`\n'
                                    '\n'
                                    'Options:\n'
-                                   '  --dry-run-namespace <str>  A namespace where the subjects may run server-\n'
-                                   '                             side dry runs (repeatable).\n'
-                                   '  --bind-user <str>          A user to bind (repeatable).\n'
-                                   '  --bind-group <str>         A group to bind (repeatable).\n'
-                                   "  --pool <str>               Only these pools' ClusterQueues (default: every\n"
-                                   "                             InstanceType's).\n"
-                                   '  --snapshot <str>           Read objects from snapshot files (a file or\n'
-                                   '                             directory of YAML/JSON) instead of a cluster.\n'
-                                   '                             [env var: GPUCTL_SNAPSHOT]\n'
-                                   '  --kubeconfig <str>         Path to the kubeconfig file (default $KUBECONFIG\n'
-                                   '                             or ~/.kube/config).\n'
-                                   '  --context <str>            The kubeconfig context to use (views, partitions,\n'
-                                   '                             queue and fragmentation take several).\n'
-                                   '  --cluster <str>            The kubeconfig cluster to use.\n'
-                                   '  --user <str>               The kubeconfig user to use.\n'
-                                   '  -s, --server <str>         The address of the API server.\n'
-                                   '  --token <str>              Bearer token for the API server.\n'
-                                   '  --as <str>                 Username to impersonate for the operation.\n'
-                                   '  --as-group <str>           Group to impersonate (repeat for several).\n'
-                                   '  --request-timeout <str>    How long one API request may take (e.g. 10s, 1m;\n'
-                                   '                             default 30s).\n'
-                                   '  -h, --help                 Show this message and exit.\n'
+                                   '  --dry-run-namespace <str>      A namespace where the subjects may run\n'
+                                   '                                 server-side dry runs (repeatable).\n'
+                                   '  --bind-user <str>              A user to bind (repeatable).\n'
+                                   '  --bind-group <str>             A group to bind (repeatable).\n'
+                                   "  --pool <str>                   Only these pools' ClusterQueues (default:\n"
+                                   "                                 every InstanceType's).\n"
+                                   '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                   '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                   '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                   '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                   '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                   '  --context <str>                The kubeconfig context to use (views,\n'
+                                   '                                 partitions, queue and fragmentation take\n'
+                                   '                                 several).\n'
+                                   '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                   '  --user <str>                   The kubeconfig user to use.\n'
+                                   '  -s, --server <str>             The address of the API server.\n'
+                                   '  --token <str>                  Bearer token for the API server.\n'
+                                   '  --as <str>                     Username to impersonate for the operation.\n'
+                                   '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                   "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                   '                                 name and issuer): the connection is not\n'
+                                   '                                 secure.\n'
+                                   '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                   '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                   '  --client-key <str>             Path to a client key file for TLS.\n'
+                                   "  --tls-server-name <str>        The server name to check the server's\n"
+                                   '                                 certificate against (default: the host of the\n'
+                                   "                                 server's address).\n"
+                                   '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                   '                                 1m; default 30s).\n'
+                                   '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                   "                                 context's, else default).\n"
+                                   '  -A, --all-namespaces           Every namespace.\n'
+                                   '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                   '  --field-selector <str>         Field selector, where the server supports it\n'
+                                   '                                 (e.g. metadata.name=x).\n'
+                                   '  -h, --help                     Show this message and exit.\n'
                                    '\n'
                                    '  Examples:\n'
                                    '    gpuctl rbac admin --bind-group gpu-admins --dry-run-namespace team-a | kubectl '
                                    'apply -f -\n',
-                     'resume': 'Usage: gpuctl resume [OPTIONS] {INSTANCETYPE}\n'
+                     'resume': 'Usage: gpuctl resume [OPTIONS] [INSTANCETYPE]...\n'
                                '\n'
-                               '  Return a pool to service: its ClusterQueue back to stopPolicy None, then\n'
+                               '  Return pools to service: each ClusterQueue back to stopPolicy None, then\n'
                                '  InstanceType inactive=false.\n'
                                '\n'
                                '  Stopped Instances stay stopped: start them with `gpuctl instance start`.\n'
                                '\n'
                                'Arguments:\n'
-                               "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                               '                [required]\n'
+                               "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                               '                     name); or choose them with -l/--field-selector.\n'
                                '\n'
                                'Options:\n'
-                               '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                               '                           would change; server: the API server validates,\n'
-                               '                           stores nothing.  [default: none]\n'
-                               '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                               '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                               '                           columns-file=FILE.  [default: table]\n'
-                               '  --no-headers             Print tables without their header row.\n'
-                               '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                               '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                               '                           var: GPUCTL_SNAPSHOT]\n'
-                               '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                               '                           ~/.kube/config).\n'
-                               '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                               '                           queue and fragmentation take several).\n'
-                               '  --cluster <str>          The kubeconfig cluster to use.\n'
-                               '  --user <str>             The kubeconfig user to use.\n'
-                               '  -s, --server <str>       The address of the API server.\n'
-                               '  --token <str>            Bearer token for the API server.\n'
-                               '  --as <str>               Username to impersonate for the operation.\n'
-                               '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                               '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                               '                           default 30s).\n'
-                               '  -h, --help               Show this message and exit.\n'
+                               '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                               '                                  what would change; server: the API server\n'
+                               '                                  validates, stores nothing.  [default: none]\n'
+                               '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                               '                                  on a terminal.\n'
+                               '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                               '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                               '                                  custom-columns=SPEC, custom-columns-\n'
+                               '                                  file=FILE.  [default: table]\n'
+                               '  --no-headers                    Print tables without their header row.\n'
+                               '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                               '                                  With -o jsonpath: a key the data lacks\n'
+                               '                                  prints nothing (else it is an error).\n'
+                               '                                  [default: allow-missing-template-keys]\n'
+                               '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                               '                                  directory of YAML/JSON) instead of a\n'
+                               '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                               '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                               '                                  $KUBECONFIG or ~/.kube/config).\n'
+                               '  --context <str>                 The kubeconfig context to use (views,\n'
+                               '                                  partitions, queue and fragmentation take\n'
+                               '                                  several).\n'
+                               '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                               '  --user <str>                    The kubeconfig user to use.\n'
+                               '  -s, --server <str>              The address of the API server.\n'
+                               '  --token <str>                   Bearer token for the API server.\n'
+                               '  --as <str>                      Username to impersonate for the operation.\n'
+                               '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                               "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                               '                                  name and issuer): the connection is not\n'
+                               '                                  secure.\n'
+                               '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                               '                                  server.\n'
+                               '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                               '  --client-key <str>              Path to a client key file for TLS.\n'
+                               "  --tls-server-name <str>         The server name to check the server's\n"
+                               '                                  certificate against (default: the host of\n'
+                               "                                  the server's address).\n"
+                               '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                               '                                  1m; default 30s).\n'
+                               '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                               "                                  context's, else default).\n"
+                               '  -A, --all-namespaces            Every namespace.\n'
+                               '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                               '  --field-selector <str>          Field selector, where the server supports it\n'
+                               '                                  (e.g. metadata.name=x).\n'
+                               '  -h, --help                      Show this message and exit.\n'
                                '\n'
                                '  Examples:\n'
                                '    gpuctl resume gpustack--nvidia-a10g-linux-amd64\n',
@@ -1490,45 +2109,68 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '  is written to the cluster.\n'
                                  '\n'
                                  'Options:\n'
-                                 '  -f, --filename <str>     A manifest (Pod, Job, Deployment, StatefulSet,\n'
-                                 '                           Workload, Instance); - reads stdin. Repeatable.\n'
-                                 '  --workload <str>         An existing Workload ([NAMESPACE/]NAME), simulated\n'
-                                 '                           as if submitted anew. Repeatable.\n'
-                                 '  --suggest                For a held workload, the smallest changes that\n'
-                                 '                           admit it, each proven by simulation.\n'
-                                 '  --without <str>          As if this Workload ([NAMESPACE/]NAME) had\n'
-                                 '                           finished. Repeatable.\n'
-                                 '  --drain <str>            As if this pool were drained (HoldAndDrain).\n'
-                                 '                           Repeatable.\n'
-                                 '  --hold <str>             As if this pool were on Hold. Repeatable.\n'
-                                 '  --add-nodes <str>        N more nodes shaped like --like (every card free),\n'
-                                 "                           or 'auto': the fewest that admit every workload.\n"
-                                 '  --like <str>             The node --add-nodes copies.\n'
-                                 '  --at-quota <str>         As if this ClusterQueue used all its nominal quota\n'
-                                 '                           (lends nothing to its cohort). Repeatable.\n'
-                                 '  --exit-code              Exit 3 when a workload would be held.\n'
-                                 '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                 '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                 '                           columns-file=FILE.  [default: table]\n'
-                                 '  --no-headers             Print tables without their header row.\n'
-                                 '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                 '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                 '                           var: GPUCTL_SNAPSHOT]\n'
-                                 '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                 '                           ~/.kube/config).\n'
-                                 '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                 '                           queue and fragmentation take several).\n'
-                                 '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                 '  --user <str>             The kubeconfig user to use.\n'
-                                 '  -s, --server <str>       The address of the API server.\n'
-                                 '  --token <str>            Bearer token for the API server.\n'
-                                 '  --as <str>               Username to impersonate for the operation.\n'
-                                 '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                 '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                 '                           default 30s).\n'
-                                 "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                                 '                           else default).\n'
-                                 '  -h, --help               Show this message and exit.\n'
+                                 '  -f, --filename <str>            A manifest (Pod, Job, Deployment,\n'
+                                 '                                  StatefulSet, Workload, Instance); - reads\n'
+                                 '                                  stdin. Repeatable.\n'
+                                 '  --workload <str>                An existing Workload ([NAMESPACE/]NAME),\n'
+                                 '                                  simulated as if submitted anew. Repeatable.\n'
+                                 '  --suggest                       For a held workload, the smallest changes\n'
+                                 '                                  that admit it, each proven by simulation.\n'
+                                 '  --without <str>                 As if this Workload ([NAMESPACE/]NAME) had\n'
+                                 '                                  finished. Repeatable.\n'
+                                 '  --drain <str>                   As if this pool were drained (HoldAndDrain).\n'
+                                 '                                  Repeatable.\n'
+                                 '  --hold <str>                    As if this pool were on Hold. Repeatable.\n'
+                                 '  --add-nodes <str>               N more nodes shaped like --like (every card\n'
+                                 "                                  free), or 'auto': the fewest that admit\n"
+                                 '                                  every workload.\n'
+                                 '  --like <str>                    The node --add-nodes copies.\n'
+                                 '  --at-quota <str>                As if this ClusterQueue used all its nominal\n'
+                                 '                                  quota (lends nothing to its cohort).\n'
+                                 '                                  Repeatable.\n'
+                                 '  --exit-code                     Exit 3 when a workload would be held.\n'
+                                 '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                 '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                 '                                  custom-columns=SPEC, custom-columns-\n'
+                                 '                                  file=FILE.  [default: table]\n'
+                                 '  --no-headers                    Print tables without their header row.\n'
+                                 '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                 '                                  With -o jsonpath: a key the data lacks\n'
+                                 '                                  prints nothing (else it is an error).\n'
+                                 '                                  [default: allow-missing-template-keys]\n'
+                                 '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                 '                                  directory of YAML/JSON) instead of a\n'
+                                 '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                 '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                 '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                 '  --context <str>                 The kubeconfig context to use (views,\n'
+                                 '                                  partitions, queue and fragmentation take\n'
+                                 '                                  several).\n'
+                                 '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                 '  --user <str>                    The kubeconfig user to use.\n'
+                                 '  -s, --server <str>              The address of the API server.\n'
+                                 '  --token <str>                   Bearer token for the API server.\n'
+                                 '  --as <str>                      Username to impersonate for the operation.\n'
+                                 '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                 "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                 '                                  name and issuer): the connection is not\n'
+                                 '                                  secure.\n'
+                                 '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                 '                                  server.\n'
+                                 '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                 '  --client-key <str>              Path to a client key file for TLS.\n'
+                                 "  --tls-server-name <str>         The server name to check the server's\n"
+                                 '                                  certificate against (default: the host of\n'
+                                 "                                  the server's address).\n"
+                                 '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                 '                                  1m; default 30s).\n'
+                                 '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                 "                                  context's, else default).\n"
+                                 '  -A, --all-namespaces            Every namespace.\n'
+                                 '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                 '  --field-selector <str>          Field selector, where the server supports it\n'
+                                 '                                  (e.g. metadata.name=x).\n'
+                                 '  -h, --help                      Show this message and exit.\n'
                                  '\n'
                                  '  Examples:\n'
                                  '    # Would this Pod be admitted now, on which node and cards?\n'
@@ -1559,25 +2201,41 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                             '                     every one).\n'
                             '\n'
                             'Options:\n'
-                            '  --interval <float range>  Seconds between redraws.  [default: 2.0;\n'
-                            '                            0.2<=x<=3600]\n'
-                            '  --once                    Print one frame and exit.\n'
-                            '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                            '                            directory of YAML/JSON) instead of a cluster.\n'
-                            '                            [env var: GPUCTL_SNAPSHOT]\n'
-                            '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                            '                            or ~/.kube/config).\n'
-                            '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                            '                            queue and fragmentation take several).\n'
-                            '  --cluster <str>           The kubeconfig cluster to use.\n'
-                            '  --user <str>              The kubeconfig user to use.\n'
-                            '  -s, --server <str>        The address of the API server.\n'
-                            '  --token <str>             Bearer token for the API server.\n'
-                            '  --as <str>                Username to impersonate for the operation.\n'
-                            '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                            '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                            '                            default 30s).\n'
-                            '  -h, --help                Show this message and exit.\n'
+                            '  --interval <float range>       Seconds between redraws.  [default: 2.0;\n'
+                            '                                 0.2<=x<=3600]\n'
+                            '  --once                         Print one frame and exit.\n'
+                            '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                            '                                 directory of YAML/JSON) instead of a cluster.\n'
+                            '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                            '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                            '                                 $KUBECONFIG or ~/.kube/config).\n'
+                            '  --context <str>                The kubeconfig context to use (views,\n'
+                            '                                 partitions, queue and fragmentation take\n'
+                            '                                 several).\n'
+                            '  --cluster <str>                The kubeconfig cluster to use.\n'
+                            '  --user <str>                   The kubeconfig user to use.\n'
+                            '  -s, --server <str>             The address of the API server.\n'
+                            '  --token <str>                  Bearer token for the API server.\n'
+                            '  --as <str>                     Username to impersonate for the operation.\n'
+                            '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                            "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                            '                                 name and issuer): the connection is not\n'
+                            '                                 secure.\n'
+                            '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                            '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                            '  --client-key <str>             Path to a client key file for TLS.\n'
+                            "  --tls-server-name <str>        The server name to check the server's\n"
+                            '                                 certificate against (default: the host of the\n'
+                            "                                 server's address).\n"
+                            '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                            '                                 1m; default 30s).\n'
+                            '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                            "                                 context's, else default).\n"
+                            '  -A, --all-namespaces           Every namespace.\n'
+                            '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                            '  --field-selector <str>         Field selector, where the server supports it\n'
+                            '                                 (e.g. metadata.name=x).\n'
+                            '  -h, --help                     Show this message and exit.\n'
                             '\n'
                             '  Examples:\n'
                             '    # Live, redrawn as the watches see changes (s sorts, j/k select, e explains, q '
@@ -1592,24 +2250,40 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 "  operator's too).\n"
                                 '\n'
                                 'Options:\n'
-                                "  --show-cluster           Also ask the cluster: the API server's and the\n"
-                                "                           operator's versions.\n"
-                                '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                '                           var: GPUCTL_SNAPSHOT]\n'
-                                '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                '                           ~/.kube/config).\n'
-                                '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                '                           queue and fragmentation take several).\n'
-                                '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                '  --user <str>             The kubeconfig user to use.\n'
-                                '  -s, --server <str>       The address of the API server.\n'
-                                '  --token <str>            Bearer token for the API server.\n'
-                                '  --as <str>               Username to impersonate for the operation.\n'
-                                '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                '                           default 30s).\n'
-                                '  -h, --help               Show this message and exit.\n'
+                                "  --show-cluster                 Also ask the cluster: the API server's and\n"
+                                "                                 the operator's versions.\n"
+                                '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                '  --context <str>                The kubeconfig context to use (views,\n'
+                                '                                 partitions, queue and fragmentation take\n'
+                                '                                 several).\n'
+                                '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                '  --user <str>                   The kubeconfig user to use.\n'
+                                '  -s, --server <str>             The address of the API server.\n'
+                                '  --token <str>                  Bearer token for the API server.\n'
+                                '  --as <str>                     Username to impersonate for the operation.\n'
+                                '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                '                                 name and issuer): the connection is not\n'
+                                '                                 secure.\n'
+                                '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                '  --client-key <str>             Path to a client key file for TLS.\n'
+                                "  --tls-server-name <str>        The server name to check the server's\n"
+                                '                                 certificate against (default: the host of the\n'
+                                "                                 server's address).\n"
+                                '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                '                                 1m; default 30s).\n'
+                                '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                "                                 context's, else default).\n"
+                                '  -A, --all-namespaces           Every namespace.\n'
+                                '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                '  --field-selector <str>         Field selector, where the server supports it\n'
+                                '                                 (e.g. metadata.name=x).\n'
+                                '  -h, --help                     Show this message and exit.\n'
                                 '\n'
                                 '  Examples:\n'
                                 '    gpuctl version\n'
@@ -1627,44 +2301,63 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               '  names...  InstanceType names (all when none given).\n'
                               '\n'
                               'Options:\n'
-                              "  --published               Compare with what each InstanceType's status\n"
-                              '                            publishes.\n'
-                              '  --by-node                 Break each pool down by node.\n'
-                              '  --by-card                 Break each pool down by card: mode and what is\n'
-                              '                            free.\n'
-                              '  -w, --watch               Redraw on change (live cluster only).\n'
-                              '  --interval <float range>  Seconds between reads with --watch.  [default:\n'
-                              '                            2.0; x>=0.2]\n'
-                              '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                              '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                              '                            columns-file=FILE.  [default: table]\n'
-                              '  --no-headers              Print tables without their header row.\n'
-                              '  --sort-by <str>           Sort the list by a JSONPath expression (e.g.\n'
-                              '                            .remaining).\n'
-                              '  --show-labels             Add a LABELS column to tables.\n'
-                              '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                              '                            directory of YAML/JSON) instead of a cluster.\n'
-                              '                            [env var: GPUCTL_SNAPSHOT]\n'
-                              '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                              '                            or ~/.kube/config).\n'
-                              '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                              '                            queue and fragmentation take several).\n'
-                              '  --cluster <str>           The kubeconfig cluster to use.\n'
-                              '  --user <str>              The kubeconfig user to use.\n'
-                              '  -s, --server <str>        The address of the API server.\n'
-                              '  --token <str>             Bearer token for the API server.\n'
-                              '  --as <str>                Username to impersonate for the operation.\n'
-                              '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                              '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                              '                            default 30s).\n'
-                              '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                              '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
-                              '                            metadata.name=x).\n'
-                              '  --all-contexts            Read every context of the kubeconfig, one cluster\n'
-                              '                            each.\n'
-                              '  --by-cluster              With several clusters: one row per cluster instead\n'
-                              '                            of their sum.\n'
-                              '  -h, --help                Show this message and exit.\n'
+                              "  --published                     Compare with what each InstanceType's status\n"
+                              '                                  publishes.\n'
+                              '  --by-node                       Break each pool down by node.\n'
+                              '  --by-card                       Break each pool down by card: mode and what\n'
+                              '                                  is free.\n'
+                              '  -w, --watch                     Redraw on change (live cluster only).\n'
+                              '  --interval <float range>        Seconds between reads with --watch.\n'
+                              '                                  [default: 2.0; x>=0.2]\n'
+                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                              '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                              '                                  custom-columns=SPEC, custom-columns-\n'
+                              '                                  file=FILE.  [default: table]\n'
+                              '  --no-headers                    Print tables without their header row.\n'
+                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                              '                                  With -o jsonpath: a key the data lacks\n'
+                              '                                  prints nothing (else it is an error).\n'
+                              '                                  [default: allow-missing-template-keys]\n'
+                              '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                              '                                  .remaining).\n'
+                              '  --show-labels                   Add a LABELS column to tables.\n'
+                              '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                              '                                  directory of YAML/JSON) instead of a\n'
+                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                              '  --context <str>                 The kubeconfig context to use (views,\n'
+                              '                                  partitions, queue and fragmentation take\n'
+                              '                                  several).\n'
+                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                              '  --user <str>                    The kubeconfig user to use.\n'
+                              '  -s, --server <str>              The address of the API server.\n'
+                              '  --token <str>                   Bearer token for the API server.\n'
+                              '  --as <str>                      Username to impersonate for the operation.\n'
+                              '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                              "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                              '                                  name and issuer): the connection is not\n'
+                              '                                  secure.\n'
+                              '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                              '                                  server.\n'
+                              '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                              "  --tls-server-name <str>         The server name to check the server's\n"
+                              '                                  certificate against (default: the host of\n'
+                              "                                  the server's address).\n"
+                              '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                              '                                  1m; default 30s).\n'
+                              '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                              "                                  context's, else default).\n"
+                              '  -A, --all-namespaces            Every namespace.\n'
+                              '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                              '  --field-selector <str>          Field selector, where the server supports it\n'
+                              '                                  (e.g. metadata.name=x).\n'
+                              '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                              '                                  cluster each.\n'
+                              '  --by-cluster                    With several clusters: one row per cluster\n'
+                              '                                  instead of their sum.\n'
+                              '  -h, --help                      Show this message and exit.\n'
                               '\n'
                               '  Examples:\n'
                               '    # What every pool can still give, live or from a snapshot\n'
@@ -1712,39 +2405,63 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         '                                  The kind of object.  [required]\n'
                                         '\n'
                                         'Options:\n'
-                                        '  -f, --filename <str>         The manifest (YAML or JSON); - reads stdin.\n'
-                                        '                               [required]\n'
-                                        '  --old <str>                  The stored object, for --operation UPDATE.\n'
-                                        '  --operation <create|update>  The admission operation.  [default: CREATE]\n'
-                                        '  --server-side                Send a server-side dry-run create: the '
-                                        'deployed\n'
-                                        '                               webhooks answer.\n'
-                                        '  --compare                    With --server-side: do the deployed webhooks\n'
-                                        '                               and this version agree?\n'
-                                        '  --show-object                Print the mutated object too.\n'
-                                        '  -o, --output <str>           table, wide, json, yaml, name,\n'
-                                        '                               jsonpath=TEMPLATE, jsonpath-file=FILE, '
-                                        'custom-\n'
-                                        '                               columns=SPEC, custom-columns-file=FILE.\n'
-                                        '                               [default: table]\n'
-                                        '  --no-headers                 Print tables without their header row.\n'
-                                        '  --snapshot <str>             Read objects from snapshot files (a file or\n'
-                                        '                               directory of YAML/JSON) instead of a cluster.\n'
-                                        '                               [env var: GPUCTL_SNAPSHOT]\n'
-                                        '  --kubeconfig <str>           Path to the kubeconfig file (default\n'
-                                        '                               $KUBECONFIG or ~/.kube/config).\n'
-                                        '  --context <str>              The kubeconfig context to use (views,\n'
-                                        '                               partitions, queue and fragmentation take\n'
-                                        '                               several).\n'
-                                        '  --cluster <str>              The kubeconfig cluster to use.\n'
-                                        '  --user <str>                 The kubeconfig user to use.\n'
-                                        '  -s, --server <str>           The address of the API server.\n'
-                                        '  --token <str>                Bearer token for the API server.\n'
-                                        '  --as <str>                   Username to impersonate for the operation.\n'
-                                        '  --as-group <str>             Group to impersonate (repeat for several).\n'
-                                        '  --request-timeout <str>      How long one API request may take (e.g. 10s,\n'
-                                        '                               1m; default 30s).\n'
-                                        '  -h, --help                   Show this message and exit.\n'
+                                        '  -f, --filename <str>            The manifest (YAML or JSON); - reads '
+                                        'stdin.\n'
+                                        '                                  [required]\n'
+                                        '  --old <str>                     The stored object, for --operation UPDATE.\n'
+                                        '  --operation <create|update>     The admission operation.  [default: '
+                                        'CREATE]\n'
+                                        '  --server-side                   Send a server-side dry-run create: the\n'
+                                        '                                  deployed webhooks answer.\n'
+                                        '  --compare                       With --server-side: do the deployed '
+                                        'webhooks\n'
+                                        '                                  and this version agree?\n'
+                                        '  --show-object                   Print the mutated object too.\n'
+                                        '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                        '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                        '                                  custom-columns=SPEC, custom-columns-\n'
+                                        '                                  file=FILE.  [default: table]\n'
+                                        '  --no-headers                    Print tables without their header row.\n'
+                                        '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                        '                                  With -o jsonpath: a key the data lacks\n'
+                                        '                                  prints nothing (else it is an error).\n'
+                                        '                                  [default: allow-missing-template-keys]\n'
+                                        '  --snapshot <str>                Read objects from snapshot files (a file '
+                                        'or\n'
+                                        '                                  directory of YAML/JSON) instead of a\n'
+                                        '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                        '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                        '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                        '  --context <str>                 The kubeconfig context to use (views,\n'
+                                        '                                  partitions, queue and fragmentation take\n'
+                                        '                                  several).\n'
+                                        '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                        '  --user <str>                    The kubeconfig user to use.\n'
+                                        '  -s, --server <str>              The address of the API server.\n'
+                                        '  --token <str>                   Bearer token for the API server.\n'
+                                        '  --as <str>                      Username to impersonate for the operation.\n'
+                                        '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                        "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                        '                                  name and issuer): the connection is not\n'
+                                        '                                  secure.\n'
+                                        '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                        '                                  server.\n'
+                                        '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                        '  --client-key <str>              Path to a client key file for TLS.\n'
+                                        "  --tls-server-name <str>         The server name to check the server's\n"
+                                        '                                  certificate against (default: the host of\n'
+                                        "                                  the server's address).\n"
+                                        '  --request-timeout <str>         How long one API request may take (e.g. '
+                                        '10s,\n'
+                                        '                                  1m; default 30s).\n'
+                                        '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                        "                                  context's, else default).\n"
+                                        '  -A, --all-namespaces            Every namespace.\n'
+                                        '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                        '  --field-selector <str>          Field selector, where the server supports '
+                                        'it\n'
+                                        '                                  (e.g. metadata.name=x).\n'
+                                        '  -h, --help                      Show this message and exit.\n'
                                         '\n'
                                         '  Examples:\n'
                                         '    # What the Pod webhook does to a manifest (exit 3 when denied)\n'
@@ -1763,38 +2480,54 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   '  namespace; -t filters by pool too).\n'
                                   '\n'
                                   'Options:\n'
-                                  '  -t, --instancetype <str>  Only the Workloads of this pool (its\n'
-                                  '                            ClusterQueue).\n'
-                                  '  --held                    Only Workloads some gate holds.\n'
-                                  '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                  '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                  '                            columns-file=FILE.  [default: table]\n'
-                                  '  --no-headers              Print tables without their header row.\n'
-                                  '  --sort-by <str>           Sort the list by a JSONPath expression (e.g.\n'
-                                  '                            .remaining).\n'
-                                  '  --show-labels             Add a LABELS column to tables.\n'
-                                  '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                  '                            directory of YAML/JSON) instead of a cluster.\n'
-                                  '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                  '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                  '                            or ~/.kube/config).\n'
-                                  '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                  '                            queue and fragmentation take several).\n'
-                                  '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                  '  --user <str>              The kubeconfig user to use.\n'
-                                  '  -s, --server <str>        The address of the API server.\n'
-                                  '  --token <str>             Bearer token for the API server.\n'
-                                  '  --as <str>                Username to impersonate for the operation.\n'
-                                  '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                  '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                  '                            default 30s).\n'
-                                  "  -n, --namespace <str>     The namespace (default: the kubeconfig context's,\n"
-                                  '                            else default).\n'
-                                  '  -A, --all-namespaces      Every namespace.\n'
-                                  '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                  '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
-                                  '                            metadata.name=x).\n'
-                                  '  -h, --help                Show this message and exit.\n'
+                                  '  -t, --instancetype <str>        Only the Workloads of this pool (its\n'
+                                  '                                  ClusterQueue).\n'
+                                  '  --held                          Only Workloads some gate holds.\n'
+                                  '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                  '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                  '                                  custom-columns=SPEC, custom-columns-\n'
+                                  '                                  file=FILE.  [default: table]\n'
+                                  '  --no-headers                    Print tables without their header row.\n'
+                                  '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                  '                                  With -o jsonpath: a key the data lacks\n'
+                                  '                                  prints nothing (else it is an error).\n'
+                                  '                                  [default: allow-missing-template-keys]\n'
+                                  '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                  '                                  .remaining).\n'
+                                  '  --show-labels                   Add a LABELS column to tables.\n'
+                                  '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                  '                                  directory of YAML/JSON) instead of a\n'
+                                  '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                  '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                  '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                  '  --context <str>                 The kubeconfig context to use (views,\n'
+                                  '                                  partitions, queue and fragmentation take\n'
+                                  '                                  several).\n'
+                                  '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                  '  --user <str>                    The kubeconfig user to use.\n'
+                                  '  -s, --server <str>              The address of the API server.\n'
+                                  '  --token <str>                   Bearer token for the API server.\n'
+                                  '  --as <str>                      Username to impersonate for the operation.\n'
+                                  '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                  "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                  '                                  name and issuer): the connection is not\n'
+                                  '                                  secure.\n'
+                                  '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                  '                                  server.\n'
+                                  '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                  '  --client-key <str>              Path to a client key file for TLS.\n'
+                                  "  --tls-server-name <str>         The server name to check the server's\n"
+                                  '                                  certificate against (default: the host of\n'
+                                  "                                  the server's address).\n"
+                                  '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                  '                                  1m; default 30s).\n'
+                                  '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                  "                                  context's, else default).\n"
+                                  '  -A, --all-namespaces            Every namespace.\n'
+                                  '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                  '  --field-selector <str>          Field selector, where the server supports it\n'
+                                  '                                  (e.g. metadata.name=x).\n'
+                                  '  -h, --help                      Show this message and exit.\n'
                                   '\n'
                                   '  Examples:\n'
                                   "    # The Workloads of the context's namespace, and those some gate holds "
@@ -1813,25 +2546,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  '  See what a Kueue-shared GPU pool can still give, and why a workload waits.\n'
                                  '\n'
                                  'Options:\n'
-                                 '  --version                Print the version and exit.\n'
-                                 '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                 '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                 '                           var: GPUCTL_SNAPSHOT]\n'
-                                 '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                 '                           ~/.kube/config).\n'
-                                 '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                 '                           queue and fragmentation take several).\n'
-                                 '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                 '  --user <str>             The kubeconfig user to use.\n'
-                                 '  -s, --server <str>       The address of the API server.\n'
-                                 '  --token <str>            Bearer token for the API server.\n'
-                                 '  --as <str>               Username to impersonate for the operation.\n'
-                                 '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                 '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                 '                           default 30s).\n'
-                                 "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                                 '                           else default).\n'
-                                 '  -h, --help               Show this message and exit.\n'
+                                 '  --version                      Print the version and exit.\n'
+                                 '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                 '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                 '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                 '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                 '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                 '  --context <str>                The kubeconfig context to use (views,\n'
+                                 '                                 partitions, queue and fragmentation take\n'
+                                 '                                 several).\n'
+                                 '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                 '  --user <str>                   The kubeconfig user to use.\n'
+                                 '  -s, --server <str>             The address of the API server.\n'
+                                 '  --token <str>                  Bearer token for the API server.\n'
+                                 '  --as <str>                     Username to impersonate for the operation.\n'
+                                 '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                 "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                 '                                 name and issuer): the connection is not\n'
+                                 '                                 secure.\n'
+                                 '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                 '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                 '  --client-key <str>             Path to a client key file for TLS.\n'
+                                 "  --tls-server-name <str>        The server name to check the server's\n"
+                                 '                                 certificate against (default: the host of the\n'
+                                 "                                 server's address).\n"
+                                 '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                 '                                 1m; default 30s).\n'
+                                 '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                 "                                 context's, else default).\n"
+                                 '  -A, --all-namespaces           Every namespace.\n'
+                                 '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                 '  --field-selector <str>         Field selector, where the server supports it\n'
+                                 '                                 (e.g. metadata.name=x).\n'
+                                 '  --all-contexts                 Read every context of the kubeconfig, one\n'
+                                 '                                 cluster each.\n'
+                                 '  --by-cluster                   With several clusters: one row per cluster\n'
+                                 '                                 instead of their sum.\n'
+                                 '  -h, --help                     Show this message and exit.\n'
                                  '\n'
                                  'Commands:\n'
                                  '  version        Print the version.\n'
@@ -1886,29 +2637,51 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      "  B  A snapshot (file or directory), or 'live'.  [required]\n"
                                      '\n'
                                      'Options:\n'
-                                     '  --exit-code              Exit 3 when anything changed.\n'
-                                     '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                     '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                     '                           columns-file=FILE.  [default: table]\n'
-                                     '  --no-headers             Print tables without their header row.\n'
-                                     '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                                     '                           .remaining).\n'
-                                     '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                     '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                     '                           var: GPUCTL_SNAPSHOT]\n'
-                                     '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                     '                           ~/.kube/config).\n'
-                                     '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                     '                           queue and fragmentation take several).\n'
-                                     '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                     '  --user <str>             The kubeconfig user to use.\n'
-                                     '  -s, --server <str>       The address of the API server.\n'
-                                     '  --token <str>            Bearer token for the API server.\n'
-                                     '  --as <str>               Username to impersonate for the operation.\n'
-                                     '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                     '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                     '                           default 30s).\n'
-                                     '  -h, --help               Show this message and exit.\n'
+                                     '  --exit-code                     Exit 3 when anything changed.\n'
+                                     '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                     '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                     '                                  custom-columns=SPEC, custom-columns-\n'
+                                     '                                  file=FILE.  [default: table]\n'
+                                     '  --no-headers                    Print tables without their header row.\n'
+                                     '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                     '                                  With -o jsonpath: a key the data lacks\n'
+                                     '                                  prints nothing (else it is an error).\n'
+                                     '                                  [default: allow-missing-template-keys]\n'
+                                     '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                     '                                  .remaining).\n'
+                                     '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                     '                                  directory of YAML/JSON) instead of a\n'
+                                     '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                     '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                     '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                     '  --context <str>                 The kubeconfig context to use (views,\n'
+                                     '                                  partitions, queue and fragmentation take\n'
+                                     '                                  several).\n'
+                                     '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                     '  --user <str>                    The kubeconfig user to use.\n'
+                                     '  -s, --server <str>              The address of the API server.\n'
+                                     '  --token <str>                   Bearer token for the API server.\n'
+                                     '  --as <str>                      Username to impersonate for the operation.\n'
+                                     '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                     "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                     '                                  name and issuer): the connection is not\n'
+                                     '                                  secure.\n'
+                                     '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                     '                                  server.\n'
+                                     '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                     '  --client-key <str>              Path to a client key file for TLS.\n'
+                                     "  --tls-server-name <str>         The server name to check the server's\n"
+                                     '                                  certificate against (default: the host of\n'
+                                     "                                  the server's address).\n"
+                                     '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                     '                                  1m; default 30s).\n'
+                                     '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                     "                                  context's, else default).\n"
+                                     '  -A, --all-namespaces            Every namespace.\n'
+                                     '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                     '  --field-selector <str>          Field selector, where the server supports it\n'
+                                     '                                  (e.g. metadata.name=x).\n'
+                                     '  -h, --help                      Show this message and exit.\n'
                                      '\n'
                                      '  Examples:\n'
                                      '    # What happened between 02:00 and 02:30\n'
@@ -1929,43 +2702,67 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        '  (without the probes; ages are measured from when the dump was taken).\n'
                                        '\n'
                                        'Options:\n'
-                                       '  --retry-minutes <int range>    Report Workloads the check has held at Retry\n'
-                                       '                                 for longer.  [default: 30; x>=1]\n'
-                                       '  --inactive-grace SECONDS       Report an inactive InstanceType whose\n'
-                                       '                                 ClusterQueue still admits after this long.\n'
-                                       '                                 [default: 120; x>=0]\n'
-                                       "  --kueue-config NAMESPACE/NAME  The ConfigMap holding Kueue's Configuration.\n"
-                                       '                                 [default: kueue-system/kueue-manager-config]\n'
-                                       "  --operator-namespace <str>     Where the operator's Deployment and leader\n"
-                                       '                                 Lease live.  [default: gpuctl-system]\n'
-                                       '  --probe / --no-probe           On a live cluster, reach the webhook\n'
-                                       '                                 endpoints and send dry-run reviews through\n'
-                                       '                                 the API server.  [default: probe]\n'
-                                       "  --kueue-resources              Print the resources block Kueue's\n"
-                                       '                                 Configuration needs, and exit.\n'
-                                       '  -o, --output <str>             table, wide, json, yaml, name,\n'
-                                       '                                 jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                                       '                                 custom-columns=SPEC, custom-columns-\n'
-                                       '                                 file=FILE.  [default: table]\n'
-                                       '  --no-headers                   Print tables without their header row.\n'
-                                       '  --snapshot <str>               Read objects from snapshot files (a file or\n'
-                                       '                                 directory of YAML/JSON) instead of a '
-                                       'cluster.\n'
-                                       '                                 [env var: GPUCTL_SNAPSHOT]\n'
-                                       '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
-                                       '                                 $KUBECONFIG or ~/.kube/config).\n'
-                                       '  --context <str>                The kubeconfig context to use (views,\n'
-                                       '                                 partitions, queue and fragmentation take\n'
-                                       '                                 several).\n'
-                                       '  --cluster <str>                The kubeconfig cluster to use.\n'
-                                       '  --user <str>                   The kubeconfig user to use.\n'
-                                       '  -s, --server <str>             The address of the API server.\n'
-                                       '  --token <str>                  Bearer token for the API server.\n'
-                                       '  --as <str>                     Username to impersonate for the operation.\n'
-                                       '  --as-group <str>               Group to impersonate (repeat for several).\n'
-                                       '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
-                                       '                                 1m; default 30s).\n'
-                                       '  -h, --help                     Show this message and exit.\n'
+                                       '  --retry-minutes <int range>     Report Workloads the check has held at '
+                                       'Retry\n'
+                                       '                                  for longer.  [default: 30; x>=1]\n'
+                                       '  --inactive-grace SECONDS        Report an inactive InstanceType whose\n'
+                                       '                                  ClusterQueue still admits after this long.\n'
+                                       '                                  [default: 120; x>=0]\n'
+                                       "  --kueue-config NAMESPACE/NAME   The ConfigMap holding Kueue's "
+                                       'Configuration.\n'
+                                       '                                  [default: '
+                                       'kueue-system/kueue-manager-config]\n'
+                                       "  --operator-namespace <str>      Where the operator's Deployment and leader\n"
+                                       '                                  Lease live.  [default: gpuctl-system]\n'
+                                       '  --probe / --no-probe            On a live cluster, reach the webhook\n'
+                                       '                                  endpoints and send dry-run reviews through\n'
+                                       '                                  the API server.  [default: probe]\n'
+                                       "  --kueue-resources               Print the resources block Kueue's\n"
+                                       '                                  Configuration needs, and exit.\n'
+                                       '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                       '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                       '                                  custom-columns=SPEC, custom-columns-\n'
+                                       '                                  file=FILE.  [default: table]\n'
+                                       '  --no-headers                    Print tables without their header row.\n'
+                                       '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                       '                                  With -o jsonpath: a key the data lacks\n'
+                                       '                                  prints nothing (else it is an error).\n'
+                                       '                                  [default: allow-missing-template-keys]\n'
+                                       '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                       '                                  directory of YAML/JSON) instead of a\n'
+                                       '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                       '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                       '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                       '  --context <str>                 The kubeconfig context to use (views,\n'
+                                       '                                  partitions, queue and fragmentation take\n'
+                                       '                                  several).\n'
+                                       '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                       '  --user <str>                    The kubeconfig user to use.\n'
+                                       '  -s, --server <str>              The address of the API server.\n'
+                                       '  --token <str>                   Bearer token for the API server.\n'
+                                       '  --as <str>                      Username to impersonate for the operation.\n'
+                                       '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                       "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                       '                                  name and issuer): the connection is not\n'
+                                       '                                  secure.\n'
+                                       '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                       '                                  server.\n'
+                                       '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                       '  --client-key <str>              Path to a client key file for TLS.\n'
+                                       "  --tls-server-name <str>         The server name to check the server's\n"
+                                       '                                  certificate against (default: the host of\n'
+                                       "                                  the server's address).\n"
+                                       '  --request-timeout <str>         How long one API request may take (e.g. '
+                                       '10s,\n'
+                                       '                                  1m; default 30s).\n'
+                                       '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                       "                                  context's, else default).\n"
+                                       '  -A, --all-namespaces            Every namespace.\n'
+                                       '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                       '  --field-selector <str>          Field selector, where the server supports '
+                                       'it\n'
+                                       '                                  (e.g. metadata.name=x).\n'
+                                       '  -h, --help                      Show this message and exit.\n'
                                        '\n'
                                        '  Examples:\n'
                                        '    # Every check on the live cluster; exit 3 when one fails\n'
@@ -1977,44 +2774,68 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        "    # The resources block Kueue's Configuration needs (the credits "
                                        'transformations and exclusions)\n'
                                        '    gpuctl doctor --kueue-resources\n',
-                             'drain': 'Usage: kubectl gpuctl drain [OPTIONS] {INSTANCETYPE}\n'
+                             'drain': 'Usage: kubectl gpuctl drain [OPTIONS] [INSTANCETYPE]...\n'
                                       '\n'
-                                      '  Drain a pool: its ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
+                                      '  Drain pools: each ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts\n'
                                       "  admitted workloads and admits none; the operator stops the type's instances.\n"
                                       '  The pool reads Draining, then Inactive.\n'
                                       '\n'
                                       'Arguments:\n'
-                                      "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                                      '                [required]\n'
+                                      "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                                      '                     name); or choose them with -l/--field-selector.\n'
                                       '\n'
                                       'Options:\n'
-                                      '  --wait                   Wait until no workload holds a reservation and\n'
-                                      '                           every instance is stopped.\n'
-                                      '  --timeout <str>          How long to wait with --wait: a duration such as\n'
-                                      '                           90s or 10m.  [default: 10m]\n'
-                                      '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                                      '                           would change; server: the API server validates,\n'
-                                      '                           stores nothing.  [default: none]\n'
-                                      '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                           columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers             Print tables without their header row.\n'
-                                      '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                      '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                      '                           var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                      '                           ~/.kube/config).\n'
-                                      '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                      '                           queue and fragmentation take several).\n'
-                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                      '  --user <str>             The kubeconfig user to use.\n'
-                                      '  -s, --server <str>       The address of the API server.\n'
-                                      '  --token <str>            Bearer token for the API server.\n'
-                                      '  --as <str>               Username to impersonate for the operation.\n'
-                                      '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                           default 30s).\n'
-                                      '  -h, --help               Show this message and exit.\n'
+                                      '  --wait                          Wait until no workload holds a reservation\n'
+                                      '                                  and every instance is stopped.\n'
+                                      '  --timeout <str>                 How long to wait with --wait: a duration\n'
+                                      '                                  such as 90s or 10m.  [default: 10m]\n'
+                                      '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                                      '                                  what would change; server: the API server\n'
+                                      '                                  validates, stores nothing.  [default: none]\n'
+                                      '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                                      '                                  on a terminal.\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       '    # Evict and stop, and follow it until nothing is left\n'
@@ -2035,28 +2856,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      '  DIR  Where to write the snapshot (created if missing).  [required]\n'
                                      '\n'
                                      'Options:\n'
-                                     '  --format <str>           json (fast to read back) or yaml.  [default: json]\n'
-                                     '  --overwrite              Replace an existing dump in DIR as a whole.\n'
-                                     '  --no-redact              Keep inline env values, credential-looking\n'
-                                     '                           arguments and last-applied configurations.\n'
-                                     '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                     '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                     '                           var: GPUCTL_SNAPSHOT]\n'
-                                     '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                     '                           ~/.kube/config).\n'
-                                     '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                     '                           queue and fragmentation take several).\n'
-                                     '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                     '  --user <str>             The kubeconfig user to use.\n'
-                                     '  -s, --server <str>       The address of the API server.\n'
-                                     '  --token <str>            Bearer token for the API server.\n'
-                                     '  --as <str>               Username to impersonate for the operation.\n'
-                                     '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                     '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                     '                           default 30s).\n'
-                                     "  -n, --namespace <str>    The namespace (default: the kubeconfig context's,\n"
-                                     '                           else default).\n'
-                                     '  -h, --help               Show this message and exit.\n'
+                                     '  --format <str>                 json (fast to read back) or yaml.  [default:\n'
+                                     '                                 json]\n'
+                                     '  --overwrite                    Replace an existing dump in DIR as a whole.\n'
+                                     '  --no-redact                    Keep inline env values, credential-looking\n'
+                                     '                                 arguments and last-applied configurations.\n'
+                                     '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                     '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                     '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                     '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                     '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                     '  --context <str>                The kubeconfig context to use (views,\n'
+                                     '                                 partitions, queue and fragmentation take\n'
+                                     '                                 several).\n'
+                                     '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                     '  --user <str>                   The kubeconfig user to use.\n'
+                                     '  -s, --server <str>             The address of the API server.\n'
+                                     '  --token <str>                  Bearer token for the API server.\n'
+                                     '  --as <str>                     Username to impersonate for the operation.\n'
+                                     '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                     "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                     '                                 name and issuer): the connection is not\n'
+                                     '                                 secure.\n'
+                                     '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                     '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                     '  --client-key <str>             Path to a client key file for TLS.\n'
+                                     "  --tls-server-name <str>        The server name to check the server's\n"
+                                     '                                 certificate against (default: the host of the\n'
+                                     "                                 server's address).\n"
+                                     '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                     '                                 1m; default 30s).\n'
+                                     '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                     "                                 context's, else default).\n"
+                                     '  -A, --all-namespaces           Every namespace.\n'
+                                     '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                     '  --field-selector <str>         Field selector, where the server supports it\n'
+                                     '                                 (e.g. metadata.name=x).\n'
+                                     '  -h, --help                     Show this message and exit.\n'
                                      '\n'
                                      '  Examples:\n'
                                      '    # A snapshot to attach to a ticket (credentials redacted), then read '
@@ -2091,41 +2927,76 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  '  [NAMESPACE/]NAME  The Instance.  [required]\n'
                                                  '\n'
                                                  'Options:\n'
-                                                 '  --exit-code              Exit 3 when a gate holds the workload (0 '
-                                                 'when it\n'
-                                                 '                           runs).\n'
-                                                 '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                 'jsonpath=TEMPLATE,\n'
-                                                 '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                                 'custom-\n'
-                                                 '                           columns-file=FILE.  [default: table]\n'
-                                                 '  --no-headers             Print tables without their header row.\n'
-                                                 '  --snapshot <str>         Read objects from snapshot files (a file '
-                                                 'or\n'
-                                                 '                           directory of YAML/JSON) instead of a '
-                                                 'cluster.  [env\n'
-                                                 '                           var: GPUCTL_SNAPSHOT]\n'
-                                                 '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                 '$KUBECONFIG or\n'
-                                                 '                           ~/.kube/config).\n'
-                                                 '  --context <str>          The kubeconfig context to use (views, '
-                                                 'partitions,\n'
-                                                 '                           queue and fragmentation take several).\n'
-                                                 '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                 '  --user <str>             The kubeconfig user to use.\n'
-                                                 '  -s, --server <str>       The address of the API server.\n'
-                                                 '  --token <str>            Bearer token for the API server.\n'
-                                                 '  --as <str>               Username to impersonate for the '
+                                                 '  --exit-code                     Exit 3 when a gate holds the '
+                                                 'workload (0\n'
+                                                 '                                  when it runs).\n'
+                                                 '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                 '                                  jsonpath=TEMPLATE, '
+                                                 'jsonpath-file=FILE,\n'
+                                                 '                                  custom-columns=SPEC, '
+                                                 'custom-columns-\n'
+                                                 '                                  file=FILE.  [default: table]\n'
+                                                 '  --no-headers                    Print tables without their header '
+                                                 'row.\n'
+                                                 '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                                 '                                  With -o jsonpath: a key the data '
+                                                 'lacks\n'
+                                                 '                                  prints nothing (else it is an '
+                                                 'error).\n'
+                                                 '                                  [default: '
+                                                 'allow-missing-template-keys]\n'
+                                                 '  --snapshot <str>                Read objects from snapshot files '
+                                                 '(a file or\n'
+                                                 '                                  directory of YAML/JSON) instead of '
+                                                 'a\n'
+                                                 '                                  cluster.  [env var: '
+                                                 'GPUCTL_SNAPSHOT]\n'
+                                                 '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                 '(default\n'
+                                                 '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                 '  --context <str>                 The kubeconfig context to use '
+                                                 '(views,\n'
+                                                 '                                  partitions, queue and '
+                                                 'fragmentation take\n'
+                                                 '                                  several).\n'
+                                                 '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                 '  --user <str>                    The kubeconfig user to use.\n'
+                                                 '  -s, --server <str>              The address of the API server.\n'
+                                                 '  --token <str>                   Bearer token for the API server.\n'
+                                                 '  --as <str>                      Username to impersonate for the '
                                                  'operation.\n'
-                                                 '  --as-group <str>         Group to impersonate (repeat for '
+                                                 '  --as-group <str>                Group to impersonate (repeat for '
                                                  'several).\n'
-                                                 '  --request-timeout <str>  How long one API request may take (e.g. '
-                                                 '10s, 1m;\n'
-                                                 '                           default 30s).\n'
-                                                 '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                                 "context's,\n"
-                                                 '                           else default).\n'
-                                                 '  -h, --help               Show this message and exit.\n'
+                                                 "  --insecure-skip-tls-verify      Do not check the server's "
+                                                 'certificate (its\n'
+                                                 '                                  name and issuer): the connection '
+                                                 'is not\n'
+                                                 '                                  secure.\n'
+                                                 '  --certificate-authority <str>   Path to a CA certificate file for '
+                                                 'the\n'
+                                                 '                                  server.\n'
+                                                 '  --client-certificate <str>      Path to a client certificate file '
+                                                 'for TLS.\n'
+                                                 '  --client-key <str>              Path to a client key file for '
+                                                 'TLS.\n'
+                                                 '  --tls-server-name <str>         The server name to check the '
+                                                 "server's\n"
+                                                 '                                  certificate against (default: the '
+                                                 'host of\n'
+                                                 "                                  the server's address).\n"
+                                                 '  --request-timeout <str>         How long one API request may take '
+                                                 '(e.g. 10s,\n'
+                                                 '                                  1m; default 30s).\n'
+                                                 '  -n, --namespace <str>           The namespace (default: the '
+                                                 'kubeconfig\n'
+                                                 "                                  context's, else default).\n"
+                                                 '  -A, --all-namespaces            Every namespace.\n'
+                                                 '  -l, --selector <str>            Label selector (e.g. '
+                                                 'key=value,other!=x).\n'
+                                                 '  --field-selector <str>          Field selector, where the server '
+                                                 'supports it\n'
+                                                 '                                  (e.g. metadata.name=x).\n'
+                                                 '  -h, --help                      Show this message and exit.\n'
                                                  '\n'
                                                  '  Examples:\n'
                                                  '    gpuctl explain instance notebook -n team-a\n',
@@ -2139,38 +3010,62 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             '  [NAMESPACE/]NAME  The Pod.  [required]\n'
                                             '\n'
                                             'Options:\n'
-                                            '  --exit-code              Exit 3 when a gate holds the workload (0 when '
-                                            'it\n'
-                                            '                           runs).\n'
-                                            '  -o, --output <str>       table, wide, json, yaml, name, '
-                                            'jsonpath=TEMPLATE,\n'
-                                            '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                            'custom-\n'
-                                            '                           columns-file=FILE.  [default: table]\n'
-                                            '  --no-headers             Print tables without their header row.\n'
-                                            '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                            '                           directory of YAML/JSON) instead of a cluster.  '
-                                            '[env\n'
-                                            '                           var: GPUCTL_SNAPSHOT]\n'
-                                            '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                            '$KUBECONFIG or\n'
-                                            '                           ~/.kube/config).\n'
-                                            '  --context <str>          The kubeconfig context to use (views, '
-                                            'partitions,\n'
-                                            '                           queue and fragmentation take several).\n'
-                                            '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                            '  --user <str>             The kubeconfig user to use.\n'
-                                            '  -s, --server <str>       The address of the API server.\n'
-                                            '  --token <str>            Bearer token for the API server.\n'
-                                            '  --as <str>               Username to impersonate for the operation.\n'
-                                            '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                            '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                            '1m;\n'
-                                            '                           default 30s).\n'
-                                            '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                            "context's,\n"
-                                            '                           else default).\n'
-                                            '  -h, --help               Show this message and exit.\n'
+                                            '  --exit-code                     Exit 3 when a gate holds the workload '
+                                            '(0\n'
+                                            '                                  when it runs).\n'
+                                            '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                            '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                            '                                  custom-columns=SPEC, custom-columns-\n'
+                                            '                                  file=FILE.  [default: table]\n'
+                                            '  --no-headers                    Print tables without their header row.\n'
+                                            '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                            '                                  With -o jsonpath: a key the data lacks\n'
+                                            '                                  prints nothing (else it is an error).\n'
+                                            '                                  [default: allow-missing-template-keys]\n'
+                                            '  --snapshot <str>                Read objects from snapshot files (a '
+                                            'file or\n'
+                                            '                                  directory of YAML/JSON) instead of a\n'
+                                            '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                            '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                            '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                            '  --context <str>                 The kubeconfig context to use (views,\n'
+                                            '                                  partitions, queue and fragmentation '
+                                            'take\n'
+                                            '                                  several).\n'
+                                            '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                            '  --user <str>                    The kubeconfig user to use.\n'
+                                            '  -s, --server <str>              The address of the API server.\n'
+                                            '  --token <str>                   Bearer token for the API server.\n'
+                                            '  --as <str>                      Username to impersonate for the '
+                                            'operation.\n'
+                                            '  --as-group <str>                Group to impersonate (repeat for '
+                                            'several).\n'
+                                            "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                            '(its\n'
+                                            '                                  name and issuer): the connection is '
+                                            'not\n'
+                                            '                                  secure.\n'
+                                            '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                            '                                  server.\n'
+                                            '  --client-certificate <str>      Path to a client certificate file for '
+                                            'TLS.\n'
+                                            '  --client-key <str>              Path to a client key file for TLS.\n'
+                                            "  --tls-server-name <str>         The server name to check the server's\n"
+                                            '                                  certificate against (default: the host '
+                                            'of\n'
+                                            "                                  the server's address).\n"
+                                            '  --request-timeout <str>         How long one API request may take (e.g. '
+                                            '10s,\n'
+                                            '                                  1m; default 30s).\n'
+                                            '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                            "                                  context's, else default).\n"
+                                            '  -A, --all-namespaces            Every namespace.\n'
+                                            '  -l, --selector <str>            Label selector (e.g. '
+                                            'key=value,other!=x).\n'
+                                            '  --field-selector <str>          Field selector, where the server '
+                                            'supports it\n'
+                                            '                                  (e.g. metadata.name=x).\n'
+                                            '  -h, --help                      Show this message and exit.\n'
                                             '\n'
                                             '  Examples:\n'
                                             '    gpuctl explain pod train-0 -n team-a\n',
@@ -2184,41 +3079,76 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  '  [NAMESPACE/]NAME  The Workload.  [required]\n'
                                                  '\n'
                                                  'Options:\n'
-                                                 '  --exit-code              Exit 3 when a gate holds the workload (0 '
-                                                 'when it\n'
-                                                 '                           runs).\n'
-                                                 '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                 'jsonpath=TEMPLATE,\n'
-                                                 '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                                 'custom-\n'
-                                                 '                           columns-file=FILE.  [default: table]\n'
-                                                 '  --no-headers             Print tables without their header row.\n'
-                                                 '  --snapshot <str>         Read objects from snapshot files (a file '
-                                                 'or\n'
-                                                 '                           directory of YAML/JSON) instead of a '
-                                                 'cluster.  [env\n'
-                                                 '                           var: GPUCTL_SNAPSHOT]\n'
-                                                 '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                 '$KUBECONFIG or\n'
-                                                 '                           ~/.kube/config).\n'
-                                                 '  --context <str>          The kubeconfig context to use (views, '
-                                                 'partitions,\n'
-                                                 '                           queue and fragmentation take several).\n'
-                                                 '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                 '  --user <str>             The kubeconfig user to use.\n'
-                                                 '  -s, --server <str>       The address of the API server.\n'
-                                                 '  --token <str>            Bearer token for the API server.\n'
-                                                 '  --as <str>               Username to impersonate for the '
+                                                 '  --exit-code                     Exit 3 when a gate holds the '
+                                                 'workload (0\n'
+                                                 '                                  when it runs).\n'
+                                                 '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                 '                                  jsonpath=TEMPLATE, '
+                                                 'jsonpath-file=FILE,\n'
+                                                 '                                  custom-columns=SPEC, '
+                                                 'custom-columns-\n'
+                                                 '                                  file=FILE.  [default: table]\n'
+                                                 '  --no-headers                    Print tables without their header '
+                                                 'row.\n'
+                                                 '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                                 '                                  With -o jsonpath: a key the data '
+                                                 'lacks\n'
+                                                 '                                  prints nothing (else it is an '
+                                                 'error).\n'
+                                                 '                                  [default: '
+                                                 'allow-missing-template-keys]\n'
+                                                 '  --snapshot <str>                Read objects from snapshot files '
+                                                 '(a file or\n'
+                                                 '                                  directory of YAML/JSON) instead of '
+                                                 'a\n'
+                                                 '                                  cluster.  [env var: '
+                                                 'GPUCTL_SNAPSHOT]\n'
+                                                 '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                 '(default\n'
+                                                 '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                 '  --context <str>                 The kubeconfig context to use '
+                                                 '(views,\n'
+                                                 '                                  partitions, queue and '
+                                                 'fragmentation take\n'
+                                                 '                                  several).\n'
+                                                 '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                 '  --user <str>                    The kubeconfig user to use.\n'
+                                                 '  -s, --server <str>              The address of the API server.\n'
+                                                 '  --token <str>                   Bearer token for the API server.\n'
+                                                 '  --as <str>                      Username to impersonate for the '
                                                  'operation.\n'
-                                                 '  --as-group <str>         Group to impersonate (repeat for '
+                                                 '  --as-group <str>                Group to impersonate (repeat for '
                                                  'several).\n'
-                                                 '  --request-timeout <str>  How long one API request may take (e.g. '
-                                                 '10s, 1m;\n'
-                                                 '                           default 30s).\n'
-                                                 '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                                 "context's,\n"
-                                                 '                           else default).\n'
-                                                 '  -h, --help               Show this message and exit.\n'
+                                                 "  --insecure-skip-tls-verify      Do not check the server's "
+                                                 'certificate (its\n'
+                                                 '                                  name and issuer): the connection '
+                                                 'is not\n'
+                                                 '                                  secure.\n'
+                                                 '  --certificate-authority <str>   Path to a CA certificate file for '
+                                                 'the\n'
+                                                 '                                  server.\n'
+                                                 '  --client-certificate <str>      Path to a client certificate file '
+                                                 'for TLS.\n'
+                                                 '  --client-key <str>              Path to a client key file for '
+                                                 'TLS.\n'
+                                                 '  --tls-server-name <str>         The server name to check the '
+                                                 "server's\n"
+                                                 '                                  certificate against (default: the '
+                                                 'host of\n'
+                                                 "                                  the server's address).\n"
+                                                 '  --request-timeout <str>         How long one API request may take '
+                                                 '(e.g. 10s,\n'
+                                                 '                                  1m; default 30s).\n'
+                                                 '  -n, --namespace <str>           The namespace (default: the '
+                                                 'kubeconfig\n'
+                                                 "                                  context's, else default).\n"
+                                                 '  -A, --all-namespaces            Every namespace.\n'
+                                                 '  -l, --selector <str>            Label selector (e.g. '
+                                                 'key=value,other!=x).\n'
+                                                 '  --field-selector <str>          Field selector, where the server '
+                                                 'supports it\n'
+                                                 '                                  (e.g. metadata.name=x).\n'
+                                                 '  -h, --help                      Show this message and exit.\n'
                                                  '\n'
                                                  '  Examples:\n'
                                                  '    # Which gate holds it, with evidence and a hint\n'
@@ -2237,50 +3167,85 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  [INSTANCETYPE]...  Pools (default: every accelerated one).\n'
                                               '\n'
                                               'Options:\n'
-                                              '  --shape <str>             A request shape to measure against '
-                                              '(ex=CARDS,\n'
-                                              '                            sh=CARDS, sl=PERCENT, pt=PROFILE). '
-                                              'Repeatable;\n'
-                                              "                            default: the pending Workloads' shapes.\n"
-                                              '  --free-cards <int range>  Hints free this many whole cards on one '
-                                              'node\n'
-                                              '                            (default: the largest pending whole-card '
-                                              'request,\n'
-                                              '                            or 1).  [1<=x<=64]\n'
-                                              '  --by-node                 One row per node and view.\n'
-                                              '  -o, --output <str>        table, wide, json, yaml, name, '
-                                              'jsonpath=TEMPLATE,\n'
-                                              '                            jsonpath-file=FILE, custom-columns=SPEC, '
-                                              'custom-\n'
-                                              '                            columns-file=FILE.  [default: table]\n'
-                                              '  --no-headers              Print tables without their header row.\n'
-                                              '  --snapshot <str>          Read objects from snapshot files (a file '
-                                              'or\n'
-                                              '                            directory of YAML/JSON) instead of a '
-                                              'cluster.\n'
-                                              '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                              '  --kubeconfig <str>        Path to the kubeconfig file (default '
-                                              '$KUBECONFIG\n'
-                                              '                            or ~/.kube/config).\n'
-                                              '  --context <str>           The kubeconfig context to use (views, '
-                                              'partitions,\n'
-                                              '                            queue and fragmentation take several).\n'
-                                              '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                              '  --user <str>              The kubeconfig user to use.\n'
-                                              '  -s, --server <str>        The address of the API server.\n'
-                                              '  --token <str>             Bearer token for the API server.\n'
-                                              '  --as <str>                Username to impersonate for the operation.\n'
-                                              '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                              '  --request-timeout <str>   How long one API request may take (e.g. '
-                                              '10s, 1m;\n'
-                                              '                            default 30s).\n'
-                                              '  --all-contexts            Read every context of the kubeconfig, one '
+                                              '  --shape <str>                   A request shape to measure against\n'
+                                              '                                  (ex=CARDS, sh=CARDS, sl=PERCENT,\n'
+                                              '                                  pt=PROFILE). Repeatable; default: '
+                                              'the\n'
+                                              "                                  pending Workloads' shapes.\n"
+                                              '  --free-cards <int range>        Hints free this many whole cards on '
+                                              'one node\n'
+                                              '                                  (default: the largest pending '
+                                              'whole-card\n'
+                                              '                                  request, or 1).  [1<=x<=64]\n'
+                                              '  --by-node                       One row per node and view.\n'
+                                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                              '                                  jsonpath=TEMPLATE, '
+                                              'jsonpath-file=FILE,\n'
+                                              '                                  custom-columns=SPEC, custom-columns-\n'
+                                              '                                  file=FILE.  [default: table]\n'
+                                              '  --no-headers                    Print tables without their header '
+                                              'row.\n'
+                                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                              '                                  With -o jsonpath: a key the data '
+                                              'lacks\n'
+                                              '                                  prints nothing (else it is an '
+                                              'error).\n'
+                                              '                                  [default: '
+                                              'allow-missing-template-keys]\n'
+                                              '  --snapshot <str>                Read objects from snapshot files (a '
+                                              'file or\n'
+                                              '                                  directory of YAML/JSON) instead of a\n'
+                                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                              '  --context <str>                 The kubeconfig context to use '
+                                              '(views,\n'
+                                              '                                  partitions, queue and fragmentation '
+                                              'take\n'
+                                              '                                  several).\n'
+                                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                              '  --user <str>                    The kubeconfig user to use.\n'
+                                              '  -s, --server <str>              The address of the API server.\n'
+                                              '  --token <str>                   Bearer token for the API server.\n'
+                                              '  --as <str>                      Username to impersonate for the '
+                                              'operation.\n'
+                                              '  --as-group <str>                Group to impersonate (repeat for '
+                                              'several).\n'
+                                              "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                              '(its\n'
+                                              '                                  name and issuer): the connection is '
+                                              'not\n'
+                                              '                                  secure.\n'
+                                              '  --certificate-authority <str>   Path to a CA certificate file for '
+                                              'the\n'
+                                              '                                  server.\n'
+                                              '  --client-certificate <str>      Path to a client certificate file for '
+                                              'TLS.\n'
+                                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                                              '  --tls-server-name <str>         The server name to check the '
+                                              "server's\n"
+                                              '                                  certificate against (default: the '
+                                              'host of\n'
+                                              "                                  the server's address).\n"
+                                              '  --request-timeout <str>         How long one API request may take '
+                                              '(e.g. 10s,\n'
+                                              '                                  1m; default 30s).\n'
+                                              '  -n, --namespace <str>           The namespace (default: the '
+                                              'kubeconfig\n'
+                                              "                                  context's, else default).\n"
+                                              '  -A, --all-namespaces            Every namespace.\n'
+                                              '  -l, --selector <str>            Label selector (e.g. '
+                                              'key=value,other!=x).\n'
+                                              '  --field-selector <str>          Field selector, where the server '
+                                              'supports it\n'
+                                              '                                  (e.g. metadata.name=x).\n'
+                                              '  --all-contexts                  Read every context of the kubeconfig, '
+                                              'one\n'
+                                              '                                  cluster each.\n'
+                                              '  --by-cluster                    With several clusters: one row per '
                                               'cluster\n'
-                                              '                            each.\n'
-                                              '  --by-cluster              With several clusters: one row per cluster '
-                                              'instead\n'
-                                              '                            of their sum.\n'
-                                              '  -h, --help                Show this message and exit.\n'
+                                              '                                  instead of their sum.\n'
+                                              '  -h, --help                      Show this message and exit.\n'
                                               '\n'
                                               '  Examples:\n'
                                               "    # Every pool against its pending Workloads' shapes, with hints to "
@@ -2290,39 +3255,68 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '    # One pool against shapes of your choosing, per node\n'
                                               '    gpuctl fragmentation gpustack--nvidia-a10g-linux-amd64 --shape ex=2 '
                                               '--shape sl=60 --by-node\n',
-                             'hold': 'Usage: kubectl gpuctl hold [OPTIONS] {INSTANCETYPE}\n'
+                             'hold': 'Usage: kubectl gpuctl hold [OPTIONS] [INSTANCETYPE]...\n'
                                      '\n'
-                                     '  Block admission to a pool; running workloads keep running (InstanceType\n'
-                                     '  spec.inactive=true → queue Hold).\n'
+                                     '  Block admission to pools; running workloads keep running. This sets\n'
+                                     "  InstanceType spec.inactive=true; the worker's InstanceType reconciler then\n"
+                                     "  sets the ClusterQueue's stopPolicy to Hold (--wait follows it).\n"
                                      '\n'
                                      'Arguments:\n'
-                                     "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                                     '                [required]\n'
+                                     "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                                     '                     name); or choose them with -l/--field-selector.\n'
                                      '\n'
                                      'Options:\n'
-                                     '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                                     '                           would change; server: the API server validates,\n'
-                                     '                           stores nothing.  [default: none]\n'
-                                     '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                     '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                     '                           columns-file=FILE.  [default: table]\n'
-                                     '  --no-headers             Print tables without their header row.\n'
-                                     '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                     '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                     '                           var: GPUCTL_SNAPSHOT]\n'
-                                     '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                     '                           ~/.kube/config).\n'
-                                     '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                     '                           queue and fragmentation take several).\n'
-                                     '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                     '  --user <str>             The kubeconfig user to use.\n'
-                                     '  -s, --server <str>       The address of the API server.\n'
-                                     '  --token <str>            Bearer token for the API server.\n'
-                                     '  --as <str>               Username to impersonate for the operation.\n'
-                                     '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                     '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                     '                           default 30s).\n'
-                                     '  -h, --help               Show this message and exit.\n'
+                                     '  --wait                          Wait until the worker has put each\n'
+                                     '                                  ClusterQueue on Hold (stopPolicy Hold).\n'
+                                     '  --timeout <str>                 How long to wait with --wait: a duration\n'
+                                     '                                  such as 90s or 10m.  [default: 2m]\n'
+                                     '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                                     '                                  what would change; server: the API server\n'
+                                     '                                  validates, stores nothing.  [default: none]\n'
+                                     '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
+                                     '                                  on a terminal.\n'
+                                     '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                     '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                     '                                  custom-columns=SPEC, custom-columns-\n'
+                                     '                                  file=FILE.  [default: table]\n'
+                                     '  --no-headers                    Print tables without their header row.\n'
+                                     '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                     '                                  With -o jsonpath: a key the data lacks\n'
+                                     '                                  prints nothing (else it is an error).\n'
+                                     '                                  [default: allow-missing-template-keys]\n'
+                                     '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                     '                                  directory of YAML/JSON) instead of a\n'
+                                     '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                     '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                     '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                     '  --context <str>                 The kubeconfig context to use (views,\n'
+                                     '                                  partitions, queue and fragmentation take\n'
+                                     '                                  several).\n'
+                                     '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                     '  --user <str>                    The kubeconfig user to use.\n'
+                                     '  -s, --server <str>              The address of the API server.\n'
+                                     '  --token <str>                   Bearer token for the API server.\n'
+                                     '  --as <str>                      Username to impersonate for the operation.\n'
+                                     '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                     "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                     '                                  name and issuer): the connection is not\n'
+                                     '                                  secure.\n'
+                                     '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                     '                                  server.\n'
+                                     '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                     '  --client-key <str>              Path to a client key file for TLS.\n'
+                                     "  --tls-server-name <str>         The server name to check the server's\n"
+                                     '                                  certificate against (default: the host of\n'
+                                     "                                  the server's address).\n"
+                                     '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                     '                                  1m; default 30s).\n'
+                                     '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                     "                                  context's, else default).\n"
+                                     '  -A, --all-namespaces            Every namespace.\n'
+                                     '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                     '  --field-selector <str>          Field selector, where the server supports it\n'
+                                     '                                  (e.g. metadata.name=x).\n'
+                                     '  -h, --help                      Show this message and exit.\n'
                                      '\n'
                                      '  Examples:\n'
                                      '    gpuctl hold gpustack--nvidia-a10g-linux-amd64\n'
@@ -2347,46 +3341,74 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  Instances with their type, phase and node.\n'
                                               '\n'
                                               'Options:\n'
-                                              '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                              '  -o, --output <str>        table, wide, json, yaml, name, '
-                                              'jsonpath=TEMPLATE,\n'
-                                              '                            jsonpath-file=FILE, custom-columns=SPEC, '
-                                              'custom-\n'
-                                              '                            columns-file=FILE.  [default: table]\n'
-                                              '  --no-headers              Print tables without their header row.\n'
-                                              '  --sort-by <str>           Sort the list by a JSONPath expression '
-                                              '(e.g.\n'
-                                              '                            .remaining).\n'
-                                              '  --show-labels             Add a LABELS column to tables.\n'
-                                              '  --snapshot <str>          Read objects from snapshot files (a file '
-                                              'or\n'
-                                              '                            directory of YAML/JSON) instead of a '
-                                              'cluster.\n'
-                                              '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                              '  --kubeconfig <str>        Path to the kubeconfig file (default '
-                                              '$KUBECONFIG\n'
-                                              '                            or ~/.kube/config).\n'
-                                              '  --context <str>           The kubeconfig context to use (views, '
-                                              'partitions,\n'
-                                              '                            queue and fragmentation take several).\n'
-                                              '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                              '  --user <str>              The kubeconfig user to use.\n'
-                                              '  -s, --server <str>        The address of the API server.\n'
-                                              '  --token <str>             Bearer token for the API server.\n'
-                                              '  --as <str>                Username to impersonate for the operation.\n'
-                                              '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                              '  --request-timeout <str>   How long one API request may take (e.g. '
-                                              '10s, 1m;\n'
-                                              '                            default 30s).\n'
-                                              '  -n, --namespace <str>     The namespace (default: the kubeconfig '
-                                              "context's,\n"
-                                              '                            else default).\n'
-                                              '  -A, --all-namespaces      Every namespace.\n'
-                                              '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                              '  --field-selector <str>    Field selector, where the server supports '
-                                              'it (e.g.\n'
-                                              '                            metadata.name=x).\n'
-                                              '  -h, --help                Show this message and exit.\n'
+                                              '  -t, --instancetype <str>        Only the Instances of this '
+                                              'InstanceType.\n'
+                                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                              '                                  jsonpath=TEMPLATE, '
+                                              'jsonpath-file=FILE,\n'
+                                              '                                  custom-columns=SPEC, custom-columns-\n'
+                                              '                                  file=FILE.  [default: table]\n'
+                                              '  --no-headers                    Print tables without their header '
+                                              'row.\n'
+                                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                              '                                  With -o jsonpath: a key the data '
+                                              'lacks\n'
+                                              '                                  prints nothing (else it is an '
+                                              'error).\n'
+                                              '                                  [default: '
+                                              'allow-missing-template-keys]\n'
+                                              '  --sort-by <str>                 Sort the list by a JSONPath '
+                                              'expression (e.g.\n'
+                                              '                                  .remaining).\n'
+                                              '  --show-labels                   Add a LABELS column to tables.\n'
+                                              '  --snapshot <str>                Read objects from snapshot files (a '
+                                              'file or\n'
+                                              '                                  directory of YAML/JSON) instead of a\n'
+                                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                              '  --context <str>                 The kubeconfig context to use '
+                                              '(views,\n'
+                                              '                                  partitions, queue and fragmentation '
+                                              'take\n'
+                                              '                                  several).\n'
+                                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                              '  --user <str>                    The kubeconfig user to use.\n'
+                                              '  -s, --server <str>              The address of the API server.\n'
+                                              '  --token <str>                   Bearer token for the API server.\n'
+                                              '  --as <str>                      Username to impersonate for the '
+                                              'operation.\n'
+                                              '  --as-group <str>                Group to impersonate (repeat for '
+                                              'several).\n'
+                                              "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                              '(its\n'
+                                              '                                  name and issuer): the connection is '
+                                              'not\n'
+                                              '                                  secure.\n'
+                                              '  --certificate-authority <str>   Path to a CA certificate file for '
+                                              'the\n'
+                                              '                                  server.\n'
+                                              '  --client-certificate <str>      Path to a client certificate file for '
+                                              'TLS.\n'
+                                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                                              '  --tls-server-name <str>         The server name to check the '
+                                              "server's\n"
+                                              '                                  certificate against (default: the '
+                                              'host of\n'
+                                              "                                  the server's address).\n"
+                                              '  --request-timeout <str>         How long one API request may take '
+                                              '(e.g. 10s,\n'
+                                              '                                  1m; default 30s).\n'
+                                              '  -n, --namespace <str>           The namespace (default: the '
+                                              'kubeconfig\n'
+                                              "                                  context's, else default).\n"
+                                              '  -A, --all-namespaces            Every namespace.\n'
+                                              '  -l, --selector <str>            Label selector (e.g. '
+                                              'key=value,other!=x).\n'
+                                              '  --field-selector <str>          Field selector, where the server '
+                                              'supports it\n'
+                                              '                                  (e.g. metadata.name=x).\n'
+                                              '  -h, --help                      Show this message and exit.\n'
                                               '\n'
                                               '  Examples:\n'
                                               '    gpuctl instance list -A\n'
@@ -2402,55 +3424,86 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                '  [NAME]...  The Instances, by name.\n'
                                                '\n'
                                                'Options:\n'
-                                               '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                               '  --all                     Every Instance of the namespace (or of all '
-                                               'with\n'
-                                               '                            -A).\n'
-                                               '  --dry-run <str>           none: change the cluster; client: only say '
-                                               'what\n'
-                                               '                            would change; server: the API server '
-                                               'validates,\n'
-                                               '                            stores nothing.  [default: none]\n'
-                                               '  -y, --yes                 Do not ask: needed for bulk changes when '
-                                               'not on a\n'
-                                               '                            terminal.\n'
-                                               '  -o, --output <str>        table, wide, json, yaml, name, '
-                                               'jsonpath=TEMPLATE,\n'
-                                               '                            jsonpath-file=FILE, custom-columns=SPEC, '
-                                               'custom-\n'
-                                               '                            columns-file=FILE.  [default: table]\n'
-                                               '  --no-headers              Print tables without their header row.\n'
-                                               '  --snapshot <str>          Read objects from snapshot files (a file '
-                                               'or\n'
-                                               '                            directory of YAML/JSON) instead of a '
-                                               'cluster.\n'
-                                               '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                               '  --kubeconfig <str>        Path to the kubeconfig file (default '
-                                               '$KUBECONFIG\n'
-                                               '                            or ~/.kube/config).\n'
-                                               '  --context <str>           The kubeconfig context to use (views, '
-                                               'partitions,\n'
-                                               '                            queue and fragmentation take several).\n'
-                                               '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                               '  --user <str>              The kubeconfig user to use.\n'
-                                               '  -s, --server <str>        The address of the API server.\n'
-                                               '  --token <str>             Bearer token for the API server.\n'
-                                               '  --as <str>                Username to impersonate for the '
+                                               '  -t, --instancetype <str>        Only the Instances of this '
+                                               'InstanceType.\n'
+                                               '  --all                           Every Instance of the namespace (or '
+                                               'of all\n'
+                                               '                                  with -A).\n'
+                                               '  --dry-run <str>                 none: change the cluster; client: '
+                                               'only say\n'
+                                               '                                  what would change; server: the API '
+                                               'server\n'
+                                               '                                  validates, stores nothing.  '
+                                               '[default: none]\n'
+                                               '  -y, --yes                       Do not ask: needed for bulk changes '
+                                               'when not\n'
+                                               '                                  on a terminal.\n'
+                                               '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                               '                                  jsonpath=TEMPLATE, '
+                                               'jsonpath-file=FILE,\n'
+                                               '                                  custom-columns=SPEC, '
+                                               'custom-columns-\n'
+                                               '                                  file=FILE.  [default: table]\n'
+                                               '  --no-headers                    Print tables without their header '
+                                               'row.\n'
+                                               '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                               '                                  With -o jsonpath: a key the data '
+                                               'lacks\n'
+                                               '                                  prints nothing (else it is an '
+                                               'error).\n'
+                                               '                                  [default: '
+                                               'allow-missing-template-keys]\n'
+                                               '  --snapshot <str>                Read objects from snapshot files (a '
+                                               'file or\n'
+                                               '                                  directory of YAML/JSON) instead of '
+                                               'a\n'
+                                               '                                  cluster.  [env var: '
+                                               'GPUCTL_SNAPSHOT]\n'
+                                               '  --kubeconfig <str>              Path to the kubeconfig file '
+                                               '(default\n'
+                                               '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                               '  --context <str>                 The kubeconfig context to use '
+                                               '(views,\n'
+                                               '                                  partitions, queue and fragmentation '
+                                               'take\n'
+                                               '                                  several).\n'
+                                               '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                               '  --user <str>                    The kubeconfig user to use.\n'
+                                               '  -s, --server <str>              The address of the API server.\n'
+                                               '  --token <str>                   Bearer token for the API server.\n'
+                                               '  --as <str>                      Username to impersonate for the '
                                                'operation.\n'
-                                               '  --as-group <str>          Group to impersonate (repeat for '
+                                               '  --as-group <str>                Group to impersonate (repeat for '
                                                'several).\n'
-                                               '  --request-timeout <str>   How long one API request may take (e.g. '
-                                               '10s, 1m;\n'
-                                               '                            default 30s).\n'
-                                               '  -n, --namespace <str>     The namespace (default: the kubeconfig '
-                                               "context's,\n"
-                                               '                            else default).\n'
-                                               '  -A, --all-namespaces      Every namespace.\n'
-                                               '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                               '  --field-selector <str>    Field selector, where the server supports '
-                                               'it (e.g.\n'
-                                               '                            metadata.name=x).\n'
-                                               '  -h, --help                Show this message and exit.\n'
+                                               "  --insecure-skip-tls-verify      Do not check the server's "
+                                               'certificate (its\n'
+                                               '                                  name and issuer): the connection is '
+                                               'not\n'
+                                               '                                  secure.\n'
+                                               '  --certificate-authority <str>   Path to a CA certificate file for '
+                                               'the\n'
+                                               '                                  server.\n'
+                                               '  --client-certificate <str>      Path to a client certificate file '
+                                               'for TLS.\n'
+                                               '  --client-key <str>              Path to a client key file for TLS.\n'
+                                               '  --tls-server-name <str>         The server name to check the '
+                                               "server's\n"
+                                               '                                  certificate against (default: the '
+                                               'host of\n'
+                                               "                                  the server's address).\n"
+                                               '  --request-timeout <str>         How long one API request may take '
+                                               '(e.g. 10s,\n'
+                                               '                                  1m; default 30s).\n'
+                                               '  -n, --namespace <str>           The namespace (default: the '
+                                               'kubeconfig\n'
+                                               "                                  context's, else default).\n"
+                                               '  -A, --all-namespaces            Every namespace.\n'
+                                               '  -l, --selector <str>            Label selector (e.g. '
+                                               'key=value,other!=x).\n'
+                                               '  --field-selector <str>          Field selector, where the server '
+                                               'supports it\n'
+                                               '                                  (e.g. metadata.name=x).\n'
+                                               '  -h, --help                      Show this message and exit.\n'
                                                '\n'
                                                '  Examples:\n'
                                                '    gpuctl instance start notebook -n team-a\n',
@@ -2466,53 +3519,82 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               '  [NAME]...  The Instances, by name.\n'
                                               '\n'
                                               'Options:\n'
-                                              '  -t, --instancetype <str>  Only the Instances of this InstanceType.\n'
-                                              '  --all                     Every Instance of the namespace (or of all '
-                                              'with\n'
-                                              '                            -A).\n'
-                                              '  --dry-run <str>           none: change the cluster; client: only say '
-                                              'what\n'
-                                              '                            would change; server: the API server '
-                                              'validates,\n'
-                                              '                            stores nothing.  [default: none]\n'
-                                              '  -y, --yes                 Do not ask: needed for bulk changes when '
-                                              'not on a\n'
-                                              '                            terminal.\n'
-                                              '  -o, --output <str>        table, wide, json, yaml, name, '
-                                              'jsonpath=TEMPLATE,\n'
-                                              '                            jsonpath-file=FILE, custom-columns=SPEC, '
-                                              'custom-\n'
-                                              '                            columns-file=FILE.  [default: table]\n'
-                                              '  --no-headers              Print tables without their header row.\n'
-                                              '  --snapshot <str>          Read objects from snapshot files (a file '
-                                              'or\n'
-                                              '                            directory of YAML/JSON) instead of a '
-                                              'cluster.\n'
-                                              '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                              '  --kubeconfig <str>        Path to the kubeconfig file (default '
-                                              '$KUBECONFIG\n'
-                                              '                            or ~/.kube/config).\n'
-                                              '  --context <str>           The kubeconfig context to use (views, '
-                                              'partitions,\n'
-                                              '                            queue and fragmentation take several).\n'
-                                              '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                              '  --user <str>              The kubeconfig user to use.\n'
-                                              '  -s, --server <str>        The address of the API server.\n'
-                                              '  --token <str>             Bearer token for the API server.\n'
-                                              '  --as <str>                Username to impersonate for the operation.\n'
-                                              '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                              '  --request-timeout <str>   How long one API request may take (e.g. '
-                                              '10s, 1m;\n'
-                                              '                            default 30s).\n'
-                                              '  -n, --namespace <str>     The namespace (default: the kubeconfig '
-                                              "context's,\n"
-                                              '                            else default).\n'
-                                              '  -A, --all-namespaces      Every namespace.\n'
-                                              '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                              '  --field-selector <str>    Field selector, where the server supports '
-                                              'it (e.g.\n'
-                                              '                            metadata.name=x).\n'
-                                              '  -h, --help                Show this message and exit.\n'
+                                              '  -t, --instancetype <str>        Only the Instances of this '
+                                              'InstanceType.\n'
+                                              '  --all                           Every Instance of the namespace (or '
+                                              'of all\n'
+                                              '                                  with -A).\n'
+                                              '  --dry-run <str>                 none: change the cluster; client: '
+                                              'only say\n'
+                                              '                                  what would change; server: the API '
+                                              'server\n'
+                                              '                                  validates, stores nothing.  [default: '
+                                              'none]\n'
+                                              '  -y, --yes                       Do not ask: needed for bulk changes '
+                                              'when not\n'
+                                              '                                  on a terminal.\n'
+                                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                              '                                  jsonpath=TEMPLATE, '
+                                              'jsonpath-file=FILE,\n'
+                                              '                                  custom-columns=SPEC, custom-columns-\n'
+                                              '                                  file=FILE.  [default: table]\n'
+                                              '  --no-headers                    Print tables without their header '
+                                              'row.\n'
+                                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                              '                                  With -o jsonpath: a key the data '
+                                              'lacks\n'
+                                              '                                  prints nothing (else it is an '
+                                              'error).\n'
+                                              '                                  [default: '
+                                              'allow-missing-template-keys]\n'
+                                              '  --snapshot <str>                Read objects from snapshot files (a '
+                                              'file or\n'
+                                              '                                  directory of YAML/JSON) instead of a\n'
+                                              '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                              '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                              '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                              '  --context <str>                 The kubeconfig context to use '
+                                              '(views,\n'
+                                              '                                  partitions, queue and fragmentation '
+                                              'take\n'
+                                              '                                  several).\n'
+                                              '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                              '  --user <str>                    The kubeconfig user to use.\n'
+                                              '  -s, --server <str>              The address of the API server.\n'
+                                              '  --token <str>                   Bearer token for the API server.\n'
+                                              '  --as <str>                      Username to impersonate for the '
+                                              'operation.\n'
+                                              '  --as-group <str>                Group to impersonate (repeat for '
+                                              'several).\n'
+                                              "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                              '(its\n'
+                                              '                                  name and issuer): the connection is '
+                                              'not\n'
+                                              '                                  secure.\n'
+                                              '  --certificate-authority <str>   Path to a CA certificate file for '
+                                              'the\n'
+                                              '                                  server.\n'
+                                              '  --client-certificate <str>      Path to a client certificate file for '
+                                              'TLS.\n'
+                                              '  --client-key <str>              Path to a client key file for TLS.\n'
+                                              '  --tls-server-name <str>         The server name to check the '
+                                              "server's\n"
+                                              '                                  certificate against (default: the '
+                                              'host of\n'
+                                              "                                  the server's address).\n"
+                                              '  --request-timeout <str>         How long one API request may take '
+                                              '(e.g. 10s,\n'
+                                              '                                  1m; default 30s).\n'
+                                              '  -n, --namespace <str>           The namespace (default: the '
+                                              'kubeconfig\n'
+                                              "                                  context's, else default).\n"
+                                              '  -A, --all-namespaces            Every namespace.\n'
+                                              '  -l, --selector <str>            Label selector (e.g. '
+                                              'key=value,other!=x).\n'
+                                              '  --field-selector <str>          Field selector, where the server '
+                                              'supports it\n'
+                                              '                                  (e.g. metadata.name=x).\n'
+                                              '  -h, --help                      Show this message and exit.\n'
                                               '\n'
                                               '  Examples:\n'
                                               '    gpuctl instance stop notebook -n team-a\n'
@@ -2549,43 +3631,85 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                       '  NAME  The InstanceType.  [required]\n'
                                                       '\n'
                                                       'Options:\n'
-                                                      '  --dry-run <str>          none: change the cluster; client: '
-                                                      'only say what\n'
-                                                      '                           would change; server: the API server '
-                                                      'validates,\n'
-                                                      '                           stores nothing.  [default: none]\n'
-                                                      '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                      'jsonpath=TEMPLATE,\n'
-                                                      '                           jsonpath-file=FILE, '
-                                                      'custom-columns=SPEC, custom-\n'
-                                                      '                           columns-file=FILE.  [default: '
-                                                      'table]\n'
-                                                      '  --no-headers             Print tables without their header '
-                                                      'row.\n'
-                                                      '  --snapshot <str>         Read objects from snapshot files (a '
-                                                      'file or\n'
-                                                      '                           directory of YAML/JSON) instead of a '
-                                                      'cluster.  [env\n'
-                                                      '                           var: GPUCTL_SNAPSHOT]\n'
-                                                      '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                      '$KUBECONFIG or\n'
-                                                      '                           ~/.kube/config).\n'
-                                                      '  --context <str>          The kubeconfig context to use '
-                                                      '(views, partitions,\n'
-                                                      '                           queue and fragmentation take '
-                                                      'several).\n'
-                                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                      '  --user <str>             The kubeconfig user to use.\n'
-                                                      '  -s, --server <str>       The address of the API server.\n'
-                                                      '  --token <str>            Bearer token for the API server.\n'
-                                                      '  --as <str>               Username to impersonate for the '
-                                                      'operation.\n'
-                                                      '  --as-group <str>         Group to impersonate (repeat for '
-                                                      'several).\n'
-                                                      '  --request-timeout <str>  How long one API request may take '
-                                                      '(e.g. 10s, 1m;\n'
-                                                      '                           default 30s).\n'
-                                                      '  -h, --help               Show this message and exit.\n'
+                                                      '  --dry-run <str>                 none: change the cluster; '
+                                                      'client: only say\n'
+                                                      '                                  what would change; server: '
+                                                      'the API server\n'
+                                                      '                                  validates, stores nothing.  '
+                                                      '[default: none]\n'
+                                                      '  -o, --output <str>              table, wide, json, yaml, '
+                                                      'name,\n'
+                                                      '                                  jsonpath=TEMPLATE, '
+                                                      'jsonpath-file=FILE,\n'
+                                                      '                                  custom-columns=SPEC, '
+                                                      'custom-columns-\n'
+                                                      '                                  file=FILE.  [default: table]\n'
+                                                      '  --no-headers                    Print tables without their '
+                                                      'header row.\n'
+                                                      '  --allow-missing-template-keys / '
+                                                      '--no-allow-missing-template-keys\n'
+                                                      '                                  With -o jsonpath: a key the '
+                                                      'data lacks\n'
+                                                      '                                  prints nothing (else it is an '
+                                                      'error).\n'
+                                                      '                                  [default: '
+                                                      'allow-missing-template-keys]\n'
+                                                      '  --snapshot <str>                Read objects from snapshot '
+                                                      'files (a file or\n'
+                                                      '                                  directory of YAML/JSON) '
+                                                      'instead of a\n'
+                                                      '                                  cluster.  [env var: '
+                                                      'GPUCTL_SNAPSHOT]\n'
+                                                      '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                      '(default\n'
+                                                      '                                  $KUBECONFIG or '
+                                                      '~/.kube/config).\n'
+                                                      '  --context <str>                 The kubeconfig context to use '
+                                                      '(views,\n'
+                                                      '                                  partitions, queue and '
+                                                      'fragmentation take\n'
+                                                      '                                  several).\n'
+                                                      '  --cluster <str>                 The kubeconfig cluster to '
+                                                      'use.\n'
+                                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                                      '  -s, --server <str>              The address of the API '
+                                                      'server.\n'
+                                                      '  --token <str>                   Bearer token for the API '
+                                                      'server.\n'
+                                                      '  --as <str>                      Username to impersonate for '
+                                                      'the operation.\n'
+                                                      '  --as-group <str>                Group to impersonate (repeat '
+                                                      'for several).\n'
+                                                      "  --insecure-skip-tls-verify      Do not check the server's "
+                                                      'certificate (its\n'
+                                                      '                                  name and issuer): the '
+                                                      'connection is not\n'
+                                                      '                                  secure.\n'
+                                                      '  --certificate-authority <str>   Path to a CA certificate file '
+                                                      'for the\n'
+                                                      '                                  server.\n'
+                                                      '  --client-certificate <str>      Path to a client certificate '
+                                                      'file for TLS.\n'
+                                                      '  --client-key <str>              Path to a client key file for '
+                                                      'TLS.\n'
+                                                      '  --tls-server-name <str>         The server name to check the '
+                                                      "server's\n"
+                                                      '                                  certificate against (default: '
+                                                      'the host of\n'
+                                                      "                                  the server's address).\n"
+                                                      '  --request-timeout <str>         How long one API request may '
+                                                      'take (e.g. 10s,\n'
+                                                      '                                  1m; default 30s).\n'
+                                                      '  -n, --namespace <str>           The namespace (default: the '
+                                                      'kubeconfig\n'
+                                                      "                                  context's, else default).\n"
+                                                      '  -A, --all-namespaces            Every namespace.\n'
+                                                      '  -l, --selector <str>            Label selector (e.g. '
+                                                      'key=value,other!=x).\n'
+                                                      '  --field-selector <str>          Field selector, where the '
+                                                      'server supports it\n'
+                                                      '                                  (e.g. metadata.name=x).\n'
+                                                      '  -h, --help                      Show this message and exit.\n'
                                                       '\n'
                                                       '  Examples:\n'
                                                       '    gpuctl instancetype activate a10g-12c128g\n',
@@ -2599,41 +3723,83 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                    'the server.\n'
                                                    '\n'
                                                    'Options:\n'
-                                                   '  -f, --filename <str>     The manifest (YAML/JSON).  [required]\n'
-                                                   '  --dry-run <str>          none: change the cluster; client: only '
-                                                   'say what\n'
-                                                   '                           would change; server: the API server '
-                                                   'validates,\n'
-                                                   '                           stores nothing.  [default: none]\n'
-                                                   '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                   'jsonpath=TEMPLATE,\n'
-                                                   '                           jsonpath-file=FILE, '
-                                                   'custom-columns=SPEC, custom-\n'
-                                                   '                           columns-file=FILE.  [default: table]\n'
-                                                   '  --no-headers             Print tables without their header row.\n'
-                                                   '  --snapshot <str>         Read objects from snapshot files (a '
-                                                   'file or\n'
-                                                   '                           directory of YAML/JSON) instead of a '
-                                                   'cluster.  [env\n'
-                                                   '                           var: GPUCTL_SNAPSHOT]\n'
-                                                   '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                   '$KUBECONFIG or\n'
-                                                   '                           ~/.kube/config).\n'
-                                                   '  --context <str>          The kubeconfig context to use (views, '
-                                                   'partitions,\n'
-                                                   '                           queue and fragmentation take several).\n'
-                                                   '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                   '  --user <str>             The kubeconfig user to use.\n'
-                                                   '  -s, --server <str>       The address of the API server.\n'
-                                                   '  --token <str>            Bearer token for the API server.\n'
-                                                   '  --as <str>               Username to impersonate for the '
+                                                   '  -f, --filename <str>            The manifest (YAML/JSON).  '
+                                                   '[required]\n'
+                                                   '  --dry-run <str>                 none: change the cluster; '
+                                                   'client: only say\n'
+                                                   '                                  what would change; server: the '
+                                                   'API server\n'
+                                                   '                                  validates, stores nothing.  '
+                                                   '[default: none]\n'
+                                                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                   '                                  jsonpath=TEMPLATE, '
+                                                   'jsonpath-file=FILE,\n'
+                                                   '                                  custom-columns=SPEC, '
+                                                   'custom-columns-\n'
+                                                   '                                  file=FILE.  [default: table]\n'
+                                                   '  --no-headers                    Print tables without their '
+                                                   'header row.\n'
+                                                   '  --allow-missing-template-keys / '
+                                                   '--no-allow-missing-template-keys\n'
+                                                   '                                  With -o jsonpath: a key the data '
+                                                   'lacks\n'
+                                                   '                                  prints nothing (else it is an '
+                                                   'error).\n'
+                                                   '                                  [default: '
+                                                   'allow-missing-template-keys]\n'
+                                                   '  --snapshot <str>                Read objects from snapshot files '
+                                                   '(a file or\n'
+                                                   '                                  directory of YAML/JSON) instead '
+                                                   'of a\n'
+                                                   '                                  cluster.  [env var: '
+                                                   'GPUCTL_SNAPSHOT]\n'
+                                                   '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                   '(default\n'
+                                                   '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                   '  --context <str>                 The kubeconfig context to use '
+                                                   '(views,\n'
+                                                   '                                  partitions, queue and '
+                                                   'fragmentation take\n'
+                                                   '                                  several).\n'
+                                                   '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                   '  --user <str>                    The kubeconfig user to use.\n'
+                                                   '  -s, --server <str>              The address of the API server.\n'
+                                                   '  --token <str>                   Bearer token for the API '
+                                                   'server.\n'
+                                                   '  --as <str>                      Username to impersonate for the '
                                                    'operation.\n'
-                                                   '  --as-group <str>         Group to impersonate (repeat for '
+                                                   '  --as-group <str>                Group to impersonate (repeat for '
                                                    'several).\n'
-                                                   '  --request-timeout <str>  How long one API request may take (e.g. '
-                                                   '10s, 1m;\n'
-                                                   '                           default 30s).\n'
-                                                   '  -h, --help               Show this message and exit.\n'
+                                                   "  --insecure-skip-tls-verify      Do not check the server's "
+                                                   'certificate (its\n'
+                                                   '                                  name and issuer): the connection '
+                                                   'is not\n'
+                                                   '                                  secure.\n'
+                                                   '  --certificate-authority <str>   Path to a CA certificate file '
+                                                   'for the\n'
+                                                   '                                  server.\n'
+                                                   '  --client-certificate <str>      Path to a client certificate '
+                                                   'file for TLS.\n'
+                                                   '  --client-key <str>              Path to a client key file for '
+                                                   'TLS.\n'
+                                                   '  --tls-server-name <str>         The server name to check the '
+                                                   "server's\n"
+                                                   '                                  certificate against (default: '
+                                                   'the host of\n'
+                                                   "                                  the server's address).\n"
+                                                   '  --request-timeout <str>         How long one API request may '
+                                                   'take (e.g. 10s,\n'
+                                                   '                                  1m; default 30s).\n'
+                                                   '  -n, --namespace <str>           The namespace (default: the '
+                                                   'kubeconfig\n'
+                                                   "                                  context's, else default).\n"
+                                                   '  -A, --all-namespaces            Every namespace.\n'
+                                                   '  -l, --selector <str>            Label selector (e.g. '
+                                                   'key=value,other!=x).\n'
+                                                   '  --field-selector <str>          Field selector, where the server '
+                                                   'supports it\n'
+                                                   '                                  (e.g. metadata.name=x).\n'
+                                                   '  -h, --help                      Show this message and exit.\n'
                                                    '\n'
                                                    '  Examples:\n'
                                                    '    gpuctl instancetype apply -f type.yaml\n',
@@ -2647,57 +3813,101 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                     '  [NAME]  The InstanceType (from -f when omitted).\n'
                                                     '\n'
                                                     'Options:\n'
-                                                    '  -f, --filename <str>       Create from a manifest (YAML/JSON).\n'
-                                                    '  --accelerator-group <str>  The accelerator node key, e.g. '
+                                                    '  -f, --filename <str>            Create from a manifest '
+                                                    '(YAML/JSON).\n'
+                                                    '  --accelerator-group <str>       The accelerator node key, e.g. '
                                                     'nvidia-a10g.\n'
-                                                    '  --cpu-only                 A CPU-only type (unit CPU is 1).\n'
-                                                    '  --os <str>                 kubernetes.io/os of the pool.  '
-                                                    '[default: linux]\n'
-                                                    '  --arch <str>               kubernetes.io/arch of the pool.  '
-                                                    '[default: amd64]\n'
-                                                    '  --unit-cpu <str>           Cores per unit (a whole number).\n'
-                                                    '  --unit-ram <str>           RAM per unit, e.g. 64Gi.\n'
-                                                    '  --local-storage <str>      Local storage, e.g. 100Gi.  '
+                                                    '  --cpu-only                      A CPU-only type (unit CPU is '
+                                                    '1).\n'
+                                                    '  --os <str>                      kubernetes.io/os of the pool.  '
+                                                    '[default:\n'
+                                                    '                                  linux]\n'
+                                                    '  --arch <str>                    kubernetes.io/arch of the '
+                                                    'pool.  [default:\n'
+                                                    '                                  amd64]\n'
+                                                    '  --unit-cpu <str>                Cores per unit (a whole '
+                                                    'number).\n'
+                                                    '  --unit-ram <str>                RAM per unit, e.g. 64Gi.\n'
+                                                    '  --local-storage <str>           Local storage, e.g. 100Gi.  '
                                                     '[default: 100Gi]\n'
-                                                    '  --display-name <str>       A display name.\n'
-                                                    '  --description <str>        A description.\n'
-                                                    '  --dry-run <str>            none: change the cluster; client: '
-                                                    'only say what\n'
-                                                    '                             would change; server: the API server '
-                                                    'validates,\n'
-                                                    '                             stores nothing.  [default: none]\n'
-                                                    '  -o, --output <str>         table, wide, json, yaml, name, '
-                                                    'jsonpath=TEMPLATE,\n'
-                                                    '                             jsonpath-file=FILE, '
-                                                    'custom-columns=SPEC, custom-\n'
-                                                    '                             columns-file=FILE.  [default: '
-                                                    'table]\n'
-                                                    '  --no-headers               Print tables without their header '
-                                                    'row.\n'
-                                                    '  --snapshot <str>           Read objects from snapshot files (a '
-                                                    'file or\n'
-                                                    '                             directory of YAML/JSON) instead of a '
-                                                    'cluster.\n'
-                                                    '                             [env var: GPUCTL_SNAPSHOT]\n'
-                                                    '  --kubeconfig <str>         Path to the kubeconfig file (default '
-                                                    '$KUBECONFIG\n'
-                                                    '                             or ~/.kube/config).\n'
-                                                    '  --context <str>            The kubeconfig context to use '
-                                                    '(views, partitions,\n'
-                                                    '                             queue and fragmentation take '
-                                                    'several).\n'
-                                                    '  --cluster <str>            The kubeconfig cluster to use.\n'
-                                                    '  --user <str>               The kubeconfig user to use.\n'
-                                                    '  -s, --server <str>         The address of the API server.\n'
-                                                    '  --token <str>              Bearer token for the API server.\n'
-                                                    '  --as <str>                 Username to impersonate for the '
+                                                    '  --display-name <str>            A display name.\n'
+                                                    '  --description <str>             A description.\n'
+                                                    '  --dry-run <str>                 none: change the cluster; '
+                                                    'client: only say\n'
+                                                    '                                  what would change; server: the '
+                                                    'API server\n'
+                                                    '                                  validates, stores nothing.  '
+                                                    '[default: none]\n'
+                                                    '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                    '                                  jsonpath=TEMPLATE, '
+                                                    'jsonpath-file=FILE,\n'
+                                                    '                                  custom-columns=SPEC, '
+                                                    'custom-columns-\n'
+                                                    '                                  file=FILE.  [default: table]\n'
+                                                    '  --no-headers                    Print tables without their '
+                                                    'header row.\n'
+                                                    '  --allow-missing-template-keys / '
+                                                    '--no-allow-missing-template-keys\n'
+                                                    '                                  With -o jsonpath: a key the '
+                                                    'data lacks\n'
+                                                    '                                  prints nothing (else it is an '
+                                                    'error).\n'
+                                                    '                                  [default: '
+                                                    'allow-missing-template-keys]\n'
+                                                    '  --snapshot <str>                Read objects from snapshot '
+                                                    'files (a file or\n'
+                                                    '                                  directory of YAML/JSON) instead '
+                                                    'of a\n'
+                                                    '                                  cluster.  [env var: '
+                                                    'GPUCTL_SNAPSHOT]\n'
+                                                    '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                    '(default\n'
+                                                    '                                  $KUBECONFIG or '
+                                                    '~/.kube/config).\n'
+                                                    '  --context <str>                 The kubeconfig context to use '
+                                                    '(views,\n'
+                                                    '                                  partitions, queue and '
+                                                    'fragmentation take\n'
+                                                    '                                  several).\n'
+                                                    '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                    '  --user <str>                    The kubeconfig user to use.\n'
+                                                    '  -s, --server <str>              The address of the API server.\n'
+                                                    '  --token <str>                   Bearer token for the API '
+                                                    'server.\n'
+                                                    '  --as <str>                      Username to impersonate for the '
                                                     'operation.\n'
-                                                    '  --as-group <str>           Group to impersonate (repeat for '
-                                                    'several).\n'
-                                                    '  --request-timeout <str>    How long one API request may take '
-                                                    '(e.g. 10s, 1m;\n'
-                                                    '                             default 30s).\n'
-                                                    '  -h, --help                 Show this message and exit.\n'
+                                                    '  --as-group <str>                Group to impersonate (repeat '
+                                                    'for several).\n'
+                                                    "  --insecure-skip-tls-verify      Do not check the server's "
+                                                    'certificate (its\n'
+                                                    '                                  name and issuer): the '
+                                                    'connection is not\n'
+                                                    '                                  secure.\n'
+                                                    '  --certificate-authority <str>   Path to a CA certificate file '
+                                                    'for the\n'
+                                                    '                                  server.\n'
+                                                    '  --client-certificate <str>      Path to a client certificate '
+                                                    'file for TLS.\n'
+                                                    '  --client-key <str>              Path to a client key file for '
+                                                    'TLS.\n'
+                                                    '  --tls-server-name <str>         The server name to check the '
+                                                    "server's\n"
+                                                    '                                  certificate against (default: '
+                                                    'the host of\n'
+                                                    "                                  the server's address).\n"
+                                                    '  --request-timeout <str>         How long one API request may '
+                                                    'take (e.g. 10s,\n'
+                                                    '                                  1m; default 30s).\n'
+                                                    '  -n, --namespace <str>           The namespace (default: the '
+                                                    'kubeconfig\n'
+                                                    "                                  context's, else default).\n"
+                                                    '  -A, --all-namespaces            Every namespace.\n'
+                                                    '  -l, --selector <str>            Label selector (e.g. '
+                                                    'key=value,other!=x).\n'
+                                                    '  --field-selector <str>          Field selector, where the '
+                                                    'server supports it\n'
+                                                    '                                  (e.g. metadata.name=x).\n'
+                                                    '  -h, --help                      Show this message and exit.\n'
                                                     '\n'
                                                     '  Examples:\n'
                                                     '    gpuctl instancetype create a10g-12c128g --accelerator-group '
@@ -2714,43 +3924,88 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                         '  NAME  The InstanceType.  [required]\n'
                                                         '\n'
                                                         'Options:\n'
-                                                        '  --dry-run <str>          none: change the cluster; client: '
-                                                        'only say what\n'
-                                                        '                           would change; server: the API '
-                                                        'server validates,\n'
-                                                        '                           stores nothing.  [default: none]\n'
-                                                        '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                        'jsonpath=TEMPLATE,\n'
-                                                        '                           jsonpath-file=FILE, '
-                                                        'custom-columns=SPEC, custom-\n'
-                                                        '                           columns-file=FILE.  [default: '
+                                                        '  --dry-run <str>                 none: change the cluster; '
+                                                        'client: only say\n'
+                                                        '                                  what would change; server: '
+                                                        'the API server\n'
+                                                        '                                  validates, stores nothing.  '
+                                                        '[default: none]\n'
+                                                        '  -o, --output <str>              table, wide, json, yaml, '
+                                                        'name,\n'
+                                                        '                                  jsonpath=TEMPLATE, '
+                                                        'jsonpath-file=FILE,\n'
+                                                        '                                  custom-columns=SPEC, '
+                                                        'custom-columns-\n'
+                                                        '                                  file=FILE.  [default: '
                                                         'table]\n'
-                                                        '  --no-headers             Print tables without their header '
-                                                        'row.\n'
-                                                        '  --snapshot <str>         Read objects from snapshot files '
-                                                        '(a file or\n'
-                                                        '                           directory of YAML/JSON) instead of '
-                                                        'a cluster.  [env\n'
-                                                        '                           var: GPUCTL_SNAPSHOT]\n'
-                                                        '  --kubeconfig <str>       Path to the kubeconfig file '
-                                                        '(default $KUBECONFIG or\n'
-                                                        '                           ~/.kube/config).\n'
-                                                        '  --context <str>          The kubeconfig context to use '
-                                                        '(views, partitions,\n'
-                                                        '                           queue and fragmentation take '
-                                                        'several).\n'
-                                                        '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                        '  --user <str>             The kubeconfig user to use.\n'
-                                                        '  -s, --server <str>       The address of the API server.\n'
-                                                        '  --token <str>            Bearer token for the API server.\n'
-                                                        '  --as <str>               Username to impersonate for the '
-                                                        'operation.\n'
-                                                        '  --as-group <str>         Group to impersonate (repeat for '
-                                                        'several).\n'
-                                                        '  --request-timeout <str>  How long one API request may take '
-                                                        '(e.g. 10s, 1m;\n'
-                                                        '                           default 30s).\n'
-                                                        '  -h, --help               Show this message and exit.\n'
+                                                        '  --no-headers                    Print tables without their '
+                                                        'header row.\n'
+                                                        '  --allow-missing-template-keys / '
+                                                        '--no-allow-missing-template-keys\n'
+                                                        '                                  With -o jsonpath: a key the '
+                                                        'data lacks\n'
+                                                        '                                  prints nothing (else it is '
+                                                        'an error).\n'
+                                                        '                                  [default: '
+                                                        'allow-missing-template-keys]\n'
+                                                        '  --snapshot <str>                Read objects from snapshot '
+                                                        'files (a file or\n'
+                                                        '                                  directory of YAML/JSON) '
+                                                        'instead of a\n'
+                                                        '                                  cluster.  [env var: '
+                                                        'GPUCTL_SNAPSHOT]\n'
+                                                        '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                        '(default\n'
+                                                        '                                  $KUBECONFIG or '
+                                                        '~/.kube/config).\n'
+                                                        '  --context <str>                 The kubeconfig context to '
+                                                        'use (views,\n'
+                                                        '                                  partitions, queue and '
+                                                        'fragmentation take\n'
+                                                        '                                  several).\n'
+                                                        '  --cluster <str>                 The kubeconfig cluster to '
+                                                        'use.\n'
+                                                        '  --user <str>                    The kubeconfig user to '
+                                                        'use.\n'
+                                                        '  -s, --server <str>              The address of the API '
+                                                        'server.\n'
+                                                        '  --token <str>                   Bearer token for the API '
+                                                        'server.\n'
+                                                        '  --as <str>                      Username to impersonate for '
+                                                        'the operation.\n'
+                                                        '  --as-group <str>                Group to impersonate '
+                                                        '(repeat for several).\n'
+                                                        "  --insecure-skip-tls-verify      Do not check the server's "
+                                                        'certificate (its\n'
+                                                        '                                  name and issuer): the '
+                                                        'connection is not\n'
+                                                        '                                  secure.\n'
+                                                        '  --certificate-authority <str>   Path to a CA certificate '
+                                                        'file for the\n'
+                                                        '                                  server.\n'
+                                                        '  --client-certificate <str>      Path to a client '
+                                                        'certificate file for TLS.\n'
+                                                        '  --client-key <str>              Path to a client key file '
+                                                        'for TLS.\n'
+                                                        '  --tls-server-name <str>         The server name to check '
+                                                        "the server's\n"
+                                                        '                                  certificate against '
+                                                        '(default: the host of\n'
+                                                        "                                  the server's address).\n"
+                                                        '  --request-timeout <str>         How long one API request '
+                                                        'may take (e.g. 10s,\n'
+                                                        '                                  1m; default 30s).\n'
+                                                        '  -n, --namespace <str>           The namespace (default: the '
+                                                        'kubeconfig\n'
+                                                        "                                  context's, else default).\n"
+                                                        '  -A, --all-namespaces            Every namespace.\n'
+                                                        '  -l, --selector <str>            Label selector (e.g. '
+                                                        'key=value,other!=x).\n'
+                                                        '  --field-selector <str>          Field selector, where the '
+                                                        'server supports it\n'
+                                                        '                                  (e.g. metadata.name=x).\n'
+                                                        '  -h, --help                      Show this message and '
+                                                        'exit.\n'
                                                         '\n'
                                                         '  Examples:\n'
                                                         '    gpuctl instancetype deactivate a10g-12c128g\n',
@@ -2764,41 +4019,72 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                     '  NAME  The InstanceType.  [required]\n'
                                                     '\n'
                                                     'Options:\n'
-                                                    '  --wait                   Wait until the InstanceType is gone '
-                                                    '(its queue\n'
-                                                    '                           drains first).\n'
-                                                    '  --timeout <str>          How long to wait with --wait: a '
-                                                    'duration such as\n'
-                                                    '                           90s or 10m.  [default: 10m]\n'
-                                                    '  --dry-run <str>          none: change the cluster; client: only '
-                                                    'say what\n'
-                                                    '                           would change; server: the API server '
-                                                    'validates,\n'
-                                                    '                           stores nothing.  [default: none]\n'
-                                                    '  --snapshot <str>         Read objects from snapshot files (a '
-                                                    'file or\n'
-                                                    '                           directory of YAML/JSON) instead of a '
-                                                    'cluster.  [env\n'
-                                                    '                           var: GPUCTL_SNAPSHOT]\n'
-                                                    '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                    '$KUBECONFIG or\n'
-                                                    '                           ~/.kube/config).\n'
-                                                    '  --context <str>          The kubeconfig context to use (views, '
-                                                    'partitions,\n'
-                                                    '                           queue and fragmentation take '
-                                                    'several).\n'
-                                                    '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                    '  --user <str>             The kubeconfig user to use.\n'
-                                                    '  -s, --server <str>       The address of the API server.\n'
-                                                    '  --token <str>            Bearer token for the API server.\n'
-                                                    '  --as <str>               Username to impersonate for the '
+                                                    '  --wait                         Wait until the InstanceType is '
+                                                    'gone (its\n'
+                                                    '                                 queue drains first).\n'
+                                                    '  --timeout <str>                How long to wait with --wait: a '
+                                                    'duration such\n'
+                                                    '                                 as 90s or 10m.  [default: 10m]\n'
+                                                    '  --dry-run <str>                none: change the cluster; '
+                                                    'client: only say\n'
+                                                    '                                 what would change; server: the '
+                                                    'API server\n'
+                                                    '                                 validates, stores nothing.  '
+                                                    '[default: none]\n'
+                                                    '  --ignore-not-found             An InstanceType that does not '
+                                                    'exist is not an\n'
+                                                    '                                 error.\n'
+                                                    '  --snapshot <str>               Read objects from snapshot files '
+                                                    '(a file or\n'
+                                                    '                                 directory of YAML/JSON) instead '
+                                                    'of a cluster.\n'
+                                                    '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                                    '  --kubeconfig <str>             Path to the kubeconfig file '
+                                                    '(default\n'
+                                                    '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                                    '  --context <str>                The kubeconfig context to use '
+                                                    '(views,\n'
+                                                    '                                 partitions, queue and '
+                                                    'fragmentation take\n'
+                                                    '                                 several).\n'
+                                                    '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                                    '  --user <str>                   The kubeconfig user to use.\n'
+                                                    '  -s, --server <str>             The address of the API server.\n'
+                                                    '  --token <str>                  Bearer token for the API '
+                                                    'server.\n'
+                                                    '  --as <str>                     Username to impersonate for the '
                                                     'operation.\n'
-                                                    '  --as-group <str>         Group to impersonate (repeat for '
+                                                    '  --as-group <str>               Group to impersonate (repeat for '
                                                     'several).\n'
-                                                    '  --request-timeout <str>  How long one API request may take '
-                                                    '(e.g. 10s, 1m;\n'
-                                                    '                           default 30s).\n'
-                                                    '  -h, --help               Show this message and exit.\n'
+                                                    "  --insecure-skip-tls-verify     Do not check the server's "
+                                                    'certificate (its\n'
+                                                    '                                 name and issuer): the connection '
+                                                    'is not\n'
+                                                    '                                 secure.\n'
+                                                    '  --certificate-authority <str>  Path to a CA certificate file '
+                                                    'for the server.\n'
+                                                    '  --client-certificate <str>     Path to a client certificate '
+                                                    'file for TLS.\n'
+                                                    '  --client-key <str>             Path to a client key file for '
+                                                    'TLS.\n'
+                                                    '  --tls-server-name <str>        The server name to check the '
+                                                    "server's\n"
+                                                    '                                 certificate against (default: '
+                                                    'the host of the\n'
+                                                    "                                 server's address).\n"
+                                                    '  --request-timeout <str>        How long one API request may '
+                                                    'take (e.g. 10s,\n'
+                                                    '                                 1m; default 30s).\n'
+                                                    '  -n, --namespace <str>          The namespace (default: the '
+                                                    'kubeconfig\n'
+                                                    "                                 context's, else default).\n"
+                                                    '  -A, --all-namespaces           Every namespace.\n'
+                                                    '  -l, --selector <str>           Label selector (e.g. '
+                                                    'key=value,other!=x).\n'
+                                                    '  --field-selector <str>         Field selector, where the server '
+                                                    'supports it\n'
+                                                    '                                 (e.g. metadata.name=x).\n'
+                                                    '  -h, --help                     Show this message and exit.\n'
                                                     '\n'
                                                     '  Examples:\n'
                                                     '    gpuctl instancetype delete a10g-12c128g --wait\n',
@@ -2812,30 +4098,60 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                       '  NAME  The InstanceType.  [required]\n'
                                                       '\n'
                                                       'Options:\n'
-                                                      '  --snapshot <str>         Read objects from snapshot files (a '
-                                                      'file or\n'
-                                                      '                           directory of YAML/JSON) instead of a '
-                                                      'cluster.  [env\n'
-                                                      '                           var: GPUCTL_SNAPSHOT]\n'
-                                                      '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                      '$KUBECONFIG or\n'
-                                                      '                           ~/.kube/config).\n'
-                                                      '  --context <str>          The kubeconfig context to use '
-                                                      '(views, partitions,\n'
-                                                      '                           queue and fragmentation take '
-                                                      'several).\n'
-                                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                      '  --user <str>             The kubeconfig user to use.\n'
-                                                      '  -s, --server <str>       The address of the API server.\n'
-                                                      '  --token <str>            Bearer token for the API server.\n'
-                                                      '  --as <str>               Username to impersonate for the '
-                                                      'operation.\n'
-                                                      '  --as-group <str>         Group to impersonate (repeat for '
-                                                      'several).\n'
-                                                      '  --request-timeout <str>  How long one API request may take '
-                                                      '(e.g. 10s, 1m;\n'
-                                                      '                           default 30s).\n'
-                                                      '  -h, --help               Show this message and exit.\n'
+                                                      '  --snapshot <str>               Read objects from snapshot '
+                                                      'files (a file or\n'
+                                                      '                                 directory of YAML/JSON) '
+                                                      'instead of a cluster.\n'
+                                                      '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                                      '  --kubeconfig <str>             Path to the kubeconfig file '
+                                                      '(default\n'
+                                                      '                                 $KUBECONFIG or '
+                                                      '~/.kube/config).\n'
+                                                      '  --context <str>                The kubeconfig context to use '
+                                                      '(views,\n'
+                                                      '                                 partitions, queue and '
+                                                      'fragmentation take\n'
+                                                      '                                 several).\n'
+                                                      '  --cluster <str>                The kubeconfig cluster to '
+                                                      'use.\n'
+                                                      '  --user <str>                   The kubeconfig user to use.\n'
+                                                      '  -s, --server <str>             The address of the API '
+                                                      'server.\n'
+                                                      '  --token <str>                  Bearer token for the API '
+                                                      'server.\n'
+                                                      '  --as <str>                     Username to impersonate for '
+                                                      'the operation.\n'
+                                                      '  --as-group <str>               Group to impersonate (repeat '
+                                                      'for several).\n'
+                                                      "  --insecure-skip-tls-verify     Do not check the server's "
+                                                      'certificate (its\n'
+                                                      '                                 name and issuer): the '
+                                                      'connection is not\n'
+                                                      '                                 secure.\n'
+                                                      '  --certificate-authority <str>  Path to a CA certificate file '
+                                                      'for the server.\n'
+                                                      '  --client-certificate <str>     Path to a client certificate '
+                                                      'file for TLS.\n'
+                                                      '  --client-key <str>             Path to a client key file for '
+                                                      'TLS.\n'
+                                                      '  --tls-server-name <str>        The server name to check the '
+                                                      "server's\n"
+                                                      '                                 certificate against (default: '
+                                                      'the host of the\n'
+                                                      "                                 server's address).\n"
+                                                      '  --request-timeout <str>        How long one API request may '
+                                                      'take (e.g. 10s,\n'
+                                                      '                                 1m; default 30s).\n'
+                                                      '  -n, --namespace <str>          The namespace (default: the '
+                                                      'kubeconfig\n'
+                                                      "                                 context's, else default).\n"
+                                                      '  -A, --all-namespaces           Every namespace.\n'
+                                                      '  -l, --selector <str>           Label selector (e.g. '
+                                                      'key=value,other!=x).\n'
+                                                      '  --field-selector <str>         Field selector, where the '
+                                                      'server supports it\n'
+                                                      '                                 (e.g. metadata.name=x).\n'
+                                                      '  -h, --help                     Show this message and exit.\n'
                                                       '\n'
                                                       '  Examples:\n'
                                                       '    gpuctl instancetype describe '
@@ -2845,44 +4161,77 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                   '  InstanceTypes with their pool, unit and phase.\n'
                                                   '\n'
                                                   'Options:\n'
-                                                  '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                  'jsonpath=TEMPLATE,\n'
-                                                  '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                                  'custom-\n'
-                                                  '                           columns-file=FILE.  [default: table]\n'
-                                                  '  --no-headers             Print tables without their header row.\n'
-                                                  '  --sort-by <str>          Sort the list by a JSONPath expression '
-                                                  '(e.g.\n'
-                                                  '                           .remaining).\n'
-                                                  '  --show-labels            Add a LABELS column to tables.\n'
-                                                  '  --snapshot <str>         Read objects from snapshot files (a file '
-                                                  'or\n'
-                                                  '                           directory of YAML/JSON) instead of a '
-                                                  'cluster.  [env\n'
-                                                  '                           var: GPUCTL_SNAPSHOT]\n'
-                                                  '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                  '$KUBECONFIG or\n'
-                                                  '                           ~/.kube/config).\n'
-                                                  '  --context <str>          The kubeconfig context to use (views, '
-                                                  'partitions,\n'
-                                                  '                           queue and fragmentation take several).\n'
-                                                  '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                  '  --user <str>             The kubeconfig user to use.\n'
-                                                  '  -s, --server <str>       The address of the API server.\n'
-                                                  '  --token <str>            Bearer token for the API server.\n'
-                                                  '  --as <str>               Username to impersonate for the '
+                                                  '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                  '                                  jsonpath=TEMPLATE, '
+                                                  'jsonpath-file=FILE,\n'
+                                                  '                                  custom-columns=SPEC, '
+                                                  'custom-columns-\n'
+                                                  '                                  file=FILE.  [default: table]\n'
+                                                  '  --no-headers                    Print tables without their header '
+                                                  'row.\n'
+                                                  '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                                  '                                  With -o jsonpath: a key the data '
+                                                  'lacks\n'
+                                                  '                                  prints nothing (else it is an '
+                                                  'error).\n'
+                                                  '                                  [default: '
+                                                  'allow-missing-template-keys]\n'
+                                                  '  --sort-by <str>                 Sort the list by a JSONPath '
+                                                  'expression (e.g.\n'
+                                                  '                                  .remaining).\n'
+                                                  '  --show-labels                   Add a LABELS column to tables.\n'
+                                                  '  --snapshot <str>                Read objects from snapshot files '
+                                                  '(a file or\n'
+                                                  '                                  directory of YAML/JSON) instead '
+                                                  'of a\n'
+                                                  '                                  cluster.  [env var: '
+                                                  'GPUCTL_SNAPSHOT]\n'
+                                                  '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                  '(default\n'
+                                                  '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                  '  --context <str>                 The kubeconfig context to use '
+                                                  '(views,\n'
+                                                  '                                  partitions, queue and '
+                                                  'fragmentation take\n'
+                                                  '                                  several).\n'
+                                                  '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                  '  --user <str>                    The kubeconfig user to use.\n'
+                                                  '  -s, --server <str>              The address of the API server.\n'
+                                                  '  --token <str>                   Bearer token for the API server.\n'
+                                                  '  --as <str>                      Username to impersonate for the '
                                                   'operation.\n'
-                                                  '  --as-group <str>         Group to impersonate (repeat for '
+                                                  '  --as-group <str>                Group to impersonate (repeat for '
                                                   'several).\n'
-                                                  '  --request-timeout <str>  How long one API request may take (e.g. '
-                                                  '10s, 1m;\n'
-                                                  '                           default 30s).\n'
-                                                  '  -l, --selector <str>     Label selector (e.g. '
+                                                  "  --insecure-skip-tls-verify      Do not check the server's "
+                                                  'certificate (its\n'
+                                                  '                                  name and issuer): the connection '
+                                                  'is not\n'
+                                                  '                                  secure.\n'
+                                                  '  --certificate-authority <str>   Path to a CA certificate file for '
+                                                  'the\n'
+                                                  '                                  server.\n'
+                                                  '  --client-certificate <str>      Path to a client certificate file '
+                                                  'for TLS.\n'
+                                                  '  --client-key <str>              Path to a client key file for '
+                                                  'TLS.\n'
+                                                  '  --tls-server-name <str>         The server name to check the '
+                                                  "server's\n"
+                                                  '                                  certificate against (default: the '
+                                                  'host of\n'
+                                                  "                                  the server's address).\n"
+                                                  '  --request-timeout <str>         How long one API request may take '
+                                                  '(e.g. 10s,\n'
+                                                  '                                  1m; default 30s).\n'
+                                                  '  -n, --namespace <str>           The namespace (default: the '
+                                                  'kubeconfig\n'
+                                                  "                                  context's, else default).\n"
+                                                  '  -A, --all-namespaces            Every namespace.\n'
+                                                  '  -l, --selector <str>            Label selector (e.g. '
                                                   'key=value,other!=x).\n'
-                                                  '  --field-selector <str>   Field selector, where the server '
-                                                  'supports it (e.g.\n'
-                                                  '                           metadata.name=x).\n'
-                                                  '  -h, --help               Show this message and exit.\n'
+                                                  '  --field-selector <str>          Field selector, where the server '
+                                                  'supports it\n'
+                                                  '                                  (e.g. metadata.name=x).\n'
+                                                  '  -h, --help                      Show this message and exit.\n'
                                                   '\n'
                                                   '  Examples:\n'
                                                   '    gpuctl instancetype list -o wide\n'
@@ -2901,42 +4250,82 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                     '[required]\n'
                                                     '\n'
                                                     'Options:\n'
-                                                    '  --dry-run <str>          none: change the cluster; client: only '
-                                                    'say what\n'
-                                                    '                           would change; server: the API server '
-                                                    'validates,\n'
-                                                    '                           stores nothing.  [default: none]\n'
-                                                    '  -o, --output <str>       table, wide, json, yaml, name, '
-                                                    'jsonpath=TEMPLATE,\n'
-                                                    '                           jsonpath-file=FILE, '
-                                                    'custom-columns=SPEC, custom-\n'
-                                                    '                           columns-file=FILE.  [default: table]\n'
-                                                    '  --no-headers             Print tables without their header '
-                                                    'row.\n'
-                                                    '  --snapshot <str>         Read objects from snapshot files (a '
-                                                    'file or\n'
-                                                    '                           directory of YAML/JSON) instead of a '
-                                                    'cluster.  [env\n'
-                                                    '                           var: GPUCTL_SNAPSHOT]\n'
-                                                    '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                                    '$KUBECONFIG or\n'
-                                                    '                           ~/.kube/config).\n'
-                                                    '  --context <str>          The kubeconfig context to use (views, '
-                                                    'partitions,\n'
-                                                    '                           queue and fragmentation take '
-                                                    'several).\n'
-                                                    '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                                    '  --user <str>             The kubeconfig user to use.\n'
-                                                    '  -s, --server <str>       The address of the API server.\n'
-                                                    '  --token <str>            Bearer token for the API server.\n'
-                                                    '  --as <str>               Username to impersonate for the '
+                                                    '  --dry-run <str>                 none: change the cluster; '
+                                                    'client: only say\n'
+                                                    '                                  what would change; server: the '
+                                                    'API server\n'
+                                                    '                                  validates, stores nothing.  '
+                                                    '[default: none]\n'
+                                                    '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                    '                                  jsonpath=TEMPLATE, '
+                                                    'jsonpath-file=FILE,\n'
+                                                    '                                  custom-columns=SPEC, '
+                                                    'custom-columns-\n'
+                                                    '                                  file=FILE.  [default: table]\n'
+                                                    '  --no-headers                    Print tables without their '
+                                                    'header row.\n'
+                                                    '  --allow-missing-template-keys / '
+                                                    '--no-allow-missing-template-keys\n'
+                                                    '                                  With -o jsonpath: a key the '
+                                                    'data lacks\n'
+                                                    '                                  prints nothing (else it is an '
+                                                    'error).\n'
+                                                    '                                  [default: '
+                                                    'allow-missing-template-keys]\n'
+                                                    '  --snapshot <str>                Read objects from snapshot '
+                                                    'files (a file or\n'
+                                                    '                                  directory of YAML/JSON) instead '
+                                                    'of a\n'
+                                                    '                                  cluster.  [env var: '
+                                                    'GPUCTL_SNAPSHOT]\n'
+                                                    '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                    '(default\n'
+                                                    '                                  $KUBECONFIG or '
+                                                    '~/.kube/config).\n'
+                                                    '  --context <str>                 The kubeconfig context to use '
+                                                    '(views,\n'
+                                                    '                                  partitions, queue and '
+                                                    'fragmentation take\n'
+                                                    '                                  several).\n'
+                                                    '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                    '  --user <str>                    The kubeconfig user to use.\n'
+                                                    '  -s, --server <str>              The address of the API server.\n'
+                                                    '  --token <str>                   Bearer token for the API '
+                                                    'server.\n'
+                                                    '  --as <str>                      Username to impersonate for the '
                                                     'operation.\n'
-                                                    '  --as-group <str>         Group to impersonate (repeat for '
-                                                    'several).\n'
-                                                    '  --request-timeout <str>  How long one API request may take '
-                                                    '(e.g. 10s, 1m;\n'
-                                                    '                           default 30s).\n'
-                                                    '  -h, --help               Show this message and exit.\n'
+                                                    '  --as-group <str>                Group to impersonate (repeat '
+                                                    'for several).\n'
+                                                    "  --insecure-skip-tls-verify      Do not check the server's "
+                                                    'certificate (its\n'
+                                                    '                                  name and issuer): the '
+                                                    'connection is not\n'
+                                                    '                                  secure.\n'
+                                                    '  --certificate-authority <str>   Path to a CA certificate file '
+                                                    'for the\n'
+                                                    '                                  server.\n'
+                                                    '  --client-certificate <str>      Path to a client certificate '
+                                                    'file for TLS.\n'
+                                                    '  --client-key <str>              Path to a client key file for '
+                                                    'TLS.\n'
+                                                    '  --tls-server-name <str>         The server name to check the '
+                                                    "server's\n"
+                                                    '                                  certificate against (default: '
+                                                    'the host of\n'
+                                                    "                                  the server's address).\n"
+                                                    '  --request-timeout <str>         How long one API request may '
+                                                    'take (e.g. 10s,\n'
+                                                    '                                  1m; default 30s).\n'
+                                                    '  -n, --namespace <str>           The namespace (default: the '
+                                                    'kubeconfig\n'
+                                                    "                                  context's, else default).\n"
+                                                    '  -A, --all-namespaces            Every namespace.\n'
+                                                    '  -l, --selector <str>            Label selector (e.g. '
+                                                    'key=value,other!=x).\n'
+                                                    '  --field-selector <str>          Field selector, where the '
+                                                    'server supports it\n'
+                                                    '                                  (e.g. metadata.name=x).\n'
+                                                    '  -h, --help                      Show this message and exit.\n'
                                                     '\n'
                                                     '  Examples:\n'
                                                     '    gpuctl instancetype rename a10g-12c128g "A10G, 12 cores" \n',
@@ -2949,46 +4338,70 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            '  names...  InstanceType names (all partitioned pools when none given).\n'
                                            '\n'
                                            'Options:\n'
-                                           '  --by-node                Per node.\n'
-                                           "  --by-card                Per card, with each card's carved instances.\n"
-                                           '  -o, --output <str>       table, wide, json, yaml, name, '
-                                           'jsonpath=TEMPLATE,\n'
-                                           '                           jsonpath-file=FILE, custom-columns=SPEC, '
-                                           'custom-\n'
-                                           '                           columns-file=FILE.  [default: table]\n'
-                                           '  --no-headers             Print tables without their header row.\n'
-                                           '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                                           '                           .remaining).\n'
-                                           '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                           '                           directory of YAML/JSON) instead of a cluster.  '
-                                           '[env\n'
-                                           '                           var: GPUCTL_SNAPSHOT]\n'
-                                           '  --kubeconfig <str>       Path to the kubeconfig file (default '
-                                           '$KUBECONFIG or\n'
-                                           '                           ~/.kube/config).\n'
-                                           '  --context <str>          The kubeconfig context to use (views, '
-                                           'partitions,\n'
-                                           '                           queue and fragmentation take several).\n'
-                                           '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                           '  --user <str>             The kubeconfig user to use.\n'
-                                           '  -s, --server <str>       The address of the API server.\n'
-                                           '  --token <str>            Bearer token for the API server.\n'
-                                           '  --as <str>               Username to impersonate for the operation.\n'
-                                           '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                           '  --request-timeout <str>  How long one API request may take (e.g. 10s, '
-                                           '1m;\n'
-                                           '                           default 30s).\n'
-                                           '  -l, --selector <str>     Label selector (e.g. key=value,other!=x).\n'
-                                           '  --field-selector <str>   Field selector, where the server supports it '
+                                           '  --by-node                       Per node.\n'
+                                           "  --by-card                       Per card, with each card's carved "
+                                           'instances.\n'
+                                           '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                           '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                           '                                  custom-columns=SPEC, custom-columns-\n'
+                                           '                                  file=FILE.  [default: table]\n'
+                                           '  --no-headers                    Print tables without their header row.\n'
+                                           '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                           '                                  With -o jsonpath: a key the data lacks\n'
+                                           '                                  prints nothing (else it is an error).\n'
+                                           '                                  [default: allow-missing-template-keys]\n'
+                                           '  --sort-by <str>                 Sort the list by a JSONPath expression '
                                            '(e.g.\n'
-                                           '                           metadata.name=x).\n'
-                                           '  --all-contexts           Read every context of the kubeconfig, one '
+                                           '                                  .remaining).\n'
+                                           '  --snapshot <str>                Read objects from snapshot files (a file '
+                                           'or\n'
+                                           '                                  directory of YAML/JSON) instead of a\n'
+                                           '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                           '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                           '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                           '  --context <str>                 The kubeconfig context to use (views,\n'
+                                           '                                  partitions, queue and fragmentation '
+                                           'take\n'
+                                           '                                  several).\n'
+                                           '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                           '  --user <str>                    The kubeconfig user to use.\n'
+                                           '  -s, --server <str>              The address of the API server.\n'
+                                           '  --token <str>                   Bearer token for the API server.\n'
+                                           '  --as <str>                      Username to impersonate for the '
+                                           'operation.\n'
+                                           '  --as-group <str>                Group to impersonate (repeat for '
+                                           'several).\n'
+                                           "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                           '(its\n'
+                                           '                                  name and issuer): the connection is not\n'
+                                           '                                  secure.\n'
+                                           '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                           '                                  server.\n'
+                                           '  --client-certificate <str>      Path to a client certificate file for '
+                                           'TLS.\n'
+                                           '  --client-key <str>              Path to a client key file for TLS.\n'
+                                           "  --tls-server-name <str>         The server name to check the server's\n"
+                                           '                                  certificate against (default: the host '
+                                           'of\n'
+                                           "                                  the server's address).\n"
+                                           '  --request-timeout <str>         How long one API request may take (e.g. '
+                                           '10s,\n'
+                                           '                                  1m; default 30s).\n'
+                                           '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                           "                                  context's, else default).\n"
+                                           '  -A, --all-namespaces            Every namespace.\n'
+                                           '  -l, --selector <str>            Label selector (e.g. '
+                                           'key=value,other!=x).\n'
+                                           '  --field-selector <str>          Field selector, where the server '
+                                           'supports it\n'
+                                           '                                  (e.g. metadata.name=x).\n'
+                                           '  --all-contexts                  Read every context of the kubeconfig, '
+                                           'one\n'
+                                           '                                  cluster each.\n'
+                                           '  --by-cluster                    With several clusters: one row per '
                                            'cluster\n'
-                                           '                           each.\n'
-                                           '  --by-cluster             With several clusters: one row per cluster '
-                                           'instead\n'
-                                           '                           of their sum.\n'
-                                           '  -h, --help               Show this message and exit.\n'
+                                           '                                  instead of their sum.\n'
+                                           '  -h, --help                      Show this message and exit.\n'
                                            '\n'
                                            '  Examples:\n'
                                            '    # Per profile: offered, allocated, remaining\n'
@@ -3010,35 +4423,57 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '                     every one).\n'
                                       '\n'
                                       'Options:\n'
-                                      "  --runtime-label <str>    A label whose value bounds a Workload's runtime in\n"
-                                      '                           seconds, where it sets no\n'
-                                      '                           maximumExecutionTimeSeconds.\n'
-                                      '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                           columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers             Print tables without their header row.\n'
-                                      '  --sort-by <str>          Sort the list by a JSONPath expression (e.g.\n'
-                                      '                           .remaining).\n'
-                                      '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                      '                           directory of YAML/JSON) instead of a cluster.  [env\n'
-                                      '                           var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG or\n'
-                                      '                           ~/.kube/config).\n'
-                                      '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                      '                           queue and fragmentation take several).\n'
-                                      '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                      '  --user <str>             The kubeconfig user to use.\n'
-                                      '  -s, --server <str>       The address of the API server.\n'
-                                      '  --token <str>            Bearer token for the API server.\n'
-                                      '  --as <str>               Username to impersonate for the operation.\n'
-                                      '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                           default 30s).\n'
-                                      '  --all-contexts           Read every context of the kubeconfig, one cluster\n'
-                                      '                           each.\n'
-                                      '  --by-cluster             With several clusters: one row per cluster instead\n'
-                                      '                           of their sum.\n'
-                                      '  -h, --help               Show this message and exit.\n'
+                                      "  --runtime-label <str>           A label whose value bounds a Workload's\n"
+                                      '                                  runtime in seconds, where it sets no\n'
+                                      '                                  maximumExecutionTimeSeconds.\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                      '                                  .remaining).\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                                      '                                  cluster each.\n'
+                                      '  --by-cluster                    With several clusters: one row per cluster\n'
+                                      '                                  instead of their sum.\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       "    # Every queue's pending Workloads in Kueue's order\n"
@@ -3075,75 +4510,122 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            '  admins --dry-run-namespace team-a | kubectl apply -f -`\n'
                                            '\n'
                                            'Options:\n'
-                                           '  --dry-run-namespace <str>  A namespace where the subjects may run '
-                                           'server-\n'
-                                           '                             side dry runs (repeatable).\n'
-                                           '  --bind-user <str>          A user to bind (repeatable).\n'
-                                           '  --bind-group <str>         A group to bind (repeatable).\n'
-                                           "  --pool <str>               Only these pools' ClusterQueues (default: "
-                                           'every\n'
-                                           "                             InstanceType's).\n"
-                                           '  --snapshot <str>           Read objects from snapshot files (a file or\n'
-                                           '                             directory of YAML/JSON) instead of a '
+                                           '  --dry-run-namespace <str>      A namespace where the subjects may run\n'
+                                           '                                 server-side dry runs (repeatable).\n'
+                                           '  --bind-user <str>              A user to bind (repeatable).\n'
+                                           '  --bind-group <str>             A group to bind (repeatable).\n'
+                                           "  --pool <str>                   Only these pools' ClusterQueues "
+                                           '(default:\n'
+                                           "                                 every InstanceType's).\n"
+                                           '  --snapshot <str>               Read objects from snapshot files (a file '
+                                           'or\n'
+                                           '                                 directory of YAML/JSON) instead of a '
                                            'cluster.\n'
-                                           '                             [env var: GPUCTL_SNAPSHOT]\n'
-                                           '  --kubeconfig <str>         Path to the kubeconfig file (default '
-                                           '$KUBECONFIG\n'
-                                           '                             or ~/.kube/config).\n'
-                                           '  --context <str>            The kubeconfig context to use (views, '
-                                           'partitions,\n'
-                                           '                             queue and fragmentation take several).\n'
-                                           '  --cluster <str>            The kubeconfig cluster to use.\n'
-                                           '  --user <str>               The kubeconfig user to use.\n'
-                                           '  -s, --server <str>         The address of the API server.\n'
-                                           '  --token <str>              Bearer token for the API server.\n'
-                                           '  --as <str>                 Username to impersonate for the operation.\n'
-                                           '  --as-group <str>           Group to impersonate (repeat for several).\n'
-                                           '  --request-timeout <str>    How long one API request may take (e.g. 10s, '
-                                           '1m;\n'
-                                           '                             default 30s).\n'
-                                           '  -h, --help                 Show this message and exit.\n'
+                                           '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                           '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                           '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                           '  --context <str>                The kubeconfig context to use (views,\n'
+                                           '                                 partitions, queue and fragmentation take\n'
+                                           '                                 several).\n'
+                                           '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                           '  --user <str>                   The kubeconfig user to use.\n'
+                                           '  -s, --server <str>             The address of the API server.\n'
+                                           '  --token <str>                  Bearer token for the API server.\n'
+                                           '  --as <str>                     Username to impersonate for the '
+                                           'operation.\n'
+                                           '  --as-group <str>               Group to impersonate (repeat for '
+                                           'several).\n'
+                                           "  --insecure-skip-tls-verify     Do not check the server's certificate "
+                                           '(its\n'
+                                           '                                 name and issuer): the connection is not\n'
+                                           '                                 secure.\n'
+                                           '  --certificate-authority <str>  Path to a CA certificate file for the '
+                                           'server.\n'
+                                           '  --client-certificate <str>     Path to a client certificate file for '
+                                           'TLS.\n'
+                                           '  --client-key <str>             Path to a client key file for TLS.\n'
+                                           "  --tls-server-name <str>        The server name to check the server's\n"
+                                           '                                 certificate against (default: the host of '
+                                           'the\n'
+                                           "                                 server's address).\n"
+                                           '  --request-timeout <str>        How long one API request may take (e.g. '
+                                           '10s,\n'
+                                           '                                 1m; default 30s).\n'
+                                           '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                           "                                 context's, else default).\n"
+                                           '  -A, --all-namespaces           Every namespace.\n'
+                                           '  -l, --selector <str>           Label selector (e.g. '
+                                           'key=value,other!=x).\n'
+                                           '  --field-selector <str>         Field selector, where the server supports '
+                                           'it\n'
+                                           '                                 (e.g. metadata.name=x).\n'
+                                           '  -h, --help                     Show this message and exit.\n'
                                            '\n'
                                            '  Examples:\n'
                                            '    gpuctl rbac admin --bind-group gpu-admins --dry-run-namespace team-a | '
                                            'kubectl apply -f -\n',
-                             'resume': 'Usage: kubectl gpuctl resume [OPTIONS] {INSTANCETYPE}\n'
+                             'resume': 'Usage: kubectl gpuctl resume [OPTIONS] [INSTANCETYPE]...\n'
                                        '\n'
-                                       '  Return a pool to service: its ClusterQueue back to stopPolicy None, then\n'
+                                       '  Return pools to service: each ClusterQueue back to stopPolicy None, then\n'
                                        '  InstanceType inactive=false.\n'
                                        '\n'
                                        '  Stopped Instances stay stopped: start them with `gpuctl instance start`.\n'
                                        '\n'
                                        'Arguments:\n'
-                                       "  INSTANCETYPE  The pool's InstanceType (its ClusterQueue has the same name).\n"
-                                       '                [required]\n'
+                                       "  [INSTANCETYPE]...  The pools' InstanceTypes (each ClusterQueue has the same\n"
+                                       '                     name); or choose them with -l/--field-selector.\n'
                                        '\n'
                                        'Options:\n'
-                                       '  --dry-run <str>          none: change the cluster; client: only say what\n'
-                                       '                           would change; server: the API server validates,\n'
-                                       '                           stores nothing.  [default: none]\n'
-                                       '  -o, --output <str>       table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                       '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                       '                           columns-file=FILE.  [default: table]\n'
-                                       '  --no-headers             Print tables without their header row.\n'
-                                       '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                       '                           directory of YAML/JSON) instead of a cluster.  '
-                                       '[env\n'
-                                       '                           var: GPUCTL_SNAPSHOT]\n'
-                                       '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
-                                       'or\n'
-                                       '                           ~/.kube/config).\n'
-                                       '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                       '                           queue and fragmentation take several).\n'
-                                       '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                       '  --user <str>             The kubeconfig user to use.\n'
-                                       '  -s, --server <str>       The address of the API server.\n'
-                                       '  --token <str>            Bearer token for the API server.\n'
-                                       '  --as <str>               Username to impersonate for the operation.\n'
-                                       '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                       '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                       '                           default 30s).\n'
-                                       '  -h, --help               Show this message and exit.\n'
+                                       '  --dry-run <str>                 none: change the cluster; client: only say\n'
+                                       '                                  what would change; server: the API server\n'
+                                       '                                  validates, stores nothing.  [default: none]\n'
+                                       '  -y, --yes                       Do not ask: needed for bulk changes when '
+                                       'not\n'
+                                       '                                  on a terminal.\n'
+                                       '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                       '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                       '                                  custom-columns=SPEC, custom-columns-\n'
+                                       '                                  file=FILE.  [default: table]\n'
+                                       '  --no-headers                    Print tables without their header row.\n'
+                                       '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                       '                                  With -o jsonpath: a key the data lacks\n'
+                                       '                                  prints nothing (else it is an error).\n'
+                                       '                                  [default: allow-missing-template-keys]\n'
+                                       '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                       '                                  directory of YAML/JSON) instead of a\n'
+                                       '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                       '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                       '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                       '  --context <str>                 The kubeconfig context to use (views,\n'
+                                       '                                  partitions, queue and fragmentation take\n'
+                                       '                                  several).\n'
+                                       '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                       '  --user <str>                    The kubeconfig user to use.\n'
+                                       '  -s, --server <str>              The address of the API server.\n'
+                                       '  --token <str>                   Bearer token for the API server.\n'
+                                       '  --as <str>                      Username to impersonate for the operation.\n'
+                                       '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                       "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                       '                                  name and issuer): the connection is not\n'
+                                       '                                  secure.\n'
+                                       '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                       '                                  server.\n'
+                                       '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                       '  --client-key <str>              Path to a client key file for TLS.\n'
+                                       "  --tls-server-name <str>         The server name to check the server's\n"
+                                       '                                  certificate against (default: the host of\n'
+                                       "                                  the server's address).\n"
+                                       '  --request-timeout <str>         How long one API request may take (e.g. '
+                                       '10s,\n'
+                                       '                                  1m; default 30s).\n'
+                                       '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                       "                                  context's, else default).\n"
+                                       '  -A, --all-namespaces            Every namespace.\n'
+                                       '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                       '  --field-selector <str>          Field selector, where the server supports '
+                                       'it\n'
+                                       '                                  (e.g. metadata.name=x).\n'
+                                       '  -h, --help                      Show this message and exit.\n'
                                        '\n'
                                        '  Examples:\n'
                                        '    gpuctl resume gpustack--nvidia-a10g-linux-amd64\n',
@@ -3158,53 +4640,80 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          '  is written to the cluster.\n'
                                          '\n'
                                          'Options:\n'
-                                         '  -f, --filename <str>     A manifest (Pod, Job, Deployment, StatefulSet,\n'
-                                         '                           Workload, Instance); - reads stdin. Repeatable.\n'
-                                         '  --workload <str>         An existing Workload ([NAMESPACE/]NAME), '
-                                         'simulated\n'
-                                         '                           as if submitted anew. Repeatable.\n'
-                                         '  --suggest                For a held workload, the smallest changes that\n'
-                                         '                           admit it, each proven by simulation.\n'
-                                         '  --without <str>          As if this Workload ([NAMESPACE/]NAME) had\n'
-                                         '                           finished. Repeatable.\n'
-                                         '  --drain <str>            As if this pool were drained (HoldAndDrain).\n'
-                                         '                           Repeatable.\n'
-                                         '  --hold <str>             As if this pool were on Hold. Repeatable.\n'
-                                         '  --add-nodes <str>        N more nodes shaped like --like (every card '
-                                         'free),\n'
-                                         "                           or 'auto': the fewest that admit every workload.\n"
-                                         '  --like <str>             The node --add-nodes copies.\n'
-                                         '  --at-quota <str>         As if this ClusterQueue used all its nominal '
-                                         'quota\n'
-                                         '                           (lends nothing to its cohort). Repeatable.\n'
-                                         '  --exit-code              Exit 3 when a workload would be held.\n'
-                                         '  -o, --output <str>       table, wide, json, yaml, name, '
-                                         'jsonpath=TEMPLATE,\n'
-                                         '                           jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                         '                           columns-file=FILE.  [default: table]\n'
-                                         '  --no-headers             Print tables without their header row.\n'
-                                         '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                         '                           directory of YAML/JSON) instead of a cluster.  '
-                                         '[env\n'
-                                         '                           var: GPUCTL_SNAPSHOT]\n'
-                                         '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
+                                         '  -f, --filename <str>            A manifest (Pod, Job, Deployment,\n'
+                                         '                                  StatefulSet, Workload, Instance); - reads\n'
+                                         '                                  stdin. Repeatable.\n'
+                                         '  --workload <str>                An existing Workload ([NAMESPACE/]NAME),\n'
+                                         '                                  simulated as if submitted anew. '
+                                         'Repeatable.\n'
+                                         '  --suggest                       For a held workload, the smallest changes\n'
+                                         '                                  that admit it, each proven by simulation.\n'
+                                         '  --without <str>                 As if this Workload ([NAMESPACE/]NAME) '
+                                         'had\n'
+                                         '                                  finished. Repeatable.\n'
+                                         '  --drain <str>                   As if this pool were drained '
+                                         '(HoldAndDrain).\n'
+                                         '                                  Repeatable.\n'
+                                         '  --hold <str>                    As if this pool were on Hold. Repeatable.\n'
+                                         '  --add-nodes <str>               N more nodes shaped like --like (every '
+                                         'card\n'
+                                         "                                  free), or 'auto': the fewest that admit\n"
+                                         '                                  every workload.\n'
+                                         '  --like <str>                    The node --add-nodes copies.\n'
+                                         '  --at-quota <str>                As if this ClusterQueue used all its '
+                                         'nominal\n'
+                                         '                                  quota (lends nothing to its cohort).\n'
+                                         '                                  Repeatable.\n'
+                                         '  --exit-code                     Exit 3 when a workload would be held.\n'
+                                         '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                         '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                         '                                  custom-columns=SPEC, custom-columns-\n'
+                                         '                                  file=FILE.  [default: table]\n'
+                                         '  --no-headers                    Print tables without their header row.\n'
+                                         '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                         '                                  With -o jsonpath: a key the data lacks\n'
+                                         '                                  prints nothing (else it is an error).\n'
+                                         '                                  [default: allow-missing-template-keys]\n'
+                                         '  --snapshot <str>                Read objects from snapshot files (a file '
                                          'or\n'
-                                         '                           ~/.kube/config).\n'
-                                         '  --context <str>          The kubeconfig context to use (views, '
-                                         'partitions,\n'
-                                         '                           queue and fragmentation take several).\n'
-                                         '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                         '  --user <str>             The kubeconfig user to use.\n'
-                                         '  -s, --server <str>       The address of the API server.\n'
-                                         '  --token <str>            Bearer token for the API server.\n'
-                                         '  --as <str>               Username to impersonate for the operation.\n'
-                                         '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                         '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                         '                           default 30s).\n'
-                                         '  -n, --namespace <str>    The namespace (default: the kubeconfig '
-                                         "context's,\n"
-                                         '                           else default).\n'
-                                         '  -h, --help               Show this message and exit.\n'
+                                         '                                  directory of YAML/JSON) instead of a\n'
+                                         '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                         '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                         '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                         '  --context <str>                 The kubeconfig context to use (views,\n'
+                                         '                                  partitions, queue and fragmentation take\n'
+                                         '                                  several).\n'
+                                         '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                         '  --user <str>                    The kubeconfig user to use.\n'
+                                         '  -s, --server <str>              The address of the API server.\n'
+                                         '  --token <str>                   Bearer token for the API server.\n'
+                                         '  --as <str>                      Username to impersonate for the '
+                                         'operation.\n'
+                                         '  --as-group <str>                Group to impersonate (repeat for '
+                                         'several).\n'
+                                         "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                         '(its\n'
+                                         '                                  name and issuer): the connection is not\n'
+                                         '                                  secure.\n'
+                                         '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                         '                                  server.\n'
+                                         '  --client-certificate <str>      Path to a client certificate file for '
+                                         'TLS.\n'
+                                         '  --client-key <str>              Path to a client key file for TLS.\n'
+                                         "  --tls-server-name <str>         The server name to check the server's\n"
+                                         '                                  certificate against (default: the host of\n'
+                                         "                                  the server's address).\n"
+                                         '  --request-timeout <str>         How long one API request may take (e.g. '
+                                         '10s,\n'
+                                         '                                  1m; default 30s).\n'
+                                         '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                         "                                  context's, else default).\n"
+                                         '  -A, --all-namespaces            Every namespace.\n'
+                                         '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                         '  --field-selector <str>          Field selector, where the server supports '
+                                         'it\n'
+                                         '                                  (e.g. metadata.name=x).\n'
+                                         '  -h, --help                      Show this message and exit.\n'
                                          '\n'
                                          '  Examples:\n'
                                          '    # Would this Pod be admitted now, on which node and cards?\n'
@@ -3237,25 +4746,41 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                     '                     every one).\n'
                                     '\n'
                                     'Options:\n'
-                                    '  --interval <float range>  Seconds between redraws.  [default: 2.0;\n'
-                                    '                            0.2<=x<=3600]\n'
-                                    '  --once                    Print one frame and exit.\n'
-                                    '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                    '                            directory of YAML/JSON) instead of a cluster.\n'
-                                    '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                    '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                    '                            or ~/.kube/config).\n'
-                                    '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                    '                            queue and fragmentation take several).\n'
-                                    '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                    '  --user <str>              The kubeconfig user to use.\n'
-                                    '  -s, --server <str>        The address of the API server.\n'
-                                    '  --token <str>             Bearer token for the API server.\n'
-                                    '  --as <str>                Username to impersonate for the operation.\n'
-                                    '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                    '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                    '                            default 30s).\n'
-                                    '  -h, --help                Show this message and exit.\n'
+                                    '  --interval <float range>       Seconds between redraws.  [default: 2.0;\n'
+                                    '                                 0.2<=x<=3600]\n'
+                                    '  --once                         Print one frame and exit.\n'
+                                    '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                    '                                 directory of YAML/JSON) instead of a cluster.\n'
+                                    '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                    '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                    '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                    '  --context <str>                The kubeconfig context to use (views,\n'
+                                    '                                 partitions, queue and fragmentation take\n'
+                                    '                                 several).\n'
+                                    '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                    '  --user <str>                   The kubeconfig user to use.\n'
+                                    '  -s, --server <str>             The address of the API server.\n'
+                                    '  --token <str>                  Bearer token for the API server.\n'
+                                    '  --as <str>                     Username to impersonate for the operation.\n'
+                                    '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                    "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                    '                                 name and issuer): the connection is not\n'
+                                    '                                 secure.\n'
+                                    '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
+                                    '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                    '  --client-key <str>             Path to a client key file for TLS.\n'
+                                    "  --tls-server-name <str>        The server name to check the server's\n"
+                                    '                                 certificate against (default: the host of the\n'
+                                    "                                 server's address).\n"
+                                    '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
+                                    '                                 1m; default 30s).\n'
+                                    '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                    "                                 context's, else default).\n"
+                                    '  -A, --all-namespaces           Every namespace.\n'
+                                    '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                    '  --field-selector <str>         Field selector, where the server supports it\n'
+                                    '                                 (e.g. metadata.name=x).\n'
+                                    '  -h, --help                     Show this message and exit.\n'
                                     '\n'
                                     '  Examples:\n'
                                     '    # Live, redrawn as the watches see changes (s sorts, j/k select, e explains, '
@@ -3270,26 +4795,45 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         "  operator's too).\n"
                                         '\n'
                                         'Options:\n'
-                                        "  --show-cluster           Also ask the cluster: the API server's and the\n"
-                                        "                           operator's versions.\n"
-                                        '  --snapshot <str>         Read objects from snapshot files (a file or\n'
-                                        '                           directory of YAML/JSON) instead of a cluster.  '
-                                        '[env\n'
-                                        '                           var: GPUCTL_SNAPSHOT]\n'
-                                        '  --kubeconfig <str>       Path to the kubeconfig file (default $KUBECONFIG '
-                                        'or\n'
-                                        '                           ~/.kube/config).\n'
-                                        '  --context <str>          The kubeconfig context to use (views, partitions,\n'
-                                        '                           queue and fragmentation take several).\n'
-                                        '  --cluster <str>          The kubeconfig cluster to use.\n'
-                                        '  --user <str>             The kubeconfig user to use.\n'
-                                        '  -s, --server <str>       The address of the API server.\n'
-                                        '  --token <str>            Bearer token for the API server.\n'
-                                        '  --as <str>               Username to impersonate for the operation.\n'
-                                        '  --as-group <str>         Group to impersonate (repeat for several).\n'
-                                        '  --request-timeout <str>  How long one API request may take (e.g. 10s, 1m;\n'
-                                        '                           default 30s).\n'
-                                        '  -h, --help               Show this message and exit.\n'
+                                        "  --show-cluster                 Also ask the cluster: the API server's and\n"
+                                        "                                 the operator's versions.\n"
+                                        '  --snapshot <str>               Read objects from snapshot files (a file or\n'
+                                        '                                 directory of YAML/JSON) instead of a '
+                                        'cluster.\n'
+                                        '                                 [env var: GPUCTL_SNAPSHOT]\n'
+                                        '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
+                                        '                                 $KUBECONFIG or ~/.kube/config).\n'
+                                        '  --context <str>                The kubeconfig context to use (views,\n'
+                                        '                                 partitions, queue and fragmentation take\n'
+                                        '                                 several).\n'
+                                        '  --cluster <str>                The kubeconfig cluster to use.\n'
+                                        '  --user <str>                   The kubeconfig user to use.\n'
+                                        '  -s, --server <str>             The address of the API server.\n'
+                                        '  --token <str>                  Bearer token for the API server.\n'
+                                        '  --as <str>                     Username to impersonate for the operation.\n'
+                                        '  --as-group <str>               Group to impersonate (repeat for several).\n'
+                                        "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
+                                        '                                 name and issuer): the connection is not\n'
+                                        '                                 secure.\n'
+                                        '  --certificate-authority <str>  Path to a CA certificate file for the '
+                                        'server.\n'
+                                        '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
+                                        '  --client-key <str>             Path to a client key file for TLS.\n'
+                                        "  --tls-server-name <str>        The server name to check the server's\n"
+                                        '                                 certificate against (default: the host of '
+                                        'the\n'
+                                        "                                 server's address).\n"
+                                        '  --request-timeout <str>        How long one API request may take (e.g. '
+                                        '10s,\n'
+                                        '                                 1m; default 30s).\n'
+                                        '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
+                                        "                                 context's, else default).\n"
+                                        '  -A, --all-namespaces           Every namespace.\n'
+                                        '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
+                                        '  --field-selector <str>         Field selector, where the server supports '
+                                        'it\n'
+                                        '                                 (e.g. metadata.name=x).\n'
+                                        '  -h, --help                     Show this message and exit.\n'
                                         '\n'
                                         '  Examples:\n'
                                         '    gpuctl version\n'
@@ -3307,44 +4851,63 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       '  names...  InstanceType names (all when none given).\n'
                                       '\n'
                                       'Options:\n'
-                                      "  --published               Compare with what each InstanceType's status\n"
-                                      '                            publishes.\n'
-                                      '  --by-node                 Break each pool down by node.\n'
-                                      '  --by-card                 Break each pool down by card: mode and what is\n'
-                                      '                            free.\n'
-                                      '  -w, --watch               Redraw on change (live cluster only).\n'
-                                      '  --interval <float range>  Seconds between reads with --watch.  [default:\n'
-                                      '                            2.0; x>=0.2]\n'
-                                      '  -o, --output <str>        table, wide, json, yaml, name, jsonpath=TEMPLATE,\n'
-                                      '                            jsonpath-file=FILE, custom-columns=SPEC, custom-\n'
-                                      '                            columns-file=FILE.  [default: table]\n'
-                                      '  --no-headers              Print tables without their header row.\n'
-                                      '  --sort-by <str>           Sort the list by a JSONPath expression (e.g.\n'
-                                      '                            .remaining).\n'
-                                      '  --show-labels             Add a LABELS column to tables.\n'
-                                      '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                      '                            directory of YAML/JSON) instead of a cluster.\n'
-                                      '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                      '  --kubeconfig <str>        Path to the kubeconfig file (default $KUBECONFIG\n'
-                                      '                            or ~/.kube/config).\n'
-                                      '  --context <str>           The kubeconfig context to use (views, partitions,\n'
-                                      '                            queue and fragmentation take several).\n'
-                                      '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                      '  --user <str>              The kubeconfig user to use.\n'
-                                      '  -s, --server <str>        The address of the API server.\n'
-                                      '  --token <str>             Bearer token for the API server.\n'
-                                      '  --as <str>                Username to impersonate for the operation.\n'
-                                      '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                      '  --request-timeout <str>   How long one API request may take (e.g. 10s, 1m;\n'
-                                      '                            default 30s).\n'
-                                      '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                      '  --field-selector <str>    Field selector, where the server supports it (e.g.\n'
-                                      '                            metadata.name=x).\n'
-                                      '  --all-contexts            Read every context of the kubeconfig, one cluster\n'
-                                      '                            each.\n'
-                                      '  --by-cluster              With several clusters: one row per cluster instead\n'
-                                      '                            of their sum.\n'
-                                      '  -h, --help                Show this message and exit.\n'
+                                      "  --published                     Compare with what each InstanceType's status\n"
+                                      '                                  publishes.\n'
+                                      '  --by-node                       Break each pool down by node.\n'
+                                      '  --by-card                       Break each pool down by card: mode and what\n'
+                                      '                                  is free.\n'
+                                      '  -w, --watch                     Redraw on change (live cluster only).\n'
+                                      '  --interval <float range>        Seconds between reads with --watch.\n'
+                                      '                                  [default: 2.0; x>=0.2]\n'
+                                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                      '                                  custom-columns=SPEC, custom-columns-\n'
+                                      '                                  file=FILE.  [default: table]\n'
+                                      '  --no-headers                    Print tables without their header row.\n'
+                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                      '                                  With -o jsonpath: a key the data lacks\n'
+                                      '                                  prints nothing (else it is an error).\n'
+                                      '                                  [default: allow-missing-template-keys]\n'
+                                      '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                                      '                                  .remaining).\n'
+                                      '  --show-labels                   Add a LABELS column to tables.\n'
+                                      '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                                      '                                  directory of YAML/JSON) instead of a\n'
+                                      '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                      '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                      '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                      '  --context <str>                 The kubeconfig context to use (views,\n'
+                                      '                                  partitions, queue and fragmentation take\n'
+                                      '                                  several).\n'
+                                      '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                      '  --user <str>                    The kubeconfig user to use.\n'
+                                      '  -s, --server <str>              The address of the API server.\n'
+                                      '  --token <str>                   Bearer token for the API server.\n'
+                                      '  --as <str>                      Username to impersonate for the operation.\n'
+                                      '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                                      "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                                      '                                  name and issuer): the connection is not\n'
+                                      '                                  secure.\n'
+                                      '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                      '                                  server.\n'
+                                      '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                                      '  --client-key <str>              Path to a client key file for TLS.\n'
+                                      "  --tls-server-name <str>         The server name to check the server's\n"
+                                      '                                  certificate against (default: the host of\n'
+                                      "                                  the server's address).\n"
+                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                                      '                                  1m; default 30s).\n'
+                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                      "                                  context's, else default).\n"
+                                      '  -A, --all-namespaces            Every namespace.\n'
+                                      '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                                      '  --field-selector <str>          Field selector, where the server supports it\n'
+                                      '                                  (e.g. metadata.name=x).\n'
+                                      '  --all-contexts                  Read every context of the kubeconfig, one\n'
+                                      '                                  cluster each.\n'
+                                      '  --by-cluster                    With several clusters: one row per cluster\n'
+                                      '                                  instead of their sum.\n'
+                                      '  -h, --help                      Show this message and exit.\n'
                                       '\n'
                                       '  Examples:\n'
                                       '    # What every pool can still give, live or from a snapshot\n'
@@ -3396,51 +4959,86 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                 '                                  The kind of object.  [required]\n'
                                                 '\n'
                                                 'Options:\n'
-                                                '  -f, --filename <str>         The manifest (YAML or JSON); - reads '
-                                                'stdin.\n'
-                                                '                               [required]\n'
-                                                '  --old <str>                  The stored object, for --operation '
+                                                '  -f, --filename <str>            The manifest (YAML or JSON); - '
+                                                'reads stdin.\n'
+                                                '                                  [required]\n'
+                                                '  --old <str>                     The stored object, for --operation '
                                                 'UPDATE.\n'
-                                                '  --operation <create|update>  The admission operation.  [default: '
+                                                '  --operation <create|update>     The admission operation.  [default: '
                                                 'CREATE]\n'
-                                                '  --server-side                Send a server-side dry-run create: the '
-                                                'deployed\n'
-                                                '                               webhooks answer.\n'
-                                                '  --compare                    With --server-side: do the deployed '
+                                                '  --server-side                   Send a server-side dry-run create: '
+                                                'the\n'
+                                                '                                  deployed webhooks answer.\n'
+                                                '  --compare                       With --server-side: do the deployed '
                                                 'webhooks\n'
-                                                '                               and this version agree?\n'
-                                                '  --show-object                Print the mutated object too.\n'
-                                                '  -o, --output <str>           table, wide, json, yaml, name,\n'
-                                                '                               jsonpath=TEMPLATE, jsonpath-file=FILE, '
-                                                'custom-\n'
-                                                '                               columns=SPEC, '
-                                                'custom-columns-file=FILE.\n'
-                                                '                               [default: table]\n'
-                                                '  --no-headers                 Print tables without their header '
+                                                '                                  and this version agree?\n'
+                                                '  --show-object                   Print the mutated object too.\n'
+                                                '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                                '                                  jsonpath=TEMPLATE, '
+                                                'jsonpath-file=FILE,\n'
+                                                '                                  custom-columns=SPEC, '
+                                                'custom-columns-\n'
+                                                '                                  file=FILE.  [default: table]\n'
+                                                '  --no-headers                    Print tables without their header '
                                                 'row.\n'
-                                                '  --snapshot <str>             Read objects from snapshot files (a '
+                                                '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                                '                                  With -o jsonpath: a key the data '
+                                                'lacks\n'
+                                                '                                  prints nothing (else it is an '
+                                                'error).\n'
+                                                '                                  [default: '
+                                                'allow-missing-template-keys]\n'
+                                                '  --snapshot <str>                Read objects from snapshot files (a '
                                                 'file or\n'
-                                                '                               directory of YAML/JSON) instead of a '
-                                                'cluster.\n'
-                                                '                               [env var: GPUCTL_SNAPSHOT]\n'
-                                                '  --kubeconfig <str>           Path to the kubeconfig file (default\n'
-                                                '                               $KUBECONFIG or ~/.kube/config).\n'
-                                                '  --context <str>              The kubeconfig context to use (views,\n'
-                                                '                               partitions, queue and fragmentation '
+                                                '                                  directory of YAML/JSON) instead of '
+                                                'a\n'
+                                                '                                  cluster.  [env var: '
+                                                'GPUCTL_SNAPSHOT]\n'
+                                                '  --kubeconfig <str>              Path to the kubeconfig file '
+                                                '(default\n'
+                                                '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                                '  --context <str>                 The kubeconfig context to use '
+                                                '(views,\n'
+                                                '                                  partitions, queue and fragmentation '
                                                 'take\n'
-                                                '                               several).\n'
-                                                '  --cluster <str>              The kubeconfig cluster to use.\n'
-                                                '  --user <str>                 The kubeconfig user to use.\n'
-                                                '  -s, --server <str>           The address of the API server.\n'
-                                                '  --token <str>                Bearer token for the API server.\n'
-                                                '  --as <str>                   Username to impersonate for the '
+                                                '                                  several).\n'
+                                                '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                                '  --user <str>                    The kubeconfig user to use.\n'
+                                                '  -s, --server <str>              The address of the API server.\n'
+                                                '  --token <str>                   Bearer token for the API server.\n'
+                                                '  --as <str>                      Username to impersonate for the '
                                                 'operation.\n'
-                                                '  --as-group <str>             Group to impersonate (repeat for '
+                                                '  --as-group <str>                Group to impersonate (repeat for '
                                                 'several).\n'
-                                                '  --request-timeout <str>      How long one API request may take '
+                                                "  --insecure-skip-tls-verify      Do not check the server's "
+                                                'certificate (its\n'
+                                                '                                  name and issuer): the connection is '
+                                                'not\n'
+                                                '                                  secure.\n'
+                                                '  --certificate-authority <str>   Path to a CA certificate file for '
+                                                'the\n'
+                                                '                                  server.\n'
+                                                '  --client-certificate <str>      Path to a client certificate file '
+                                                'for TLS.\n'
+                                                '  --client-key <str>              Path to a client key file for TLS.\n'
+                                                '  --tls-server-name <str>         The server name to check the '
+                                                "server's\n"
+                                                '                                  certificate against (default: the '
+                                                'host of\n'
+                                                "                                  the server's address).\n"
+                                                '  --request-timeout <str>         How long one API request may take '
                                                 '(e.g. 10s,\n'
-                                                '                               1m; default 30s).\n'
-                                                '  -h, --help                   Show this message and exit.\n'
+                                                '                                  1m; default 30s).\n'
+                                                '  -n, --namespace <str>           The namespace (default: the '
+                                                'kubeconfig\n'
+                                                "                                  context's, else default).\n"
+                                                '  -A, --all-namespaces            Every namespace.\n'
+                                                '  -l, --selector <str>            Label selector (e.g. '
+                                                'key=value,other!=x).\n'
+                                                '  --field-selector <str>          Field selector, where the server '
+                                                'supports it\n'
+                                                '                                  (e.g. metadata.name=x).\n'
+                                                '  -h, --help                      Show this message and exit.\n'
                                                 '\n'
                                                 '  Examples:\n'
                                                 '    # What the Pod webhook does to a manifest (exit 3 when denied)\n'
@@ -3459,45 +5057,64 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                           '  namespace; -t filters by pool too).\n'
                                           '\n'
                                           'Options:\n'
-                                          '  -t, --instancetype <str>  Only the Workloads of this pool (its\n'
-                                          '                            ClusterQueue).\n'
-                                          '  --held                    Only Workloads some gate holds.\n'
-                                          '  -o, --output <str>        table, wide, json, yaml, name, '
-                                          'jsonpath=TEMPLATE,\n'
-                                          '                            jsonpath-file=FILE, custom-columns=SPEC, '
-                                          'custom-\n'
-                                          '                            columns-file=FILE.  [default: table]\n'
-                                          '  --no-headers              Print tables without their header row.\n'
-                                          '  --sort-by <str>           Sort the list by a JSONPath expression (e.g.\n'
-                                          '                            .remaining).\n'
-                                          '  --show-labels             Add a LABELS column to tables.\n'
-                                          '  --snapshot <str>          Read objects from snapshot files (a file or\n'
-                                          '                            directory of YAML/JSON) instead of a cluster.\n'
-                                          '                            [env var: GPUCTL_SNAPSHOT]\n'
-                                          '  --kubeconfig <str>        Path to the kubeconfig file (default '
-                                          '$KUBECONFIG\n'
-                                          '                            or ~/.kube/config).\n'
-                                          '  --context <str>           The kubeconfig context to use (views, '
-                                          'partitions,\n'
-                                          '                            queue and fragmentation take several).\n'
-                                          '  --cluster <str>           The kubeconfig cluster to use.\n'
-                                          '  --user <str>              The kubeconfig user to use.\n'
-                                          '  -s, --server <str>        The address of the API server.\n'
-                                          '  --token <str>             Bearer token for the API server.\n'
-                                          '  --as <str>                Username to impersonate for the operation.\n'
-                                          '  --as-group <str>          Group to impersonate (repeat for several).\n'
-                                          '  --request-timeout <str>   How long one API request may take (e.g. 10s, '
-                                          '1m;\n'
-                                          '                            default 30s).\n'
-                                          '  -n, --namespace <str>     The namespace (default: the kubeconfig '
-                                          "context's,\n"
-                                          '                            else default).\n'
-                                          '  -A, --all-namespaces      Every namespace.\n'
-                                          '  -l, --selector <str>      Label selector (e.g. key=value,other!=x).\n'
-                                          '  --field-selector <str>    Field selector, where the server supports it '
+                                          '  -t, --instancetype <str>        Only the Workloads of this pool (its\n'
+                                          '                                  ClusterQueue).\n'
+                                          '  --held                          Only Workloads some gate holds.\n'
+                                          '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                                          '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                                          '                                  custom-columns=SPEC, custom-columns-\n'
+                                          '                                  file=FILE.  [default: table]\n'
+                                          '  --no-headers                    Print tables without their header row.\n'
+                                          '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                                          '                                  With -o jsonpath: a key the data lacks\n'
+                                          '                                  prints nothing (else it is an error).\n'
+                                          '                                  [default: allow-missing-template-keys]\n'
+                                          '  --sort-by <str>                 Sort the list by a JSONPath expression '
                                           '(e.g.\n'
-                                          '                            metadata.name=x).\n'
-                                          '  -h, --help                Show this message and exit.\n'
+                                          '                                  .remaining).\n'
+                                          '  --show-labels                   Add a LABELS column to tables.\n'
+                                          '  --snapshot <str>                Read objects from snapshot files (a file '
+                                          'or\n'
+                                          '                                  directory of YAML/JSON) instead of a\n'
+                                          '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                                          '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                                          '                                  $KUBECONFIG or ~/.kube/config).\n'
+                                          '  --context <str>                 The kubeconfig context to use (views,\n'
+                                          '                                  partitions, queue and fragmentation take\n'
+                                          '                                  several).\n'
+                                          '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                                          '  --user <str>                    The kubeconfig user to use.\n'
+                                          '  -s, --server <str>              The address of the API server.\n'
+                                          '  --token <str>                   Bearer token for the API server.\n'
+                                          '  --as <str>                      Username to impersonate for the '
+                                          'operation.\n'
+                                          '  --as-group <str>                Group to impersonate (repeat for '
+                                          'several).\n'
+                                          "  --insecure-skip-tls-verify      Do not check the server's certificate "
+                                          '(its\n'
+                                          '                                  name and issuer): the connection is not\n'
+                                          '                                  secure.\n'
+                                          '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                                          '                                  server.\n'
+                                          '  --client-certificate <str>      Path to a client certificate file for '
+                                          'TLS.\n'
+                                          '  --client-key <str>              Path to a client key file for TLS.\n'
+                                          "  --tls-server-name <str>         The server name to check the server's\n"
+                                          '                                  certificate against (default: the host '
+                                          'of\n'
+                                          "                                  the server's address).\n"
+                                          '  --request-timeout <str>         How long one API request may take (e.g. '
+                                          '10s,\n'
+                                          '                                  1m; default 30s).\n'
+                                          '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                                          "                                  context's, else default).\n"
+                                          '  -A, --all-namespaces            Every namespace.\n'
+                                          '  -l, --selector <str>            Label selector (e.g. '
+                                          'key=value,other!=x).\n'
+                                          '  --field-selector <str>          Field selector, where the server supports '
+                                          'it\n'
+                                          '                                  (e.g. metadata.name=x).\n'
+                                          '  -h, --help                      Show this message and exit.\n'
                                           '\n'
                                           '  Examples:\n'
                                           "    # The Workloads of the context's namespace, and those some gate holds "
@@ -3542,8 +5159,27 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                            {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                            {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                            {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                           {'eager': False,
+                            'multiple': False,
+                            'names': ['--insecure-skip-tls-verify'],
+                            'takes_value': False},
+                           {'eager': False,
+                            'multiple': False,
+                            'names': ['--certificate-authority'],
+                            'takes_value': True},
+                           {'eager': False, 'multiple': False, 'names': ['--client-certificate'], 'takes_value': True},
+                           {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                           {'eager': False, 'multiple': False, 'names': ['--tls-server-name'], 'takes_value': True},
                            {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
                            {'eager': False, 'multiple': False, 'names': ['--namespace', '-n'], 'takes_value': True},
+                           {'eager': False,
+                            'multiple': False,
+                            'names': ['--all-namespaces', '-A'],
+                            'takes_value': False},
+                           {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                           {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
+                           {'eager': False, 'multiple': False, 'names': ['--all-contexts'], 'takes_value': False},
+                           {'eager': False, 'multiple': False, 'names': ['--by-cluster'], 'takes_value': False},
                            {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'completion': {'commands': [],
                          'options': [{'eager': True,
@@ -3554,6 +5190,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                    'options': [{'eager': False, 'multiple': False, 'names': ['--exit-code'], 'takes_value': False},
                                {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                'takes_value': False},
                                {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
@@ -3564,7 +5204,28 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                                {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--insecure-skip-tls-verify'],
+                                'takes_value': False},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--certificate-authority'],
+                                'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--client-certificate'],
+                                'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--tls-server-name'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--namespace', '-n'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--all-namespaces', '-A'],
+                                'takes_value': False},
+                               {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'doctor': {'commands': [],
                      'options': [{'eager': False, 'multiple': False, 'names': ['--retry-minutes'], 'takes_value': True},
@@ -3587,6 +5248,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   'takes_value': False},
                                  {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                  'takes_value': False},
                                  {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
                                  {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
@@ -3598,15 +5263,53 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                  {'eager': False,
                                   'multiple': False,
+                                  'names': ['--insecure-skip-tls-verify'],
+                                  'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--certificate-authority'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--client-certificate'],
+                                  'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--tls-server-name'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
                                   'names': ['--request-timeout'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--namespace', '-n'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--all-namespaces', '-A'],
+                                  'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--selector', '-l'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--field-selector'],
                                   'takes_value': True},
                                  {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'drain': {'commands': [],
                     'options': [{'eager': False, 'multiple': False, 'names': ['--wait'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--timeout'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--dry-run'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--yes', '-y'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
                                 {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
@@ -3618,8 +5321,35 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                 {'eager': False,
                                  'multiple': False,
+                                 'names': ['--insecure-skip-tls-verify'],
+                                 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--certificate-authority'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--client-certificate'],
+                                 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--tls-server-name'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
                                  'names': ['--request-timeout'],
                                  'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--namespace', '-n'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--all-namespaces', '-A'],
+                                 'takes_value': False},
+                                {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                 {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'dump': {'commands': [],
                    'options': [{'eager': False, 'multiple': False, 'names': ['--format'], 'takes_value': True},
@@ -3634,8 +5364,28 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                                {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--insecure-skip-tls-verify'],
+                                'takes_value': False},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--certificate-authority'],
+                                'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--client-certificate'],
+                                'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--tls-server-name'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--namespace', '-n'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--all-namespaces', '-A'],
+                                'takes_value': False},
+                               {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'explain': {'commands': ['workload', 'pod', 'instance'],
                       'options': [{'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
@@ -3651,6 +5401,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            {'eager': False,
                                             'multiple': False,
                                             'names': ['--no-headers'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--allow-missing-template-keys',
+                                                      '--no-allow-missing-template-keys'],
                                             'takes_value': False},
                                            {'eager': False,
                                             'multiple': False,
@@ -3687,11 +5442,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             'takes_value': True},
                                            {'eager': False,
                                             'multiple': False,
+                                            'names': ['--insecure-skip-tls-verify'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--certificate-authority'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--client-certificate'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--client-key'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--tls-server-name'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
                                             'names': ['--request-timeout'],
                                             'takes_value': True},
                                            {'eager': False,
                                             'multiple': False,
                                             'names': ['--namespace', '-n'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--all-namespaces', '-A'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--selector', '-l'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--field-selector'],
                                             'takes_value': True},
                                            {'eager': True,
                                             'multiple': False,
@@ -3710,6 +5497,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                        'multiple': False,
                                        'names': ['--no-headers'],
                                        'takes_value': False},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                       'takes_value': False},
                                       {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                       {'eager': False,
                                        'multiple': False,
@@ -3727,11 +5518,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                       {'eager': False,
                                        'multiple': False,
+                                       'names': ['--insecure-skip-tls-verify'],
+                                       'takes_value': False},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--certificate-authority'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--client-certificate'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--client-key'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--tls-server-name'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
                                        'names': ['--request-timeout'],
                                        'takes_value': True},
                                       {'eager': False,
                                        'multiple': False,
                                        'names': ['--namespace', '-n'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--all-namespaces', '-A'],
+                                       'takes_value': False},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--selector', '-l'],
+                                       'takes_value': True},
+                                      {'eager': False,
+                                       'multiple': False,
+                                       'names': ['--field-selector'],
                                        'takes_value': True},
                                       {'eager': True,
                                        'multiple': False,
@@ -3752,6 +5575,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             'takes_value': False},
                                            {'eager': False,
                                             'multiple': False,
+                                            'names': ['--allow-missing-template-keys',
+                                                      '--no-allow-missing-template-keys'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
                                             'names': ['--snapshot'],
                                             'takes_value': True},
                                            {'eager': False,
@@ -3785,11 +5613,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             'takes_value': True},
                                            {'eager': False,
                                             'multiple': False,
+                                            'names': ['--insecure-skip-tls-verify'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--certificate-authority'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--client-certificate'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--client-key'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--tls-server-name'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
                                             'names': ['--request-timeout'],
                                             'takes_value': True},
                                            {'eager': False,
                                             'multiple': False,
                                             'names': ['--namespace', '-n'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--all-namespaces', '-A'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--selector', '-l'],
+                                            'takes_value': True},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--field-selector'],
                                             'takes_value': True},
                                            {'eager': True,
                                             'multiple': False,
@@ -3812,6 +5672,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         {'eager': False,
                                          'multiple': False,
                                          'names': ['--no-headers'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
                                          'takes_value': False},
                                         {'eager': False,
                                          'multiple': False,
@@ -3839,7 +5703,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          'takes_value': True},
                                         {'eager': False,
                                          'multiple': False,
+                                         'names': ['--insecure-skip-tls-verify'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--certificate-authority'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-certificate'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-key'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--tls-server-name'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
                                          'names': ['--request-timeout'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--namespace', '-n'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--all-namespaces', '-A'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--selector', '-l'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--field-selector'],
                                          'takes_value': True},
                                         {'eager': False,
                                          'multiple': False,
@@ -3854,9 +5754,16 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          'names': ['-h', '--help'],
                                          'takes_value': False}]},
           'hold': {'commands': [],
-                   'options': [{'eager': False, 'multiple': False, 'names': ['--dry-run'], 'takes_value': True},
+                   'options': [{'eager': False, 'multiple': False, 'names': ['--wait'], 'takes_value': False},
+                               {'eager': False, 'multiple': False, 'names': ['--timeout'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--dry-run'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--yes', '-y'], 'takes_value': False},
                                {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                'takes_value': False},
                                {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
                                {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
@@ -3866,7 +5773,28 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                                {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--insecure-skip-tls-verify'],
+                                'takes_value': False},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--certificate-authority'],
+                                'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--client-certificate'],
+                                'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--tls-server-name'], 'takes_value': True},
                                {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--namespace', '-n'], 'takes_value': True},
+                               {'eager': False,
+                                'multiple': False,
+                                'names': ['--all-namespaces', '-A'],
+                                'takes_value': False},
+                               {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                               {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'instance': {'commands': ['list', 'stop', 'start'],
                        'options': [{'eager': True,
@@ -3885,6 +5813,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         {'eager': False,
                                          'multiple': False,
                                          'names': ['--no-headers'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
                                          'takes_value': False},
                                         {'eager': False,
                                          'multiple': False,
@@ -3917,6 +5849,26 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         {'eager': False,
                                          'multiple': True,
                                          'names': ['--as-group'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--insecure-skip-tls-verify'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--certificate-authority'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-certificate'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-key'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--tls-server-name'],
                                          'takes_value': True},
                                         {'eager': False,
                                          'multiple': False,
@@ -3966,6 +5918,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                           'takes_value': False},
                                          {'eager': False,
                                           'multiple': False,
+                                          'names': ['--allow-missing-template-keys',
+                                                    '--no-allow-missing-template-keys'],
+                                          'takes_value': False},
+                                         {'eager': False,
+                                          'multiple': False,
                                           'names': ['--snapshot'],
                                           'takes_value': True},
                                          {'eager': False,
@@ -3990,6 +5947,26 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          {'eager': False,
                                           'multiple': True,
                                           'names': ['--as-group'],
+                                          'takes_value': True},
+                                         {'eager': False,
+                                          'multiple': False,
+                                          'names': ['--insecure-skip-tls-verify'],
+                                          'takes_value': False},
+                                         {'eager': False,
+                                          'multiple': False,
+                                          'names': ['--certificate-authority'],
+                                          'takes_value': True},
+                                         {'eager': False,
+                                          'multiple': False,
+                                          'names': ['--client-certificate'],
+                                          'takes_value': True},
+                                         {'eager': False,
+                                          'multiple': False,
+                                          'names': ['--client-key'],
+                                          'takes_value': True},
+                                         {'eager': False,
+                                          'multiple': False,
+                                          'names': ['--tls-server-name'],
                                           'takes_value': True},
                                          {'eager': False,
                                           'multiple': False,
@@ -4039,6 +6016,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                          'takes_value': False},
                                         {'eager': False,
                                          'multiple': False,
+                                         'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
                                          'names': ['--snapshot'],
                                          'takes_value': True},
                                         {'eager': False,
@@ -4060,6 +6041,26 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                         {'eager': False,
                                          'multiple': True,
                                          'names': ['--as-group'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--insecure-skip-tls-verify'],
+                                         'takes_value': False},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--certificate-authority'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-certificate'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--client-key'],
+                                         'takes_value': True},
+                                        {'eager': False,
+                                         'multiple': False,
+                                         'names': ['--tls-server-name'],
                                          'takes_value': True},
                                         {'eager': False,
                                          'multiple': False,
@@ -4112,6 +6113,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  'takes_value': False},
                                                 {'eager': False,
                                                  'multiple': False,
+                                                 'names': ['--allow-missing-template-keys',
+                                                           '--no-allow-missing-template-keys'],
+                                                 'takes_value': False},
+                                                {'eager': False,
+                                                 'multiple': False,
                                                  'names': ['--snapshot'],
                                                  'takes_value': True},
                                                 {'eager': False,
@@ -4148,7 +6154,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  'takes_value': True},
                                                 {'eager': False,
                                                  'multiple': False,
+                                                 'names': ['--insecure-skip-tls-verify'],
+                                                 'takes_value': False},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--certificate-authority'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--client-certificate'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--client-key'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--tls-server-name'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
                                                  'names': ['--request-timeout'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--namespace', '-n'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--all-namespaces', '-A'],
+                                                 'takes_value': False},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--selector', '-l'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--field-selector'],
                                                  'takes_value': True},
                                                 {'eager': True,
                                                  'multiple': False,
@@ -4170,6 +6212,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                              {'eager': False,
                                               'multiple': False,
                                               'names': ['--no-headers'],
+                                              'takes_value': False},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--allow-missing-template-keys',
+                                                        '--no-allow-missing-template-keys'],
                                               'takes_value': False},
                                              {'eager': False,
                                               'multiple': False,
@@ -4209,7 +6256,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               'takes_value': True},
                                              {'eager': False,
                                               'multiple': False,
+                                              'names': ['--insecure-skip-tls-verify'],
+                                              'takes_value': False},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--certificate-authority'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--client-certificate'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--client-key'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--tls-server-name'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
                                               'names': ['--request-timeout'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--namespace', '-n'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--all-namespaces', '-A'],
+                                              'takes_value': False},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--selector', '-l'],
+                                              'takes_value': True},
+                                             {'eager': False,
+                                              'multiple': False,
+                                              'names': ['--field-selector'],
                                               'takes_value': True},
                                              {'eager': True,
                                               'multiple': False,
@@ -4270,6 +6353,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'takes_value': False},
                                               {'eager': False,
                                                'multiple': False,
+                                               'names': ['--allow-missing-template-keys',
+                                                         '--no-allow-missing-template-keys'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
                                                'names': ['--snapshot'],
                                                'takes_value': True},
                                               {'eager': False,
@@ -4306,7 +6394,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'takes_value': True},
                                               {'eager': False,
                                                'multiple': False,
+                                               'names': ['--insecure-skip-tls-verify'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--certificate-authority'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-certificate'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-key'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--tls-server-name'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
                                                'names': ['--request-timeout'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--namespace', '-n'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--all-namespaces', '-A'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--selector', '-l'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--field-selector'],
                                                'takes_value': True},
                                               {'eager': True,
                                                'multiple': False,
@@ -4324,6 +6448,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                   {'eager': False,
                                                    'multiple': False,
                                                    'names': ['--no-headers'],
+                                                   'takes_value': False},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--allow-missing-template-keys',
+                                                             '--no-allow-missing-template-keys'],
                                                    'takes_value': False},
                                                   {'eager': False,
                                                    'multiple': False,
@@ -4363,7 +6492,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                    'takes_value': True},
                                                   {'eager': False,
                                                    'multiple': False,
+                                                   'names': ['--insecure-skip-tls-verify'],
+                                                   'takes_value': False},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--certificate-authority'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--client-certificate'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--client-key'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--tls-server-name'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
                                                    'names': ['--request-timeout'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--namespace', '-n'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--all-namespaces', '-A'],
+                                                   'takes_value': False},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--selector', '-l'],
+                                                   'takes_value': True},
+                                                  {'eager': False,
+                                                   'multiple': False,
+                                                   'names': ['--field-selector'],
                                                    'takes_value': True},
                                                   {'eager': True,
                                                    'multiple': False,
@@ -4382,6 +6547,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'multiple': False,
                                                'names': ['--dry-run'],
                                                'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--ignore-not-found'],
+                                               'takes_value': False},
                                               {'eager': False,
                                                'multiple': False,
                                                'names': ['--snapshot'],
@@ -4420,7 +6589,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'takes_value': True},
                                               {'eager': False,
                                                'multiple': False,
+                                               'names': ['--insecure-skip-tls-verify'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--certificate-authority'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-certificate'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-key'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--tls-server-name'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
                                                'names': ['--request-timeout'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--namespace', '-n'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--all-namespaces', '-A'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--selector', '-l'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--field-selector'],
                                                'takes_value': True},
                                               {'eager': True,
                                                'multiple': False,
@@ -4465,7 +6670,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                  'takes_value': True},
                                                 {'eager': False,
                                                  'multiple': False,
+                                                 'names': ['--insecure-skip-tls-verify'],
+                                                 'takes_value': False},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--certificate-authority'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--client-certificate'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--client-key'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--tls-server-name'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
                                                  'names': ['--request-timeout'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--namespace', '-n'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--all-namespaces', '-A'],
+                                                 'takes_value': False},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--selector', '-l'],
+                                                 'takes_value': True},
+                                                {'eager': False,
+                                                 'multiple': False,
+                                                 'names': ['--field-selector'],
                                                  'takes_value': True},
                                                 {'eager': True,
                                                  'multiple': False,
@@ -4479,6 +6720,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                             {'eager': False,
                                              'multiple': False,
                                              'names': ['--no-headers'],
+                                             'takes_value': False},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--allow-missing-template-keys',
+                                                       '--no-allow-missing-template-keys'],
                                              'takes_value': False},
                                             {'eager': False,
                                              'multiple': False,
@@ -4523,8 +6769,36 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                              'takes_value': True},
                                             {'eager': False,
                                              'multiple': False,
+                                             'names': ['--insecure-skip-tls-verify'],
+                                             'takes_value': False},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--certificate-authority'],
+                                             'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--client-certificate'],
+                                             'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--client-key'],
+                                             'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--tls-server-name'],
+                                             'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
                                              'names': ['--request-timeout'],
                                              'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--namespace', '-n'],
+                                             'takes_value': True},
+                                            {'eager': False,
+                                             'multiple': False,
+                                             'names': ['--all-namespaces', '-A'],
+                                             'takes_value': False},
                                             {'eager': False,
                                              'multiple': False,
                                              'names': ['--selector', '-l'],
@@ -4549,6 +6823,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                               {'eager': False,
                                                'multiple': False,
                                                'names': ['--no-headers'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--allow-missing-template-keys',
+                                                         '--no-allow-missing-template-keys'],
                                                'takes_value': False},
                                               {'eager': False,
                                                'multiple': False,
@@ -4588,7 +6867,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                                'takes_value': True},
                                               {'eager': False,
                                                'multiple': False,
+                                               'names': ['--insecure-skip-tls-verify'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--certificate-authority'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-certificate'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--client-key'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--tls-server-name'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
                                                'names': ['--request-timeout'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--namespace', '-n'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--all-namespaces', '-A'],
+                                               'takes_value': False},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--selector', '-l'],
+                                               'takes_value': True},
+                                              {'eager': False,
+                                               'multiple': False,
+                                               'names': ['--field-selector'],
                                                'takes_value': True},
                                               {'eager': True,
                                                'multiple': False,
@@ -4604,6 +6919,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      {'eager': False,
                                       'multiple': False,
                                       'names': ['--no-headers'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
                                       'takes_value': False},
                                      {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                      {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
@@ -4623,8 +6942,36 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                      {'eager': False,
                                       'multiple': False,
+                                      'names': ['--insecure-skip-tls-verify'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--certificate-authority'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-certificate'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-key'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--tls-server-name'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
                                       'names': ['--request-timeout'],
                                       'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--namespace', '-n'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--all-namespaces', '-A'],
+                                      'takes_value': False},
                                      {'eager': False,
                                       'multiple': False,
                                       'names': ['--selector', '-l'],
@@ -4649,6 +6996,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                     'options': [{'eager': False, 'multiple': False, 'names': ['--runtime-label'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
@@ -4661,8 +7012,35 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                 {'eager': False,
                                  'multiple': False,
+                                 'names': ['--insecure-skip-tls-verify'],
+                                 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--certificate-authority'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--client-certificate'],
+                                 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--tls-server-name'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
                                  'names': ['--request-timeout'],
                                  'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--namespace', '-n'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--all-namespaces', '-A'],
+                                 'takes_value': False},
+                                {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--all-contexts'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--by-cluster'], 'takes_value': False},
                                 {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
@@ -4693,7 +7071,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                      {'eager': False,
                                       'multiple': False,
+                                      'names': ['--insecure-skip-tls-verify'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--certificate-authority'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-certificate'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-key'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--tls-server-name'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
                                       'names': ['--request-timeout'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--namespace', '-n'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--all-namespaces', '-A'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--selector', '-l'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--field-selector'],
                                       'takes_value': True},
                                      {'eager': True,
                                       'multiple': False,
@@ -4701,8 +7115,13 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                       'takes_value': False}]},
           'resume': {'commands': [],
                      'options': [{'eager': False, 'multiple': False, 'names': ['--dry-run'], 'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--yes', '-y'], 'takes_value': False},
                                  {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                  'takes_value': False},
                                  {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                  {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
                                  {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
@@ -4714,7 +7133,40 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                  {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                  {'eager': False,
                                   'multiple': False,
+                                  'names': ['--insecure-skip-tls-verify'],
+                                  'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--certificate-authority'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--client-certificate'],
+                                  'takes_value': True},
+                                 {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--tls-server-name'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
                                   'names': ['--request-timeout'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--namespace', '-n'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--all-namespaces', '-A'],
+                                  'takes_value': False},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--selector', '-l'],
+                                  'takes_value': True},
+                                 {'eager': False,
+                                  'multiple': False,
+                                  'names': ['--field-selector'],
                                   'takes_value': True},
                                  {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'simulate': {'commands': [],
@@ -4736,6 +7188,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                     'names': ['--output', '-o'],
                                     'takes_value': True},
                                    {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                    'takes_value': False},
                                    {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
                                    {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
                                    {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
@@ -4750,11 +7206,40 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                    {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                    {'eager': False,
                                     'multiple': False,
+                                    'names': ['--insecure-skip-tls-verify'],
+                                    'takes_value': False},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--certificate-authority'],
+                                    'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--client-certificate'],
+                                    'takes_value': True},
+                                   {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--tls-server-name'],
+                                    'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
                                     'names': ['--request-timeout'],
                                     'takes_value': True},
                                    {'eager': False,
                                     'multiple': False,
                                     'names': ['--namespace', '-n'],
+                                    'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--all-namespaces', '-A'],
+                                    'takes_value': False},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--selector', '-l'],
+                                    'takes_value': True},
+                                   {'eager': False,
+                                    'multiple': False,
+                                    'names': ['--field-selector'],
                                     'takes_value': True},
                                    {'eager': True,
                                     'multiple': False,
@@ -4772,7 +7257,28 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                               {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                               {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                               {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                              {'eager': False,
+                               'multiple': False,
+                               'names': ['--insecure-skip-tls-verify'],
+                               'takes_value': False},
+                              {'eager': False,
+                               'multiple': False,
+                               'names': ['--certificate-authority'],
+                               'takes_value': True},
+                              {'eager': False,
+                               'multiple': False,
+                               'names': ['--client-certificate'],
+                               'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--tls-server-name'], 'takes_value': True},
                               {'eager': False, 'multiple': False, 'names': ['--request-timeout'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--namespace', '-n'], 'takes_value': True},
+                              {'eager': False,
+                               'multiple': False,
+                               'names': ['--all-namespaces', '-A'],
+                               'takes_value': False},
+                              {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                              {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                               {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'version': {'commands': [],
                       'options': [{'eager': False,
@@ -4790,7 +7296,40 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                   {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                   {'eager': False,
                                    'multiple': False,
+                                   'names': ['--insecure-skip-tls-verify'],
+                                   'takes_value': False},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--certificate-authority'],
+                                   'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--client-certificate'],
+                                   'takes_value': True},
+                                  {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--tls-server-name'],
+                                   'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
                                    'names': ['--request-timeout'],
+                                   'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--namespace', '-n'],
+                                   'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--all-namespaces', '-A'],
+                                   'takes_value': False},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--selector', '-l'],
+                                   'takes_value': True},
+                                  {'eager': False,
+                                   'multiple': False,
+                                   'names': ['--field-selector'],
                                    'takes_value': True},
                                   {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'views': {'commands': [],
@@ -4801,6 +7340,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 {'eager': False, 'multiple': False, 'names': ['--interval'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--show-labels'], 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
@@ -4814,8 +7357,33 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                 {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
                                 {'eager': False,
                                  'multiple': False,
+                                 'names': ['--insecure-skip-tls-verify'],
+                                 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--certificate-authority'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--client-certificate'],
+                                 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--tls-server-name'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
                                  'names': ['--request-timeout'],
                                  'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--namespace', '-n'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--all-namespaces', '-A'],
+                                 'takes_value': False},
                                 {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--all-contexts'], 'takes_value': False},
@@ -4855,6 +7423,11 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            'takes_value': False},
                                           {'eager': False,
                                            'multiple': False,
+                                           'names': ['--allow-missing-template-keys',
+                                                     '--no-allow-missing-template-keys'],
+                                           'takes_value': False},
+                                          {'eager': False,
+                                           'multiple': False,
                                            'names': ['--snapshot'],
                                            'takes_value': True},
                                           {'eager': False,
@@ -4885,7 +7458,43 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                            'takes_value': True},
                                           {'eager': False,
                                            'multiple': False,
+                                           'names': ['--insecure-skip-tls-verify'],
+                                           'takes_value': False},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--certificate-authority'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--client-certificate'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--client-key'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--tls-server-name'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
                                            'names': ['--request-timeout'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--namespace', '-n'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--all-namespaces', '-A'],
+                                           'takes_value': False},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--selector', '-l'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--field-selector'],
                                            'takes_value': True},
                                           {'eager': True,
                                            'multiple': False,
@@ -4905,6 +7514,10 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                      'multiple': False,
                                      'names': ['--no-headers'],
                                      'takes_value': False},
+                                    {'eager': False,
+                                     'multiple': False,
+                                     'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                     'takes_value': False},
                                     {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
                                     {'eager': False,
                                      'multiple': False,
@@ -4922,6 +7535,23 @@ TABLE: dict[str, Any] = {'bare': {'gpuctl': {'': ['err',
                                     {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
                                     {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
                                     {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                                    {'eager': False,
+                                     'multiple': False,
+                                     'names': ['--insecure-skip-tls-verify'],
+                                     'takes_value': False},
+                                    {'eager': False,
+                                     'multiple': False,
+                                     'names': ['--certificate-authority'],
+                                     'takes_value': True},
+                                    {'eager': False,
+                                     'multiple': False,
+                                     'names': ['--client-certificate'],
+                                     'takes_value': True},
+                                    {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                    {'eager': False,
+                                     'multiple': False,
+                                     'names': ['--tls-server-name'],
+                                     'takes_value': True},
                                     {'eager': False,
                                      'multiple': False,
                                      'names': ['--request-timeout'],

@@ -127,11 +127,58 @@ class Watched:
 # ----------------------------------------------------------------------------------------------- one frame
 
 
-def _bar(remaining: int, capacity: int) -> str:
+def _bar(remaining: int, capacity: int, length: int = BAR) -> str:
+    """A view's bar (``length`` long) over its numbers, on two lines, so a narrow column shortens the bar and never
+    splits the numbers."""
     if capacity <= 0:
         return "-"
-    filled = round(BAR * remaining / capacity)
-    return "█" * filled + "░" * (BAR - filled) + f" {remaining}/{capacity}"
+    filled = round(length * remaining / capacity)
+    return "█" * filled + "░" * (length - filled) + f"\n{remaining}/{capacity}"
+
+
+def shared_prefix(names: list[str]) -> str:
+    """The prefix every name shares, up to a ``-`` (``gpustack--``), when there are several names and each keeps
+    something after it; empty otherwise."""
+    distinct = sorted(set(names))
+    if len(distinct) < 2:
+        return ""
+    first, last = distinct[0], distinct[-1]  # sorted: what these two share, all share
+    shared = next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), min(len(first), len(last)))
+    prefix = first[:shared]
+    prefix = prefix[: prefix.rfind("-") + 1]
+    return prefix if all(len(n) > len(prefix) for n in distinct) else ""
+
+
+def fold(name: str, width: int) -> str:
+    """A name in lines of at most ``width`` characters, broken after a ``-`` (a part longer than the width is cut
+    where it must be)."""
+    import re
+
+    lines: list[str] = []
+    line = ""
+    for part in re.findall(r"[^-]*-+|[^-]+", name):
+        while len(part) > width:
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(part[:width])
+            part = part[width:]
+        if len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    return "\n".join([*lines, line] if line else lines)
+
+
+def _name_width(header: str, names: list[str], others: int, columns: int, width: int) -> int:
+    """How wide a table's name column may be: what the other columns leave of the console (columns are two spaces
+    apart), but never below its header or its longest part between dashes."""
+    import re
+
+    longest = max([len(header)] + [len(n) for n in names])
+    part = max([len(header)] + [len(p) for n in names for p in re.findall(r"[^-]*-+|[^-]+", n)])
+    room = width - others - 2 * (columns - 1)
+    return max(min(longest, room), part)
 
 
 def _age(seconds: float | None) -> str:
@@ -151,8 +198,9 @@ class View:
     """Only these pools (and their queues and Workloads); every one when empty."""
 
 
-def frame(records: Records, view: View, now: float, note: str = "") -> "RenderableType":
-    """Pools, queues and held Workloads as three tables (whole values, folded rather than cut)."""
+def frame(records: Records, view: View, now: float, note: str = "", width: int = 80) -> "RenderableType":
+    """Pools, queues and held Workloads as three tables in ``width`` columns: values whole, names folded at ``-``
+    (without the prefix every pool shares), numbers never split."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -169,48 +217,15 @@ def frame(records: Records, view: View, now: float, note: str = "") -> "Renderab
     from gpuctl.core.views import instancetype_views
 
     devices = list(records.devices.values())
-    pools = Table(title="Pools (remaining/capacity)", title_justify="left", box=None, pad_edge=False)
-    for header in ("POOL", "EX", "SH", "SL", "PT", "PHASE"):
-        pools.add_column(header, overflow="fold")
     rows = []
     for t in records.instancetypes.values():
         if not t.acceleratable or (view.pools and t.name not in view.pools):
             continue
         v = instancetype_views(t, devices)
         rows.append((t.name, v, t.phase))
-    key: Callable[[tuple[str, Any, str]], Any] = [
-        lambda r: r[0],
-        lambda r: (-r[1].accelerator.remaining, r[0]),
-        lambda r: (-r[1].sliced.once_max_request, r[0]),
-    ][view.sort]
-    for name, v, phase in sorted(rows, key=key):
-        pools.add_row(
-            name,
-            _bar(v.accelerator.remaining, v.accelerator.capacity),
-            _bar(v.shared.remaining, v.shared.capacity),
-            _bar(v.sliced.remaining, v.sliced.capacity),
-            _bar(v.partitioned.remaining, v.partitioned.capacity),
-            phase or "-",
-        )
     workloads = list(records.workloads.values())
     queue_of = cluster_queues_of(workloads, records.local_queues.values())
-    queues = Table(title="Queues", title_justify="left", box=None, pad_edge=False)
-    for header in ("CLUSTERQUEUE", "PENDING", "ADMITTED", "HEAD", "AGE"):
-        queues.add_column(header, overflow="fold")
-    for cq in sorted(records.cluster_queues):
-        if view.pools and cq not in view.pools:
-            continue
-        line = pending_order(workloads, queue_of, cq)
-        admitted = sum(1 for w in workloads if queue_of.get(w.key) == cq and w.admitted and not w.finished)
-        head = line[0] if line else None
-        joined = epoch_seconds(queue_timestamp(head)) if head is not None else None
-        queues.add_row(
-            cq,
-            str(len(line)),
-            str(admitted),
-            f"{head.key} ({asks(head)})" if head else "-",
-            _age(now - joined if joined is not None else None),
-        )
+    queue_names = sorted(cq for cq in records.cluster_queues if not view.pools or cq in view.pools)
     pods = pods_by_workload(records.pods.values())
     held = sorted(
         (
@@ -220,16 +235,92 @@ def frame(records: Records, view: View, now: float, note: str = "") -> "Renderab
         ),
         key=lambda w: w.key,
     )
+    prefix = shared_prefix(
+        [r[0] for r in rows] + queue_names + [queue_of.get(w.key) or "" for w in held if queue_of.get(w.key)]
+    )
+
+    def short(name: str) -> str:
+        return name[len(prefix) :] if prefix and name.startswith(prefix) else name
+
+    title = "Pools (remaining/capacity)" + (f", names without {prefix}" if prefix else "")
+    pools = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    key: Callable[[tuple[str, Any, str]], Any] = [
+        lambda r: r[0],
+        lambda r: (-r[1].accelerator.remaining, r[0]),
+        lambda r: (-r[1].sliced.once_max_request, r[0]),
+    ][view.sort]
+    ordered = sorted(rows, key=key)
+    counts = [
+        [(r[1].accelerator.remaining, r[1].accelerator.capacity) for r in ordered],
+        [(r[1].shared.remaining, r[1].shared.capacity) for r in ordered],
+        [(r[1].sliced.remaining, r[1].sliced.capacity) for r in ordered],
+        [(r[1].partitioned.remaining, r[1].partitioned.capacity) for r in ordered],
+    ]
+    views = ("EX", "SH", "SL", "PT")
+    number_widths = [
+        max([len(h)] + [len(f"{a}/{b}") for a, b in pairs]) for h, pairs in zip(views, counts, strict=True)
+    ]
+    phase_width = max([len("PHASE")] + [len(r[2] or "-") for r in ordered])
+    names = [short(r[0]) for r in ordered]
+    parts_width = max([len("POOL")] + [len(p) for n in names for p in n.replace("-", "- ").split()])
+    # The bars shrink (down to their numbers' width) before the names fold any further than at each dash.
+    spare = width - parts_width - phase_width - 2 * 5 - sum(max(w, BAR) for w in number_widths)
+    bar = BAR if spare >= 0 else max(1, BAR + spare // 4)
+    view_widths = [max(w, bar) for w in number_widths]
+    name_width = _name_width("POOL", names, sum(view_widths) + phase_width, 6, width)
+    pools.add_column("POOL", no_wrap=True, min_width=name_width, max_width=name_width)
+    for header, column_width in zip(views, view_widths, strict=True):
+        pools.add_column(header, no_wrap=True, min_width=column_width)
+    pools.add_column("PHASE", no_wrap=True, min_width=phase_width)
+    for name, r, *cells in zip(names, ordered, *counts, strict=True):
+        pools.add_row(
+            fold(name, name_width),
+            *(
+                _bar(remaining, capacity, min(bar, w))
+                for (remaining, capacity), w in zip(cells, view_widths, strict=True)
+            ),
+            r[2] or "-",
+        )
+
+    queues = Table(title="Queues", title_justify="left", box=None, pad_edge=False)
+    queue_rows = []
+    for cq in queue_names:
+        line = pending_order(workloads, queue_of, cq)
+        running = sum(1 for w in workloads if queue_of.get(w.key) == cq and w.admitted and not w.finished)
+        head = line[0] if line else None
+        joined = epoch_seconds(queue_timestamp(head)) if head is not None else None
+        queue_rows.append(
+            (
+                short(cq),
+                str(len(line)),
+                str(running),
+                f"{head.key} ({asks(head)})" if head else "-",
+                _age(now - joined if joined is not None else None),
+            )
+        )
+    numbers = [len("PENDING"), len("ADMITTED"), max([len("AGE")] + [len(r[4]) for r in queue_rows])]
+    head_width = max([len("HEAD")] + [len(r[3]) for r in queue_rows])
+    cq_width = _name_width("CLUSTERQUEUE", [r[0] for r in queue_rows], sum(numbers) + min(head_width, 30), 5, width)
+    queues.add_column("CLUSTERQUEUE", no_wrap=True, min_width=cq_width, max_width=cq_width)
+    queues.add_column("PENDING", no_wrap=True, min_width=numbers[0])
+    queues.add_column("ADMITTED", no_wrap=True, min_width=numbers[1])
+    queues.add_column("HEAD", overflow="fold")
+    queues.add_column("AGE", no_wrap=True, min_width=numbers[2])
+    for cq, pending, running_cell, head_cell, age in queue_rows:
+        queues.add_row(fold(cq, cq_width), pending, running_cell, head_cell, age)
+
     view.held_keys = [w.key for w in held]
     view.selected = min(view.selected, max(0, len(held) - 1))
     table = Table(title="Held workloads (j/k select, e explain)", title_justify="left", box=None, pad_edge=False)
-    for header in ("", "WORKLOAD", "QUEUE", "GATE"):
-        table.add_column(header, overflow="fold")
+    table.add_column("", no_wrap=True)
+    table.add_column("WORKLOAD", overflow="fold")
+    table.add_column("QUEUE", overflow="fold")
+    table.add_column("GATE", no_wrap=True, min_width=len("GATE"))
     for i, w in enumerate(held):
         table.add_row(
             ">" if i == view.selected else " ",
             w.key,
-            queue_of.get(w.key) or "-",
+            short(queue_of.get(w.key) or "-"),
             str(held_gate(w, pods.get(w.key, ()))),
         )
     parts: list[Any] = [pools, Text(""), queues, Text(""), table]
@@ -295,15 +386,29 @@ def top_command(
     from rich.console import Console
     from rich.live import Live
 
+    from gpuctl.cli import refs
+    from gpuctl.cluster import kinds, read
+
     opened = source.open()
-    console = Console()
+    pools = [t.name for t in read.instancetypes(opened, refs.object_names(names or [], kinds.INSTANCETYPE, what="top"))]
+    pools = pools if names else []
+    chosen = read.selected(
+        opened, kinds.INSTANCETYPE, label_selector=source.selector, field_selector=source.field_selector
+    )
+    if chosen is not None:
+        pools = [n for _, n in sorted(chosen) if not pools or n in pools]
+        if not pools:
+            sys.stderr.write("No resources found.\n")
+            return
+    plain = bool(os.environ.get("NO_COLOR")) or os.environ.get("TERM") == "dumb"
+    console = Console(color_system=None) if plain else Console()  # NO_COLOR: no styles at all, as every table
     interactive = sys.stdout.isatty() and sys.stdin.isatty() and not once
     if getattr(opened, "is_snapshot", False) or not interactive:
-        console.print(frame(read_once(opened), View(pools=tuple(names or ())), time.time()))
+        console.print(frame(read_once(opened), View(pools=tuple(pools)), time.time(), width=console.width))
         return
     watched = Watched(opened)
     watched.start()
-    view = View(pools=tuple(names or ()))
+    view = View(pools=tuple(pools))
     try:
         with _keys() as key, Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
             redraw = True
@@ -312,7 +417,7 @@ def top_command(
                 if watched.changed.is_set() or redraw or time.monotonic() >= deadline:
                     watched.changed.clear()
                     note = "" if watched.synced else "syncing..."
-                    live.update(frame(watched.records(), view, time.time(), note), refresh=True)
+                    live.update(frame(watched.records(), view, time.time(), note, console.width), refresh=True)
                     redraw = False
                     deadline = time.monotonic() + interval
                 pressed = key(0.2)
@@ -336,4 +441,4 @@ def top_command(
         watched.stop()
 
 
-top_command = source_options()(top_command)
+top_command = source_options(selectors=True)(top_command)

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli import render
+from gpuctl.cli import refs, render
 from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.errors import UsageError
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cluster import kinds
 
 if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
@@ -60,12 +61,15 @@ VIEW_SHORT = {
 }
 
 
-def compute_items(source: "Source", names: list[str], selector: str | None) -> list[dict[str, Any]]:
-    """The views of each InstanceType as DESIGN.md's JSON contract states them (plus the internal ``_type``)."""
+def compute_items(
+    source: "Source", names: list[str], selector: str | None, field_selector: str | None = None
+) -> list[dict[str, Any]]:
+    """The views of each InstanceType the names and selectors choose, as the JSON contract states them (plus the
+    internal ``_type``, ``_pool`` and ``_labels``)."""
     from gpuctl.cluster import read
     from gpuctl.core import views
 
-    types = read.instancetypes(source, names, label_selector=selector)
+    types = read.instancetypes(source, names, label_selector=selector, field_selector=field_selector)
     devices, orphans = read.ledgers(source) if any(t.acceleratable for t in types) else ([], [])
     nodes = read.nodes(source) if any(not t.acceleratable for t in types) else []
     queues = read.cluster_queues(source) if nodes else {}
@@ -89,6 +93,7 @@ def compute_items(source: "Source", names: list[str], selector: str | None) -> l
                 "_type": t,
                 "_pool": views.pool_devices(devices, t) if t.acceleratable else [],
                 "_orphans": [d.node for d in views.pool_devices(orphans, t)] if t.acceleratable else [],
+                "_labels": dict(t.labels),
             }
         )
     return items
@@ -176,6 +181,7 @@ def node_breakdown(item: dict[str, Any]) -> list[dict[str, Any]]:
         fit = {k: v for k, v in node_fit_labels(node).items() if k.endswith("/" + t.accelerator_group)}
         out.append(
             {
+                "_labels": dict(node.labels),
                 "node": node.node,
                 "cards": len(node.cards(t.accelerator_group)),
                 **{k: status[k] for k in VIEW_KEYS[:4]},
@@ -194,6 +200,7 @@ def card_breakdown(item: dict[str, Any]) -> list[dict[str, Any]]:
             family = "partitioned" if c.partitioned else ("sliceable" if c.sliceable else "whole")
             out.append(
                 {
+                    "_labels": dict(node.labels),
                     "node": node.node,
                     "card": c.id,
                     "index": c.index,
@@ -228,6 +235,7 @@ def _free_cell(card: dict[str, Any]) -> str:
 def _breakdown(items: list[dict[str, Any]], by: str) -> render.Listing:
     if by == "node":
         node_items = [{"instanceType": it["name"], **n} for it in items for n in node_breakdown(it)]
+        node_labels = {n["node"]: n.pop("_labels") for n in node_items}
         return render.Listing(
             "NodeView",
             node_items,
@@ -240,9 +248,10 @@ def _breakdown(items: list[dict[str, Any]], by: str) -> render.Listing:
                 _profiles_cell(n["acceleratorPartitioned"]["remainingProfiles"]),
                 _fit_cell(n["fitLabels"]),
             ],
-            lambda n: f"node/{n['node']}",
+            ref=lambda n: refs.devices(n["node"], node_labels.get(n["node"])),
         )
     card_items = [{"instanceType": it["name"], **c} for it in items for c in card_breakdown(it)]
+    card_labels = {c["node"]: c.pop("_labels") for c in card_items}
     return render.Listing(
         "CardView",
         card_items,
@@ -258,13 +267,13 @@ def _breakdown(items: list[dict[str, Any]], by: str) -> render.Listing:
             f"{c['slots']['used']}/{c['slots']['total']}" if c["slots"]["total"] else "-",
             _profiles_cell(c["remainingProfiles"]),
         ],
-        lambda c: f"card/{c['node']}/{c['card']}",
+        ref=lambda c: refs.devices(c["node"], card_labels.get(c["node"])),
     )
 
 
 def listing(items: list[dict[str, Any]], published: bool) -> render.Listing:
     """The views as every output format shows them."""
-    labels = {it["name"]: dict(it["_type"].labels) for it in items}
+    labels = {it["name"]: it["_labels"] for it in items}
     public_items = []
     for it in items:
         d = public(it)
@@ -278,8 +287,7 @@ def listing(items: list[dict[str, Any]], published: bool) -> render.Listing:
         public_items,
         COLUMNS + ((PUBLISHED_COLUMN,) if published else ()),
         lambda d: rows[d["name"]],
-        lambda d: f"instancetype/{d['name']}",
-        lambda d: labels.get(d["name"], {}),
+        ref=lambda d: refs.instancetype(d["name"], labels.get(d["name"])),
     )
 
 
@@ -343,6 +351,7 @@ def views_command(
     EX counts whole free cards, SH free shares, SL free percent of card memory for slices, PT partition instances.
     onceMaxRequest is the most one request can get: per node for EX and SH, per card for SL, 1 or 0 for PT.
     """
+    wanted = refs.object_names(names or [], kinds.INSTANCETYPE, what="views")
     if by_node and by_card:
         raise UsageError("--by-node and --by-card are exclusive: pick one")
     if watch_flag and source.snapshot:
@@ -350,7 +359,7 @@ def views_command(
     if source.fleet:
         if by_node or by_card or watch_flag or published:
             raise UsageError("--by-node, --by-card, --watch and --published read one cluster: give one --context")
-        render.emit(fleet_listing(source, names or []), output)
+        render.emit(fleet_listing(source, wanted), output)
         return
     opened = source.open()
 
@@ -358,7 +367,7 @@ def views_command(
         from gpuctl.cluster.bulk import bulk_allocation
 
         with bulk_allocation():
-            return compute_items(opened, names or [], source.selector)
+            return compute_items(opened, wanted, source.selector, source.field_selector)
 
     def show(items: list[dict[str, Any]]) -> None:
         if by_node or by_card:
@@ -392,12 +401,16 @@ FLEET_COLUMNS = (
 
 
 def fleet_listing(source: SourceSpec, names: list[str]) -> render.Listing:
-    """The views of several clusters: summed per pool over Active members, or one row per cluster (--by-cluster)."""
+    """The views of several clusters: summed per pool over Active members, or one row per cluster (--by-cluster);
+    a cluster that cannot be read is an error row."""
+    from gpuctl.cli.options import fleet_read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core.fleet import sum_views
 
     with bulk_allocation():
-        per = {ctx: [public(i) for i in compute_items(src, names, source.selector)] for ctx, src in source.clusters()}
+        per, failures = fleet_read(
+            source, lambda src: [public(i) for i in compute_items(src, names, source.selector, source.field_selector)]
+        )
     if source.by_cluster:
         items = [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
     else:
@@ -413,7 +426,14 @@ def fleet_listing(source: SourceSpec, names: list[str]) -> render.Listing:
             _profiles_cell((i.get("acceleratorPartitioned") or {}).get("remainingProfiles", [])),
         ]
 
-    return render.Listing("InstanceTypeView", items, FLEET_COLUMNS, row, lambda i: f"instancetype/{i['name']}")
+    return render.Listing(
+        "InstanceTypeView",
+        items,
+        FLEET_COLUMNS,
+        row,
+        ref=lambda i: refs.instancetype(i["name"], i.get("_labels")),
+        failures=failures,
+    )
 
 
 views_command = source_options(selectors=True, fleet=True)(output_options(labels=True)(views_command))

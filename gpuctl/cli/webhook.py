@@ -1,7 +1,6 @@
 """``gpuctl webhook dry-run KIND -f FILE``: what the admission webhooks do to a manifest, as an RFC 6902 patch."""
 
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -11,6 +10,8 @@ from gpuctl.cli import render
 from gpuctl.cli.errors import AnswerNo, UsageError
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import OutputSpec
+from gpuctl.cluster import kinds
+from gpuctl.core.compat import StrEnum
 
 if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
@@ -36,6 +37,12 @@ class Operation(StrEnum):
 
 
 EXPECTED_KIND = {"pod": "Pod", "workload": "Workload", "instancetype": "InstanceType", "instance": "Instance"}
+_KINDS = {
+    WebhookKind.POD: kinds.POD,
+    WebhookKind.WORKLOAD: kinds.WORKLOAD,
+    WebhookKind.INSTANCETYPE: kinds.INSTANCETYPE,
+    WebhookKind.INSTANCE: kinds.INSTANCE,
+}
 SERVER_NOISE = (
     "/metadata/uid",
     "/metadata/creationTimestamp",
@@ -308,12 +315,13 @@ def dry_run_command(
             disagreements = compare(local, result)
             result = {**result, "agrees": not disagreements, "differences": disagreements}
     assert result is not None
-    meta = obj.get("metadata") or {}
+    from gpuctl.cli.refs import of_object
+
     render.emit_object(
         result,
         output,
         lambda: _human(kind, obj, result, show_object, compare_flag),
-        name=f"{kind.value}/{meta.get('name')}",
+        ref=of_object(_KINDS[kind], obj),
     )
     if not result["allowed"] or disagreements:
         raise AnswerNo("")

@@ -14,6 +14,7 @@ from gpuctl.cli.render import Column, OutputSpec
 
 if TYPE_CHECKING:
     from gpuctl.cli.options import SourceSpec
+    from gpuctl.cli.refs import ObjectRef
     from gpuctl.cluster.writer import DryRun, Outcome
     from gpuctl.core.lifecycle import PatchPlan
 
@@ -44,10 +45,22 @@ def apply_to_instancetype(
 ) -> None:
     """Read the InstanceType, plan, patch with the version read (retrying conflicts), and say what happened."""
     from gpuctl.cluster import kinds
+    from gpuctl.cluster.read import not_found
     from gpuctl.cluster.writer import apply_plan
 
     mode = dry_run_mode(dry_run)
-    report([apply_plan(source.live(), kinds.INSTANCETYPE, name, None, plan_for, mode)], output)
+    live = source.live()
+    if live.get(kinds.INSTANCETYPE, name) is None:
+        known = [str((o.get("metadata") or {}).get("name")) for o in live.list(kinds.INSTANCETYPE)]
+        raise not_found("instancetype", name, known, live.describe())
+    report([apply_plan(live, kinds.INSTANCETYPE, name, None, plan_for, mode)], output)
+
+
+def announce_matched(matched: Sequence[ObjectRef], how: str) -> None:
+    """Before a change to objects a selection chose: which they are (on stderr, so stdout stays the report)."""
+    names = ", ".join(f"{r.namespace}/{r.name}" if r.namespace else r.name for r in matched)
+    kind = matched[0].kind.kind if matched else "object"
+    sys.stderr.write(f"{how} matched {len(matched)} {kind}(s): {names}\n")
 
 
 def confirm_bulk(count: int, what: str, yes: bool) -> None:
@@ -60,11 +73,21 @@ def confirm_bulk(count: int, what: str, yes: bool) -> None:
         raise RuntimeFailure("not confirmed: nothing changed")
 
 
+def _ref(outcome: Outcome) -> ObjectRef:
+    from gpuctl.cli.refs import ObjectRef, of_object
+
+    assert outcome.kind is not None
+    if outcome.object is not None:
+        return of_object(outcome.kind, outcome.object)
+    return ObjectRef(outcome.kind, outcome.name, outcome.namespace)
+
+
 def report(outcomes: Sequence[Outcome], output: OutputSpec) -> None:
     """Say per object what happened; fail (exit 1) if any failed."""
     items = [
         {"object": o.target, "result": o.result.value, "detail": o.message, "attempts": o.attempts} for o in outcomes
     ]
+    by_target = {o.target: _ref(o) for o in outcomes}
     if output.tabular:
         for o in outcomes:
             sys.stdout.write(f"{o.target} {o.result.value}: {o.message}\n")
@@ -75,7 +98,7 @@ def report(outcomes: Sequence[Outcome], output: OutputSpec) -> None:
                 items,
                 OUTCOME_COLUMNS,
                 lambda i: [i["object"], i["result"], i["detail"]],
-                lambda i: str(i["object"]),
+                ref=lambda i: by_target[i["object"]],
             ),
             output,
         )

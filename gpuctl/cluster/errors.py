@@ -5,5 +5,9 @@ class SourceError(Exception):
     """Objects could not be read (unreachable API, unreadable or malformed snapshot, missing API)."""
 
 
+class NotFound(SourceError):
+    """A named object does not exist (exit 1, as kubectl's NotFound)."""
+
+
 class SelectorError(SourceError):
-    """A label selector that cannot be parsed."""
+    """A label or field selector that cannot be read, or selects by a field the server cannot select by."""

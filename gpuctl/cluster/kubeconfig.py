@@ -93,6 +93,25 @@ class Kubeconfig:
             "users": [{"name": user, "user": dict(self.users.get(user, {}))}],
         }
 
+    def cluster_identity(self, context: str, server: str | None = None) -> tuple[str, str] | None:
+        """What tells clusters apart: the server address a context reaches (``--server`` over it) and the CA it
+        trusts (the data, or the file's contents); None when the context cannot be read (its own read says why)."""
+        import base64
+
+        ctx = self.contexts.get(context)
+        cluster = self.clusters.get(str((ctx or {}).get("cluster") or ""))
+        if ctx is None or cluster is None:
+            return None
+        address = str(server or cluster.get("server") or "").rstrip("/")
+        ca = str(cluster.get("certificate-authority-data") or "")
+        path = cluster.get("certificate-authority")
+        if not ca and isinstance(path, str) and path:
+            try:
+                ca = base64.b64encode(Path(path).expanduser().read_bytes()).decode()
+            except OSError:
+                ca = f"file:{path}"
+        return address, ca
+
     @staticmethod
     def _names(entries: Mapping[str, Any]) -> str:
         return ", ".join(sorted(entries)) or "none"

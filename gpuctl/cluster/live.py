@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpuctl.cluster.errors import SourceError
+from gpuctl.cluster.errors import SelectorError, SourceError
 from gpuctl.cluster.kinds import Kind
 
 PAGE_SIZE = 500
@@ -42,6 +42,55 @@ class NotFoundError(SourceError):
 
 
 @dataclass(frozen=True, slots=True)
+class TLS:
+    """kubectl's TLS flags, over what the kubeconfig says."""
+
+    insecure_skip_verify: bool = False
+    certificate_authority: str | None = None
+    client_certificate: str | None = None
+    client_key: str | None = None
+    server_name: str | None = None
+
+    def applied(self, config: dict[str, Any]) -> dict[str, Any]:
+        """A resolved one-context kubeconfig with these flags over its cluster and user, as kubectl applies them (the
+        insecure flag drops the kubeconfig's CA; a file given replaces the inline data)."""
+        cluster = dict(config["clusters"][0]["cluster"])
+        user = dict(config["users"][0]["user"])
+        if self.insecure_skip_verify:
+            cluster["insecure-skip-tls-verify"] = True
+            cluster.pop("certificate-authority", None)
+            cluster.pop("certificate-authority-data", None)
+        if self.certificate_authority:
+            cluster["certificate-authority"] = self.certificate_authority
+            cluster.pop("certificate-authority-data", None)
+            cluster.pop("insecure-skip-tls-verify", None)
+        if self.server_name:
+            cluster["tls-server-name"] = self.server_name
+        for flag, key in ((self.client_certificate, "client-certificate"), (self.client_key, "client-key")):
+            if flag:
+                user[key] = flag
+                user.pop(f"{key}-data", None)
+        return {
+            **config,
+            "clusters": [{**config["clusters"][0], "cluster": cluster}],
+            "users": [{**config["users"][0], "user": user}],
+        }
+
+    def configure(self, configuration: Any) -> None:
+        """The flags on a client configuration built without a kubeconfig (``--server``, or in a Pod)."""
+        if self.insecure_skip_verify:
+            configuration.verify_ssl = False
+            configuration.ssl_ca_cert = None
+        if self.certificate_authority:
+            configuration.ssl_ca_cert = self.certificate_authority
+        if self.client_certificate:
+            configuration.cert_file = self.client_certificate
+            configuration.key_file = self.client_key
+        if self.server_name:
+            configuration.tls_server_name = self.server_name
+
+
+@dataclass(frozen=True, slots=True)
 class Connection:
     """How to reach the API server, with kubectl's flags."""
 
@@ -57,6 +106,7 @@ class Connection:
     """``--as``: act as this user (the API server checks that the credentials may)."""
     impersonate_groups: tuple[str, ...] = ()
     """``--as-group``."""
+    tls: TLS = TLS()
 
     @property
     def from_kubeconfig(self) -> bool:
@@ -95,6 +145,7 @@ class LiveSource:
         self.connection = connection or Connection()
         self._client: Any = None
         self._server = ""
+        self._tls_config: Any = None
         self._versions: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------------------- connection
@@ -111,10 +162,13 @@ class LiveSource:
         try:
             if not c.from_kubeconfig and c.server is None:
                 config.load_incluster_config(client_configuration=configuration)
-            elif c.from_kubeconfig:
+                c.tls.configure(configuration)
+            elif c.from_kubeconfig and not self._flags_only():
                 loaded = kubeconfig.load(c.kubeconfig)
                 resolved = loaded.resolved(kubeconfig.Selection(c.kubeconfig, c.context, c.cluster, c.user))
-                config.load_kube_config_from_dict(resolved, client_configuration=configuration)
+                config.load_kube_config_from_dict(c.tls.applied(resolved), client_configuration=configuration)
+            else:
+                c.tls.configure(configuration)
         except (config.ConfigException, OSError, TypeError, ValueError, KeyError) as exc:
             where = c.kubeconfig or "the kubeconfig (--kubeconfig, $KUBECONFIG or ~/.kube/config)"
             raise SourceError(
@@ -126,6 +180,14 @@ class LiveSource:
             configuration.api_key = {"authorization": f"Bearer {c.token}"}
             configuration.api_key_prefix = {}
         self._server = str(configuration.host)
+        self._tls_config = configuration
+        if not configuration.verify_ssl:
+            # Asked for (--insecure-skip-tls-verify, or the kubeconfig): kubectl says nothing of it either.
+            import warnings
+
+            from urllib3.exceptions import InsecureRequestWarning
+
+            warnings.filterwarnings("ignore", category=InsecureRequestWarning)
         # Watches hold a connection each for their whole window: room for every kind's watch and the writes besides.
         configuration.connection_pool_maxsize = 32
         # One attempt per call, within its timeout: a retry would silently double it.
@@ -138,12 +200,25 @@ class LiveSource:
         self._client = api
         return self._client
 
+    def _flags_only(self) -> bool:
+        """``--server`` with a kubeconfig that selects no context (none current, no ``--context``): kubectl then
+        connects with the flags alone."""
+        from gpuctl.cluster import kubeconfig
+
+        c = self.connection
+        if not c.server or c.context:
+            return False
+        try:
+            return not kubeconfig.load(c.kubeconfig).current
+        except SourceError:
+            return c.kubeconfig is None
+
     def default_namespace(self) -> str | None:
         """The namespace of the kubeconfig's selected context, as kubectl uses it for ``-n``."""
         from gpuctl.cluster import kubeconfig
 
         c = self.connection
-        if not c.from_kubeconfig:
+        if not c.from_kubeconfig or self._flags_only():
             return None
         return kubeconfig.load(c.kubeconfig).namespace(kubeconfig.Selection(c.kubeconfig, c.context, c.cluster, c.user))
 
@@ -207,13 +282,15 @@ class LiveSource:
                 _request_timeout=self.connection.timeouts(read_timeout),
             )
         except ApiException as exc:
+            if not exc.status:  # the client's wrapping of a TLS failure: the connection never got an answer
+                raise self._unreachable(exc) from None
             raise self._api_error(exc, method, path, kind, name) from None
         except Exception as exc:  # noqa: BLE001 - urllib3 and socket errors: the server cannot be reached
             raise self._unreachable(exc) from None
         return response[0] if isinstance(response, tuple) else response
 
     def _unreachable(self, exc: BaseException) -> SourceError:
-        return SourceError(f"cannot reach the API server at {self._server}: {_cause(exc)}")
+        return SourceError(f"cannot reach the API server at {self._server}: {_cause(exc, self._tls_config)}")
 
     def _api_error(self, exc: Any, method: str, path: str, kind: Kind | None, name: str | None) -> SourceError:
         status = int(getattr(exc, "status", 0) or 0)
@@ -246,6 +323,8 @@ class LiveSource:
             return SourceError(_not_served(kind) if kind else f"{path} is not served by this cluster")
         if status == 409:
             return ConflictError(message or f"{what} {name} changed since it was read")
+        if status == 400 and method == "GET" and ("selector" in message or "field label" in message):
+            return SelectorError(message)
         if status == 422 or status == 400:
             return SourceError(f"the API server refused the {verb}: {message}")
         return SourceError(f"the API server answered {status} to {verb} {what}: {message or exc.reason}")
@@ -288,7 +367,12 @@ class LiveSource:
         accept: str = "application/json",
     ) -> Iterator[Page]:
         """The list page by page (``limit``/``continue``): each page's items and the list's resourceVersion, the point
-        a watch resumes from. A page is decoded only when the caller asks for it, so a large list is never held whole."""
+        a watch resumes from. A page is decoded only when the caller asks for it, so a large list is never held whole.
+        Selectors are sent to the server, after the same check a snapshot makes (so both refuse one alike)."""
+        if label_selector or field_selector:
+            from gpuctl.cluster.selectors import selection
+
+            selection(kind, label_selector, field_selector)
         first = True
         for version, path in self._paths(kind, namespace):
             try:
@@ -576,15 +660,17 @@ def _in_cluster() -> bool:
     )
 
 
-def _cause(exc: BaseException) -> str:
-    """The root cause of a failed connection in a few words (not urllib3's nested retry report)."""
+def _cause(exc: BaseException, configuration: Any = None) -> str:
+    """The root cause of a failed connection in a few words (not urllib3's nested retry report); a certificate that
+    does not verify is named as kubectl names it."""
     seen: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in seen:
         seen.append(current)
-        current = getattr(current, "reason", None) or current.__cause__ or current.__context__
-        if not isinstance(current, BaseException):
-            current = None
+        following = getattr(current, "reason", None)
+        if not isinstance(following, BaseException):
+            following = current.__cause__ or current.__context__
+        current = following
     names = [type(e).__name__ for e in seen]
     text = " ".join(str(e) for e in seen)
     if "ConnectTimeoutError" in names or "connect timeout" in text.lower():
@@ -595,9 +681,71 @@ def _cause(exc: BaseException) -> str:
         return "connection refused (nothing listens at that host and port)"
     if "Name or service not known" in text or "nodename nor servname" in text or "Temporary failure in name" in text:
         return "the host name does not resolve"
+    import ssl
+
+    failed = next((e for e in seen if isinstance(e, ssl.SSLCertVerificationError)), None)
+    if failed is not None:
+        return f"tls: failed to verify certificate: {_x509(failed, configuration)}"
     if any("SSL" in n for n in names):
         return f"TLS failed: {_first_line(seen[-1])}"
     return _first_line(seen[-1])
+
+
+X509_UNKNOWN_AUTHORITY = frozenset({2, 18, 19, 20, 21})
+"""OpenSSL's verify codes for a chain no trusted CA signed (unable to get the issuer, self-signed, ...)."""
+
+
+def _x509(exc: Any, configuration: Any) -> str:
+    """An OpenSSL verification failure in Go's x509 words."""
+    code = int(getattr(exc, "verify_code", 0) or 0)
+    if code in X509_UNKNOWN_AUTHORITY:
+        return "x509: certificate signed by unknown authority"
+    if code in (9, 10):
+        return "x509: certificate has expired or is not yet valid"
+    if code in (62, 64) and configuration is not None:
+        named = _hostname_mismatch(configuration)
+        if named:
+            return named
+    return f"x509: {getattr(exc, 'verify_message', '') or _first_line(exc)}"
+
+
+def _hostname_mismatch(configuration: Any) -> str | None:
+    """Go's "certificate is valid for …, not …": the names the server's certificate holds, read by connecting again
+    with the same trust but without the name check."""
+    import ipaddress
+    import socket
+    import ssl
+    from urllib.parse import urlsplit
+
+    url = urlsplit(str(configuration.host))
+    host, port = url.hostname or "", url.port or 443
+    wanted = configuration.tls_server_name or host
+    try:
+        context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+        context.check_hostname = False
+        if configuration.cert_file and configuration.key_file:
+            context.load_cert_chain(configuration.cert_file, configuration.key_file)
+        with (
+            socket.create_connection((host, port), timeout=5) as raw,
+            context.wrap_socket(raw, server_hostname=wanted) as tls,
+        ):
+            cert = tls.getpeercert() or {}
+    except (OSError, ValueError):
+        return None
+    sans: list[tuple[str, str]] = [
+        (str(pair[0]), str(pair[1])) for pair in cert.get("subjectAltName") or () if len(pair) == 2
+    ]
+    try:
+        ipaddress.ip_address(wanted)
+        ips = [value for kind, value in sans if kind == "IP Address"]
+        if not ips:
+            return f"x509: cannot validate certificate for {wanted} because it doesn't contain any IP SANs"
+        return f"x509: certificate is valid for {', '.join(ips)}, not {wanted}"
+    except ValueError:
+        dns = [value for kind, value in sans if kind == "DNS"]
+        if not dns:
+            return f"x509: certificate is not valid for any names, but wanted to match {wanted}"
+        return f"x509: certificate is valid for {', '.join(dns)}, not {wanted}"
 
 
 def _first_line(exc: BaseException) -> str:

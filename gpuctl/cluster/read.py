@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuctl.cluster import kinds
-from gpuctl.cluster.errors import SourceError
+from gpuctl.cluster.errors import NotFound, SourceError
 from gpuctl.cluster.kinds import Kind
 from gpuctl.core import naming
 from gpuctl.core.explain import ExplainContext
@@ -47,6 +47,7 @@ class Source(Protocol):
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None: ...
@@ -56,21 +57,44 @@ def name_of(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
 
 
-def not_found(kind: str, name: str, known: Sequence[str], where: str) -> SourceError:
+def not_found(kind: str, name: str, known: Sequence[str], where: str) -> NotFound:
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.85)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return SourceError(f'{kind} "{name}" not found in {where}{hint}')
+    return NotFound(f'{kind} "{name}" not found in {where}{hint}')
+
+
+def selected(
+    source: Source,
+    kind: Kind,
+    *,
+    namespace: str | None = None,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+) -> set[tuple[str, str]] | None:
+    """(namespace, name) of the objects of ``kind`` the selectors choose — sent to the server live, evaluated on a
+    snapshot — or None when no selector is given (every object)."""
+    if not label_selector and not field_selector:
+        return None
+    objs = source.list(kind, namespace=namespace, label_selector=label_selector, field_selector=field_selector)
+    return {(str((o.get("metadata") or {}).get("namespace") or ""), name_of(o)) for o in objs}
 
 
 def instancetypes(
-    source: Source, names: Sequence[str] = (), *, label_selector: str | None = None
+    source: Source,
+    names: Sequence[str] = (),
+    *,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
 ) -> list[InstanceType]:
-    """InstanceTypes by name (all when none given), sorted by name; an unknown name is an error naming close ones."""
-    objs = source.list(kinds.INSTANCETYPE, label_selector=label_selector)
+    """InstanceTypes by name (all when none given) among those the selectors choose, sorted by name; an unknown name
+    is an error naming close ones."""
+    objs = source.list(kinds.INSTANCETYPE, label_selector=label_selector, field_selector=field_selector)
     by_name = {name_of(o): o for o in objs}
     if names:
         missing = [n for n in names if n not in by_name]
         if missing:
+            if label_selector or field_selector:
+                raise NotFound(f'instancetype "{missing[0]}" is not among those the selectors choose')
             raise not_found("instancetype", missing[0], sorted(by_name), source.describe())
         chosen = [by_name[n] for n in dict.fromkeys(names)]
     else:
@@ -130,7 +154,7 @@ def workload(source: Source, namespace: str, name: str) -> Workload:
         known = [name_of(o) for o in source.list(kinds.WORKLOAD, namespace=namespace)]
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.85)
         hint = f"; did you mean {', '.join(f'{namespace}/{c}' for c in close)}?" if close else ""
-        raise SourceError(f'workload "{namespace}/{name}" not found in {source.describe()}{hint}')
+        raise NotFound(f'workload "{namespace}/{name}" not found in {source.describe()}{hint}')
     return parse_workload(obj)
 
 

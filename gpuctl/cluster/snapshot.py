@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import DEVICES, Kind
-from gpuctl.cluster.selectors import parse_selector
+from gpuctl.cluster.selectors import selection
 from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
 
 SUFFIXES = (".json", ".yaml", ".yml")
@@ -322,9 +322,11 @@ class SnapshotSource:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[dict[str, Any]]:
+        """The objects of a kind, selected as the API server would select them."""
         out = []
-        requirements = parse_selector(label_selector) if label_selector else []
+        chosen = selection(kind, label_selector, field_selector) if label_selector or field_selector else None
         if kind is DEVICES:
             # Devices are kept as records; read their objects again for the rare caller that wants them raw.
             objects: Iterable[dict[str, Any]] = (o for f in snapshot_files(self.path) for o in read_objects(f))
@@ -336,10 +338,8 @@ class SnapshotSource:
             meta = obj.get("metadata") or {}
             if namespace is not None and kind.namespaced and meta.get("namespace", "default") != namespace:
                 continue
-            if requirements:
-                labels = meta.get("labels") or {}
-                if not all(r.matches(labels) for r in requirements):
-                    continue
+            if chosen is not None and not chosen.matches(obj):
+                continue
             out.append(obj)
         return out
 

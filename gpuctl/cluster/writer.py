@@ -3,14 +3,15 @@ conflict read and plan again. A plan already satisfied sends nothing, so every w
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import Kind
 from gpuctl.cluster.live import ConflictError, LiveSource
+from gpuctl.core.compat import StrEnum
 from gpuctl.core.lifecycle import PatchPlan, PlanRefused
 
 ATTEMPTS = 5
@@ -36,6 +37,9 @@ class Outcome:
     message: str
     object: dict[str, Any] | None = None
     attempts: int = 1
+    kind: Kind | None = None
+    name: str = ""
+    namespace: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -57,21 +61,22 @@ def apply_plan(
     A conflict (the object moved between read and patch) is retried with a fresh read, up to ATTEMPTS times.
     """
     target = f"{kind.kind.lower()}/{name}" if not namespace else f"{kind.kind.lower()}/{namespace}/{name}"
+    outcome = functools.partial(Outcome, kind=kind, name=name, namespace=namespace)
     for attempt in range(1, ATTEMPTS + 1):
         try:
             obj = source.get(kind, name, namespace)
         except SourceError as exc:
-            return Outcome(target, Result.FAILED, str(exc), attempts=attempt)
+            return outcome(target, Result.FAILED, str(exc), attempts=attempt)
         if obj is None:
-            return Outcome(target, Result.FAILED, f"{target} not found", attempts=attempt)
+            return outcome(target, Result.FAILED, f"{target} not found", attempts=attempt)
         try:
             plan = plan_for(obj)
         except (PlanRefused, ValueError) as exc:
-            return Outcome(target, Result.FAILED, str(exc), obj, attempt)
+            return outcome(target, Result.FAILED, str(exc), obj, attempt)
         if plan.no_op:
-            return Outcome(target, Result.UNCHANGED, plan.description, obj, attempt)
+            return outcome(target, Result.UNCHANGED, plan.description, obj, attempt)
         if dry_run is DryRun.CLIENT:
-            return Outcome(
+            return outcome(
                 target, Result.WOULD_CHANGE, plan.description + " (client dry run: nothing sent)", obj, attempt
             )
         try:
@@ -88,13 +93,13 @@ def apply_plan(
                 on_conflict(attempt)
             continue
         except SourceError as exc:
-            return Outcome(target, Result.FAILED, str(exc), obj, attempt)
+            return outcome(target, Result.FAILED, str(exc), obj, attempt)
         if dry_run is DryRun.SERVER:
-            return Outcome(
+            return outcome(
                 target, Result.WOULD_CHANGE, plan.description + " (server dry run: nothing stored)", patched, attempt
             )
-        return Outcome(target, Result.CHANGED, plan.description, patched, attempt)
-    return Outcome(
+        return outcome(target, Result.CHANGED, plan.description, patched, attempt)
+    return outcome(
         target,
         Result.FAILED,
         f"{target} kept changing: the conflict was not resolved after {ATTEMPTS} attempts; re-run",

@@ -61,6 +61,46 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+_DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+INT64_MAX: Final = 2**63 - 1
+
+
+def api_server_errors(obj: Any) -> list[str]:
+    """What the API server itself refuses before any webhook sees the object, in its words: a name that is not a
+    lowercase RFC 1123 subdomain, and quantities too large to hold (an integer beyond int64, a size whose bytes do not
+    fit one)."""
+    meta = _mapping(_mapping(obj).get("metadata"))
+    name = meta.get("name")
+    errors = []
+    if not isinstance(name, str) or not name:
+        errors.append(required("metadata.name", "name or generateName is required"))
+    elif len(name) > OBJECT_NAME_MAX:
+        errors.append(invalid("metadata.name", name, f"must be no more than {OBJECT_NAME_MAX} characters"))
+    elif not _DNS_SUBDOMAIN.fullmatch(name):
+        errors.append(
+            invalid(
+                "metadata.name",
+                name,
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+                "must start and end with an alphanumeric character (e.g. 'example.com')",
+            )
+        )
+    spec = _mapping(_mapping(obj).get("spec"))
+    cpu = _mapping(spec.get("unitResources")).get("cpu")
+    if isinstance(cpu, bool) or (isinstance(cpu, int) and not 0 < cpu <= INT64_MAX):
+        errors.append(invalid("spec.unitResources.cpu", cpu, f"must be a whole number from 1 to {INT64_MAX}"))
+    elif isinstance(cpu, str) and _POSITIVE_INTEGER.fullmatch(cpu) and int(cpu) > INT64_MAX:
+        errors.append(invalid("spec.unitResources.cpu", cpu, f"must be at most {INT64_MAX} cores"))
+    most = INT64_MAX // 2**30
+    for path, value in (
+        ("spec.unitResources.ram", _mapping(spec.get("unitResources")).get("ram")),
+        ("spec.localStorage", spec.get("localStorage")),
+    ):
+        if isinstance(value, str) and _GI_QUANTITY.fullmatch(value) and int(value[:-2]) > most:
+            errors.append(invalid(path, value, f"must fit a Kubernetes quantity of bytes: at most {most}Gi"))
+    return errors
+
+
 # ----------------------------------------------------------------------------------------------- label syntax
 
 

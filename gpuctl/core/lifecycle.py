@@ -14,12 +14,13 @@ A plan is a record, never an action: the CLI and the operator send it with their
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Concatenate, Final, ParamSpec
 
 from gpuctl.core.admission import JSON, Admission, allow
+from gpuctl.core.compat import StrEnum
 
 # ----------------------------------------------------------------------------------------------- vocabulary
 
@@ -254,11 +255,14 @@ def _instancetype_inactive(instancetype: Any, inactive: bool) -> PatchPlan:
     already = (_spec(instancetype).get("inactive") is True) == inactive
     if inactive:
         what = (
-            f"set {target} spec.inactive=true: its ClusterQueue is put on Hold, new workloads wait "
-            "and running workloads keep running"
+            f"set {target} spec.inactive=true: the worker's InstanceType reconciler then sets ClusterQueue "
+            f"{target.name} stopPolicy Hold (new workloads wait, running workloads keep running)"
         )
     else:
-        what = f"set {target} spec.inactive=false: its ClusterQueue admits workloads again"
+        what = (
+            f"set {target} spec.inactive=false: the worker's InstanceType reconciler then sets ClusterQueue "
+            f"{target.name} stopPolicy None (it admits workloads again)"
+        )
     if already:
         what = f"{target} is already {'inactive' if inactive else 'active'}; nothing to change"
     return _plan(instancetype, target, {"spec": {"inactive": inactive}}, already, what)
@@ -279,7 +283,7 @@ def plan_instancetype_spec(instancetype: Any, change: Mapping[str, Any]) -> Patc
     spec = _spec(instancetype)
     delta = {k: v for k, v in change.items() if spec.get(k) != v}
     what = (
-        f"set {target} " + ", ".join(f"spec.{k}={v!r}" for k, v in delta.items())
+        f"set {target} " + ", ".join(f"spec.{k}={json.dumps(v)}" for k, v in delta.items())
         if delta
         else f"{target} already matches; nothing to change"
     )

@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Final
+
+from gpuctl.core.compat import StrEnum
 
 # ----------------------------------------------------------------------------------------------- label keys
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Final
 
 from gpuctl.core import naming
@@ -25,6 +24,7 @@ from gpuctl.core.admission import (
     invalid,
     required,
 )
+from gpuctl.core.compat import StrEnum
 from gpuctl.core.instancetypes import InstanceType, find_by_entrance
 from gpuctl.core.naming import Family, KeyKind, ResourceKey
 from gpuctl.core.units import M, QuantityError, mib_to_units, parse_quantity, percent_to_units

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Final
 
 from gpuctl.core import naming
 from gpuctl.core.admission import JSON, Admission, Path, allow, deny
+from gpuctl.core.compat import StrEnum
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.kvcache import LABEL_INJECT, KVCacheContext, admit_kvcache_pod, validate_kvcache_update
 from gpuctl.core.pins import PinContext, pin_workload

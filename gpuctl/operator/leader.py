@@ -17,7 +17,7 @@ from gpuctl.core.naming import OPERATOR_NAME
 
 
 def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
+    return datetime.datetime.now(datetime.timezone.utc)
 
 
 def _stamp(t: datetime.datetime) -> str:
@@ -28,7 +28,7 @@ def _parse(text: str | None) -> datetime.datetime | None:
     if not text:
         return None
     try:
-        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC)
+        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
     except ValueError:
         return None
 

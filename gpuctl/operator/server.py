@@ -95,7 +95,7 @@ class _ByteBudget:
         async with self._cond:
             try:
                 await asyncio.wait_for(self._cond.wait_for(lambda: self.used + amount <= self.capacity), timeout)
-            except TimeoutError:
+            except (TimeoutError, asyncio.TimeoutError):  # one class from 3.11 on, two before
                 return False
             self.used += amount
             return True
@@ -381,7 +381,7 @@ class WebhookServer:
                 size += len(chunk)
                 if size > limit or (length is not None and length > limit):
                     return b"".join(chunks)[:65536], f"the review is larger than {limit // (1024 * 1024)} MiB"
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # one class from 3.11 on, two before
             return b"".join(chunks)[:65536], "the review's body did not arrive before the deadline"
         return b"".join(chunks)
 
@@ -389,13 +389,13 @@ class WebhookServer:
         loop = asyncio.get_running_loop()
         try:
             await asyncio.wait_for(self._running.acquire(), max(0.0, deadline - time.monotonic()))
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # one class from 3.11 on, two before
             return refusal(webhook, read_uid(body), "the operator is busy with other reviews; retry", "busy")
         try:
             future = loop.run_in_executor(self._pool, answer, webhook, body, self.contexts)
             try:
                 return await asyncio.wait_for(asyncio.shield(future), max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
+            except (TimeoutError, asyncio.TimeoutError):  # one class from 3.11 on, two before
                 return refusal(webhook, read_uid(body), f"no answer within {self.limits.deadline:.0f}s", "deadline")
         finally:
             self._running.release()

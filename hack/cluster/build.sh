@@ -6,9 +6,11 @@
 #   hack/cluster/build.sh --print-dir   print the bin dir only (no build)
 #   hack/cluster/build.sh --force       rebuild even if the binaries exist
 #   hack/cluster/build.sh etcd ...      build only the named binaries
-#                                       (etcd, kube-apiserver, kueue)
+#                                       (etcd, kube-apiserver, kubectl, kueue, krew)
+#   hack/cluster/build.sh --print-dir krew   print the krew bin dir only
 #
-# Binaries land in ${GPUCTL_TESTBIN:-$HOME/.cache/gpuctl/testbin}/<versions>/.
+# Binaries land in ${GPUCTL_TESTBIN:-$HOME/.cache/gpuctl/testbin}/<versions>/;
+# krew (kubectl-krew, built only when named) in .../krew-<version>/.
 # Progress and timings go to stderr; stdout carries only the bin dir, so
 # callers can use: BIN_DIR=$(hack/cluster/build.sh | tail -n1)
 set -euo pipefail
@@ -25,7 +27,8 @@ modver() {
 K8S_VERSION="$(modver "$HERE/kubernetes/go.mod" k8s.io/kubernetes)"
 ETCD_VERSION="$(modver "$HERE/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 KUEUE_VERSION="$(modver "$HERE/kueue/go.mod" sigs.k8s.io/kueue)"
-for v in K8S_VERSION ETCD_VERSION KUEUE_VERSION; do
+KREW_VERSION="$(modver "$HERE/krew/go.mod" sigs.k8s.io/krew)"
+for v in K8S_VERSION ETCD_VERSION KUEUE_VERSION KREW_VERSION; do
   if [[ -z "${!v}" ]]; then
     echo "build.sh: cannot read $v from the wrapper go.mod files" >&2
     exit 2
@@ -34,27 +37,35 @@ done
 
 BIN_ROOT="${GPUCTL_TESTBIN:-$HOME/.cache/gpuctl/testbin}"
 BIN_DIR="$BIN_ROOT/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kueue-${KUEUE_VERSION}"
+KREW_DIR="$BIN_ROOT/krew-${KREW_VERSION}"
 
 force=0
+print_dir=0
 targets=()
 for arg in "$@"; do
   case "$arg" in
-    --print-dir) echo "$BIN_DIR"; exit 0 ;;
+    --print-dir) print_dir=1 ;;
     --force) force=1 ;;
-    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    etcd|kube-apiserver|kubectl|kueue) targets+=("$arg") ;;
+    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    etcd|kube-apiserver|kubectl|kueue|krew) targets+=("$arg") ;;
     *) echo "build.sh: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
+if [[ $print_dir -eq 1 ]]; then
+  if [[ "${targets[*]:-}" == "krew" ]]; then echo "$KREW_DIR"; else echo "$BIN_DIR"; fi
+  exit 0
+fi
 [[ ${#targets[@]} -gt 0 ]] || targets=(etcd kube-apiserver kubectl kueue)
+only_krew=0
+[[ "${targets[*]}" == "krew" ]] && only_krew=1
 
 if ! command -v go >/dev/null 2>&1; then
   echo "build.sh: 'go' not found in PATH" >&2
   exit 127
 fi
 
-mkdir -p "$BIN_DIR"
-trap 'rm -f "$BIN_DIR"/*.tmp.$$' EXIT
+mkdir -p "$BIN_DIR" "$KREW_DIR"
+trap 'rm -f "$BIN_DIR"/*.tmp.$$ "$KREW_DIR"/*.tmp.$$' EXIT
 
 # Serialise concurrent invocations (e.g. parallel test sessions).
 if command -v flock >/dev/null 2>&1; then
@@ -82,10 +93,10 @@ k8s_ldflags() {
   echo "$flags"
 }
 
-# build NAME MODULE_DIR PACKAGE LDFLAGS
+# build NAME MODULE_DIR PACKAGE LDFLAGS [OUT_DIR]
 build() {
   local name="$1" moddir="$2" pkg="$3" ldflags="$4"
-  local out="$BIN_DIR/$name"
+  local out="${5:-$BIN_DIR}/$name"
   if [[ $force -eq 0 && -x "$out" ]]; then
     echo "build.sh: $name: up to date ($out)" >&2
     return 0
@@ -122,7 +133,13 @@ for t in "${targets[@]}"; do
       build kueue "$HERE/kueue" sigs.k8s.io/kueue/cmd/kueue \
         "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${KUEUE_VERSION} -X sigs.k8s.io/kueue/pkg/version.GitCommit=${KUEUE_VERSION} -X sigs.k8s.io/kueue/pkg/version.BuildDate=${BUILD_DATE}"
       ;;
+    krew)
+      # kubectl finds plugins by name on PATH: the binary is kubectl-krew.
+      build kubectl-krew "$HERE/krew" sigs.k8s.io/krew/cmd/krew \
+        "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=${KREW_VERSION} -X sigs.k8s.io/krew/internal/version.gitCommit=${KREW_VERSION}" \
+        "$KREW_DIR"
+      ;;
   esac
 done
 echo "build.sh: done in $(( $(date +%s) - total_start ))s" >&2
-echo "$BIN_DIR"
+if [[ $only_krew -eq 1 ]]; then echo "$KREW_DIR"; else echo "$BIN_DIR"; fi

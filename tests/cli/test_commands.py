@@ -89,7 +89,7 @@ def test_workloads_table_matches_golden() -> None:
 
 def test_workloads_filters() -> None:
     _, out, _ = run("workloads", "-n", "team-a", "--held", "--snapshot", SNAPSHOT, "-o", "name")
-    assert out.split() == ["workload/team-a/batch", "workload/team-a/embed", "workload/team-a/train-big"]
+    assert out.split() == [f"workload.kueue.x-k8s.io/{n}" for n in ("batch", "embed", "train-big")]
     _, out, _ = run("workloads", "-n", "other", "--snapshot", SNAPSHOT, "-o", "json")
     assert json.loads(out)["items"] == []
     code, _, err = run("workloads", "-n", "x", "-A", "--snapshot", SNAPSHOT)

@@ -1,4 +1,5 @@
-"""make dist: a krew archive whose plugin runs with nothing but python3, and a manifest that names it."""
+"""make dist: a reproducible krew archive whose plugin runs with nothing but python3, and a manifest that moves exactly
+what the archive holds. (krew itself installs it in tests/integration/test_krew.py.)"""
 
 from __future__ import annotations
 
@@ -17,30 +18,41 @@ from tests.cli.test_kubectl_style import SNAPSHOT, run
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_krew_archive_is_self_contained_and_named_by_its_manifest(tmp_path: Path) -> None:
-    out = tmp_path / "dist"
+def _dist(out: Path) -> Path:
     subprocess.run(
         [sys.executable, "-m", "hack.dist", "--out", str(out), "--release-url", "https://releases.invalid/v1"],
         cwd=ROOT,
         check=True,
         capture_output=True,
-        timeout=600,
+        timeout=900,
     )
     [archive] = out.glob("gpuctl-v*.tar.gz")
-    manifest = yaml.safe_load((out / "gpuctl.yaml").read_text())
+    return archive
+
+
+def test_the_krew_archive_is_self_contained_reproducible_and_named_by_its_manifest(tmp_path: Path) -> None:
+    archive = _dist(tmp_path / "dist")
+    manifest = yaml.safe_load((tmp_path / "dist" / "gpuctl.yaml").read_text())
     [platform] = manifest["spec"]["platforms"]
     assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
     assert platform["uri"] == f"https://releases.invalid/v1/{archive.name}"
-    assert manifest["spec"]["version"].startswith("v") and "${" not in (out / "gpuctl.yaml").read_text()
+    assert manifest["spec"]["version"].startswith("v") and "${" not in (tmp_path / "dist" / "gpuctl.yaml").read_text()
     with tarfile.open(archive) as tar:
-        assert sorted(tar.getnames()) == ["README.md", "kubectl-gpuctl", "kubectl_complete-gpuctl"]
+        names = tar.getnames()
+        top = {n.split("/")[0] for n in names}
+        assert top == {"README.md", "kubectl-gpuctl", "kubectl_complete-gpuctl", "lib"}
+        # krew moves each `from` of the manifest and refuses one that matches nothing; every entry is moved.
+        assert {f["from"] for f in platform["files"]} == top and platform["bin"] == "kubectl-gpuctl"
         assert {m.name for m in tar.getmembers() if m.mode & 0o111} == {"kubectl-gpuctl", "kubectl_complete-gpuctl"}
+        assert all(m.isfile() and m.uid == 0 and m.mtime == 315532800 for m in tar.getmembers())
+        # Sources only, bytecode for no version: each Python compiles them once, where they are installed.
+        assert not [n for n in names if n.endswith((".pyc", ".so", ".pyd")) or "__pycache__" in n or ".." in n]
+        assert "lib/gpuctl/cli/startup.py" in names and "lib/typer/__init__.py" in names
         tar.extractall(tmp_path / "krew", filter="data")
-    assert {f["from"] for f in platform["files"]} <= {"kubectl-gpuctl", "completions/kubectl_complete-gpuctl"} | set(
-        os.listdir(tmp_path / "krew")
-    )
+    # Built again: the same bytes.
+    assert hashlib.sha256(_dist(tmp_path / "again").read_bytes()).hexdigest() == platform["sha256"]
     bin_dir = tmp_path / "krew"
-    # As krew lays it out: the plugin and its shim on PATH, no gpuctl, no site-packages.
+    # As krew lays it out: the plugin beside its lib/, no gpuctl installed, no site-packages.
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "NO_COLOR": "1"}
     python = [sys.executable, "-I", "-S"]
     views = subprocess.run(

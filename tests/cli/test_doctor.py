@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -133,3 +134,18 @@ def test_on_a_dump_the_leader_lease_is_judged_at_the_time_the_dump_was_taken(tmp
     assert fresh["status"] == "ok" and "renewed 3 s ago" in fresh["saw"]
     # Without the dump's own time, its age is measured from now: long expired.
     assert leader(deployment, lease)["status"] == "fail"
+
+
+def test_a_snapshot_without_webhook_configurations_says_so_and_no_finding_is_a_python_repr() -> None:
+    result = CliRunner().invoke(app, ["doctor", "--snapshot", SNAPSHOT, "-o", "json"])
+    assert result.exit_code == 3  # the example snapshot has failing findings (queues missing)
+    items = json.loads(result.stdout)["items"]
+    webhook = [i for i in items if i["check"] == "webhook"]
+    assert [i["status"] for i in webhook] == ["warn"] and "webhook configurations are not in the snapshot" in webhook[
+        0
+    ]["saw"]
+    assert not any("not registered" in i["saw"] for i in items)
+    text = " ".join(f"{i['saw']} {i['why']} {i['fix']}" for i in items)
+    assert not re.search(r"\{'|': '|\('|\[\(|\bNone\b|\bTrue\b|\bFalse\b", text), text
+    fit = [i for i in items if i["check"] == "fit-labels"]
+    assert fit and all("=" in i["saw"] and "{" not in i["saw"] for i in fit)

@@ -53,4 +53,4 @@ def test_the_table_and_bad_shapes() -> None:
     code, out, err = run("--shape", "ex=0")
     assert code == 2 and "give 1 to 64 cards" in err and out == ""
     code, _, err = run("nope")
-    assert code == 2 and 'instancetype "nope" not found' in err
+    assert code == 1 and 'instancetype "nope" not found' in err

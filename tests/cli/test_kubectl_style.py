@@ -34,18 +34,20 @@ def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def on_terminal(args: list[str], columns: int) -> str:
-    """The command's output on a pseudo-terminal ``columns`` wide (as a person at a terminal sees it)."""
+def on_terminal(args: list[str], columns: int, *, raw: bool = False, env: dict[str, str] | None = None) -> str:
+    """The command's output on a pseudo-terminal ``columns`` wide (as a person at a terminal sees it); ``raw`` keeps
+    the escape codes."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
-    env.pop("NO_COLOR", None)
+    environment = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
+    environment.pop("NO_COLOR", None)
+    environment.update(env or {})
     proc = subprocess.Popen(
         [sys.executable, "-c", "from gpuctl.cli.startup import run; run()", *args],
         stdout=follower,
         stderr=follower,
         stdin=subprocess.DEVNULL,
-        env=env,
+        env=environment,
         cwd=ROOT,
     )
     os.close(follower)
@@ -64,7 +66,8 @@ def on_terminal(args: list[str], columns: int) -> str:
         chunks.append(data)
     proc.wait(20)
     os.close(leader)
-    return ANSI.sub("", b"".join(chunks).decode()).replace("\r\n", "\n")
+    text = b"".join(chunks).decode().replace("\r\n", "\n")
+    return text if raw else ANSI.sub("", text)
 
 
 # Every table, with the JSON fields whose every value must appear whole in it.
@@ -130,8 +133,14 @@ def test_every_list_is_a_kubernetes_list_with_jsonpath_custom_columns_and_sort(a
     code, out, err = run(*args, "--snapshot", SNAPSHOT, "-o", "custom-columns=KIND:.kind", "--no-headers")
     assert code == 0, err
     assert len([line for line in out.splitlines() if line.strip()]) == len(data["items"])
+    code, out, err = run(*args, "--snapshot", SNAPSHOT, "--sort-by", "metadata.name", "-o", "name")
+    assert code == 0 and len(out.splitlines()) == len({i["metadata"]["name"] for i in data["items"]}), err
     code, out, err = run(*args, "--snapshot", SNAPSHOT, "--sort-by", ".nonexistent", "-o", "name")
-    assert code == 0 and len(out.splitlines()) == len(data["items"]), err
+    if data["items"]:  # as kubectl: a path no item has is an error (and an empty list has nothing to sort)
+        assert code == 2 and out == "", err
+        assert err.startswith('error: couldn\'t find any field with path "{.nonexistent}" in the list of objects')
+    else:
+        assert code == 0, err
 
 
 def test_sort_by_orders_the_items() -> None:
@@ -139,7 +148,9 @@ def test_sort_by_orders_the_items() -> None:
     names = out.split()
     data = run("views", "--snapshot", SNAPSHOT, "-o", "json")[1]
     by_value = sorted(json.loads(data)["items"], key=lambda i: i["acceleratorSliced"]["remaining"])
-    assert names == [f"instancetype/{i['name']}" for i in by_value]
+    assert names == [f"instancetype.worker.gpustack.ai/{i['name']}" for i in by_value]
+    relaxed = run("views", "--snapshot", SNAPSHOT, "--sort-by", "acceleratorSliced.remaining", "-o", "name")[1]
+    assert relaxed.split() == names
 
 
 def test_jsonpath_range_and_files(tmp_path: Path) -> None:

@@ -86,4 +86,4 @@ def test_the_table_and_an_unknown_queue(snapshot: str) -> None:
     ]
     assert "unknown" in out
     code, _, err = run("queue", "nope", "--snapshot", snapshot)
-    assert code == 2 and 'clusterqueue "nope" not found' in err
+    assert code == 1 and 'clusterqueue "nope" not found' in err

@@ -46,3 +46,36 @@ def test_named_pools_only() -> None:
     )
     assert result.exit_code == 0, result.stderr
     assert "h100" in result.stdout and "a10g" not in result.stdout
+
+
+def test_pool_names_drop_the_prefix_every_row_shares_and_fold_at_dashes() -> None:
+    from gpuctl.cli.top import fold, shared_prefix
+
+    assert shared_prefix(["gpustack--nvidia-a10g-linux-amd64", "gpustack--generic-linux-amd64"]) == "gpustack--"
+    assert shared_prefix(["gpustack--nvidia-a10g-linux-amd64"]) == ""  # one name keeps its whole self
+    assert shared_prefix(["pool-a", "pool-a-big"]) == "pool-"  # up to a dash, never inside a word
+    assert fold("nvidia-h100-80gb-hbm3-linux-amd64", 12) == "nvidia-h100-\n80gb-hbm3-\nlinux-amd64"
+    assert fold("abcdefghij-k", 4) == "abcd\nefgh\nij-k"  # a part wider than the column is cut where it must be
+    for width in (60, 45):
+        result = CliRunner().invoke(app, ["top", "--snapshot", str(SNAPSHOT)], env={"COLUMNS": str(width)})
+        assert result.exit_code == 0, result.stderr
+        text = result.stdout
+        assert all(len(line) <= width for line in text.splitlines()), text
+        assert "names without gpustack--" in " ".join(text.split()) and "gpustack--nvidia" not in text
+        lines = text.split("Queues")[0].splitlines()
+        header = next(i for i, line in enumerate(lines) if line.startswith("POOL "))
+        pool_lines = [line.split()[0] for line in lines[header + 1 :] if line.strip()]
+        name_parts = [p for p in pool_lines if p[0] not in "█░-" and "/" not in p]
+        assert "".join(name_parts) == "nvidia-a10g-linux-amd64nvidia-h100-80gb-hbm3-linux-amd64", name_parts
+        assert all(p.endswith("-") or p == "amd64" for p in name_parts), name_parts
+        for numbers in ("4/8", "48/80", "520/800", "48/56"):  # never split, whatever the width
+            assert numbers in text.split()
+
+
+def test_no_color_means_no_escape_codes_at_a_terminal() -> None:
+    from tests.cli.test_kubectl_style import on_terminal
+
+    styled = on_terminal(["top", "--once", "--snapshot", str(SNAPSHOT)], 120, raw=True)
+    assert "\x1b[" in styled  # the status line is dim at a terminal
+    plain = on_terminal(["top", "--once", "--snapshot", str(SNAPSHOT)], 120, raw=True, env={"NO_COLOR": "1"})
+    assert "\x1b[" not in plain and "nvidia-a10g-linux-amd64" in plain

@@ -35,6 +35,7 @@ def test_json_contract() -> None:
     items = {it["name"]: it for it in json.loads(out)["items"]}
     a10g = items["gpustack--nvidia-a10g-linux-amd64"]
     assert set(a10g) == {
+        "metadata",
         "name",
         "entrance",
         "phase",
@@ -44,6 +45,8 @@ def test_json_contract() -> None:
         "acceleratorPartitioned",
         "cpu",
     }
+    assert a10g["metadata"]["name"] == a10g["name"] and "namespace" not in a10g["metadata"]
+    assert a10g["metadata"]["labels"]["schedule.gpustack.ai/queue-entrance"] == a10g["entrance"]
     assert a10g["accelerator"] == {"onceMaxRequest": 3, "remaining": 4, "capacity": 8}
     assert a10g["acceleratorShared"] == {"onceMaxRequest": 3, "remaining": 48, "capacity": 80}
     assert a10g["acceleratorSliced"] == {"onceMaxRequest": 100, "remaining": 520, "capacity": 800}
@@ -62,7 +65,7 @@ def test_yaml_equals_json() -> None:
 
 def test_names_and_no_headers() -> None:
     _, out, _ = run("views", "gpustack--nvidia-a10g-linux-amd64", "--snapshot", SNAPSHOT, "-o", "name")
-    assert out == "instancetype/gpustack--nvidia-a10g-linux-amd64\n"
+    assert out == "instancetype.worker.gpustack.ai/gpustack--nvidia-a10g-linux-amd64\n"
     _, out, _ = run("views", "gpustack--nvidia-a10g-linux-amd64", "--snapshot", SNAPSHOT, "--no-headers")
     assert out.startswith("gpustack--nvidia-a10g-linux-amd64 ") and "NAME" not in out
 

@@ -110,43 +110,37 @@ def test_dry_run_of_an_instancetype_update_refuses_a_frozen_field(tmp_path: Path
     assert json.loads(out)["message"] == "spec: Forbidden: is immutable except displayName and inactive"
 
 
+def _create(name: str, *flags: str) -> tuple[int, str, str]:
+    return run("instancetype", "create", name, *flags, "--dry-run", "client", "--snapshot", SNAPSHOT)
+
+
 def test_instancetype_create_client_dry_run_validates_before_sending() -> None:
-    code, out, _ = run(
-        "instancetype",
-        "create",
-        "a10g-12c128g",
-        "--accelerator-group",
-        "nvidia-a10g",
-        "--unit-cpu",
-        "12",
-        "--unit-ram",
-        "128Gi",
-        "--dry-run",
-        "client",
-        "-o",
-        "json",
-    )
-    assert code == 0
+    a10g = ("--accelerator-group", "nvidia-a10g", "--unit-cpu", "12")
+    code, out, err = _create("a10g-12c128g", *a10g, "--unit-ram", "128Gi", "-o", "json")
+    assert code == 0 and err == ""  # the snapshot's flavors describe nvidia-a10g: no warning
     stored = json.loads(out)
     assert stored["metadata"]["labels"]["schedule.gpustack.ai/queue-entrance"] == "gpustack-fnv64-d4c0e6cd72686015"
-    code, _, err = run(
-        "instancetype",
-        "create",
-        "bad",
-        "--accelerator-group",
-        "nvidia-a10g",
-        "--unit-cpu",
-        "12",
-        "--unit-ram",
-        "128GB",
-        "--dry-run",
-        "client",
-    )
-    assert (
-        code == 2 and 'spec.unitResources.ram: Invalid value: "128GB"' in err and "Gi" in err and err.count("\n") == 1
-    )
-    code, _, err = run("instancetype", "create", "x", "--dry-run", "client")
+    code, _, err = _create("bad", *a10g, "--unit-ram", "128GB")
+    assert code == 2 and 'spec.unitResources.ram: Invalid value: "128GB"' in err and "Gi" in err
+    assert err.count("\n") == 1
+    code, _, err = _create("x")
     assert code == 2 and "--accelerator-group GROUP" in err
+    # The API server's own checks: the name, and quantities it cannot hold.
+    code, _, err = _create("A10G_big", *a10g, "--unit-ram", "128Gi")
+    assert code == 2 and 'metadata.name: Invalid value: "A10G_big": a lowercase RFC 1123 subdomain' in err
+    code, _, err = _create(
+        "huge", "--accelerator-group", "nvidia-a10g", "--unit-cpu", "1" + "0" * 19, "--unit-ram", "9999999999Gi"
+    )
+    assert code == 2 and "must be at most 9223372036854775807 cores" in err and "at most 8589934591Gi" in err
+    # A group no ResourceFlavor describes: created as the server creates it, with the server's warning.
+    code, out, err = _create("h200-8c", "--accelerator-group", "nvidia-h200", "--unit-cpu", "8", "--unit-ram", "64Gi")
+    assert code == 0 and "would be created" in out
+    assert err == (
+        "Warning: no ResourceFlavor describes nvidia-h200 nodes yet: the card memory comes from status.detail once "
+        "the operator publishes the pool's detail\n"
+    )
+    code, _, err = _create("gpustack--nvidia-a10g-linux-amd64", *a10g, "--unit-ram", "64Gi")
+    assert code == 2 and "already exists" in err
 
 
 def test_bad_dry_run_value_is_a_usage_error() -> None:
@@ -176,4 +170,5 @@ def test_a_malformed_manifest_is_one_line(doc: str, field: str, tmp_path: Path) 
     path = tmp_path / "pod.yaml"
     path.write_text(doc)
     code, _, err = run("webhook", "dry-run", "pod", "-f", str(path), "--snapshot", SNAPSHOT)
-    assert code == 2 and err == f"error: {path}: {field} must be a mapping, not str\n"
+    assert code == 2
+    assert err == f"error: {path}: {field} must be a mapping, not str; see 'gpuctl webhook dry-run -h'\n"

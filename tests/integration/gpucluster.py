@@ -24,7 +24,7 @@ KUEUE, KV = "kueue.x-k8s.io", "v1beta2"
 
 
 def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def wait_for(what: str, fn: Any, timeout: float = 30.0, interval: float = 0.2) -> Any:

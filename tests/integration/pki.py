@@ -23,7 +23,7 @@ KUEUE_CA_NAME = "kueue-ca"
 
 
 def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
+    return datetime.datetime.now(datetime.timezone.utc)
 
 
 def _key_pem(key) -> bytes:

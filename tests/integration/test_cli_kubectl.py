@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -47,7 +48,7 @@ def kubeconfig_with(control_plane: Any, path: Path, **context: str) -> Path:
 def test_the_context_namespace_is_used_without_n(pool: GpuPool, control_plane: Any, tmp_path: Path) -> None:
     kubeconfig = kubeconfig_with(control_plane, tmp_path / "config", namespace=pool.namespace)
     code, out, err = gpuctl("workloads", "--kubeconfig", str(kubeconfig), "-o", "name")
-    assert code == 0 and f"workload/{pool.namespace}/kubectl-style" in out.split(), err
+    assert code == 0 and "workload.kueue.x-k8s.io/kubectl-style" in out.split(), err
     code, out, err = gpuctl("explain", "workload", "kubectl-style", "--kubeconfig", str(kubeconfig), "-o", "json")
     assert code == 0 and json.loads(out)["namespace"] == pool.namespace, err
     # -n wins over the context, before or after the subcommand.
@@ -167,3 +168,89 @@ def test_views_watch_survives_the_server_going_away(pool: GpuPool, control_plane
         proc.wait(10)
         out.close()
         proxy.close()
+
+
+# ----------------------------------------------------------------------------------------------- TLS flags
+
+
+def _kubectl(control_plane: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(control_plane.bin_dir / "kubectl"), *args], capture_output=True, text=True, timeout=60)
+
+
+def _x509(text: str) -> str:
+    found = re.search(r"x509: [^\n]*", text)
+    assert found, text
+    return found[0].strip()
+
+
+@pytest.fixture(scope="module")
+def client_files(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The admin's client certificate and key, and the run's CA, as files (no kubeconfig)."""
+    from .pki import CertificateAuthority
+
+    where = tmp_path_factory.mktemp("tls")
+    pair = control_plane.client_cert("gpuctl-it-tls", ("system:masters",))
+    (where / "client.crt").write_bytes(pair.cert_pem)
+    (where / "client.key").write_bytes(pair.key_pem)
+    (where / "other-ca.crt").write_bytes(CertificateAuthority("another-ca").cert_pem)
+    return {
+        "cert": str(where / "client.crt"),
+        "key": str(where / "client.key"),
+        "ca": str(control_plane.ca_file),
+        "other": str(where / "other-ca.crt"),
+        "empty": str(where / "no-kubeconfig"),
+    }
+
+
+def _flags(control_plane: Any, files: dict[str, str], *extra: str) -> list[str]:
+    return [
+        "--kubeconfig",
+        files["empty"],
+        "-s",
+        control_plane.api_url,
+        "--client-certificate",
+        files["cert"],
+        "--client-key",
+        files["key"],
+        *extra,
+    ]
+
+
+def test_tls_flags_reach_the_server_without_a_kubeconfig(control_plane: Any, client_files: dict[str, str]) -> None:
+    Path(client_files["empty"]).write_text("apiVersion: v1\nkind: Config\n")
+    flags = _flags(control_plane, client_files, "--certificate-authority", client_files["ca"])
+    assert _kubectl(control_plane, "get", "instancetypes", *flags).returncode == 0
+    code, out, err = gpuctl("instancetype", "list", *flags, "-o", "name")
+    assert code == 0, err
+    # Not checking the server at all: works, and nothing (no urllib3 warning) is said about it.
+    proc = subprocess.run(
+        [sys.executable, "-c", "from gpuctl.cli.startup import run; run()", "instancetype", "list", "-o", "name",
+         *_flags(control_plane, client_files, "--insecure-skip-tls-verify")],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stderr == "" and proc.stdout == out, proc.stderr
+    code, _, err = gpuctl("views", *flags, "--insecure-skip-tls-verify")
+    assert code == 2 and "exclusive" in err
+
+
+def test_a_certificate_for_another_name_is_named_as_kubectl_names_it(
+    control_plane: Any, client_files: dict[str, str]
+) -> None:
+    flags = _flags(control_plane, client_files, "--certificate-authority", client_files["ca"])
+    wrong = ["--tls-server-name", "wrong.example"]
+    theirs = _kubectl(control_plane, "get", "instancetypes", *flags, *wrong)
+    assert theirs.returncode == 1 and "certificate is valid for" in theirs.stderr, theirs.stderr
+    code, _, err = gpuctl("views", *flags, *wrong)
+    assert code == 1 and err.count("\n") == 1
+    assert "tls: failed to verify certificate: " in err and _x509(err) == _x509(theirs.stderr), (err, theirs.stderr)
+
+
+def test_an_untrusted_certificate_is_named_as_kubectl_names_it(
+    control_plane: Any, client_files: dict[str, str]
+) -> None:
+    flags = _flags(control_plane, client_files, "--certificate-authority", client_files["other"])
+    theirs = _kubectl(control_plane, "get", "instancetypes", *flags)
+    assert theirs.returncode == 1
+    code, _, err = gpuctl("views", *flags)
+    assert code == 1 and err.count("\n") == 1
+    assert _x509(err) == _x509(theirs.stderr) == "x509: certificate signed by unknown authority", err

@@ -271,43 +271,77 @@ def test_dump_is_private_whole_and_redacted(pool: GpuPool, control_plane: Any, t
     assert [p.name for p in tmp_path.iterdir()] == ["dump"]  # no staging directory left behind
 
 
-def test_fleet_views_sum_two_clusters_and_name_each_by_cluster(
+def test_fleet_views_sum_clusters_count_one_cluster_once_and_survive_a_dead_one(
     pool: GpuPool, control_plane: Any, tmp_path: Path
 ) -> None:
-    """Two contexts of one kubeconfig (here both reach the test cluster): views, fragmentation and partitions sum the
-    pool over both, `--by-cluster` gives one row per context, and queue lists each context's queues."""
+    """Contexts of one kubeconfig: "alias" reaches the test cluster exactly as the first context does (the same
+    address and CA), so it is counted once, with a warning; "other" reaches it at another address (localhost, which its
+    certificate also names), so it counts as a second cluster and views, fragmentation and partitions sum the pool over
+    both, `--by-cluster` gives one row per context; "dead" answers nothing: an error row, the others still printed,
+    exit 1."""
     import yaml
 
     config = yaml.safe_load(Path(control_plane.kubeconfig).read_text())
     first = config["contexts"][0]
-    config["contexts"].append({"name": "second", "context": dict(first["context"])})
-    kubeconfig = tmp_path / "two-contexts"
+    [cluster] = config["clusters"]
+    config["clusters"] += [
+        {"name": "other", "cluster": {**cluster["cluster"], "server": control_plane.api_url.replace("127.0.0.1", "localhost")}},
+        {"name": "dead", "cluster": {**cluster["cluster"], "server": "https://127.0.0.1:1"}},
+    ]  # fmt: skip
+    config["contexts"] += [
+        {"name": "alias", "context": dict(first["context"])},
+        {"name": "other", "context": {**first["context"], "cluster": "other"}},
+        {"name": "dead", "context": {**first["context"], "cluster": "dead"}},
+    ]
+    kubeconfig = tmp_path / "contexts"
     kubeconfig.write_text(yaml.safe_dump(config))
-    both = ["--context", first["name"], "--context", "second", "--kubeconfig", str(kubeconfig)]
 
-    def run(*args: str) -> Any:
-        code, out, err = gpuctl(*args, *both)
+    def run(*args: str, contexts: tuple[str, ...] = (first["name"], "other")) -> Any:
+        flags = [w for c in contexts for w in ("--context", c)]
+        code, out, err = gpuctl(*args, *flags, "--kubeconfig", str(kubeconfig))
         assert code == 0, err
         return json.loads(out)
 
     [single] = live(control_plane, "views", pool.name, "-o", "json")["items"]
     [summed] = run("views", pool.name, "-o", "json")["items"]
-    assert summed["clusters"] == [first["name"], "second"]
+    assert summed["clusters"] == [first["name"], "other"]
     for view in ("accelerator", "acceleratorShared", "acceleratorSliced"):
         assert summed[view]["remaining"] == 2 * single[view]["remaining"]
         assert summed[view]["capacity"] == 2 * single[view]["capacity"]
         assert summed[view]["onceMaxRequest"] == single[view]["onceMaxRequest"]
     rows = run("views", pool.name, "--by-cluster", "-o", "json")["items"]
-    assert sorted(r["cluster"] for r in rows) == sorted([first["name"], "second"])
+    assert sorted(r["cluster"] for r in rows) == sorted([first["name"], "other"])
     assert all(r["accelerator"] == single["accelerator"] for r in rows)
     [frag] = [i for i in run("fragmentation", pool.name, "-o", "json")["items"] if i["name"] == pool.name]
     [alone] = live(control_plane, "fragmentation", pool.name, "-o", "json")["items"]
     assert frag["views"]["acceleratorSliced"]["free"] == 2 * alone["views"]["acceleratorSliced"]["free"]
     queued = run("queue", "-o", "json")["items"]
-    assert {i["cluster"] for i in queued} <= {first["name"], "second"}
+    assert {i["cluster"] for i in queued} <= {first["name"], "other"}
     assert run("partitions", "-o", "json")["kind"] == "ProfileAvailabilityList"
-    code, _, err = gpuctl("workloads", "-A", *both)
-    assert code == 2 and "--context given more than once" in err
+    # The same cluster under two names is counted once.
+    code, out, err = gpuctl("views", pool.name, "-o", "json", "--context", first["name"], "--context", "alias",
+                            "--kubeconfig", str(kubeconfig))  # fmt: skip
+    assert code == 0 and json.loads(out)["items"][0]["accelerator"] == single["accelerator"], err
+    assert err == (
+        f"warning: contexts {first['name']} and alias reach the same cluster ({control_plane.api_url});"
+        f" counting it once, as {first['name']}\n"
+    )
+    # A dead context: its error row, the other clusters' rows, exit 1 once all is printed.
+    every = ["--all-contexts", "--kubeconfig", str(kubeconfig), "--request-timeout", "3s"]
+    code, out, err = gpuctl("views", pool.name, *every)
+    assert code == 1 and "error: 1 context(s) could not be read: dead" in err
+    dead = [line for line in out.splitlines() if line.split()[1:2] == ["dead"]]
+    assert len(dead) == 1 and "error: cannot reach the API server at https://127.0.0.1:1" in dead[0], out
+    assert any(line.startswith(pool.name) for line in out.splitlines())
+    code, out, err = gpuctl("views", pool.name, *every, "-o", "json")
+    listed = json.loads(out)
+    assert code == 1 and listed["items"][0]["clusters"] == ["alias", "other"]  # the first name of the test cluster
+    assert [e["context"] for e in listed["errors"]] == ["dead"]
+    for command in (["partitions"], ["fragmentation", pool.name], ["queue"]):
+        code, out, err = gpuctl(*command, *every, "-o", "json")
+        assert code == 1 and [e["context"] for e in json.loads(out)["errors"]] == ["dead"], (command, err)
+    code, _, err = gpuctl("workloads", "-A", "--context", "a", "--context", "b", "--kubeconfig", str(kubeconfig))
+    assert code == 2 and "reads one cluster" in err
 
 
 def test_queue_order_matches_kueues_visibility_api(api: Any, test_namespace: str, control_plane: Any) -> None:

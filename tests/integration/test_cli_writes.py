@@ -18,7 +18,7 @@ from gpuctl.cluster.live import Connection, LiveSource
 from gpuctl.cluster.writer import DryRun, Result, apply_plan
 from gpuctl.core.lifecycle import plan_hold
 
-from .gpucluster import WORKER, WV, GpuPool, condition, new_pool, wait_for
+from .gpucluster import KUEUE, KV, WORKER, WV, GpuPool, condition, new_pool, wait_for
 
 runner = CliRunner()
 
@@ -62,6 +62,46 @@ def test_hold_dry_run_server_changes_nothing_then_hold_changes_and_rerun_is_unch
     assert code == 0 and "unchanged" in out and "nothing to change" in out
     code, out, _ = gpuctl(control_plane, "instancetype", "activate", pool.name)
     assert code == 0 and instancetype_obj(pool)["spec"]["inactive"] is False
+
+
+def test_hold_says_who_moves_the_queue_and_wait_follows_it(pool: GpuPool, control_plane: Any) -> None:
+    """No GPUStack worker runs here: the test does what its InstanceType reconciler does (spec.inactive=true puts
+    the ClusterQueue on Hold) a moment after the hold, and `hold --wait` follows the queue until it does."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    def reconcile() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not instancetype_obj(pool)["spec"].get("inactive"):
+            time.sleep(0.2)
+        time.sleep(2)
+        pool.objs.patch_cluster_custom_object(KUEUE, KV, "clusterqueues", pool.name, {"spec": {"stopPolicy": "Hold"}})
+
+    worker = threading.Thread(target=reconcile)
+    worker.start()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", "from gpuctl.cli.startup import run; run()", "hold", pool.name, "--wait",
+             "--timeout", "60s", "--kubeconfig", str(control_plane.kubeconfig)],
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+    finally:
+        worker.join()
+    assert proc.returncode == 0, proc.stderr
+    assert f"set InstanceType {pool.name} spec.inactive=true: the worker's InstanceType reconciler then sets" in (
+        proc.stdout
+    )
+    lines = proc.stderr.splitlines()  # piped: one line per change, as drain --wait writes them
+    assert "ClusterQueue stopPolicy None: waiting for the worker's InstanceType reconciler to set Hold" in lines[0]
+    assert "ClusterQueue stopPolicy Hold: admission blocked" in lines[-1] and len(lines) == 2, lines
+    assert f"instancetype/{pool.name} phase Inactive" in proc.stdout
+    # Unheld again, nobody moves the queue: --wait gives up at its timeout, saying what it waited for.
+    assert gpuctl(control_plane, "resume", pool.name)[0] == 0
+    code, _, err = gpuctl(control_plane, "hold", pool.name, "--wait", "--timeout", "2s")
+    assert code == 1 and f"instancetype/{pool.name} not held after 2s: ClusterQueue stopPolicy None" in err
+    assert gpuctl(control_plane, "resume", pool.name)[0] == 0
 
 
 def test_a_concurrent_patch_is_retried(pool: GpuPool, control_plane: Any) -> None:
@@ -115,10 +155,12 @@ def test_create_and_delete_an_instancetype(control_plane: Any) -> None:
     code, _, err = gpuctl(control_plane, "instancetype", "create", name, "--cpu-only", "--unit-ram", "2Gi")
     assert code == 2 and "already exists" in err
     code, out, _ = gpuctl(control_plane, "instancetype", "list", "-o", "name")
-    assert f"instancetype/{name}" in out.split()
+    assert f"instancetype.worker.gpustack.ai/{name}" in out.split()
     code, out, _ = gpuctl(control_plane, "instancetype", "delete", name, "--wait", "--timeout", "30")
     assert code == 0 and f"instancetype/{name} deleted" in out
-    code, out, _ = gpuctl(control_plane, "instancetype", "delete", name)
+    code, _, err = gpuctl(control_plane, "instancetype", "delete", name)
+    assert code == 1 and f'instancetype "{name}" not found' in err  # as kubectl: deleting nothing is an error
+    code, out, _ = gpuctl(control_plane, "instancetype", "delete", name, "--ignore-not-found")
     assert code == 0 and "nothing to delete" in out
 
 
@@ -127,8 +169,9 @@ def test_bulk_stop_reports_per_object(pool: GpuPool, control_plane: Any) -> None
     pool.instance("inst-starting", phase="Starting")
     pool.instance("inst-stopped", phase="Stopped", stop=True)
     args = ("instance", "stop", "--instancetype", pool.name, "-n", pool.namespace)
-    code, _, err = gpuctl(control_plane, *args)
-    assert code == 2 and "pass --yes" in err  # bulk, not on a terminal
+    code, out, err = gpuctl(control_plane, *args)
+    assert code == 2 and "pass --yes" in err and out == ""  # chosen by a selection, not on a terminal
+    assert f"--instancetype {pool.name} matched 3 Instance(s): {pool.namespace}/inst-running," in err
     code, out, _ = gpuctl(control_plane, *args, "--yes", "--dry-run", "server", "-o", "json")
     results = {i["object"].rsplit("/", 1)[1]: i["result"] for i in json.loads(out)["items"]}
     assert results == {"inst-running": "would change", "inst-starting": "failed", "inst-stopped": "unchanged"}
@@ -143,10 +186,13 @@ def test_bulk_stop_reports_per_object(pool: GpuPool, control_plane: Any) -> None
     )
     code, out, _ = gpuctl(control_plane, "instance", "start", "inst-running", "-n", pool.namespace)
     assert code == 1 and "can only start stopped instance" in out
+    # still on its way to Stopped (no worker runs here): the refusal says the phase and what to wait for
+    assert f"instance {pool.namespace}/inst-running is Running; spec.stop=true is set" in out
+    assert "start it once its phase is Stopped" in out
     code, out, _ = gpuctl(
         control_plane, "instance", "list", "-n", pool.namespace, "--instancetype", pool.name, "-o", "name"
     )
-    assert sorted(out.split()) == ["instance/inst-running", "instance/inst-starting", "instance/inst-stopped"]
+    assert sorted(out.split()) == [f"instance.worker.gpustack.ai/inst-{n}" for n in ("running", "starting", "stopped")]
 
 
 def test_drain_evicts_then_resume_admits_again(api: Any, test_namespace: str, control_plane: Any) -> None:

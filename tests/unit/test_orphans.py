@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from gpuctl.cli.fragmentation import pool_items
 from gpuctl.cli.main import app
+from gpuctl.cli.options import SourceSpec
 from gpuctl.cli.partitions import profile_items
 from gpuctl.cli.views import compute_items, public
 from gpuctl.cluster import read
@@ -29,6 +30,8 @@ from tests.factories import card_row, devices, h100_devices, instancetype, node
 from tests.memory_cluster import MemoryCluster
 from tests.unit.test_differential import NS, POOL_LABELS, POOLS, cluster_states, limits_of, operator
 from tests.unit.test_simulate_properties import prepared
+
+NO_SELECTORS = SourceSpec()
 
 JSON = dict[str, Any]
 
@@ -85,8 +88,8 @@ def answers(objects: list[JSON], subs: list[Submission]) -> JSON:
     }
     return {
         "views": [public(i) for i in compute_items(cluster, [], None)],
-        "partitions": profile_items(cluster, None, None, False, False),
-        "partitions-by-node": profile_items(cluster, None, None, True, False),
+        "partitions": profile_items(cluster, None, NO_SELECTORS, False, False),
+        "partitions-by-node": profile_items(cluster, None, NO_SELECTORS, True, False),
         "fragmentation": pool_items(cluster, [], [], None, False),
         "simulate": verdicts,
         "status": json.loads(json.dumps(status, default=str)),

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Final
+
+from gpuctl.core.compat import StrEnum
 
 
 class Engine(StrEnum):

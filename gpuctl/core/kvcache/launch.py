@@ -12,9 +12,9 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Final, Literal
 
+from gpuctl.core.compat import StrEnum
 from gpuctl.core.kvcache.engines import SGLANG_MODULE, Family, family_of
 from gpuctl.core.kvcache.keys import ANNOTATION_ENGINE, ANNOTATION_FORWARDED, FORWARDING_DECLARATION, LABEL_INJECT
 from gpuctl.core.kvcache.launchers import LAUNCHERS, MULTI_CALL, LauncherStop, Stopped, skip_launcher

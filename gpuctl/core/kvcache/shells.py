@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Final
+
+from gpuctl.core.compat import StrEnum
 
 
 @dataclass(frozen=True, slots=True)
