@@ -1014,13 +1014,19 @@ class Simulator:
         g3, verdict_ok = self._gate3(reserved, cq)
         if not verdict_ok:
             return outcome([g1, g2, g3], **kept)
+        # Past the check, Kueue admits it: its quota, its TAS placement and the check's count of it in flight stand
+        # whether or not its Pods are then scheduled and allocated.
         specs = {ps.name: ps.pods_spec for ps in sub.podsets}
         hosts = self._schedule(reserved, got, specs)
         g4 = self._gate4(reserved, hosts, specs)
         if g4.verdict != PASSED:
+            if commit:
+                self._commit(reserved, [])  # its Pods stay Pending on their node
             return outcome([g1, g2, g3, g4], **kept)
         g5, pods = self._gate5(reserved, got, hosts, specs)
         if g5.verdict not in CLEARED:
+            if commit:
+                self._commit(reserved, [])  # Allocate refuses its Pods: they fail and hold no card
             return outcome([g1, g2, g3, g4, g5], **kept)
         if commit:
             self._commit(reserved, pods)
