@@ -18,13 +18,19 @@ Every review is bounded:
   then is answered by failure policy;
 - **connections**: at most :attr:`Limits.max_connections`; a connection must finish its TLS handshake within
   :attr:`Limits.handshake_timeout` and send each request within :attr:`Limits.request_timeout`, or it is closed.
+
+And quiet under abuse: a request that is not HTTP, a review that is malformed or refused, a connection that fails —
+each is one log line, rate-limited (:class:`~gpuctl.operator.ratelog.RateLimitedLog`), never a traceback; and every
+error answer is fixed text, never the request's bytes echoed back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import os
+import re
 import ssl
 import threading
 import time
@@ -34,6 +40,9 @@ from typing import Any
 
 from gpuctl.operator.admission import BY_PATH, Answer, ContextProvider, answer, read_uid, refusal
 from gpuctl.operator.metrics import Metrics
+from gpuctl.operator.ratelog import RateLimitedLog
+
+log = logging.getLogger("gpuctl.operator.server")
 
 Check = Callable[[], list[tuple[str, bool, str]]]
 """Named checks: ``(name, ok, detail)`` each (the verbose health answer lists them)."""
@@ -153,6 +162,42 @@ class _Guard(asyncio.Protocol):
             self.inner.resume_writing()
 
 
+def _quiet_handler(note: RateLimitedLog) -> Any:
+    """aiohttp's protocol for one connection, but quiet: an HTTP error is one rate-limited log line (not a
+    traceback) and is answered with its status line alone (aiohttp's own answer quotes the offending bytes)."""
+    from http import HTTPStatus
+
+    from aiohttp import web
+    from aiohttp.web_protocol import RequestHandler
+
+    class QuietHandler(RequestHandler):
+        __slots__ = ()
+
+        def log_exception(self, *args: Any, **kwargs: Any) -> None:
+            exc = kwargs.get("exc_info")
+            what = f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else ""
+            note(f"HTTP: {args[0] if args else 'error'} {what}")
+
+        def handle_error(
+            self, request: Any, status: int = 500, exc: BaseException | None = None, message: str | None = None
+        ) -> Any:
+            # The parser's message quotes the offending bytes below its first line: only that first line is kept.
+            reason = (getattr(exc, "message", None) or message or str(exc or "")).strip().split("\n")[0]
+            reason = re.split(r":\s*b['\"]", reason)[0].rstrip(":")
+            note(f"HTTP {status} to {request.remote}: {type(exc).__name__ if exc else 'error'}: {reason}")
+            if request.writer.output_size > 0:
+                raise ConnectionError("the answer was already started; closing the connection")
+            try:
+                phrase = HTTPStatus(status).phrase
+            except ValueError:
+                phrase = "Error"
+            response = web.Response(status=status, text=f"{status} {phrase}\n", content_type="text/plain")
+            response.force_close()
+            return response
+
+    return QuietHandler
+
+
 class WebhookServer:
     def __init__(
         self,
@@ -183,6 +228,8 @@ class WebhookServer:
         self._started = threading.Event()
         self._error: BaseException | None = None
         self._pool = concurrent.futures.ThreadPoolExecutor(self.limits.rule_threads, thread_name_prefix="review")
+        self.bad_requests = RateLimitedLog(log)
+        """One line per bad request or failed connection, rate-limited."""
         metrics.gauge(self._gauges)
 
     # ------------------------------------------------------------------------------------------- lifecycle
@@ -220,13 +267,16 @@ class WebhookServer:
         app.router.add_get("/readyz", self._readiness)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/{path:.*}", self._review)
-        self._runner = web.AppRunner(app, access_log=None, keepalive_timeout=self.limits.keepalive_timeout)
+        handler_options: dict[str, Any] = {"access_log": None, "keepalive_timeout": self.limits.keepalive_timeout}
+        self._runner = web.AppRunner(app, **handler_options)
         await self._runner.setup()
         inner = self._runner.server
         assert inner is not None
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(self._loop_exception)
+        quiet = _quiet_handler(self.bad_requests)
         self._server = await loop.create_server(
-            lambda: _Guard(inner(), self),
+            lambda: _Guard(quiet(inner, loop=loop, **handler_options), self),
             self.address[0],
             self.address[1],
             ssl=self.certs.context if self.certs else None,
@@ -242,17 +292,30 @@ class WebhookServer:
             probes.router.add_get("/livez", self._health)
             probes.router.add_get("/readyz", self._readiness)
             probes.router.add_get("/metrics", self._metrics)
-            self._probe_runner = web.AppRunner(probes, access_log=None, keepalive_timeout=self.limits.keepalive_timeout)
+            self._probe_runner = web.AppRunner(probes, **handler_options)
             await self._probe_runner.setup()
             probe_inner = self._probe_runner.server
             assert probe_inner is not None
             self._probes = await loop.create_server(
-                lambda: _Guard(probe_inner(), self), self.probe_address[0], self.probe_address[1], reuse_address=True
+                lambda: _Guard(quiet(probe_inner, loop=loop, **handler_options), self),
+                self.probe_address[0],
+                self.probe_address[1],
+                reuse_address=True,
             )
             self.probe_port = self._probes.sockets[0].getsockname()[1]
         self._budget = _ByteBudget(self.limits.bytes_in_flight)
         self._running = asyncio.Semaphore(self.limits.concurrent_reviews)
         self._reaper = asyncio.ensure_future(self._reap())
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """A connection's failure (a TLS error, a reset) is one rate-limited line; anything else keeps the default
+        report with its traceback."""
+        if "transport" not in context and "protocol" not in context:
+            loop.default_exception_handler(context)
+            return
+        exc = context.get("exception")
+        what = f": {type(exc).__name__}: {exc}" if exc is not None else ""
+        self.bad_requests(f"connection: {context.get('message', 'failed')}{what}")
 
     async def _reap(self) -> None:
         """Once a second: close connections that dawdle over a request, and reload a rotated certificate."""
@@ -335,6 +398,7 @@ class WebhookServer:
         started = time.perf_counter()
         webhook = BY_PATH.get(request.path)
         if webhook is None:
+            self.bad_requests(f"POST from {request.remote} to a path no webhook is served at")
             return web.json_response({"message": "no webhook is served at this path"}, status=404)
         guard = self.connections.get(request.transport)
         limits = self.limits
@@ -355,6 +419,8 @@ class WebhookServer:
                 await self._budget.release(len(body))
         if guard is not None:
             guard.pending_since = None
+        if result.outcome != "answered":
+            self.bad_requests(f"{webhook.name}: review from {request.remote} {result.outcome}: {result.detail}")
         self.metrics.observe(
             webhook.name, time.perf_counter() - started, result.allowed, result.mutated, result.outcome
         )
