@@ -116,12 +116,14 @@ def _role(kind: str, name: str, rules: list[dict[str, Any]], namespace: str | No
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata, "rules": rules}
 
 
-def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The CLI users' roles:
+def cli_roles(pools: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The CLI users' roles, the shipped ones (``pools`` None: ``deploy/rbac/gpuctl-cli.yaml``) and those ``gpuctl
+    rbac admin`` generates for a cluster's pools:
 
     - ``gpuctl-view``: every read command;
-    - ``gpuctl-admin``: the write commands — InstanceTypes, Instances' stop and start, and (``pools`` given) patches of
-      exactly those pools' ClusterQueues (``resourceNames``; without pools no ClusterQueue may be patched, since an
+    - ``gpuctl-admin``: the write commands — InstanceTypes (create, patch, delete), Instances' stop and start, and
+      ClusterQueue patches (hold, drain, resume): of every queue in the shipped role, which cannot know the pools'
+      names; of exactly the named pools' queues with ``pools`` (``resourceNames``; with no pools, of none, since an
       empty ``resourceNames`` would mean every queue);
     - ``gpuctl-dry-run``: creating Pods and Workloads, which ``webhook dry-run --server-side`` needs and RBAC cannot limit
       to dry runs: bind it per namespace (:func:`dry_run_bindings`), never cluster-wide.
@@ -138,6 +140,10 @@ def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
         _rule(
             ["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], READ
         ),
+        # queue reads Kueue's own pending order from its visibility API.
+        _rule(
+            ["visibility.kueue.x-k8s.io"], ["clusterqueues/pendingworkloads", "localqueues/pendingworkloads"], ["get"]
+        ),
         # doctor reads these by name only: Kueue's Configuration, the two Deployments and the leader Lease.
         {**_rule([""], ["configmaps"], ["get"]), "resourceNames": [naming.KUEUE_CONFIGMAP]},
         {**_rule(["apps"], ["deployments"], ["get"]), "resourceNames": [naming.KUEUE_DEPLOYMENT, naming.OPERATOR_NAME]},
@@ -153,7 +159,9 @@ def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
         _rule(["worker.gpustack.ai"], ["instancetypes"], ["create", "patch", "delete"]),
         _rule(["worker.gpustack.ai"], ["instances"], ["patch"]),
     ]
-    if pools:
+    if pools is None:
+        admin.append(_rule(["kueue.x-k8s.io"], ["clusterqueues"], ["patch"]))
+    elif pools:
         admin.append({**_rule(["kueue.x-k8s.io"], ["clusterqueues"], ["patch"]), "resourceNames": sorted(set(pools))})
     dry_run = [_rule([""], ["pods"], ["create"]), _rule(["kueue.x-k8s.io"], ["workloads"], ["create"])]
     return [
