@@ -14,7 +14,8 @@ from typing import Any
 
 from gpuctl import __version__
 from gpuctl.core import naming
-from gpuctl.core.webhooks import REGISTRY, Webhook
+from gpuctl.core.webhooks import REGISTRY, RESOURCES, Webhook
+from gpuctl.core.webhooks import Kind as WebhookKind
 
 NAMESPACE = naming.OPERATOR_NAMESPACE
 NAME = naming.OPERATOR_NAME
@@ -185,6 +186,92 @@ def dry_run_bindings(namespaces: Sequence[str], subjects: Sequence[dict[str, str
     ]
 
 
+def operator_username(namespace: str = NAMESPACE) -> str:
+    """The API server's name for the operator's service account."""
+    return f"system:serviceaccount:{namespace}:{NAME}"
+
+
+def _unchanged(fields: Sequence[str], under: str) -> str:
+    """CEL: each field (absent or present) is the same in the object and the old object."""
+    return " && ".join(f"object.{under}.?{f} == oldObject.{under}.?{f}" for f in fields)
+
+
+METADATA_FENCED = ("annotations", "finalizers", "ownerReferences")
+"""Metadata the operator never changes on the objects it patches (it patches Nodes' labels, Instances' spec.stop)."""
+
+
+def operator_write_policy(instance_spec_fields: Sequence[str]) -> list[dict[str, Any]]:
+    """ValidatingAdmissionPolicies (with their bindings) fencing the operator's own writes beyond what RBAC can say:
+    its service account may change only the fit labels of a Node and only ``spec.stop`` of an Instance.
+
+    ``instance_spec_fields`` are the Instance CRD's spec fields (every one but ``stop`` must stay as it was), read from
+    the CRD so that a field added to it is fenced too."""
+    fit = " || ".join(f"k.startsWith('{p}')" for p in (naming.SLICED_FIT_PREFIX, naming.SHARED_FIT_PREFIX))
+    instance = RESOURCES[WebhookKind.INSTANCE]
+    labels = [
+        {"name": "newLabels", "expression": "object.metadata.?labels.orValue({})"},
+        {"name": "oldLabels", "expression": "oldObject.metadata.?labels.orValue({})"},
+    ]
+    node = (
+        "node",
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]},
+        f"variables.newLabels.all(k, {fit} || (k in variables.oldLabels && variables.oldLabels[k] == "
+        f"variables.newLabels[k])) && variables.oldLabels.all(k, {fit} || k in variables.newLabels) && "
+        f"object.?spec == oldObject.?spec && {_unchanged(METADATA_FENCED, 'metadata')}",
+        "the gpuctl operator may change only the fit labels of a Node "
+        f"({naming.SLICED_FIT_PREFIX}*, {naming.SHARED_FIT_PREFIX}*)",
+    )
+    stop = (
+        "instance",
+        {
+            "apiGroups": [instance.group],
+            "apiVersions": list(instance.versions),
+            "operations": ["UPDATE"],
+            "resources": [instance.plural],
+        },
+        f"variables.newLabels == variables.oldLabels && {_unchanged(METADATA_FENCED, 'metadata')} && "
+        + _unchanged(sorted(f for f in instance_spec_fields if f != "stop"), "spec"),
+        "the gpuctl operator may change only spec.stop of an Instance",
+    )
+    docs: list[dict[str, Any]] = []
+    for what, rule, expression, message in (node, stop):
+        name = f"{NAME}-{what}-writes"
+        docs.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": name},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [rule]},
+                    "matchConditions": [
+                        {"name": "the-operator", "expression": f"request.userInfo.username == '{operator_username()}'"}
+                    ],
+                    "variables": labels,
+                    "validations": [{"expression": expression, "message": message, "reason": "Forbidden"}],
+                },
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": name},
+                "spec": {"policyName": name, "validationActions": ["Deny"]},
+            }
+        )
+    return docs
+
+
+def crd_spec_fields(crd: dict[str, Any]) -> list[str]:
+    """The spec fields of every served version of a CRD."""
+    fields: set[str] = set()
+    for version in crd["spec"]["versions"]:
+        if version.get("served", True):
+            fields |= set(version["schema"]["openAPIV3Schema"]["properties"]["spec"].get("properties") or {})
+    return sorted(fields)
+
+
 WEBHOOK_PORT = 9443
 PROBE_PORT = 8080
 PRIVATE_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
@@ -345,10 +432,12 @@ def write(root: Path) -> list[Path]:
         return path
 
     base = root / "base"
+    instance_crd = yaml.safe_load((root / "crds" / "worker.gpustack.ai_instances.yaml").read_text())
     files = [
         dump(base / "operator.yaml", deployment()),
         dump(base / "rbac.yaml", [operator_role()]),
         dump(base / "webhooks.yaml", webhook_configurations()),
+        dump(base / "operator-policy.yaml", operator_write_policy(crd_spec_fields(instance_crd))),
         dump(root / "rbac" / "gpuctl-cli.yaml", cli_roles()),
     ]
     crds = sorted(p.name for p in (root / "crds").glob("*.yaml"))
