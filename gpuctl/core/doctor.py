@@ -358,6 +358,10 @@ class WebhookEntry:
         return self.name in NAMES
 
 
+def _listed(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
 def _strs(value: object) -> tuple[str, ...]:
     return tuple(sorted(str(v) for v in value)) if isinstance(value, list) else ()
 
@@ -394,7 +398,7 @@ def parse_webhook_configuration(obj: Mapping[str, object]) -> list[WebhookEntry]
                 timeout if isinstance(timeout, int) and not isinstance(timeout, bool) else None,
                 tuple(
                     (_strs(r.get("operations")), _strs(r.get("apiGroups")), _strs(r.get("resources")))
-                    for r in raw.get("rules") or []
+                    for r in _listed(raw.get("rules"))
                     if isinstance(r, Mapping)
                 ),
                 raw.get("objectSelector") if isinstance(raw.get("objectSelector"), Mapping) else {},  # type: ignore[arg-type]
