@@ -43,13 +43,13 @@ UID_SCAN = 64 * 1024
 """How far into a review its uid is looked for when the review cannot be parsed (the API server writes it first)."""
 
 
-def read_uid(head: bytes) -> str:
+def read_uid(head: bytes | bytearray) -> str:
     """The request uid from the start of a review that cannot be parsed, or ``""``."""
     match = _UID.search(head[:UID_SCAN])
     if match is None:
         return ""
     try:
-        uid = json.loads(b'"' + match.group(1) + b'"')
+        uid = json.loads(b'"' + bytes(match.group(1)) + b'"')
     except ValueError:
         return ""
     return uid if isinstance(uid, str) else ""
@@ -166,7 +166,7 @@ def parse_request(review: Any) -> AdmissionRequest:
     return AdmissionRequest(uid, operation, request.get("namespace") or "", obj, old)
 
 
-def answer(webhook: Webhook, body: bytes, contexts: ContextProvider) -> Answer:
+def answer(webhook: Webhook, body: bytes | bytearray, contexts: ContextProvider) -> Answer:
     """The AdmissionReview answering ``body`` for one webhook; never raises.
 
     Messages are fixed or name a field: an answer never quotes the request's bytes."""
