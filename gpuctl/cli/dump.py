@@ -122,9 +122,10 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def foreign_entry(directory: Path) -> str | None:
-    """Why ``directory`` is not exactly a dump ``gpuctl dump`` wrote (naming the first entry that is not), or None
-    when every entry in it is a file its manifest lists, unchanged."""
+def foreign_entry(directory: Path, shown: Path | None = None) -> str | None:
+    """Why ``directory`` is not exactly a dump ``gpuctl dump`` wrote (naming the first entry that is not, under
+    ``shown``, the path as the user gave it), or None when every entry in it is a file its manifest lists, unchanged."""
+    shown = shown or directory
     manifest = directory / MANIFEST
     entries = sorted(p.name for p in directory.iterdir())
     try:
@@ -134,16 +135,16 @@ def foreign_entry(directory: Path) -> str | None:
     files = data.get("files") if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND else None
     if not isinstance(files, list):
         first = next((e for e in entries if e != MANIFEST), MANIFEST)
-        return f"{directory / first} is not part of a gpuctl dump ({directory} has no dump manifest {MANIFEST})"
+        return f"{shown / first} is not part of a gpuctl dump ({shown} has no dump manifest {MANIFEST})"
     listed = {f.get("name"): f.get("sha256") for f in files if isinstance(f, dict)}
     for name in entries:
         if name == MANIFEST:
             continue
         path = directory / name
         if name not in listed or path.is_symlink() or not path.is_file():
-            return f"{path} is not part of the dump written there"
+            return f"{shown / name} is not part of the dump written there"
         if _sha256(path) != listed[name]:
-            return f"{path} changed since gpuctl dump wrote it"
+            return f"{shown / name} changed since gpuctl dump wrote it"
     return None
 
 
@@ -204,11 +205,12 @@ def dump_command(
 
     if fmt not in ("json", "yaml"):
         raise UsageError(f"--format {fmt!r}: use json or yaml")
-    _check_target(directory, overwrite)
+    target = Path(os.path.abspath(directory))  # `.` has a name and a parent to write beside it in
+    _check_target(target, overwrite, directory)
     live = source.live()
     namespace = source.namespace
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.gpuctl-dump-", dir=directory.parent))  # 0700
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.gpuctl-dump-", dir=target.parent))  # 0700
     from rich.progress import BarColumn, Progress, TextColumn
 
     redactor = None if no_redact else Redactor()
@@ -249,7 +251,7 @@ def dump_command(
                     found.append(obj)
             written.append(_write_list(staging / f"deployment.{fmt}", found, fmt, redactor))
         _write_manifest(staging, redactor)
-        kept = _swap_in(staging, directory)
+        kept = _swap_in(staging, target, directory)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     summary = f"wrote {directory}: " + ", ".join(f"{name}: {n}" for name, n in written)
@@ -261,23 +263,20 @@ def dump_command(
     if skipped:
         sys.stderr.write("skipped " + ", ".join(skipped) + "\n")
     if kept is not None:
-        sys.stderr.write(
-            f"warning: kept the previous contents of {directory} at {kept}: {kept.name} gained files "
-            "while the dump was written\n"
-        )
+        sys.stderr.write(f"warning: files appeared in the previous dump while this one was read: kept it at {kept}\n")
 
 
-def _check_target(directory: Path, overwrite: bool) -> None:
+def _check_target(directory: Path, overwrite: bool, shown: Path) -> None:
     """Refuse a target that is not a new or empty directory, or, with --overwrite, exactly a previous dump."""
     if directory.is_symlink():
-        raise UsageError(f"{directory} is a symbolic link: give the directory itself")
+        raise UsageError(f"{shown} is a symbolic link: give the directory itself")
     if directory.exists() and not directory.is_dir():
-        raise UsageError(f"{directory} exists and is not a directory")
+        raise UsageError(f"{shown} exists and is not a directory")
     if not directory.is_dir() or not any(directory.iterdir()):
         return
     if not overwrite:
-        raise UsageError(f"{directory} is not empty: pass --overwrite to replace the dump in it")
-    why = foreign_entry(directory)
+        raise UsageError(f"{shown} is not empty: pass --overwrite to replace the dump in it")
+    why = foreign_entry(directory, shown)
     if why is not None:
         raise UsageError(
             f"{why}: --overwrite replaces only a directory that holds exactly a previous dump; move that file away "
@@ -303,7 +302,7 @@ def _write_manifest(staging: Path, redactor: "Redactor | None") -> None:
     write_private(staging / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
 
 
-def _swap_in(staging: Path, directory: Path) -> Path | None:
+def _swap_in(staging: Path, directory: Path, shown: Path) -> Path | None:
     """Put the finished dump at ``directory``: renamed there when it is new or empty, else swapped in one step with
     the previous dump, which is then removed — unless it gained files meanwhile, when it is kept (its path returned).
     """
@@ -311,11 +310,15 @@ def _swap_in(staging: Path, directory: Path) -> Path | None:
     import tempfile
 
     if directory.is_dir() and not any(directory.iterdir()):
-        directory.rmdir()
+        # An empty directory stays (a shell may be in it): the files move in, the manifest last.
+        for path in sorted(staging.iterdir(), key=lambda p: p.name == MANIFEST):
+            os.rename(path, directory / path.name)
+        os.chmod(directory, 0o700)
+        return None
     if not directory.exists():
         os.rename(staging, directory)
         return None
-    why = foreign_entry(directory)
+    why = foreign_entry(directory, shown)
     if why is not None:  # changed since it was checked, while the cluster was read
         raise UsageError(f"{why}: --overwrite replaces only a directory that holds exactly a previous dump")
     if _exchange(staging, directory):

@@ -187,7 +187,10 @@ def answer(webhook: Webhook, body: bytes | bytearray, contexts: ContextProvider)
         ctx = contexts.webhook_context(request.namespace, obj)
         result = webhook.rule(request.operation, obj, request.old_object, ctx)
         patch = json_patch(obj, result.mutated, result.changed) if webhook.mutating and result.allowed else []
-        return Answer(_review(uid, result.allowed, result.message, patch, result.warnings), result.allowed, bool(patch))
+        review = _review(uid, result.allowed, result.message, patch, result.warnings)
+        if result.error is not None:  # the rule failed: answered by its failure policy, the detail logged
+            return Answer(review, result.allowed, bool(patch), "error", f"{result.message}: {result.error}")
+        return Answer(review, result.allowed, bool(patch))
     except Exception as exc:  # noqa: BLE001 - any input gets an answer
         return refusal(
             webhook,

@@ -2,13 +2,13 @@
 reviews cannot take the operator past its memory limit.
 
 **Cost.** Decoding JSON in Python costs far more than its bytes: a list is 80 bytes for the two bytes ``[]``, a dict
-with one key over 230 bytes. Measured with ``tracemalloc`` on 1 MiB documents of one repeated shape each (``make
-bench`` repeats it on a maximal review), decoding takes 2x the body for one long string, 3-5x for Kubernetes objects
+with one key over 230 bytes. Measured with ``tracemalloc`` on 1 MiB documents of one repeated shape each (a unit test
+repeats it on a maximal review), decoding takes 2x the body for one long string, 3-6x for Kubernetes objects
 as the API server writes them, 25x for ``[{},{},...]`` and 40x for lists nested in lists, the most any shape takes;
 a mutating rule copies what it may change, up to the whole object again. :func:`review_cost` bounds that from the
 body's bytes alone, in one pass of ``bytes.count`` (about 1 ms for 7 MiB): its text width (a non-ASCII character
-makes the decoded text and its strings up to 4 bytes a character), and what each ``{``, ``[``, ``,``, ``:`` and
-``"`` can cost, constants chosen above every shape measured (a unit test checks the bound on a corpus of shapes and
+makes the decoded text and its strings up to 4 bytes a character), and what each ``{``, ``[``, ``{}``, ``[]``,
+``,``, ``:`` and ``"`` can cost, constants chosen above every shape measured (a unit test checks the bound on a corpus of shapes and
 on generated documents). A Kubernetes object is charged about 2x what it takes, the worst shapes about 1.1x.
 
 **Budget.** With a memory limit known (``--memory-limit``, the ``GPUCTL_MEMORY_LIMIT`` environment variable the
@@ -147,8 +147,7 @@ class Charge:
 
 
 class MemoryBudget:
-    """Reviews admitted by cost, on the event loop (``acquire``/``grow`` wait; ``release`` from any thread through
-    the loop).
+    """Reviews admitted by cost, on the event loop (``acquire`` waits for room, ``release`` makes it).
 
     With ``limit``: a review may start while ``base + charged + cost <= target * limit``, where ``base`` is the
     resident memory when no review runs (sampled whenever none does; while some do, the resident size less what they

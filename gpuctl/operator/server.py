@@ -402,7 +402,7 @@ class WebhookServer:
         try:
             result, keep_alive = await self._answer(webhook, request, deadline, charge)
         finally:
-            if not charge.amount or not self._releases_later(charge):
+            if charge not in self._held:  # else its rule still runs, and releases it when it ends
                 await self.budget.release(charge)
         if guard is not None:
             guard.pending_since = None
@@ -415,10 +415,6 @@ class WebhookServer:
         if not keep_alive:
             response.force_close()
         return response
-
-    def _releases_later(self, charge: Charge) -> bool:
-        """Whether a rule still running in a thread holds ``charge`` (released when it ends, not before)."""
-        return charge in self._held
 
     async def _answer(self, webhook: Any, request: Any, deadline: float, charge: Charge) -> tuple[Answer, bool]:
         """The answer to one review and whether its connection may be kept. Its body is read once its bytes fit in

@@ -124,6 +124,23 @@ def test_overwrite_never_deletes_what_the_dump_did_not_write(control_plane: Any,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dump", "work"]  # nothing staged left beside it
 
 
+def test_a_dump_into_the_directory_a_shell_is_in(
+    control_plane: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = tmp_path / "ticket"
+    here.mkdir()
+    inode = here.stat().st_ino
+    monkeypatch.chdir(here)
+    code, _, err = gpuctl(control_plane, "dump", ".")
+    assert code == 0, err
+    assert here.stat().st_ino == inode and here.stat().st_mode & 0o777 == 0o700  # the same directory, made private
+    first = whole_dump(here)
+    code, _, err = gpuctl(control_plane, "dump", ".", "--overwrite")
+    assert code == 0, err
+    assert set(whole_dump(tmp_path / "ticket")) == set(first)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ticket"]  # nothing staged left beside it
+
+
 def whole_dump_without(directory: Path, extra: str) -> bool:
     manifest = json.loads((directory / MANIFEST).read_text())
     return {p.name for p in directory.iterdir()} - {MANIFEST, extra} <= {f["name"] for f in manifest["files"]}

@@ -114,3 +114,20 @@ def test_an_internal_error_is_a_fixed_answer_and_a_detailed_log_line() -> None:
         "pod-accelerators.gpustack.ai: internal error (RuntimeError); the operator's log has the details"
     )
     assert SECRET in result.detail and SECRET not in result.body().decode()
+
+
+def test_a_rule_that_fails_on_the_request_answers_without_quoting_it() -> None:
+    import dataclasses
+
+    from gpuctl.core.admission import fail_closed, fail_open
+
+    def quoting(op: str, obj: Any, old: Any, ctx: Any) -> Any:
+        return int(obj["metadata"]["name"])  # ValueError: invalid literal for int() with base 10: '<the name>'
+
+    body = with_request(object={**good_pod(), "metadata": {"name": SECRET}})
+    for wrap, allowed in ((fail_closed, False), (fail_open, True)):
+        webhook = dataclasses.replace(POD_WEBHOOK, rule=wrap(quoting))
+        result = answer(webhook, body, Fixed())
+        assert result.allowed is allowed and result.outcome == "error"
+        assert SECRET not in result.body().decode() and "ValueError" in result.body().decode()
+        assert SECRET in result.detail  # the operator's log line has it
