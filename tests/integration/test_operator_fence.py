@@ -88,11 +88,18 @@ def test_outside_the_fence_the_api_server_refuses_the_operators_account(
     instance = ["instance", "fenced-instance", "-n", pool.namespace]
     pool.instance("fenced-instance", phase="Running")
     # The policies take effect once the API server has compiled them: wait for the first refusal.
-    wait_for(
-        "the fence to take effect",
-        lambda: NODE_MESSAGE in patch(control_plane, fenced, *node, body={"metadata": {"labels": {"team": "x"}}})[1],
-        timeout=30,
-    )
+    outputs: list[str] = []
+
+    def refused_once() -> bool:
+        # A new value each time: a patch that changes nothing is not an update, and no policy sees it.
+        body = {"metadata": {"labels": {"team": f"x{len(outputs)}"}}}
+        outputs.append(patch(control_plane, fenced, *node, body=body)[1])
+        return NODE_MESSAGE in outputs[-1]
+
+    try:
+        wait_for("the fence to take effect", refused_once, timeout=30)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: kubectl said {outputs[-3:]}") from None
     refused = [
         (node, {"metadata": {"labels": {naming.LABEL_MANAGED: None}}}, NODE_MESSAGE),
         (node, {"metadata": {"annotations": {"example.com/x": "y"}}}, NODE_MESSAGE),
@@ -113,8 +120,8 @@ def test_outside_the_fence_the_api_server_refuses_the_operators_account(
     stored = pool.objs.get_namespaced_custom_object(WORKER, WV, pool.namespace, "instances", "fenced-instance")
     assert stored["spec"]["stop"] is True and stored["spec"]["image"] == "gpuctl-it/none"
     # Anyone else is not fenced by it.
-    code, out = patch(control_plane, control_plane.kubeconfig, *node, body={"metadata": {"labels": {"team": "x"}}})
-    assert code == 0, out
+    code, out = patch(control_plane, control_plane.kubeconfig, *node, body={"metadata": {"labels": {"team": "y"}}})
+    assert code == 0 and "no change" not in out, out
 
 
 def test_the_operator_running_as_its_account_still_writes_through_the_fence(
