@@ -257,12 +257,10 @@ class Result:
     """Resident memory with the cache loaded, before the reviews."""
     peak: int
     """The kernel's high-water mark of resident memory over the reviews."""
-    cached_nodes: int
     outcomes: dict[str, int] = field(default_factory=dict)
     """Answers by kind: ``judged`` (by the webhook's rule), and the refusals by reason."""
     failures: list[str] = field(default_factory=list)
     """Reviews that got no well-formed answer."""
-    seconds: float = 0.0
     exit_code: int | None = None
     """The operator's exit code when it died during the reviews (None: it kept running)."""
 
@@ -379,10 +377,8 @@ def measure(
             last = now
         baseline = _status(proc.pid, "VmRSS")
         Path(f"/proc/{proc.pid}/clear_refs").write_text("5")  # the high-water mark starts again from here
-        result = Result(limit, baseline, 0, nodes)
-        started = time.monotonic()
+        result = Result(limit, baseline, 0)
         _send_mix(port, ca, concurrency, rounds, result)
-        result.seconds = time.monotonic() - started
         result.exit_code = proc.poll()
         result.peak = _status(proc.pid, "VmHWM") if result.exit_code is None else limit
         return result

@@ -200,7 +200,7 @@ def run(argv: list[str] | None = None) -> int:
 
     metrics.gauge(cache_gauges)
     certs = None if args.insecure_http else CertificateReloader(args.tls_cert, args.tls_key)
-    from gpuctl.operator.memory import detect_memory_limit
+    from gpuctl.operator.memory import UNLIMITED_BUDGET, detect_memory_limit
 
     try:
         memory_limit = args.memory_limit or detect_memory_limit()
@@ -222,7 +222,9 @@ def run(argv: list[str] | None = None) -> int:
     server.start()
     log.info("serving on %s:%d (%s)", args.bind, server.port, "http" if certs is None else "https")
     if memory_limit is None:
-        log.info("no memory limit known: the reviews running at once may cost 256 MiB between them")
+        log.info(
+            "no memory limit known: the reviews running at once may cost %d MiB between them", UNLIMITED_BUDGET >> 20
+        )
     else:
         log.info(
             "memory limit %d MiB: reviews start while the process stays under %d MiB",

@@ -123,7 +123,7 @@ def cli_roles(pools: Sequence[str] | None = None) -> list[dict[str, Any]]:
 
     - ``gpuctl-view``: every read command;
     - ``gpuctl-admin``: the write commands — InstanceTypes (create, patch, delete), Instances' stop and start, and
-      ClusterQueue patches (hold, drain, resume): of every queue in the shipped role, which cannot know the pools'
+      ClusterQueue patches (drain, resume): of every queue in the shipped role, which cannot know the pools'
       names; of exactly the named pools' queues with ``pools`` (``resourceNames``; with no pools, of none, since an
       empty ``resourceNames`` would mean every queue);
     - ``gpuctl-dry-run``: creating Pods and Workloads, which ``webhook dry-run --server-side`` needs and RBAC cannot limit
