@@ -808,6 +808,33 @@ def bench_plugin(_nodes: int) -> list[Row]:
     return rows
 
 
+MEMORY_BEFORE = "1238 MiB = 161 % of the limit, 40 of 48 reviews unanswered"
+"""The same mix on the same cache before reviews were admitted by their cost (by their body's bytes), measured once."""
+
+
+def bench_operator_memory(nodes: int) -> list[Row]:
+    """The operator's peak RSS under the worst concurrent mix of maximal reviews, its cache holding the synthetic
+    cluster, as a share of its memory limit (``bench.operator_memory``)."""
+    from bench.operator_memory import LIMIT, MIX, measure
+
+    with tempfile.TemporaryDirectory() as tmp:
+        r = measure(Path(tmp), nodes=nodes)
+    judged = r.outcomes.get("judged", 0)
+    refused = ", ".join(f"{n} {k}" for k, n in sorted(r.outcomes.items()) if k != "judged")
+    return [
+        Row(
+            f"operator peak RSS, {len(MIX)} concurrent 6.9 MiB reviews x 2 rounds (the costliest shapes on 4 webhooks), "
+            f"{nodes}-node cache",
+            f"{r.peak >> 20} MiB = {100 * r.fraction:.0f} % of the {LIMIT >> 20} MiB limit; {judged} judged, {refused}"
+            + (f", {len(r.failures)} unanswered" if r.failures else ""),
+            f"the cache loaded: {r.baseline >> 20} MiB (before the cost budget: {MEMORY_BEFORE})",
+            r.peak / r.baseline,
+            "< 60 % of the limit, every review answered",
+            r.fraction < 0.6 and not r.failures and r.exit_code is None,
+        )
+    ]
+
+
 BENCHMARKS: dict[str, Callable[[int], list[Row]]] = {
     "startup": bench_startup,
     "plugin": bench_plugin,
@@ -817,6 +844,7 @@ BENCHMARKS: dict[str, Callable[[int], list[Row]]] = {
     "views-core": bench_views_core,
     "views-process": bench_views_process,
     "simulate": bench_simulate,
+    "operator-memory": bench_operator_memory,
 }
 
 

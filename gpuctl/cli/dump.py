@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ import typer
 
 if TYPE_CHECKING:
     from gpuctl.cluster.kinds import Kind
+    from gpuctl.core.redaction import Redactor
 
 from gpuctl.cli.errors import UsageError
 from gpuctl.cli.options import SourceSpec, source_options
@@ -111,73 +111,92 @@ def slim(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-REDACTED = "<redacted>"
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-_CREDENTIAL = re.compile(
-    r"(?i)(password|passwd|pwd|token|secret|api[-_]?key|access[-_]?key|private[-_]?key|credentials?|auth)"
-)
+MANIFEST = ".gpuctl-dump.json"
+"""The manifest a dump writes beside its files: what it wrote (names, sizes, SHA-256 digests). Hidden, so snapshot
+readers skip it; ``--overwrite`` replaces only a directory it describes exactly."""
+MANIFEST_KIND = "GpuctlDump"
 
 
-def _redact_args(args: list[Any]) -> list[Any]:
-    """``--token=abc`` → ``--token=<redacted>``; ``--password abc`` → ``--password <redacted>``."""
-    out: list[Any] = []
-    hide_next = False
-    for arg in args:
-        if hide_next and isinstance(arg, str):
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        hide_next = False
-        if isinstance(arg, str) and _CREDENTIAL.search(arg):
-            name, sep, _ = arg.partition("=")
-            if sep:
-                out.append(f"{name}={REDACTED}")
-                continue
-            hide_next = arg.startswith("-")
-        out.append(arg)
-    return out
-
-
-def redact(value: Any) -> Any:
-    """A copy with inline environment values, credential-looking arguments and the last-applied configuration
-    replaced: a dump gets attached to tickets."""
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    out: dict[str, Any] = {}
-    for k, v in value.items():
-        if k == "env" and isinstance(v, list):
-            out[k] = [
-                {**e, "value": REDACTED} if isinstance(e, dict) and isinstance(e.get("value"), str) else redact(e)
-                for e in v
-            ]
-        elif k in ("args", "command") and isinstance(v, list):
-            out[k] = _redact_args(v)
-        elif k == "annotations" and isinstance(v, dict) and LAST_APPLIED in v:
-            out[k] = {a: (REDACTED if a == LAST_APPLIED else b) for a, b in v.items()}
-        else:
-            out[k] = redact(v)
-    return out
-
-
-def write_private(path: Path, text: str) -> None:
-    """A file only its owner reads (0600), written whole."""
+def write_private(path: Path, data: bytes) -> None:
+    """A file only its owner reads (0600), written whole and flushed to disk."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def foreign_entry(directory: Path, shown: Path | None = None) -> str | None:
+    """Why ``directory`` is not exactly a dump ``gpuctl dump`` wrote (naming the first entry that is not, under
+    ``shown``, the path as the user gave it), or None when every entry in it is a file its manifest lists, unchanged."""
+    shown = shown or directory
+    manifest = directory / MANIFEST
+    entries = sorted(p.name for p in directory.iterdir())
+    try:
+        data = json.loads(manifest.read_bytes()) if manifest.is_file() and not manifest.is_symlink() else None
+    except (OSError, ValueError):
+        data = None
+    files = data.get("files") if isinstance(data, dict) and data.get("kind") == MANIFEST_KIND else None
+    if not isinstance(files, list):
+        first = next((e for e in entries if e != MANIFEST), MANIFEST)
+        return f"{shown / first} is not part of a gpuctl dump ({shown} has no dump manifest {MANIFEST})"
+    listed = {f.get("name"): f.get("sha256") for f in files if isinstance(f, dict)}
+    for name in entries:
+        if name == MANIFEST:
+            continue
+        path = directory / name
+        if name not in listed or path.is_symlink() or not path.is_file():
+            return f"{shown / name} is not part of the dump written there"
+        if _sha256(path) != listed[name]:
+            return f"{shown / name} changed since gpuctl dump wrote it"
+    return None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where the system cannot."""
+    import ctypes
+    import ctypes.util
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    errno = ctypes.get_errno()
+    if errno in (38, 22, 95):  # ENOSYS, EINVAL (the filesystem cannot), EOPNOTSUPP
+        return False
+    raise OSError(errno, os.strerror(errno), str(b))
 
 
 @source_options(namespace=True)
 def dump_command(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="Where to write the snapshot (created if missing).")],
     fmt: Annotated[str, typer.Option("--format", help="json (fast to read back) or yaml.")] = "json",
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing dump in DIR as a whole.")] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option("--overwrite", help="Replace a previous dump in DIR, if DIR holds exactly that dump."),
+    ] = False,
     no_redact: Annotated[
         bool,
         typer.Option(
             "--no-redact",
-            help="Keep inline env values, credential-looking arguments and last-applied configurations.",
+            help="Keep inline env values, credential-looking arguments, annotations and labels, and last-applied "
+            "configurations.",
         ),
     ] = False,
     *,
@@ -186,28 +205,30 @@ def dump_command(
     """Write the objects every gpuctl command reads, one file per kind, in the snapshot format.
 
     Namespaced kinds are read from one namespace with -n, from all otherwise. Secrets are never read; inline env
-    values, credential-looking arguments and last-applied configurations are redacted unless --no-redact. The files
-    are readable by their owner only (0600, in a 0700 directory). DIR must be empty or new; --overwrite replaces a
-    previous dump whole, and nothing is left half-written if reading fails.
+    values, credential-looking arguments, annotation and label values, and last-applied configurations are
+    redacted unless --no-redact. The files are readable by their owner only (0600, in a 0700 directory), listed
+    with their digests in DIR/.gpuctl-dump.json. DIR must be empty or new; --overwrite replaces a previous dump, and
+    only a directory that holds exactly the files that dump wrote (anything else in it is refused, by name). The new
+    dump is written beside DIR and swapped in whole: an interrupted dump leaves the old one as it was.
     """
     import shutil
     import tempfile
 
     from gpuctl.cluster.errors import SourceError
+    from gpuctl.core.redaction import Redactor
 
     if fmt not in ("json", "yaml"):
         raise UsageError(f"--format {fmt!r}: use json or yaml")
-    if directory.exists() and not directory.is_dir():
-        raise UsageError(f"{directory} exists and is not a directory")
-    if directory.is_dir() and any(directory.iterdir()) and not overwrite:
-        raise UsageError(f"{directory} is not empty: pass --overwrite to replace the dump in it")
+    target = Path(os.path.abspath(directory))  # `.` has a name and a parent to write beside it in
+    _check_target(target, overwrite, directory)
     live = source.live()
     namespace = source.namespace
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))  # created 0700
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.gpuctl-dump-", dir=target.parent))  # 0700
     from rich.progress import BarColumn, Progress, TextColumn
 
-    written: list[str] = []
+    redactor = None if no_redact else Redactor()
+    written: list[tuple[str, int]] = []
     skipped: list[str] = []
     taken = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
@@ -232,7 +253,7 @@ def dump_command(
                     raise
                 if kind.kind == "Pod":
                     objs = [o for o in objs if keep_pod(o)]
-                written.append(_write_list(staging / f"{kind.plural}.{fmt}", objs, fmt, no_redact))
+                written.append(_write_list(staging / f"{kind.plural}.{fmt}", objs, fmt, redactor))
                 progress.advance(task)
             found = []
             for kind, ns, name in dumped_objects():
@@ -243,20 +264,22 @@ def dump_command(
                     continue
                 if obj is not None:
                     found.append(obj)
-            written.append(_write_list(staging / f"deployment.{fmt}", found, fmt, no_redact))
-            written.append(_write_list(staging / f"dump.{fmt}", [dump_record(taken, live.describe())], fmt, True))
-        if directory.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
-            os.rename(directory, retired / directory.name)
-            os.rename(staging, directory)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            os.rename(staging, directory)
+            written.append(_write_list(staging / f"deployment.{fmt}", found, fmt, redactor))
+            written.append(_write_list(staging / f"dump.{fmt}", [dump_record(taken, live.describe())], fmt, None))
+        _write_manifest(staging, redactor)
+        kept = _swap_in(staging, target, directory)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    sys.stderr.write(f"wrote {directory}: " + ", ".join(written) + "\n")
+    summary = f"wrote {directory}: " + ", ".join(f"{name}: {n}" for name, n in written)
+    if redactor is not None:
+        summary += f"; redacted {redactor.count} value(s)"
+        if redactor.where:
+            summary += " (" + ", ".join(f"{rule} {n}" for rule, n in sorted(redactor.where.items())) + ")"
+    sys.stderr.write(summary + "\n")
     if skipped:
         sys.stderr.write("skipped " + ", ".join(skipped) + "\n")
+    if kept is not None:
+        sys.stderr.write(f"warning: files appeared in the previous dump while this one was read: kept it at {kept}\n")
 
 
 def dump_record(taken: str, source: str) -> dict[str, Any]:
@@ -272,8 +295,79 @@ def dump_record(taken: str, source: str) -> dict[str, Any]:
     }
 
 
-def _write_list(path: Path, objs: list[dict[str, Any]], fmt: str, no_redact: bool) -> str:
-    items = [slim(o) if no_redact else redact(slim(o)) for o in objs]
+def _check_target(directory: Path, overwrite: bool, shown: Path) -> None:
+    """Refuse a target that is not a new or empty directory, or, with --overwrite, exactly a previous dump."""
+    if directory.is_symlink():
+        raise UsageError(f"{shown} is a symbolic link: give the directory itself")
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"{shown} exists and is not a directory")
+    if not directory.is_dir() or not any(directory.iterdir()):
+        return
+    if not overwrite:
+        raise UsageError(f"{shown} is not empty: pass --overwrite to replace the dump in it")
+    why = foreign_entry(directory, shown)
+    if why is not None:
+        raise UsageError(
+            f"{why}: --overwrite replaces only a directory that holds exactly a previous dump; move that file away "
+            "or choose another DIR"
+        )
+
+
+def _write_manifest(staging: Path, redactor: "Redactor | None") -> None:
+    from gpuctl import __version__
+
+    files = [
+        {"name": p.name, "bytes": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(staging.iterdir())
+        if p.name != MANIFEST
+    ]
+    manifest = {
+        "kind": MANIFEST_KIND,
+        "version": 1,
+        "writer": f"gpuctl {__version__}",
+        "redacted": None if redactor is None else redactor.count,
+        "files": files,
+    }
+    write_private(staging / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+
+
+def _swap_in(staging: Path, directory: Path, shown: Path) -> Path | None:
+    """Put the finished dump at ``directory``: renamed there when it is new or empty, else swapped in one step with
+    the previous dump, which is then removed — unless it gained files meanwhile, when it is kept (its path returned).
+    """
+    import shutil
+    import tempfile
+
+    if directory.is_dir() and not any(directory.iterdir()):
+        # An empty directory stays (a shell may be in it): the files move in, the manifest last.
+        for path in sorted(staging.iterdir(), key=lambda p: p.name == MANIFEST):
+            os.rename(path, directory / path.name)
+        os.chmod(directory, 0o700)
+        return None
+    if not directory.exists():
+        os.rename(staging, directory)
+        return None
+    why = foreign_entry(directory, shown)
+    if why is not None:  # changed since it was checked, while the cluster was read
+        raise UsageError(f"{why}: --overwrite replaces only a directory that holds exactly a previous dump")
+    if _exchange(staging, directory):
+        old = staging  # the previous dump, now where the new one was written
+    else:
+        # Two renames: between them the previous dump is whole under `retired`.
+        retired = Path(tempfile.mkdtemp(prefix=f".{directory.name}.gpuctl-old-", dir=directory.parent))
+        old = retired / directory.name
+        os.rename(directory, old)
+        os.rename(staging, directory)
+    if foreign_entry(old) is not None:
+        kept = Path(tempfile.mkdtemp(prefix=f"{directory.name}.previous-", dir=directory.parent))
+        os.rename(old, kept / directory.name)
+        return kept / directory.name
+    shutil.rmtree(old.parent if old.parent != directory.parent else old, ignore_errors=True)
+    return None
+
+
+def _write_list(path: Path, objs: list[dict[str, Any]], fmt: str, redactor: "Redactor | None") -> tuple[str, int]:
+    items = [slim(o) if redactor is None else redactor.redact(slim(o)) for o in objs]
     doc = {"apiVersion": "v1", "kind": "List", "items": items}
     if fmt == "json":
         text = json.dumps(doc, separators=(",", ":")) + "\n"
@@ -281,8 +375,8 @@ def _write_list(path: Path, objs: list[dict[str, Any]], fmt: str, no_redact: boo
         import yaml
 
         text = yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
-    write_private(path, text)
-    return f"{path.name}: {len(items)}"
+    write_private(path, text.encode())
+    return path.name, len(items)
 
 
 def _stderr_console() -> Any:

@@ -9,6 +9,9 @@ No Python informer library is well kept, so this is a small one on the official 
   each window resumes from the last resourceVersion seen, so nothing between two windows is missed.
 - **Re-list** on ``410 Gone`` or a broken stream that cannot resume, and reconcile: every object the new list lacks is
   delivered as deleted, every object whose resourceVersion moved as modified, every new one as added.
+- **Back off** after an error, and after a window that ended well before its timeout without one (a server or a
+  proxy that closes streams at once): 0.5 s doubling to 30 s, reset by a window that lasted; such a server costs a
+  watch request every 30 s, not a hot loop.
 
 Guarantees:
 
@@ -40,6 +43,8 @@ log = logging.getLogger("gpuctl.informer")
 
 R = TypeVar("R")
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+MAX_BACKOFF = 30.0
+"""Seconds an informer waits at most before listing or watching again after a failure or an early end."""
 
 
 class ListPage(Protocol):
@@ -131,6 +136,8 @@ class Informer(Generic[R]):
         self.last_error = ""
         self.relists = 0
         self.events = 0
+        self.early_ends = 0
+        """Watch windows the server ended well before their timeout."""
         self._stop = threading.Event()
         self._response: Any = None
         self._thread: threading.Thread | None = None
@@ -158,8 +165,17 @@ class Informer(Generic[R]):
                 if need_list:
                     self.relist()
                     need_list = False
+                started = time.monotonic()
                 self.watch_once()
-                backoff = 0.5
+                lasted = time.monotonic() - started
+                if lasted >= self.early_end():
+                    backoff = 0.5
+                    continue
+                # Ended at once without an error: resuming right away would loop as fast as the server answers.
+                self.early_ends += 1
+                log.debug("%s: the watch ended after %.1fs; resuming in %.1fs", self.kind.plural, lasted, backoff)
+                self._stop.wait(backoff * (1 + random.random() / 2))
+                backoff = min(backoff * 2, MAX_BACKOFF)
             except SourceError as exc:
                 if self._stop.is_set():
                     return
@@ -178,13 +194,17 @@ class Informer(Generic[R]):
                     continue
                 log.warning("%s: %s; retrying in %.1fs", self.kind.plural, exc, backoff)
                 self._stop.wait(backoff * (1 + random.random() / 2))
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, MAX_BACKOFF)
                 need_list = need_list or not self.resource_version
             except Exception:
                 log.exception("%s: unexpected failure; re-listing", self.kind.plural)
                 self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, MAX_BACKOFF)
                 need_list = True
+
+    def early_end(self) -> float:
+        """A window shorter than this ended early: a tenth of the window, at least a second (at most half of it)."""
+        return min(self.watch_seconds / 2, max(1.0, self.watch_seconds / 10))
 
     # ------------------------------------------------------------------------------------------- list
 

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,13 @@ def _check_yaml_shape(path: Path | str, text: str) -> None:
             open_nodes[-1] = (anchor, total + count)
 
 
+def _too_many_digits(path: Path | str) -> SourceError:
+    return SourceError(
+        f"{path}: holds an integer of more than {sys.get_int_max_str_digits() or 4300} digits; no Kubernetes field "
+        "holds one"
+    )
+
+
 def _yaml_documents(path: Path | str, text: str) -> Iterator[Any]:
     import yaml
 
@@ -126,6 +134,8 @@ def _yaml_documents(path: Path | str, text: str) -> Iterator[Any]:
         raise SourceError(f"{where}: not valid YAML: {problem}") from None
     except RecursionError:
         raise SourceError(f"{path}: nested too deep to be a Kubernetes object") from None
+    except ValueError:  # a scalar the loader cannot build: an integer past Python's digit limit
+        raise _too_many_digits(path) from None
 
 
 def load_yaml_text(where: str, text: str) -> Any:
@@ -150,6 +160,8 @@ def read_objects(path: Path) -> Iterator[dict[str, Any]]:
                 raise SourceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
             except RecursionError:
                 raise SourceError(f"{path}: nested too deep to be a Kubernetes object") from None
+            except ValueError:  # an integer past Python's digit limit (json raises it bare)
+                raise _too_many_digits(path) from None
             return
     for doc in read_documents(path):
         yield from flatten(doc, path)
@@ -170,6 +182,8 @@ def read_documents(path: Path) -> Iterator[Any]:
                 raise SourceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
             except RecursionError:
                 raise SourceError(f"{path}: nested too deep to be a Kubernetes object") from None
+            except ValueError:
+                raise _too_many_digits(path) from None
             return
     yield from _yaml_documents(path, text)
 
@@ -261,8 +275,42 @@ def flatten(doc: Any, path: Path) -> Iterator[dict[str, Any]]:
     yield doc
 
 
+def check_metadata(obj: dict[str, Any], path: Path) -> None:
+    """Refuse, naming the object and the field, metadata no API server writes: not an object; a name, namespace or
+    resourceVersion that is not a string; labels or annotations that are not a map of strings. What every command
+    reads of every object is then of its type."""
+    meta = obj.get("metadata")
+    if meta is None:
+        return
+    what = f"{path}: {obj.get('kind')}"
+    if not isinstance(meta, dict):
+        raise SourceError(f"{what}: metadata is a {_type(meta)}, not an object")
+    name = meta.get("name")
+    if name is not None and not isinstance(name, str):
+        raise SourceError(f"{what}: metadata.name is a {_type(name)}, not a string")
+    what = f"{what} {name or '<unnamed>'}"
+    for field in ("namespace", "resourceVersion", "uid", "creationTimestamp", "deletionTimestamp"):
+        value = meta.get(field)
+        if value is not None and not isinstance(value, str):
+            raise SourceError(f"{what}: metadata.{field} is a {_type(value)}, not a string")
+    for field in ("labels", "annotations"):
+        value = meta.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise SourceError(f"{what}: metadata.{field} is a {_type(value)}, not a map of strings")
+        for key, item in value.items():
+            if not isinstance(item, str):
+                raise SourceError(f"{what}: metadata.{field}[{key}] is a {_type(item)}, not a string")
+
+
+def _type(value: Any) -> str:
+    return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+
+
 def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
-    """(API group, kind, namespace, name): one object whatever the version it is written in."""
+    """(API group, kind, namespace, name): one object whatever the version it is written in (its metadata
+    checked)."""
     meta = obj.get("metadata") or {}
     group = str(obj.get("apiVersion", "")).rpartition("/")[0]
     return group, str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", ""))
@@ -290,6 +338,7 @@ class SnapshotSource:
             seen: dict[tuple[str, str, str, str], Path] = {}
             for f in snapshot_files(self.path):
                 for obj in read_objects(f):
+                    check_metadata(obj, f)
                     identity = _identity(obj)
                     first = seen.get(identity)
                     if first is not None:
@@ -328,7 +377,9 @@ class SnapshotSource:
         out = []
         chosen = selection(kind, label_selector, field_selector) if label_selector or field_selector else None
         if kind is DEVICES:
-            # Devices are kept as records; read their objects again for the rare caller that wants them raw.
+            # Devices are kept as records; read their objects again for the rare caller that wants them raw (once
+            # the whole snapshot was checked).
+            self._load()
             objects: Iterable[dict[str, Any]] = (o for f in snapshot_files(self.path) for o in read_objects(f))
         else:
             objects = self._load()

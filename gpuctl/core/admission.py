@@ -30,6 +30,9 @@ class Admission:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     changed: tuple[Path, ...] | None = None
     """The subtrees the rule may have changed (the patch compares only those); None: anywhere."""
+    error: str | None = None
+    """An internal error's detail, for the operator's log: the message and warnings name only its type (they are
+    sent back to the client, and an exception's text may quote the request)."""
 
 
 def allow(
@@ -174,7 +177,9 @@ def fail_closed(rule: Callable[P, Admission]) -> Callable[P, Admission]:
         try:
             return rule(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - a webhook answers for any input
-            return deny(f"internal error in {rule.__name__}: {type(exc).__name__}: {exc}")
+            return Admission(
+                False, f"internal error in {rule.__name__}: {type(exc).__name__}", error=f"{type(exc).__name__}: {exc}"
+            )
 
     return guarded
 
@@ -187,6 +192,8 @@ def fail_open(rule: Callable[P, Admission]) -> Callable[P, Admission]:
         try:
             return rule(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - a webhook answers for any input
-            return allow(warnings=[f"{rule.__name__} skipped: {type(exc).__name__}: {exc}"])
+            return Admission(
+                True, warnings=(f"{rule.__name__} skipped: {type(exc).__name__}",), error=f"{type(exc).__name__}: {exc}"
+            )
 
     return guarded

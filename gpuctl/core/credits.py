@@ -21,6 +21,10 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if type(value) is dict or isinstance(value, Mapping) else {}  # dicts first: the ABC check is slow
 
 
+def _list(value: Any) -> list[Any]:
+    return value if type(value) is list else []
+
+
 def _quantity(raw: Any) -> Fraction:
     try:
         return parse_quantity(raw)
@@ -50,7 +54,7 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     running: dict[str, Fraction] = {}
     sidecars: dict[str, Fraction] = {}
     init_peak: dict[str, Fraction] = {}
-    for c in spec.get("initContainers") or []:
+    for c in _list(spec.get("initContainers")):
         c = _mapping(c)
         req = container_requests(c)
         if c.get("restartPolicy") == "Always":
@@ -60,7 +64,7 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
         _add(during, req)
         for k, v in during.items():
             init_peak[k] = max(init_peak.get(k, Fraction(0)), v)
-    for c in spec.get("containers") or []:
+    for c in _list(spec.get("containers")):
         _add(running, container_requests(_mapping(c)))
     _add(running, sidecars)
     keys = set(running) | set(init_peak)
@@ -174,9 +178,9 @@ def check_quota(requested: Mapping[str, int], nominal: Mapping[str, int], used: 
 def quota_from_cluster_queue(resource_groups: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """Σ nominalQuota per covered resource over every flavor of a ClusterQueue's ``spec.resourceGroups``."""
     total: dict[str, int] = {}
-    for rg in resource_groups:
-        for flavor in _mapping(rg).get("flavors") or []:
-            for res in _mapping(flavor).get("resources") or []:
+    for rg in _list(resource_groups):
+        for flavor in _list(_mapping(rg).get("flavors")):
+            for res in _list(_mapping(flavor).get("resources")):
                 res = _mapping(res)
                 name = str(res.get("name", ""))
                 total[name] = total.get(name, 0) + int(_quantity(res.get("nominalQuota", 0)))
@@ -186,8 +190,8 @@ def quota_from_cluster_queue(resource_groups: Sequence[Mapping[str, Any]]) -> di
 def usage_from_cluster_queue(status: Mapping[str, Any], field: str = "flavorsReservation") -> dict[str, int]:
     """Σ ``total`` per resource over a ClusterQueue's ``status.flavorsReservation`` (or ``flavorsUsage``)."""
     total: dict[str, int] = {}
-    for flavor in status.get(field) or []:
-        for res in _mapping(flavor).get("resources") or []:
+    for flavor in _list(status.get(field)):
+        for res in _list(_mapping(flavor).get("resources")):
             res = _mapping(res)
             name = str(res.get("name", ""))
             total[name] = total.get(name, 0) + int(_quantity(res.get("total", 0)))

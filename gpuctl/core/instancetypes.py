@@ -107,6 +107,10 @@ def _m(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _l(value: Any) -> list[Any]:
+    return value if type(value) is list else []
+
+
 def _i(value: Any) -> int:
     if isinstance(value, bool):
         return int(value)
@@ -145,7 +149,7 @@ def parse_instancetype(obj: Mapping[str, Any]) -> InstanceType:
             memory_mib=_i(p.get("memoryMib")),
             count=_i(p.get("count")),
         )
-        for p in (_m(x) for x in (_m(sliced.get("physical")).get("profiles") or []))
+        for p in (_m(x) for x in _l(_m(sliced.get("physical")).get("profiles")))
         if p.get("name") and naming.profile_is_published(str(p.get("name")))
     )
     views: dict[str, PublishedView] = {}
@@ -156,7 +160,7 @@ def parse_instancetype(obj: Mapping[str, Any]) -> InstanceType:
             views[key] = PublishedView(_i(v.get("onceMaxRequest")), _i(v.get("remaining")), _i(v.get("capacity")))
     pt = _m(status.get("acceleratorPartitioned"))
     for key in ("remainingProfiles", "allocatedProfiles"):
-        published_profiles[key] = {str(_m(p).get("name")): _i(_m(p).get("count")) for p in (pt.get(key) or [])}
+        published_profiles[key] = {str(_m(p).get("name")): _i(_m(p).get("count")) for p in _l(pt.get(key))}
     labels = {str(k): str(v) for k, v in _m(meta.get("labels")).items()}
     acceleratable = spec.get("acceleratable")
     if acceleratable is None:

@@ -352,13 +352,16 @@ def _capability(
     logical = _mapping(logical_raw, (*where, "logicalSliced"))
     physical = _mapping(physical_raw, (*where, "physicalSliced"))
     raw_profiles = physical.get("profiles")
-    key = (
+    key: Any = (
         logical.get("count"),
         logical.get("coresPercentageOvercommit"),
         physical.get("count"),
         repr(raw_profiles) if raw_profiles else None,
     )
-    cached = cache.get(key)
+    try:
+        cached = cache.get(key)
+    except TypeError:  # an unhashable count: read uncached (the readers below refuse it, naming the field)
+        key, cached = None, None
     if cached is not None:
         return cached
     profiles = _profiles(raw_profiles, manufacturer, (*where, "physicalSliced", "profiles"))
@@ -372,7 +375,8 @@ def _capability(
         profiles=profiles,
         partition_ceiling=ceiling,
     )
-    cache[key] = capability
+    if key is not None:
+        cache[key] = capability
     return capability
 
 
@@ -467,6 +471,10 @@ def _parse_well_formed(obj: Mapping[str, Any]) -> NodeDevices:
     """
     meta = obj["metadata"]
     name = meta["name"]
+    labels = meta.get("labels") or {}
+    version = meta.get("resourceVersion", "")
+    if type(name) is not str or type(version) is not str or not all(type(v) is str for v in labels.values()):
+        raise _Unusual
     rows: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
     for g in (obj.get("status") or _EMPTY).get("groups") or ():
         rows[(g["manufacturer"], g["id"])] = {a["id"]: a for a in g.get("accelerators") or ()}
@@ -476,6 +484,9 @@ def _parse_well_formed(obj: Mapping[str, Any]) -> NodeDevices:
     for gi, g in enumerate(obj["spec"]["groups"]):
         mfr = g["manufacturer"]
         gid = g["id"]
+        product, family = g.get("name", ""), g.get("family", "")
+        if type(mfr) is not str or type(gid) is not str or type(product) is not str or type(family) is not str:
+            raise _Unusual
         detail = g.get("acceleratorSlicedDetail") or _EMPTY
         ledger_rows = rows.get((mfr, gid), _EMPTY)
         cards = []
@@ -495,7 +506,7 @@ def _parse_well_formed(obj: Mapping[str, Any]) -> NodeDevices:
                 physical.get("count"),
                 repr(raw_profiles) if raw_profiles else None,
             )
-            capability = cache.get(key)
+            capability = cache.get(key)  # an unhashable count raises: the checked parser reads it
             if capability is None:
                 where = ("Devices", "spec", "groups", gi, "accelerators", ai, "status")
                 capability = _capability(status, detail, mfr, where, cache)
@@ -503,6 +514,8 @@ def _parse_well_formed(obj: Mapping[str, Any]) -> NodeDevices:
                 MappingProxyType({p.name: p.count for p in capability.profiles}) if capability.profiles else NO_COUNTS
             )
             card_id = a["id"]
+            if type(card_id) is not str:
+                raise _Unusual
             index = _plain_int(a.get("index"))
             unhealthy = status.get("unhealthy", False) is True
             row = ledger_rows.get(card_id)
@@ -535,18 +548,15 @@ def _parse_well_formed(obj: Mapping[str, Any]) -> NodeDevices:
             Group(
                 gid,
                 mfr,
-                g.get("name", ""),
+                product,
                 _plain_int(g.get("memory")),
                 tuple(cards),
-                g.get("family", ""),
+                family,
                 _plain_int(g.get("cores")),
                 str(g.get("computeCapability") or ""),
             )
         )
-    labels = meta.get("labels") or {}
-    return NodeDevices(
-        node=name, labels=dict(labels), groups=tuple(groups), resource_version=meta.get("resourceVersion", "")
-    )
+    return NodeDevices(node=name, labels=dict(labels), groups=tuple(groups), resource_version=version)
 
 
 def _parse_checked(obj: Mapping[str, Any]) -> NodeDevices:

@@ -31,6 +31,10 @@ def _m(value: Any) -> Mapping[str, Any]:
     return value if type(value) is dict or isinstance(value, Mapping) else {}  # dicts first: the ABC check is slow
 
 
+def _l(value: Any) -> list[Any]:
+    return value if type(value) is list else []
+
+
 def _quantities(raw: Any) -> dict[str, Fraction | int]:
     out: dict[str, Fraction | int] = {}
     for k, v in _m(raw).items():
@@ -46,7 +50,7 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
     meta = _m(obj.get("metadata"))
     status = _m(obj.get("status"))
     capacity = _m(status.get("capacity"))
-    ready = any(_m(c).get("type") == "Ready" and _m(c).get("status") == "True" for c in status.get("conditions") or [])
+    ready = any(_m(c).get("type") == "Ready" and _m(c).get("status") == "True" for c in _l(status.get("conditions")))
     return Node(
         name=str(meta.get("name", "")),
         labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},

@@ -54,6 +54,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=8.0,
         help="seconds a review may take before it is answered by failure policy (default 8, under the 10 s timeout)",
     )
+    p.add_argument(
+        "--memory-limit",
+        type=_memory,
+        help="the process's memory limit (768Mi, 1Gi, bytes); default: $GPUCTL_MEMORY_LIMIT, then the cgroup's",
+    )
+    p.add_argument(
+        "--memory-target",
+        type=_fraction,
+        default=0.55,
+        help="reviews start only while the process stays under this share of its memory limit (default 0.55)",
+    )
     p.add_argument("--no-controllers", action="store_true", help="serve webhooks only")
     p.add_argument("--leader-elect", action="store_true", help="run the controllers only while holding the Lease")
     p.add_argument("--namespace", default="gpuctl-system", help="namespace of the leader Lease (default gpuctl-system)")
@@ -69,6 +80,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.health_check and not args.insecure_http and not (args.tls_cert and args.tls_key):
         p.error("--tls-cert and --tls-key are required (or --insecure-http)")
     return args
+
+
+def _memory(text: str) -> int:
+    from gpuctl.operator.memory import parse_bytes
+
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0.05 <= value <= 0.95:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a share of the memory limit between 0.05 and 0.95")
+    return value
 
 
 def health_check(url: str) -> int:
@@ -170,7 +200,14 @@ def run(argv: list[str] | None = None) -> int:
 
     metrics.gauge(cache_gauges)
     certs = None if args.insecure_http else CertificateReloader(args.tls_cert, args.tls_key)
-    limits = Limits(deadline=args.review_deadline)
+    from gpuctl.operator.memory import UNLIMITED_BUDGET, detect_memory_limit
+
+    try:
+        memory_limit = args.memory_limit or detect_memory_limit()
+    except ValueError as exc:
+        print(f"gpuctl-operator: GPUCTL_MEMORY_LIMIT: {exc}", file=sys.stderr)
+        return 2
+    limits = Limits(deadline=args.review_deadline, memory_limit=memory_limit, memory_target=args.memory_target)
     server = WebhookServer(
         (args.bind, args.port),
         certs,
@@ -184,6 +221,16 @@ def run(argv: list[str] | None = None) -> int:
     cache.start()
     server.start()
     log.info("serving on %s:%d (%s)", args.bind, server.port, "http" if certs is None else "https")
+    if memory_limit is None:
+        log.info(
+            "no memory limit known: the reviews running at once may cost %d MiB between them", UNLIMITED_BUDGET >> 20
+        )
+    else:
+        log.info(
+            "memory limit %d MiB: reviews start while the process stays under %d MiB",
+            memory_limit >> 20,
+            int(memory_limit * args.memory_target) >> 20,
+        )
     if elector is not None:
         threading.Thread(target=elector.run, args=(stop,), name="leader-election", daemon=True).start()
     if controllers is not None:

@@ -14,7 +14,8 @@ from typing import Any
 
 from gpuctl import __version__
 from gpuctl.core import naming
-from gpuctl.core.webhooks import REGISTRY, Webhook
+from gpuctl.core.webhooks import REGISTRY, RESOURCES, Webhook
+from gpuctl.core.webhooks import Kind as WebhookKind
 
 NAMESPACE = naming.OPERATOR_NAMESPACE
 NAME = naming.OPERATOR_NAME
@@ -90,12 +91,14 @@ def _role(kind: str, name: str, rules: list[dict[str, Any]], namespace: str | No
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata, "rules": rules}
 
 
-def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The CLI users' roles:
+def cli_roles(pools: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The CLI users' roles, the shipped ones (``pools`` None: ``deploy/rbac/gpuctl-cli.yaml``) and those ``gpuctl
+    rbac admin`` generates for a cluster's pools:
 
     - ``gpuctl-view``: every read command;
-    - ``gpuctl-admin``: the write commands — InstanceTypes, Instances' stop and start, and (``pools`` given) patches of
-      exactly those pools' ClusterQueues (``resourceNames``; without pools no ClusterQueue may be patched, since an
+    - ``gpuctl-admin``: the write commands — InstanceTypes (create, patch, delete), Instances' stop and start, and
+      ClusterQueue patches (drain, resume): of every queue in the shipped role, which cannot know the pools'
+      names; of exactly the named pools' queues with ``pools`` (``resourceNames``; with no pools, of none, since an
       empty ``resourceNames`` would mean every queue);
     - ``gpuctl-dry-run``: creating Pods and Workloads, which ``webhook dry-run --server-side`` needs and RBAC cannot limit
       to dry runs: bind it per namespace (:func:`dry_run_bindings`), never cluster-wide.
@@ -122,6 +125,10 @@ def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
         _rule(
             ["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], READ
         ),
+        # queue reads Kueue's own pending order from its visibility API.
+        _rule(
+            ["visibility.kueue.x-k8s.io"], ["clusterqueues/pendingworkloads", "localqueues/pendingworkloads"], ["get"]
+        ),
         # doctor reads these by name only: Kueue's Configuration, the two Deployments and the leader Lease.
         {**_rule([""], ["configmaps"], ["get"]), "resourceNames": [naming.KUEUE_CONFIGMAP]},
         {**_rule(["apps"], ["deployments"], ["get"]), "resourceNames": [naming.KUEUE_DEPLOYMENT, naming.OPERATOR_NAME]},
@@ -137,7 +144,9 @@ def cli_roles(pools: Sequence[str] = ()) -> list[dict[str, Any]]:
         _rule(["worker.gpustack.ai"], ["instancetypes"], ["create", "patch", "delete"]),
         _rule(["worker.gpustack.ai"], ["instances"], ["patch"]),
     ]
-    if pools:
+    if pools is None:
+        admin.append(_rule(["kueue.x-k8s.io"], ["clusterqueues"], ["patch"]))
+    elif pools:
         admin.append({**_rule(["kueue.x-k8s.io"], ["clusterqueues"], ["patch"]), "resourceNames": sorted(set(pools))})
     dry_run = [_rule([""], ["pods"], ["create"]), _rule(["kueue.x-k8s.io"], ["workloads"], ["create"])]
     return [
@@ -161,6 +170,92 @@ def dry_run_bindings(namespaces: Sequence[str], subjects: Sequence[dict[str, str
     ]
 
 
+def operator_username(namespace: str = NAMESPACE) -> str:
+    """The API server's name for the operator's service account."""
+    return f"system:serviceaccount:{namespace}:{NAME}"
+
+
+def _unchanged(fields: Sequence[str], under: str) -> str:
+    """CEL: each field (absent or present) is the same in the object and the old object."""
+    return " && ".join(f"object.{under}.?{f} == oldObject.{under}.?{f}" for f in fields)
+
+
+METADATA_FENCED = ("annotations", "finalizers", "ownerReferences")
+"""Metadata the operator never changes on the objects it patches (it patches Nodes' labels, Instances' spec.stop)."""
+
+
+def operator_write_policy(instance_spec_fields: Sequence[str]) -> list[dict[str, Any]]:
+    """ValidatingAdmissionPolicies (with their bindings) fencing the operator's own writes beyond what RBAC can say:
+    its service account may change only the fit labels of a Node and only ``spec.stop`` of an Instance.
+
+    ``instance_spec_fields`` are the Instance CRD's spec fields (every one but ``stop`` must stay as it was), read from
+    the CRD so that a field added to it is fenced too."""
+    fit = " || ".join(f"k.startsWith('{p}')" for p in (naming.SLICED_FIT_PREFIX, naming.SHARED_FIT_PREFIX))
+    instance = RESOURCES[WebhookKind.INSTANCE]
+    labels = [
+        {"name": "newLabels", "expression": "object.metadata.?labels.orValue({})"},
+        {"name": "oldLabels", "expression": "oldObject.metadata.?labels.orValue({})"},
+    ]
+    node = (
+        "node",
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]},
+        f"variables.newLabels.all(k, {fit} || (k in variables.oldLabels && variables.oldLabels[k] == "
+        f"variables.newLabels[k])) && variables.oldLabels.all(k, {fit} || k in variables.newLabels) && "
+        f"object.?spec == oldObject.?spec && {_unchanged(METADATA_FENCED, 'metadata')}",
+        "the gpuctl operator may change only the fit labels of a Node "
+        f"({naming.SLICED_FIT_PREFIX}*, {naming.SHARED_FIT_PREFIX}*)",
+    )
+    stop = (
+        "instance",
+        {
+            "apiGroups": [instance.group],
+            "apiVersions": list(instance.versions),
+            "operations": ["UPDATE"],
+            "resources": [instance.plural],
+        },
+        f"variables.newLabels == variables.oldLabels && {_unchanged(METADATA_FENCED, 'metadata')} && "
+        + _unchanged(sorted(f for f in instance_spec_fields if f != "stop"), "spec"),
+        "the gpuctl operator may change only spec.stop of an Instance",
+    )
+    docs: list[dict[str, Any]] = []
+    for what, rule, expression, message in (node, stop):
+        name = f"{NAME}-{what}-writes"
+        docs.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": name},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [rule]},
+                    "matchConditions": [
+                        {"name": "the-operator", "expression": f"request.userInfo.username == '{operator_username()}'"}
+                    ],
+                    "variables": labels,
+                    "validations": [{"expression": expression, "message": message, "reason": "Forbidden"}],
+                },
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": name},
+                "spec": {"policyName": name, "validationActions": ["Deny"]},
+            }
+        )
+    return docs
+
+
+def crd_spec_fields(crd: dict[str, Any]) -> list[str]:
+    """The spec fields of every served version of a CRD."""
+    fields: set[str] = set()
+    for version in crd["spec"]["versions"]:
+        if version.get("served", True):
+            fields |= set(version["schema"]["openAPIV3Schema"]["properties"]["spec"].get("properties") or {})
+    return sorted(fields)
+
+
 WEBHOOK_PORT = 9443
 PROBE_PORT = 8080
 PRIVATE_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
@@ -168,7 +263,8 @@ PRIVATE_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 addresses with ``--apiserver-cidr`` when generating."""
 MEMORY_REQUEST = "256Mi"
 MEMORY_LIMIT = "768Mi"
-"""Sized from ``make bench-scale`` (docs/benchmarks.md): the cache of a 5,000-node cluster, plus bounded reviews."""
+"""Sized from ``make bench-scale`` (docs/benchmarks.md): the cache of a 5,000-node cluster, plus reviews admitted by
+their cost while the process stays under 55 % of it (``make bench`` measures the peak under the worst mix)."""
 
 
 def deployment(apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[str, Any]]:
@@ -245,6 +341,18 @@ def deployment(apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[s
                                     f"--namespace={NAMESPACE}",
                                     f"--port={WEBHOOK_PORT}",
                                     f"--probe-port={PROBE_PORT}",
+                                ],
+                                # The reviews' memory budget is a share of this limit (gpuctl.operator.memory).
+                                "env": [
+                                    {
+                                        "name": "GPUCTL_MEMORY_LIMIT",
+                                        "valueFrom": {
+                                            "resourceFieldRef": {
+                                                "containerName": "operator",
+                                                "resource": "limits.memory",
+                                            }
+                                        },
+                                    }
                                 ],
                                 "ports": [
                                     {"name": "https", "containerPort": WEBHOOK_PORT},
@@ -365,6 +473,7 @@ def write(root: Path) -> list[Path]:
     overlay = root / "cert-manager"
     # cert-manager's CA injector copies the Certificate's CA into every webhook of an annotated configuration.
     ca_from = {"annotations": {"cert-manager.io/inject-ca-from": f"{NAMESPACE}/{NAME}"}}
+    instance_crd = yaml.safe_load((root / "crds" / "worker.gpustack.ai_instances.yaml").read_text())
     files = [
         dump(root / "crds" / KUSTOMIZATION, [kustomization(crds)]),
         dump(base / "operator.yaml", deployment()),
@@ -372,7 +481,12 @@ def write(root: Path) -> list[Path]:
         dump(base / "webhooks.yaml", webhook_configurations()),
         dump(
             base / KUSTOMIZATION,
-            [kustomization(["../crds", "operator.yaml", "rbac.yaml", "webhooks.yaml"], namespace=NAMESPACE)],
+            [
+                kustomization(
+                    ["../crds", "operator.yaml", "operator-policy.yaml", "rbac.yaml", "webhooks.yaml"],
+                    namespace=NAMESPACE,
+                )
+            ],
         ),
         dump(overlay / "certificate.yaml", certificate()),
         dump(
@@ -390,6 +504,7 @@ def write(root: Path) -> list[Path]:
             overlay / KUSTOMIZATION,
             [kustomization(["../base", "certificate.yaml"], patches=["webhooks-ca.yaml"])],
         ),
+        dump(base / "operator-policy.yaml", operator_write_policy(crd_spec_fields(instance_crd))),
         dump(root / "rbac" / "gpuctl-cli.yaml", cli_roles()),
     ]
     from gpuctl.operator.monitoring import alert_rules, dashboard

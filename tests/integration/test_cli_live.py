@@ -262,12 +262,16 @@ def test_dump_is_private_whole_and_redacted(pool: GpuPool, control_plane: Any, t
     c = pod["spec"]["containers"][0]
     assert c["args"] == ["serve", "--api-key=<redacted>", "--password", "<redacted>", "--port", "80"]
     assert [e["value"] for e in c["env"]] == ["<redacted>", "<redacted>"]
-    # A dump never mixes with an older one: a non-empty directory needs --overwrite, which replaces it whole.
-    (target / "stale.json").write_text("{}")
+    # A dump never mixes with an older one: a non-empty directory needs --overwrite, which replaces it whole — and
+    # only when it holds nothing but that dump.
     code, _, err = gpuctl("dump", str(target), "--kubeconfig", kubeconfig)
     assert code == 2 and "--overwrite" in err
+    (target / "stale.json").write_text("{}")
+    code, _, err = gpuctl("dump", str(target), "--overwrite", "--kubeconfig", kubeconfig)
+    assert code == 2 and "stale.json is not part of the dump" in err
+    (target / "stale.json").unlink()
     assert gpuctl("dump", str(target), "--overwrite", "--no-redact", "--kubeconfig", kubeconfig)[0] == 0
-    assert not (target / "stale.json").exists() and "hunter2" in (target / "pods.json").read_text()
+    assert "hunter2" in (target / "pods.json").read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["dump"]  # no staging directory left behind
 
 

@@ -301,6 +301,61 @@ def _fuzz_body(rng: random.Random, uid: str) -> bytes:
     return review(obj, uid, "UPDATE" if rng.random() < 0.3 else "CREATE")
 
 
+WRONG_TYPES: dict[str, list[Any]] = {
+    "uid": [None, 0, 7, 1.5, True, [], ["u"], {}, {"uid": "u"}, ""],
+    "operation": [None, 0, True, [], {}, ["CREATE"], "", "create", "PATCH"],
+    "object": [0, 1.5, True, "x", [], [{"kind": "Pod"}]],
+    "oldObject": [0, True, "x", [], [{}]],
+    "namespace": [0, True, [], {"name": "x"}],
+    "name": [0, False, [], {}],
+    "kind": [0, "Pod", [], True],
+    "resource": [0, "pods", [{}]],
+    "userInfo": [0, "alice", ["alice"]],
+    "dryRun": [0, "true", [], {}],
+}
+"""Values of the wrong type (or missing, as ``None`` for uid and operation) for each field of a request."""
+
+
+def _malformed_envelope(rng: random.Random, uid: str) -> bytes:
+    """A review the API server would never send: one or more request fields missing or of the wrong type, the rest
+    random (whatever else is wrong with it, it is malformed)."""
+    operation = rng.choice(["CREATE", "UPDATE"])
+    request: dict[str, Any] = {
+        "uid": uid,
+        "operation": operation,
+        "namespace": "default",
+        "object": pod([container("main", {"nvidia.com/gpu.sliced": "1"})]),
+        "oldObject": _fuzz_object(rng) if operation == "CREATE" else {"kind": "Pod"},
+    }
+    for field in rng.sample(sorted(WRONG_TYPES), rng.randint(1, 3)):
+        value = rng.choice(WRONG_TYPES[field])
+        if field in ("uid", "operation", "object") and rng.random() < 0.2:
+            request.pop(field)
+        elif field == "oldObject" and operation == "CREATE":
+            request[field] = value  # only its type is wrong: the field itself is optional on a CREATE
+        else:
+            request[field] = value
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
+
+
+def test_fuzzed_malformed_envelopes_are_denied_by_every_fail_webhook(faulty: Operator) -> None:
+    fail_paths = [w.path for w in REGISTRY if w.fail_closed]
+    rng = random.Random(24)
+    ctx = ssl.create_default_context(cafile=str(faulty.ca_file))
+    conn = http.client.HTTPSConnection("127.0.0.1", faulty.port, context=ctx, timeout=15)
+    allowed: list[str] = []
+    for i in range(2000):
+        body = _malformed_envelope(rng, f"bad-{i}")
+        conn.request("POST", rng.choice(fail_paths), body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        data = json.loads(response.read())
+        assert response.status == 200 and data["kind"] == "AdmissionReview", data
+        answer = data["response"]
+        if answer["allowed"] is not False or "malformed AdmissionReview" not in answer["status"]["message"]:
+            allowed.append(f"{body[:300]!r} -> {answer}")
+    assert not allowed, allowed[:3]
+
+
 def test_ten_thousand_fuzzed_reviews_get_well_formed_answers_with_their_uid(faulty: Operator) -> None:
     paths = [w.path for w in REGISTRY]
     failures: list[str] = []

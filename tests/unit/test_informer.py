@@ -193,3 +193,82 @@ def test_get_wakes_for_a_key_added_by_another_thread() -> None:
     assert q.get(timeout=2) == "k"
     q.shut_down()
     assert q.get(timeout=2) is None
+
+
+class _ClosingServer:
+    """An HTTP API server (or a proxy in front of one) that answers every watch with an empty stream, closed at once:
+    a list of no Nodes, and watches that end before they start."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        outer = self
+        self.watches = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                if "watch=1" in self.path:
+                    outer.watches += 1
+                    body = b""
+                else:
+                    body = b'{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_server_that_closes_every_watch_at_once_costs_almost_no_cpu(tmp_path: Any) -> None:
+    import yaml
+
+    from gpuctl.cluster.live import Connection, LiveSource
+
+    server = _ClosingServer()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    informer: Informer[Any] = Informer(LiveSource(Connection(str(kubeconfig))), kinds.NODE, lambda o: o)
+    try:
+        informer.start()
+        assert informer.synced.wait(10)
+        assert informer._thread is not None and informer._thread.ident is not None
+        clock = time.pthread_getcpuclockid(informer._thread.ident)
+        cpu0, wall0, watches0 = time.clock_gettime(clock), time.monotonic(), server.watches
+        time.sleep(8)
+        cpu, wall = time.clock_gettime(clock) - cpu0, time.monotonic() - wall0
+        watches = server.watches - watches0
+    finally:
+        informer.stop()
+        server.close()
+    # Backing off 0.5 s doubling: a handful of watches in 8 s, where resuming at once makes thousands.
+    assert watches <= 6, watches
+    assert cpu / wall < 0.01, f"{100 * cpu / wall:.1f} % CPU"
+    assert informer.early_ends >= 3

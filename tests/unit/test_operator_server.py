@@ -4,8 +4,10 @@ reloaded on rotation without a restart, and the bounds on every review (body, de
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
+import logging
 import os
 import socket
 import ssl
@@ -223,3 +225,96 @@ def test_concurrent_reviews_beyond_the_cap_wait_and_all_get_answers(tmp_path: Pa
         assert answers == [True] * 6
     finally:
         srv.shutdown()
+
+
+# ----------------------------------------------------------------------------------------------- abuse
+
+SECRET = b"S3CRET-REQUEST-BYTES"
+BAD_HTTP = [
+    b"G\x00T / HTTP/1.1\r\n\r\n",
+    b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nPO\x01ST /" + SECRET + b" HTTP/1.1\r\n\r\n",  # after a good one
+    b"POST /mutate-pod-accelerators HTTP/1.1\r\nHost: x\r\nBad Header Line " + SECRET + b"\r\n\r\n",
+    b"POST /mutate-pod-accelerators HTTP/1.1\r\nHost: x\r\nContent-Length: 12" + SECRET + b"\r\n\r\n",
+    b"POST /mutate-pod-accelerators HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ" + SECRET + b"\r\n",
+    b"POST /mutate-pod-accelerators HTTP/1.1\r\nHost: x\r\nX: " + SECRET * 1000 + b"\r\n\r\n",
+    b"GET /" + SECRET + b" HTTP/9.9\r\n\r\n",
+    b"POST /" + SECRET + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+    b"POST /mutate-pod-accelerators HTTP/1.1\r\nHost: x\r\nContent-Length: 23\r\nConnection: close\r\n\r\n{"
+    + SECRET
+    + b"\x00\xff",
+]
+"""Requests that are not well-formed HTTP (or not a review), each carrying bytes an answer must never echo."""
+
+
+def _send_raw(srv: WebhookServer, ca: Path, data: bytes) -> bytes:
+    raw = socket.create_connection(("127.0.0.1", srv.port))
+    tls = ssl.create_default_context(cafile=str(ca)).wrap_socket(raw, server_hostname="127.0.0.1")
+    tls.settimeout(5)
+    tls.sendall(data)
+    got = b""
+    with contextlib.suppress(OSError):
+        while chunk := tls.recv(65536):
+            got += chunk
+    tls.close()
+    return got
+
+
+def test_bad_requests_get_fixed_answers_and_one_log_line_each(
+    server: tuple[WebhookServer, Path, CertificateReloader], caplog: pytest.LogCaptureFixture
+) -> None:
+    srv, ca, _ = server
+    caplog.set_level(logging.DEBUG)
+    for data in BAD_HTTP:
+        answer = _send_raw(srv, ca, data)
+        assert answer.startswith(b"HTTP/1.") and SECRET not in answer, answer[-400:]
+    # Plain HTTP and garbage on the TLS port: refused in the handshake.
+    for data in (b"GET / HTTP/1.1\r\n\r\n", os.urandom(512)):
+        with socket.create_connection(("127.0.0.1", srv.port)) as plain:
+            plain.sendall(data)
+            plain.settimeout(5)
+            with contextlib.suppress(OSError):
+                plain.recv(1024)
+    time.sleep(0.3)
+    assert request(srv, ca, "GET", "/healthz")[0] == 200
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == len(BAD_HTTP), [r.getMessage() for r in warnings]
+    for record in caplog.records:
+        assert record.exc_info is None and record.exc_text is None, record.getMessage()
+        assert "\n" not in record.getMessage() and SECRET.decode() not in record.getMessage(), record.getMessage()
+
+
+def test_a_flood_of_bad_requests_is_rate_limited_in_the_log(
+    server: tuple[WebhookServer, Path, CertificateReloader], caplog: pytest.LogCaptureFixture
+) -> None:
+    from gpuctl.operator.ratelog import BURST
+
+    srv, ca, _ = server
+    caplog.set_level(logging.WARNING)
+    started = time.monotonic()
+    for _ in range(200):
+        _send_raw(srv, ca, BAD_HTTP[2])
+    took = time.monotonic() - started
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith(("gpuctl", "aiohttp", "asyncio"))]
+    assert len(lines) <= BURST + took + 1, len(lines)
+    assert any("dropped" in line for line in lines[BURST:]) or len(lines) <= BURST
+
+
+def test_the_rate_limited_log_counts_what_it_drops() -> None:
+    from gpuctl.operator.ratelog import RateLimitedLog
+
+    now = [0.0]
+    written: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            written.append(record.getMessage())
+
+    logger = logging.getLogger("test-ratelog")
+    logger.addHandler(Capture())
+    limited = RateLimitedLog(logger, burst=3, per_second=1.0, clock=lambda: now[0])
+    sent = [limited(f"bad request {i}\nforged: line") for i in range(10)]
+    assert sent == [True] * 3 + [False] * 7
+    now[0] = 2.5
+    assert limited("later") and limited("later again") and not limited("and again")
+    assert written[:3] == [f"bad request {i}\\nforged: line" for i in range(3)]
+    assert written[3:] == ["later (7 similar line(s) dropped)", "later again"]
