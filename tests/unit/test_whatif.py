@@ -497,3 +497,51 @@ def test_simulate_holds_a_new_workload_behind_a_strict_fifo_head_that_cannot_be_
     # A higher priority sorts ahead of the head; under BestEffortFIFO nothing waits behind it.
     assert simulator(strict_line("StrictFIFO")).simulate(submit("urgent", {GPU: "1"}, priority=9)).admitted
     assert simulator(strict_line("BestEffortFIFO")).simulate(submit("new", {GPU: "1"})).admitted
+
+
+# ----------------------------------------------------------------------------------------------- the design's examples
+
+
+def test_eight_cards_sliced_to_half_serve_no_five_whole_cards() -> None:
+    """The design's example on a consistent node: every card holds a 50 % slice, so none advertises a healthy
+    whole-card token; TAS itself finds no room for five whole cards (and the check, judging the ledger, would hold
+    it had TAS placed it: none of the eight is free)."""
+    state = State().node("n1", 8)
+    for card in range(8):
+        state.hold(None, "n1", slice_of(card, 50))
+    state.nominal[A10G.pool] = 16
+    outcome = simulator(state).simulate(submit("five", {GPU: "5"}))
+    assert outcome.explanation.held_by == 2 and gate(outcome, 2)["part"] == TAS_PLACEMENT
+    assert 'excluded: resource "nvidia.com/gpu": 1' in gate(outcome, 2)["summary"]
+    # The same five whole cards on a node of free cards: admitted, five cards taken.
+    free = simulator(State().node("n2", 8)).simulate(submit("five", {GPU: "5"}))
+    assert free.admitted and len(free.placement[0].cards) == 5
+
+
+def test_two_30_percent_slices_share_a_free_card_and_two_60_percent_slices_do_not() -> None:
+    def two(percent: int) -> list[Any]:
+        state = State().node("n1", 1)
+        state.nominal[A10G.pool] = 4  # quota to spare: the card is what is judged
+        sim = simulator(state)
+        return [sim.simulate(pod_submission(f"s{i}", slice_limits(percent))) for i in range(2)]
+
+    small = two(30)
+    assert all(o.admitted for o in small) and {c for o in small for n in o.placement for c in n.cards} == {"GPU-0000"}
+    large = two(60)
+    assert large[0].admitted and not large[1].admitted
+    # The fit label the operator publishes after the first says the card's freest slice is 40 %: the Workload pin
+    # keeps the second off the node, so TAS finds none.
+    assert gate(large[1], 2)["part"] == TAS_PLACEMENT and "excluded: affinity: 1" in gate(large[1], 2)["summary"]
+
+
+def pod_submission(name: str, limits: dict[str, str]) -> Submission:
+    [s] = submissions_from_manifest(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": {naming.LABEL_QUEUE_NAME: A10G.entrance}},
+            "spec": {"containers": [container("main", limits)]},
+        },
+        f"{name}.yaml",
+    )
+    return s
