@@ -444,10 +444,8 @@ def certificate() -> list[dict[str, Any]]:
     ]
 
 
-def kustomization(resources: Sequence[str], *, namespace: str = "", patches: Sequence[str] = ()) -> dict[str, Any]:
+def kustomization(resources: Sequence[str], *, patches: Sequence[str] = ()) -> dict[str, Any]:
     out: dict[str, Any] = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
-    if namespace:
-        out["namespace"] = namespace
     out["resources"] = list(resources)
     if patches:
         out["patches"] = [{"path": p} for p in patches]
@@ -479,14 +477,11 @@ def write(root: Path) -> list[Path]:
         dump(base / "operator.yaml", deployment()),
         dump(base / "rbac.yaml", [operator_role()]),
         dump(base / "webhooks.yaml", webhook_configurations()),
+        # Every namespaced object names its namespace itself: a namespace transformer would also stamp one on the
+        # cluster-scoped admission policies, which kustomize does not know to be cluster-scoped.
         dump(
             base / KUSTOMIZATION,
-            [
-                kustomization(
-                    ["../crds", "operator.yaml", "operator-policy.yaml", "rbac.yaml", "webhooks.yaml"],
-                    namespace=NAMESPACE,
-                )
-            ],
+            [kustomization(["../crds", "operator.yaml", "operator-policy.yaml", "rbac.yaml", "webhooks.yaml"])],
         ),
         dump(overlay / "certificate.yaml", certificate()),
         dump(
