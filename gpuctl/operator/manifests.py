@@ -80,6 +80,8 @@ def operator_role() -> dict[str, Any]:
             _rule(["kueue.x-k8s.io"], ["admissionchecks"], [*READ, "create"]),
             _rule(["kueue.x-k8s.io"], ["admissionchecks/status"], ["patch"]),
             _rule(["kvcache.gpustack.ai"], ["kvcachepoolbindings", "kvcachepools", "kvcachebackends"], READ),
+            # The Events it records: created once, then patched as a series.
+            _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
         ],
     }
 
@@ -122,6 +124,8 @@ def cli_roles(pools: Sequence[str] | None = None) -> list[dict[str, Any]]:
             READ,
         ),
         _rule(["kvcache.gpustack.ai"], ["kvcachepoolbindings", "kvcachepools", "kvcachebackends"], READ),
+        # explain --history and dump read the Events of Workloads, Pods and the operator.
+        _rule(["events.k8s.io"], ["events"], READ),
         _rule(
             ["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], READ
         ),
