@@ -339,3 +339,20 @@ def equivalents(value: Fraction) -> float:
 def percent(units: int) -> float:
     """Slice memory units as percent of one card."""
     return round(units / PERCENT, 2)
+
+
+def usage_gauges(
+    items: Iterable[Holding],
+) -> tuple[dict[tuple[str, str, str], float], dict[tuple[str, str], float]]:
+    """The operator's usage gauges: card-equivalents held per ``(namespace, pool, mode)``, and reserved per
+    ``(namespace, pool)`` ("" namespace for what the ledger charges to no Pod)."""
+    held: dict[tuple[str, str, str], Fraction] = {}
+    reserved: dict[tuple[str, str], Fraction] = {}
+    for h in items:
+        for mode, eq in h.equivalents.items():
+            k = (h.owner.namespace, h.pool, mode)
+            held[k] = held.get(k, ZERO) + eq
+        if h.reserved:
+            r = (h.owner.namespace, h.pool)
+            reserved[r] = reserved.get(r, ZERO) + h.reserved
+    return {k: equivalents(v) for k, v in held.items()}, {k: equivalents(v) for k, v in reserved.items()}

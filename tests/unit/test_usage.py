@@ -13,7 +13,7 @@ from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.pods import parse_pod
 from gpuctl.core.units import M
-from gpuctl.core.usage import UNATTRIBUTED, By, Row, holdings, summarise
+from gpuctl.core.usage import UNATTRIBUTED, By, Row, equivalents, holdings, summarise, usage_gauges
 from gpuctl.core.workloads import parse_local_queue, parse_workload
 from tests.factories import H100_MIB, H100_PROFILES, container, devices, instancetype, node, workload
 from tests.states import A10G, H100, NS, State, partition, shares, slice_of, whole
@@ -240,3 +240,30 @@ def test_partitions_add_up_to_the_ledger_too() -> None:
 
 def test_a_pool_without_devices_holds_nothing() -> None:
     assert rows([instancetype(), devices("n1", cards=0)]) == []
+
+
+def test_the_gauges_are_the_namespace_rows_mode_by_mode() -> None:
+    state = State().node("n1", 4).hold("w1", "n1", whole(0)).hold("w2", "n1", shares(1))
+    state.hold("w3", "n1", slice_of(2, 30), namespace="team-b")
+    w = workload("w9", [("main", 1, {"nvidia.com/gpu": "1"})], admitted=True, namespace="team-b")
+    objects = [*state.objects(), w]
+    kinds: dict[str, list[JSON]] = {}
+    for o in objects:
+        kinds.setdefault(o["kind"], []).append(o)
+    found = holdings(
+        [parse_instancetype(o) for o in kinds["InstanceType"]],
+        [parse_devices(o) for o in kinds["Devices"]],
+        [parse_pod(o) for o in kinds["Pod"]],
+        [parse_workload(o) for o in kinds["Workload"]],
+        [parse_local_queue(o) for o in kinds["LocalQueue"]],
+    )
+    held, reserved = usage_gauges(found)
+    assert held == {
+        (NS, A10G.pool, "exclusive"): 1.0,
+        (NS, A10G.pool, "shared"): 0.1,
+        ("team-b", A10G.pool, "sliced"): 0.3,
+    }
+    assert reserved == {("team-b", A10G.pool): 1.0}
+    for r in summarise(found, By.NAMESPACE):
+        for mode, eq in r.holding.equivalents.items():
+            assert held[(r.name, r.pool, mode)] == equivalents(eq)
