@@ -236,9 +236,7 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
                 count=_int(a.get("count"), 0),
                 levels=levels,
                 domains=domains,
-                usage={
-                    str(k): q for k, v in _m(a.get("resourceUsage")).items() if (q := _quantity(v)) is not None
-                },
+                usage={str(k): q for k, v in _m(a.get("resourceUsage")).items() if (q := _quantity(v)) is not None},
             )
         )
     checks = tuple(
