@@ -22,8 +22,8 @@ demo: $(STAMP)
 
 ## lint: ruff and mypy --strict on gpuctl/
 lint: $(STAMP)
-	$(BIN)/ruff check gpuctl tests bench hack
-	$(BIN)/ruff format --check gpuctl tests bench hack
+	$(BIN)/ruff check gpuctl testbed tests bench hack
+	$(BIN)/ruff format --check gpuctl testbed tests bench hack
 	$(BIN)/mypy
 
 ## testbin: build the control plane (etcd, kube-apiserver, Kueue) from Go modules into a cache outside the repo

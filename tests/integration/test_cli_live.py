@@ -15,9 +15,8 @@ from typer.testing import CliRunner
 from gpuctl.cli.main import app
 from gpuctl.core import naming
 from gpuctl.core.units import M
-from tests.factories import card_row
-
-from .gpucluster import GpuPool, condition, new_pool, wait_for
+from testbed.factories import card_row
+from testbed.gpucluster import GpuPool, condition, new_pool, wait_for
 
 runner = CliRunner()
 

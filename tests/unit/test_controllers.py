@@ -12,7 +12,7 @@ from gpuctl.core.units import M
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers import Controllers
 from gpuctl.operator.metrics import Metrics
-from tests.factories import bound_pod, card_row, devices, flavor, instancetype, node, workload
+from testbed.factories import bound_pod, card_row, devices, flavor, instancetype, node, workload
 from tests.memory_cluster import MemoryCluster
 
 POOL = {"gpustack.ai/managed": "true", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}

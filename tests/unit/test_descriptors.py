@@ -17,7 +17,7 @@ from gpuctl.core.workloads import parse_resource_flavor
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers import Controllers
 from gpuctl.operator.metrics import Metrics
-from tests.factories import H100_PROFILES, container, devices, flavor, h100_devices, node, physical_profiles, pod
+from testbed.factories import H100_PROFILES, container, devices, flavor, h100_devices, node, physical_profiles, pod
 from tests.memory_cluster import MemoryCluster
 
 CPU_DETAIL = {"manufacturer": "amd", "product": "EPYC 7R32", "physicalCores": 48}

@@ -30,7 +30,7 @@ from gpuctl.core.workloads import parse_workload
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers import Controllers
 from gpuctl.operator.metrics import Metrics
-from tests.factories import (
+from testbed.factories import (
     H100_PROFILES,
     card_row,
     container,
@@ -92,7 +92,7 @@ def local_queue(cq: str) -> JSON:
 
 
 def h100_instancetype() -> JSON:
-    from tests.factories import physical_profiles
+    from testbed.factories import physical_profiles
 
     return instancetype(
         group_id="h100-80gb-hbm3", memory="80Gi", logical_count=0, profiles=physical_profiles(H100_PROFILES)

@@ -26,7 +26,7 @@ from gpuctl.core import doctor, naming
 from gpuctl.core.ledger import parse_devices, split_orphans
 from gpuctl.core.simulate import Simulator
 from gpuctl.core.submissions import Submission, SubmittedPodSet
-from tests.factories import card_row, devices, h100_devices, instancetype, node
+from testbed.factories import card_row, devices, h100_devices, instancetype, node
 from tests.memory_cluster import MemoryCluster
 from tests.unit.test_differential import NS, POOL_LABELS, POOLS, cluster_states, limits_of, operator
 from tests.unit.test_simulate_properties import prepared

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.cluster import kinds
 from gpuctl.core.units import M
-from tests.factories import card_row, workload
+from testbed.factories import card_row, workload
 from tests.memory_cluster import MemoryCluster
 from tests.unit.test_differential import operator
 from tests.unit.test_simulate import CQ, ENTRANCE, allocated, pool

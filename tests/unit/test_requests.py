@@ -11,7 +11,7 @@ from gpuctl.core import naming
 from gpuctl.core.admission import apply_patch, json_patch
 from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.requests import admit_pod
-from tests.factories import H100_PROFILES, HYGON_BW_PROFILES, container, instancetype, physical_profiles, pod
+from testbed.factories import H100_PROFILES, HYGON_BW_PROFILES, container, instancetype, physical_profiles, pod
 
 A10G = parse_instancetype(instancetype())
 A10G_QUEUE = naming.queue_entrance("gpustack--nvidia-a10g-linux-amd64")

@@ -16,7 +16,7 @@ from gpuctl.core.submissions import ManifestError, Submission, SubmittedPodSet, 
 from gpuctl.core.suggest import unblockers
 from gpuctl.core.tas import NodeRoom, TasPlacement, TopologyRequest, place
 from gpuctl.core.units import M
-from tests.factories import bound_pod, container, devices, flavor, instancetype, node, pod, topology
+from testbed.factories import bound_pod, container, devices, flavor, instancetype, node, pod, topology
 from tests.memory_cluster import MemoryCluster
 
 JSON = dict[str, Any]

@@ -28,7 +28,7 @@ from gpuctl.core.ledger import parse_devices
 from gpuctl.core.simulate import Outcome, Simulator
 from gpuctl.core.submissions import Submission, SubmittedPodSet
 from gpuctl.core.units import M
-from tests.factories import topology
+from testbed.factories import topology
 from tests.memory_cluster import MemoryCluster
 from tests.unit.test_differential import NS, POOLS, cluster_states, limits_of, operator, stored_check
 from tests.unit.test_simulate import ACTIVE_CHECK, TOPOLOGY

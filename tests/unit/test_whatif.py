@@ -17,7 +17,7 @@ from gpuctl.core.submissions import Submission, SubmittedPodSet, submissions_fro
 from gpuctl.core.suggest import defrag_hints, fewest_to_free, unblockers
 from gpuctl.core.units import M
 from gpuctl.core.workloads import Condition, parse_workload
-from tests.factories import container
+from testbed.factories import container
 from tests.memory_cluster import MemoryCluster
 from tests.states import A10G, NS, State, shares, slice_of, whole
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .gpucluster import wait_for
+from testbed.gpucluster import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

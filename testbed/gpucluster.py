@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from gpuctl.core import naming
 from gpuctl.core.units import M
-from tests.factories import card_row, devices, instancetype
+from testbed.factories import card_row, devices, instancetype
 
 WORKER, WV = "worker.gpustack.ai", "v1alpha1"
 KUEUE, KV = "kueue.x-k8s.io", "v1beta2"

@@ -33,8 +33,7 @@ from pathlib import Path
 import yaml
 
 from gpuctl.core.credits import kueue_resources_config
-
-from .pki import CertificateAuthority, KeyPair, service_account_keypair
+from testbed.pki import CertificateAuthority, KeyPair, service_account_keypair
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_DIR = REPO_ROOT / "hack" / "cluster"

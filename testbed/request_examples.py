@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.core import naming
-from tests.factories import container, pod
+from testbed.factories import container, pod
 
 A10G_QUEUE = naming.queue_entrance("gpustack--nvidia-a10g-linux-amd64")
 H100_QUEUE = naming.queue_entrance("gpustack--nvidia-h100-80gb-hbm3-linux-amd64")
