@@ -11,18 +11,14 @@ import sys
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
+from gpuctl.core.errors import EXIT_NO, EXIT_RUNTIME, EXIT_USAGE, GpuctlError
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
-EXIT_RUNTIME = 1
-EXIT_USAGE = 2
-EXIT_NO = 3
 
-
-class CommandError(Exception):
-    """An error a user can act on: its message is one line, its exit code says what kind."""
-
-    exit_code = EXIT_RUNTIME
+class CommandError(GpuctlError):
+    """An error a command raises itself: its message is one line, its exit code says what kind."""
 
 
 class UsageError(CommandError):
@@ -44,18 +40,11 @@ class AnswerNo(CommandError):
 
 
 def exit_code_of(exc: BaseException) -> int | None:
-    """The exit code for an error a user caused, or None for a bug (which keeps its traceback)."""
-    from gpuctl.cluster.errors import SelectorError, SourceError
-    from gpuctl.core.ledger import LedgerError
-    from gpuctl.core.units import QuantityError
-
-    if isinstance(exc, CommandError):
+    """The exit code for an error a user caused (ours carry it; a file the system could not read is 1), or None for
+    a bug (which keeps its traceback)."""
+    if isinstance(exc, GpuctlError):
         return exc.exit_code
-    if isinstance(exc, SelectorError):
-        return EXIT_USAGE
-    if isinstance(exc, SourceError | LedgerError | QuantityError | OSError):
-        return EXIT_RUNTIME
-    return None
+    return EXIT_RUNTIME if isinstance(exc, OSError) else None
 
 
 def usage_line(exc: Any) -> str:

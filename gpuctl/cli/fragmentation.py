@@ -229,13 +229,10 @@ def fragmentation_command(
     """Free capacity a request of each shape can use against capacity stranded on cards none of which fits it, a
     fragmentation score per view, and the fewest Workloads to move to free whole cards (each simulated)."""
     from gpuctl.cluster.bulk import bulk_allocation
-    from gpuctl.core.fragmentation import ShapeError, parse_shape
+    from gpuctl.core.fragmentation import parse_shape
 
     pools = refs.object_names(names or [], kinds.INSTANCETYPE, what="fragmentation")
-    try:
-        shapes = [parse_shape(s) for s in shape or []]
-    except ShapeError as exc:
-        raise UsageError(str(exc)) from None
+    shapes = [parse_shape(s) for s in shape or []]  # a ShapeError is a usage error (exit 2)
     failures: list[tuple[str, str]] = []
     with bulk_allocation():
         if source.fleet:

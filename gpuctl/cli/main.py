@@ -27,7 +27,8 @@ class _Group(TyperGroup):
         from typer._click import exceptions
         from typer.exceptions import Abort
 
-        from gpuctl.cli.errors import EXIT_USAGE, usage_line
+        from gpuctl.cli.errors import usage_line
+        from gpuctl.core.errors import EXIT_USAGE
 
         try:
             value = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)

@@ -30,7 +30,7 @@ def read_manifests(paths: list[str], default_namespace: str) -> list["Submission
     """Every object of every file (multi-document YAML, JSON, ``List`` objects; ``-`` is stdin), as submissions."""
     from gpuctl.cluster.errors import SourceError
     from gpuctl.cluster.snapshot import _check_regular, _yaml_documents, flatten, max_bytes, read_objects
-    from gpuctl.core.submissions import ManifestError, submissions_from_manifest
+    from gpuctl.core.submissions import submissions_from_manifest
 
     out: list[Submission] = []
     for path in paths:
@@ -50,10 +50,7 @@ def read_manifests(paths: list[str], default_namespace: str) -> list["Submission
             raise UsageError(f"{path}: holds no object")
         for i, obj in enumerate(objects):
             label = path if len(objects) == 1 else f"{path} (object {i + 1})"
-            try:
-                out.extend(submissions_from_manifest(obj, label, default_namespace))
-            except ManifestError as exc:
-                raise UsageError(str(exc)) from None
+            out.extend(submissions_from_manifest(obj, label, default_namespace))  # a ManifestError: exit 2
         if len(out) > MAX_SUBMISSIONS:
             raise UsageError(f"more than {MAX_SUBMISSIONS} workloads to simulate; split the manifests")
     return out
@@ -63,7 +60,7 @@ def _prioritised(source: "Source", submissions: list["Submission"]) -> list["Sub
     """Each submission with the priority Kueue would give its Workload, from the cluster's priority classes."""
     from gpuctl.cluster import read
     from gpuctl.cluster.errors import SourceError
-    from gpuctl.core.submissions import ManifestError, with_priority
+    from gpuctl.core.submissions import with_priority
 
     if not submissions:
         return submissions
@@ -74,10 +71,7 @@ def _prioritised(source: "Source", submissions: list["Submission"]) -> list["Sub
         if named is not None:
             raise UsageError(f"{named.kind} {named.key} names a priority class, which cannot be read: {exc}") from None
         return submissions
-    try:
-        return [with_priority(s, classes, f"{s.kind} {s.key}") for s in submissions]
-    except ManifestError as exc:
-        raise UsageError(str(exc)) from None
+    return [with_priority(s, classes, f"{s.kind} {s.key}") for s in submissions]
 
 
 def _existing(state: "ClusterState", refs: list[str], namespace: str) -> list["Submission"]:

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Final
 
 from gpuctl.core import naming
+from gpuctl.core.errors import GpuctlError
 from gpuctl.core.instances import Instance
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.ledger import NodeDevices
@@ -802,7 +803,7 @@ class KueueSettings:
         return self.flag_gates.get(name, self.config_gates.get(name, KUEUE_GATE_DEFAULTS.get(name, False)))
 
 
-class KueueConfigError(ValueError):
+class KueueConfigError(GpuctlError, ValueError):
     """Kueue's Configuration cannot be read as one."""
 
 

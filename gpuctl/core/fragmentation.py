@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from gpuctl.core.errors import InputError
 from gpuctl.core.fit import podset_demands
 from gpuctl.core.ledger import Card, Mode, NodeDevices
 from gpuctl.core.naming import Family
@@ -35,7 +36,7 @@ REFERENCE_SLICE = 25
 """The slice size (percent) fragmentation is measured against when nothing is pending."""
 
 
-class ShapeError(ValueError):
+class ShapeError(InputError, ValueError):
     """A request shape that cannot be read; the message names it and the accepted forms."""
 
 

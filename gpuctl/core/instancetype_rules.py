@@ -27,6 +27,7 @@ from gpuctl.core.admission import (
     invalid,
     required,
 )
+from gpuctl.core.errors import InputError
 from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.lifecycle import Operation, deletion_guard
 from gpuctl.core.units import QuantityError, parse_quantity
@@ -562,7 +563,7 @@ def unit_preset(accelerator_key: str | None, memory_gib: float | None) -> UnitPr
 # ----------------------------------------------------------------------------------------------- derived names
 
 
-class DerivedNameError(ValueError):
+class DerivedNameError(InputError, ValueError):
     """A derived name that cannot be built: a component could not be a label, or the name would be too long."""
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.core import naming
+from gpuctl.core.errors import GpuctlError
 from gpuctl.core.units import QuantityError, quantity_to_mib
 
 API_GROUP = "worker.gpustack.ai"
@@ -99,7 +100,7 @@ class InstanceType:
         return None
 
 
-class InstanceTypeError(ValueError):
+class InstanceTypeError(GpuctlError, ValueError):
     """An InstanceType whose shape cannot be read."""
 
 

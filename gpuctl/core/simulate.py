@@ -28,6 +28,7 @@ from gpuctl.core.admission import JSON
 from gpuctl.core.allocator import FAMILY_MODE, Grant, Refusal, allocate
 from gpuctl.core.capacity import advertised, node_allocatable
 from gpuctl.core.credits import pod_requests
+from gpuctl.core.errors import InputError
 from gpuctl.core.explain import (
     CLEARED,
     FAILED,
@@ -77,7 +78,7 @@ from gpuctl.core.workloads import (
 )
 
 
-class ScenarioError(ValueError):
+class ScenarioError(InputError, ValueError):
     """A scenario that names something the cluster does not have; the message says what and how to list them."""
 
 
