@@ -35,7 +35,7 @@ import yaml
 from gpuctl.core.credits import kueue_resources_config
 from testbed.pki import CertificateAuthority, KeyPair, service_account_keypair
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_DIR = REPO_ROOT / "hack" / "cluster"
 BUILD_SH = CLUSTER_DIR / "build.sh"
 OUR_CRDS_DIR = REPO_ROOT / "deploy" / "crds"

@@ -17,7 +17,7 @@ from typing import Any
 
 from testbed.gpucluster import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
