@@ -29,6 +29,9 @@ from gpuctl.core.units import SHARE, M
 from gpuctl.core.workloads import parse_workload
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers import Controllers
+from gpuctl.operator.controllers.check import CheckController
+from gpuctl.operator.controllers.fit_labels import FitLabelController
+from gpuctl.operator.controllers.status import StatusController
 from gpuctl.operator.metrics import Metrics
 from testbed.factories import (
     H100_PROFILES,
@@ -335,7 +338,7 @@ def operator_round(cluster: MemoryCluster, controllers: Controllers) -> int:
     """The check reconciles every Workload once, in key order; returns the number of verdicts written."""
     before = len(cluster.writes)
     for key in sorted(controllers.cache.keys(kinds.WORKLOAD)):
-        controllers.check.reconcile(key)
+        controllers.get(CheckController).reconcile(key)
     return len(cluster.writes) - before
 
 
@@ -402,9 +405,9 @@ def test_the_status_writer_and_fit_labels_equal_the_cli_views(objects: list[JSON
     cluster = MemoryCluster(objects)
     controllers = operator(cluster)
     for name in controllers.cache.keys(kinds.INSTANCETYPE):
-        controllers.status.reconcile(name)
+        controllers.get(StatusController).reconcile(name)
     for name in controllers.cache.keys(kinds.NODE):
-        controllers.fit_labels.reconcile(name)
+        controllers.get(FitLabelController).reconcile(name)
     items = compute_items(cluster, [], None)
     for item in items:
         published = (cluster.get(kinds.INSTANCETYPE, item["name"]) or {})["status"]

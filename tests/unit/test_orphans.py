@@ -26,6 +26,7 @@ from gpuctl.core import doctor, naming
 from gpuctl.core.ledger import parse_devices, split_orphans
 from gpuctl.core.simulate import Simulator
 from gpuctl.core.submissions import Submission, SubmittedPodSet
+from gpuctl.operator.controllers.status import StatusController
 from testbed.factories import card_row, devices, h100_devices, instancetype, node
 from tests.memory_cluster import MemoryCluster
 from tests.unit.test_differential import NS, POOL_LABELS, POOLS, cluster_states, limits_of, operator
@@ -84,7 +85,8 @@ def answers(objects: list[JSON], subs: list[Submission]) -> JSON:
         )
     controllers = operator(cluster)
     status = {
-        name: controllers.status.desired_status(cached) for name, cached in controllers.cache.instancetypes().items()
+        name: controllers.get(StatusController).desired_status(cached)
+        for name, cached in controllers.cache.instancetypes().items()
     }
     return {
         "views": [public(i) for i in compute_items(cluster, [], None)],

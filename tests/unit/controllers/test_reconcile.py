@@ -1,58 +1,26 @@
-"""The operator's controllers on a cache fed by an in-memory cluster: which keys an event wakes, and what a reconcile
-writes (only differences)."""
+"""The operator's controllers on a cache fed by an in-memory cluster: what a reconcile writes (only differences), and
+the wake-ups that cross controllers."""
 
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from gpuctl.cluster import kinds
 from gpuctl.core import naming
 from gpuctl.core.units import M
-from gpuctl.operator.cache import OperatorCache
-from gpuctl.operator.controllers import Controllers
-from gpuctl.operator.metrics import Metrics
-from testbed.factories import bound_pod, card_row, devices, flavor, instancetype, node, workload
-from tests.memory_cluster import MemoryCluster
-
-POOL = {"gpustack.ai/managed": "true", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-A10G = "nvidia-a10g"
-
-
-def cluster_with(*objects: dict[str, Any]) -> tuple[MemoryCluster, Controllers]:
-    cluster = MemoryCluster(
-        [
-            instancetype(),
-            flavor("f-a10g"),
-            devices("node-x", cards=2, rows=[card_row(0), card_row(1)]),
-            devices("node-y", cards=2, rows=[card_row(0), card_row(1)]),
-            node("node-x", labels={**POOL, naming.accelerator_label(A10G): "true"}),
-            node("node-y", labels={**POOL, naming.accelerator_label(A10G): "true"}),
-            *objects,
-        ]
-    )
-    cache = OperatorCache(cluster)
-    cluster.feed(cache)
-    return cluster, Controllers(cache, cluster, Metrics())
-
-
-def drain(c: Any) -> set[str]:
-    keys = set()
-    while (key := c.queue.get(timeout=0)) is not None:
-        keys.add(key)
-        c.queue.done(key)
-    return keys
-
-
-def pending(name: str, node_name: str) -> dict[str, Any]:
-    return workload(name, [("main", 1, {"nvidia.com/gpu": "2"})], hosts={"main": [(node_name, 1)]})
+from gpuctl.operator.controllers.check import CheckController
+from gpuctl.operator.controllers.fit_labels import FitLabelController
+from gpuctl.operator.controllers.instance_stop import InstanceStopController
+from gpuctl.operator.controllers.status import StatusController
+from testbed.factories import bound_pod, card_row, devices, workload
+from tests.unit.controllers.harness import A10G, cluster_with, drain, pending
 
 
 def test_a_pod_on_a_node_wakes_the_workloads_waiting_there_only() -> None:
     cluster, controllers = cluster_with(pending("on-x", "node-x"), pending("on-y", "node-y"))
-    drain(controllers.check)
+    drain(controllers.get(CheckController))
     cluster.put(bound_pod("p", "node-x", {"nvidia.com/gpu": "1"}, workload_name=None))
-    assert drain(controllers.check) == {"team-a/on-x"}
+    assert drain(controllers.get(CheckController)) == {"team-a/on-x"}
 
 
 def test_a_workload_that_frees_its_cards_wakes_the_others_waiting_on_its_node() -> None:
@@ -60,12 +28,12 @@ def test_a_workload_that_frees_its_cards_wakes_the_others_waiting_on_its_node() 
         "first", [("main", 1, {"nvidia.com/gpu": "2"})], hosts={"main": [("node-x", 1)]}, check_state="Ready"
     )
     cluster, controllers = cluster_with(first, pending("second", "node-x"))
-    drain(controllers.check)
+    drain(controllers.get(CheckController))
     admitted = copy.deepcopy(cluster.get(kinds.WORKLOAD, "first", "team-a"))
     assert admitted is not None
     admitted["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "Finished"})
     cluster.put(admitted)
-    assert drain(controllers.check) == {"team-a/first", "team-a/second"}
+    assert drain(controllers.get(CheckController)) == {"team-a/first", "team-a/second"}
 
 
 def test_the_check_reads_the_judged_nodes_pods_and_writes_only_a_change() -> None:
@@ -77,22 +45,22 @@ def test_the_check_reads_the_judged_nodes_pods_and_writes_only_a_change() -> Non
         allocations={"main": [{"id": "GPU-0000", "mode": 1, "allocated": M}]},
     )
     cluster, controllers = cluster_with(pending("two", "node-x"), holder)
-    controllers.check.reconcile("team-a/two")
+    controllers.get(CheckController).reconcile("team-a/two")
     [write] = [w for w in cluster.writes if w.kind == "Workload"]
     entry = write.body["status"]["admissionChecks"][0]
     assert entry["state"] == "Retry" and "node-x has 1 free of 2" in entry["message"]
-    controllers.check.reconcile("team-a/two")
+    controllers.get(CheckController).reconcile("team-a/two")
     assert len([w for w in cluster.writes if w.kind == "Workload"]) == 1  # unchanged: nothing written
     cluster.objects.pop(("Pod", "team-a", "holder"))  # gone from the API (the check's read), not yet from the cache
-    controllers.check.reconcile("team-a/two")
+    controllers.get(CheckController).reconcile("team-a/two")
     assert cluster.get(kinds.WORKLOAD, "two", "team-a")["status"]["admissionChecks"][0]["state"] == "Ready"
 
 
 def test_a_ready_verdict_is_remembered_until_the_cache_shows_it() -> None:
     cluster, controllers = cluster_with(pending("a", "node-x"), pending("b", "node-x"))
     cluster.watchers.clear()  # the cache stops seeing writes: only the controller's memory knows
-    controllers.check.reconcile("team-a/a")
-    controllers.check.reconcile("team-a/b")
+    controllers.get(CheckController).reconcile("team-a/a")
+    controllers.get(CheckController).reconcile("team-a/b")
     states = [w.body["status"]["admissionChecks"][0]["state"] for w in cluster.writes if w.kind == "Workload"]
     assert states == ["Ready", "Retry"]  # b sees a's cards as taken
 
@@ -112,24 +80,26 @@ def test_a_queues_stop_policy_wakes_its_instances_and_the_stop_covers_starting()
         "status": {"phase": "Starting"},
     }
     cluster, controllers = cluster_with(queue, box)
-    drain(controllers.stops)
+    drain(controllers.get(InstanceStopController))
     draining = copy.deepcopy(queue)
     draining["spec"]["stopPolicy"] = "HoldAndDrain"
     cluster.put(draining)
-    assert drain(controllers.stops) == {"team-a/box"}
-    controllers.stops.reconcile("team-a/box")
+    assert drain(controllers.get(InstanceStopController)) == {"team-a/box"}
+    controllers.get(InstanceStopController).reconcile("team-a/box")
     assert cluster.get(kinds.INSTANCE, "box", "team-a")["spec"]["stop"] is True
 
 
 def test_a_devices_event_wakes_its_node_labels_and_its_models_pools() -> None:
     cluster, controllers = cluster_with()
-    drain(controllers.fit_labels)
+    drain(controllers.get(FitLabelController))
     cluster.put(devices("node-x", cards=2, rows=[card_row(0, mode=1, allocated=M), card_row(1)]))
-    assert drain(controllers.fit_labels) == {"node-x"}
-    assert controllers.status.queue.get(timeout=2) == "gpustack--nvidia-a10g-linux-amd64"  # after its coalescing delay
-    controllers.fit_labels.reconcile("node-x")
+    assert drain(controllers.get(FitLabelController)) == {"node-x"}
+    assert (
+        controllers.get(StatusController).queue.get(timeout=2) == "gpustack--nvidia-a10g-linux-amd64"
+    )  # after its coalescing delay
+    controllers.get(FitLabelController).reconcile("node-x")
     labels = cluster.get(kinds.NODE, "node-x")["metadata"]["labels"]
     assert labels[naming.shared_fit_label(A10G)] == "1"
     writes = len(cluster.writes)
-    controllers.fit_labels.reconcile("node-x")
+    controllers.get(FitLabelController).reconcile("node-x")
     assert len(cluster.writes) == writes  # written only when they change
