@@ -186,7 +186,7 @@ def generate(root: Path) -> list[Path]:
     """Write man/, completions/ and the start-up table under ``root``; return the files written."""
     import typer.main
 
-    from gpuctl.cli.completion import PLUGIN_SHIM, Shell, script
+    from gpuctl.cli.commands.completion import PLUGIN_SHIM, Shell, script
     from gpuctl.cli.main import app
 
     group = typer.main.get_command(app)

@@ -92,7 +92,7 @@ def version_command(
     """Print the client version (with --show-cluster, the API server's and the operator's too)."""
     typer.echo(f"gpuctl {__version__}")
     if show_cluster:
-        from gpuctl.cli.version import print_cluster_versions
+        from gpuctl.cli.commands.version import print_cluster_versions
 
         print_cluster_versions(source)
 
@@ -121,22 +121,22 @@ def _finish_tree(typer_app: typer.Typer, prefix: str = "") -> None:
 
 
 def _register() -> None:
-    from gpuctl.cli.completion import completion_command
-    from gpuctl.cli.diff import diff_command
-    from gpuctl.cli.doctor import doctor_command
-    from gpuctl.cli.dump import dump_command
-    from gpuctl.cli.explain import explain_app, workloads_command
-    from gpuctl.cli.fragmentation import fragmentation_command
-    from gpuctl.cli.instances import instance_app
-    from gpuctl.cli.instancetypes import instancetype_app
-    from gpuctl.cli.partitions import partitions_command
+    from gpuctl.cli.commands.completion import completion_command
+    from gpuctl.cli.commands.diff import diff_command
+    from gpuctl.cli.commands.doctor import doctor_command
+    from gpuctl.cli.commands.dump import dump_command
+    from gpuctl.cli.commands.explain import explain_app, workloads_command
+    from gpuctl.cli.commands.fragmentation import fragmentation_command
+    from gpuctl.cli.commands.instance import instance_app
+    from gpuctl.cli.commands.instancetype import instancetype_app
+    from gpuctl.cli.commands.partitions import partitions_command
+    from gpuctl.cli.commands.queue import queue_command
+    from gpuctl.cli.commands.rbac import rbac_app
+    from gpuctl.cli.commands.simulate import simulate_command
+    from gpuctl.cli.commands.top import top_command
+    from gpuctl.cli.commands.views import views_command
+    from gpuctl.cli.commands.webhook import webhook_app
     from gpuctl.cli.pools import drain_command, hold_command, resume_command
-    from gpuctl.cli.queue import queue_command
-    from gpuctl.cli.rbac import rbac_app
-    from gpuctl.cli.simulate import simulate_command
-    from gpuctl.cli.top import top_command
-    from gpuctl.cli.views import views_command
-    from gpuctl.cli.webhook import webhook_app
 
     app.command("views")(views_command)
     app.command("partitions")(partitions_command)
@@ -167,7 +167,7 @@ def run() -> None:
     import os
     import sys
 
-    from gpuctl.cli.completion import completion_requested, enable_completion
+    from gpuctl.cli.commands.completion import completion_requested, enable_completion
     from gpuctl.cli.startup import COMPLETE_VAR, PLUGIN_COMPLETE_VAR, prog_name
 
     if completion_requested():

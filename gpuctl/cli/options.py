@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 def _complete(kind: str) -> Callable[..., list[str]]:
     def complete(ctx: typer.Context, incomplete: str) -> list[str]:
-        from gpuctl.cli.completion import complete_names
+        from gpuctl.cli.commands.completion import complete_names
 
         return complete_names(ctx, kind, incomplete)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs
-from gpuctl.cli.completion import complete_instancetypes
+from gpuctl.cli.commands.completion import complete_instancetypes
 from gpuctl.cli.errors import RuntimeFailure, UsageError
 from gpuctl.cli.options import SourceSpec, WaitTimeoutOption, output_options, source_options, wait_seconds
 from gpuctl.cli.render import OutputSpec

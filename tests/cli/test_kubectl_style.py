@@ -282,7 +282,7 @@ def test_the_pip_installed_completion_entry_point_needs_no_gpuctl_on_path(tmp_pa
         [
             sys.executable,
             "-c",
-            "from gpuctl.cli.completion import plugin_complete; plugin_complete()",
+            "from gpuctl.cli.commands.completion import plugin_complete; plugin_complete()",
             "__complete",
             "views",
             "--snapshot",

@@ -19,7 +19,7 @@ TREE: dict[str, Any] = TABLE["tree"]
 
 
 def app_completion(words: str, cword: int) -> str:
-    from gpuctl.cli.completion import enable_completion
+    from gpuctl.cli.commands.completion import enable_completion
     from gpuctl.cli.main import app
 
     enable_completion()

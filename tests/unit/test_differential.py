@@ -20,8 +20,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuctl.cli.explain import _explain_workload
-from gpuctl.cli.views import compute_items, node_breakdown, public
+from gpuctl.cli.commands.explain import _explain_workload
+from gpuctl.cli.commands.views import compute_items, node_breakdown, public
 from gpuctl.cluster import kinds
 from gpuctl.core import naming
 from gpuctl.core.fit import judgeable

@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from gpuctl.cli.fragmentation import pool_items
+from gpuctl.cli.commands.fragmentation import pool_items
+from gpuctl.cli.commands.partitions import profile_items
+from gpuctl.cli.commands.views import compute_items, public
 from gpuctl.cli.main import app
 from gpuctl.cli.options import SourceSpec
-from gpuctl.cli.partitions import profile_items
-from gpuctl.cli.views import compute_items, public
 from gpuctl.cluster import read
 from gpuctl.core import doctor, naming
 from gpuctl.core.ledger import parse_devices, split_orphans
@@ -168,7 +168,7 @@ def test_views_published_and_doctor_name_each_orphan(tmp_path: Any) -> None:
 
 
 def test_top_leaves_the_orphan_out_of_its_pools_read_once_or_watched() -> None:
-    from gpuctl.cli.top import Watched, read_once
+    from gpuctl.cli.commands.top import Watched, read_once
 
     objects = [
         instancetype("gpustack--nvidia-a10g-linux-amd64"),

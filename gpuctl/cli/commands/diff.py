@@ -64,7 +64,7 @@ def _cards(opened: "Source") -> dict[tuple[str, str], str]:
 
 
 def _views(opened: "Source") -> dict[str, dict[str, Any]]:
-    from gpuctl.cli.views import compute_items, public
+    from gpuctl.cli.commands.views import compute_items, public
 
     return {i["name"]: public(i) for i in compute_items(opened, [], None)}
 

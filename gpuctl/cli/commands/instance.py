@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
-from gpuctl.cli.completion import complete_instances, complete_instancetypes
+from gpuctl.cli.commands.completion import complete_instances, complete_instancetypes
 from gpuctl.cli.errors import UsageError
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec

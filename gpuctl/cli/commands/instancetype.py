@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
-from gpuctl.cli.completion import complete_instancetypes
+from gpuctl.cli.commands.completion import complete_instancetypes
 from gpuctl.cli.errors import RuntimeFailure, UsageError
 from gpuctl.cli.options import SourceSpec, WaitTimeoutOption, output_options, source_options, wait_seconds
 from gpuctl.cli.render import Column, OutputSpec
@@ -91,7 +91,7 @@ def _reviewed(obj: dict[str, Any], operation: str, old: dict[str, Any] | None, o
         raise UsageError(f"instancetype/{name}: {aggregate(errors)}")
     context = WebhookContext()
     if opened is not None:
-        from gpuctl.cli.webhook import WebhookKind, webhook_context
+        from gpuctl.cli.commands.webhook import WebhookKind, webhook_context
 
         context = webhook_context(opened, WebhookKind.INSTANCETYPE, obj)
     result = review(Kind.INSTANCETYPE, operation, obj, old, context)
@@ -141,7 +141,7 @@ def create_command(
     output: OutputSpec,
 ) -> None:
     """Create an InstanceType, validated here as the webhook validates it before anything is sent."""
-    from gpuctl.cli.webhook import WebhookKind, read_manifest
+    from gpuctl.cli.commands.webhook import WebhookKind, read_manifest
     from gpuctl.cluster import kinds
 
     if filename:
@@ -194,7 +194,7 @@ def apply_command(
 
     A change to a frozen field is refused here, before it reaches the server.
     """
-    from gpuctl.cli.webhook import WebhookKind, read_manifest
+    from gpuctl.cli.commands.webhook import WebhookKind, read_manifest
     from gpuctl.cluster import kinds
     from gpuctl.cluster.writer import apply_plan
     from gpuctl.core.instancetype_rules import MUTABLE_SPEC_FIELDS
@@ -386,7 +386,7 @@ def describe_command(
 ) -> None:
     """Spec, status, phase, entrance, the computed views and the backing ClusterQueue."""
     name = _name(name)
-    from gpuctl.cli.views import compute_items
+    from gpuctl.cli.commands.views import compute_items
     from gpuctl.cluster import kinds, read
 
     opened = source.open()

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
-from gpuctl.cli.completion import complete_instancetypes, complete_workloads
+from gpuctl.cli.commands.completion import complete_instancetypes, complete_workloads
+from gpuctl.cli.commands.explain import explanation_text, split_name
 from gpuctl.cli.errors import AnswerNo, UsageError
-from gpuctl.cli.explain import explanation_text, split_name
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import OutputSpec
 from gpuctl.cluster import kinds

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli.completion import complete_instancetypes
+from gpuctl.cli.commands.completion import complete_instancetypes
 from gpuctl.cli.options import SourceSpec, source_options
 
 if TYPE_CHECKING:
@@ -358,7 +358,7 @@ def _keys() -> Iterator[Callable[[float], str]]:
 
 
 def _explanation(source: "Source", key: str) -> str:
-    from gpuctl.cli.explain import _explain_workload, explanation_text
+    from gpuctl.cli.commands.explain import _explain_workload, explanation_text
 
     namespace, _, name = key.partition("/")
     try:
