@@ -1,14 +1,16 @@
 """Errors a command reports: typed, each with its exit code, printed as one line on stderr — never a traceback.
 
-Commands raise; one handler (:func:`handled`, wrapped around every command when the app is built) prints and exits.
+Commands raise; one handler (:func:`handled`, wrapped around every command where it is declared) prints and exits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar
 
 from gpuctl.core.errors import EXIT_NO, EXIT_RUNTIME, EXIT_USAGE, GpuctlError
@@ -39,6 +41,24 @@ class AnswerNo(CommandError):
     exit_code = EXIT_NO
 
 
+_COMMAND: ContextVar[str] = ContextVar("gpuctl_command", default="gpuctl")
+
+
+def command_path() -> str:
+    """The command being run, as the user typed it (``gpuctl views``), for messages."""
+    return _COMMAND.get()
+
+
+@contextlib.contextmanager
+def running(path: str) -> Iterator[None]:
+    """Name the command being run (its ``command_path``) while it runs."""
+    token = _COMMAND.set(path)
+    try:
+        yield
+    finally:
+        _COMMAND.reset(token)
+
+
 def exit_code_of(exc: BaseException) -> int | None:
     """The exit code for an error a user caused (ours carry it; a file the system could not read is 1), or None for
     a bug (which keeps its traceback)."""
@@ -53,11 +73,11 @@ def usage_line(exc: Any) -> str:
     import difflib
     import re
 
-    from typer._click import exceptions
+    from gpuctl.cli.vendored import NoSuchOption
 
     ctx = getattr(exc, "ctx", None)
     where = f"; see '{ctx.command_path} -h'" if ctx is not None else ""
-    if isinstance(exc, exceptions.NoSuchOption):
+    if isinstance(exc, NoSuchOption):
         flags: list[str] = []
         if ctx is not None:
             flags = [o for p in ctx.command.get_params(ctx) for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
@@ -95,8 +115,6 @@ def handled(command: Callable[P, R]) -> Callable[P, R]:
                 raise
             message = str(exc).splitlines()[0] if str(exc) else ""
             if message and code == EXIT_USAGE and "see '" not in message:
-                from gpuctl.cli.options import command_path
-
                 message += f"; see '{command_path()} -h'"
             if message:
                 sys.stderr.write(f"error: {message}\n")

@@ -20,8 +20,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuctl.cli.commands.explain import _explain_workload
-from gpuctl.cli.commands.views import compute_items, node_breakdown, public
+from gpuctl.cli.commands.views import node_breakdown
+from gpuctl.cli.usecases import compute_items, explained, public
 from gpuctl.cluster import kinds
 from gpuctl.core import naming
 from gpuctl.core.fit import judgeable
@@ -344,7 +344,7 @@ def operator_round(cluster: MemoryCluster, controllers: Controllers) -> int:
 
 def cli_check(cluster: MemoryCluster, namespace: str, name: str) -> tuple[str, str] | None:
     """The (state, message) the CLI's explain computes for gate 3, or None when the check does not judge it."""
-    e = _explain_workload(cluster, namespace, name)
+    e = explained(cluster, namespace, name)
     return e.gates[2].check
 
 

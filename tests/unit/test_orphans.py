@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from gpuctl.cli.commands.fragmentation import pool_items
 from gpuctl.cli.commands.partitions import profile_items
-from gpuctl.cli.commands.views import compute_items, public
 from gpuctl.cli.main import app
-from gpuctl.cli.options import SourceSpec
+from gpuctl.cli.source import SourceSpec
+from gpuctl.cli.usecases import compute_items, public
 from gpuctl.cluster import read
 from gpuctl.core import doctor, naming
 from gpuctl.core.ledger import parse_devices, split_orphans

@@ -6,8 +6,9 @@ import typer
 
 from gpuctl.cli import render
 from gpuctl.cli.errors import AnswerNo
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cli.source import SourceSpec
 
 if TYPE_CHECKING:
     from gpuctl.cli.refs import ObjectRef
@@ -64,7 +65,7 @@ def _cards(opened: "Source") -> dict[tuple[str, str], str]:
 
 
 def _views(opened: "Source") -> dict[str, dict[str, Any]]:
-    from gpuctl.cli.commands.views import compute_items, public
+    from gpuctl.cli.usecases import compute_items, public
 
     return {i["name"]: public(i) for i in compute_items(opened, [], None)}
 
@@ -81,6 +82,20 @@ def _ref(change: dict[str, Any]) -> "ObjectRef":
     return refs.instancetype(head)
 
 
+@command(
+    "diff",
+    summary="Show what changed between two snapshots, or a snapshot and the cluster.",
+    examples="""
+  # What happened between 02:00 and 02:30
+  gpuctl dump ./at-0200 && sleep 1800 && gpuctl dump ./at-0230
+  gpuctl diff ./at-0200 ./at-0230
+
+  # A ticket's snapshot against the cluster now, as JSON
+  gpuctl diff ./ticket-4711 live -o json""",
+    listed=70,
+    source=SourceFlags(),
+    output=OutputFlags(),
+)
 def diff_command(
     before: Annotated[str, typer.Argument(metavar="A", help="A snapshot (file or directory), or 'live'.")],
     after: Annotated[str, typer.Argument(metavar="B", help="A snapshot (file or directory), or 'live'.")],
@@ -115,6 +130,3 @@ def diff_command(
     )
     if exit_code and changes:
         raise AnswerNo("")
-
-
-diff_command = source_options()(output_options()(diff_command))

@@ -7,14 +7,31 @@ import typer
 
 from gpuctl.cli import render
 from gpuctl.cli.errors import AnswerNo, UsageError
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cli.source import SourceSpec
 
 COLUMNS = (Column("STATUS"), Column("CHECK"), Column("SAW"), Column("FIX"), Column("WHY", wide_only=True))
 CONFIG_LIMIT = 1024 * 1024
 """The largest Kueue Configuration read (bytes of YAML)."""
 
 
+@command(
+    "doctor",
+    summary="Audit the admission chain and say how to fix each finding.",
+    examples="""
+  # Every check on the live cluster; exit 3 when one fails
+  gpuctl doctor
+
+  # On a dump attached to a ticket, as JSON
+  gpuctl doctor --snapshot ./ticket-4711 -o json
+
+  # The resources block Kueue's Configuration needs (the credits transformations and exclusions)
+  gpuctl doctor --kueue-resources""",
+    listed=90,
+    source=SourceFlags(),
+    output=OutputFlags(sort=False),
+)
 def doctor_command(
     retry_minutes: Annotated[
         int, typer.Option("--retry-minutes", min=1, help="Report Workloads the check has held at Retry for longer.")
@@ -279,6 +296,3 @@ def _probes(live: Any, entries: list[Any], namespace: str, operator_namespace: s
         *doctor.endpoints(probe_endpoints(live, entries, timeout), entries, operator_namespace, deployed),
         *doctor.live_reviews(dry_run_reviews(live, entries, namespace), entries, operator_namespace, deployed),
     ]
-
-
-doctor_command = source_options()(output_options(sort=False)(doctor_command))

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from gpuctl.core.redaction import Redactor
 
 from gpuctl.cli.errors import UsageError
-from gpuctl.cli.options import SourceSpec, source_options
+from gpuctl.cli.registry import SourceFlags, command
+from gpuctl.cli.source import SourceSpec
 
 OPTIONAL_GROUPS = ("kvcache.gpustack.ai", "kueue.x-k8s.io", "worker.gpustack.ai")
 
@@ -183,7 +184,19 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(errno, os.strerror(errno), str(b))
 
 
-@source_options(namespace=True)
+@command(
+    "dump",
+    summary="Write a snapshot of the objects gpuctl reads.",
+    examples="""
+  # A snapshot to attach to a ticket (credentials redacted), then read offline
+  gpuctl dump ./dump
+  gpuctl views --snapshot ./dump
+
+  # Replace an older dump of one namespace
+  gpuctl dump ./dump -n team-a --overwrite""",
+    listed=100,
+    source=SourceFlags(namespace=True),
+)
 def dump_command(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="Where to write the snapshot (created if missing).")],
     fmt: Annotated[str, typer.Option("--format", help="json (fast to read back) or yaml.")] = "json",

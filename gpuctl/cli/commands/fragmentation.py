@@ -5,10 +5,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
-from gpuctl.cli.commands.completion import complete_instancetypes
 from gpuctl.cli.errors import UsageError
-from gpuctl.cli.options import SourceSpec, fleet_read, output_options, source_options
+from gpuctl.cli.names import complete_instancetypes
+from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cli.source import SourceSpec, fleet_read
 from gpuctl.cluster import kinds
 from gpuctl.cluster.errors import NotFound
 
@@ -195,6 +196,19 @@ def _rows(item: dict[str, Any]) -> list[list[str]]:
     return out
 
 
+@command(
+    "fragmentation",
+    summary="Show free capacity each request shape can use, and what is stranded.",
+    examples="""
+  # Every pool against its pending Workloads' shapes, with hints to free whole cards
+  gpuctl fragmentation -o wide
+
+  # One pool against shapes of your choosing, per node
+  gpuctl fragmentation gpustack--nvidia-a10g-linux-amd64 --shape ex=2 --shape sl=60 --by-node""",
+    listed=50,
+    source=SourceFlags(selectors=True, fleet=True),
+    output=OutputFlags(sort=False),
+)
 def fragmentation_command(
     names: Annotated[
         list[str] | None,
@@ -268,6 +282,3 @@ def fragmentation_command(
         failures=failures,
     )
     render.emit(listing, output)
-
-
-fragmentation_command = source_options(selectors=True, fleet=True)(output_options(sort=False)(fragmentation_command))

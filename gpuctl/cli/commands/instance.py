@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
-from gpuctl.cli.commands.completion import complete_instances, complete_instancetypes
 from gpuctl.cli.errors import UsageError
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.names import complete_instances, complete_instancetypes
+from gpuctl.cli.registry import OutputFlags, SourceFlags, command, group
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cli.source import SourceSpec
 from gpuctl.cli.writes import DryRunOption, YesOption, announce_matched, confirm_bulk, dry_run_mode, report
 
 if TYPE_CHECKING:
@@ -17,7 +18,17 @@ if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
     from gpuctl.core.lifecycle import PatchPlan
 
-instance_app = typer.Typer(help="List, stop and start Instances.", no_args_is_help=True, rich_markup_mode=None)
+group(
+    "instance",
+    summary="List, stop and start Instances.",
+    help="List, stop and start Instances.",
+    examples="""
+  gpuctl instance list -A
+  gpuctl instance stop notebook -n team-a""",
+    listed=180,
+)
+
+
 COLUMNS = (
     Column("NAMESPACE"),
     Column("NAME"),
@@ -81,9 +92,15 @@ def _row(o: dict[str, Any]) -> list[str]:
     ]
 
 
-@instance_app.command("list")
-@source_options(namespaced=True, selectors=True)
-@output_options(labels=True)
+@command(
+    "instance list",
+    summary="List Instances with their type, phase and node.",
+    examples="""
+  gpuctl instance list -A
+  gpuctl instance list -t gpustack--nvidia-a10g-linux-amd64 -n team-a --show-labels""",
+    source=SourceFlags(namespaced=True, selectors=True),
+    output=OutputFlags(labels=True),
+)
 def list_command(instancetype: TypeOption = None, *, source: SourceSpec, output: OutputSpec) -> None:
     """Instances with their type, phase and node."""
     from gpuctl.cluster import kinds
@@ -211,7 +228,7 @@ def _start(instance: dict[str, Any]) -> "PatchPlan":
 def _change_command(stop: bool) -> Callable[..., None]:
     verb = "stop" if stop else "start"
 
-    def command(
+    def change(
         names: Annotated[
             list[str] | None,
             typer.Argument(
@@ -233,15 +250,30 @@ def _change_command(stop: bool) -> Callable[..., None]:
     ) -> None:
         _change(stop, names or [], instancetype, everything, dry_run, yes, source, output)
 
-    command.__doc__ = (
+    change.__doc__ = (
         "Stop Instances (spec.stop=true): their Pods are deleted, phase Stopping → Stopped. Refused while Starting,"
         " unless the instance's pool is draining or its type is being deleted or gone."
         if stop
         else "Start stopped Instances (spec.stop=false); only an Instance in phase Stopped can start."
     )
-    command.__name__ = f"{verb}_command"
-    return source_options(namespaced=True, selectors=True)(output_options(sort=False)(command))
+    change.__name__ = f"{verb}_command"
+    return change
 
 
-instance_app.command("stop")(_change_command(True))
-instance_app.command("start")(_change_command(False))
+command(
+    "instance stop",
+    summary="Stop Instances.",
+    examples="""
+  gpuctl instance stop notebook -n team-a
+  gpuctl instance stop --instancetype gpustack--nvidia-a10g-linux-amd64 -n team-a --yes --dry-run=client""",
+    source=SourceFlags(namespaced=True, selectors=True),
+    output=OutputFlags(sort=False),
+)(_change_command(True))
+command(
+    "instance start",
+    summary="Start stopped Instances.",
+    examples="""
+  gpuctl instance start notebook -n team-a""",
+    source=SourceFlags(namespaced=True, selectors=True),
+    output=OutputFlags(sort=False),
+)(_change_command(False))

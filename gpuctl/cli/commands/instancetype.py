@@ -7,15 +7,25 @@ from typing import Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
-from gpuctl.cli.commands.completion import complete_instancetypes
 from gpuctl.cli.errors import RuntimeFailure, UsageError
-from gpuctl.cli.options import SourceSpec, WaitTimeoutOption, output_options, source_options, wait_seconds
+from gpuctl.cli.names import complete_instancetypes
+from gpuctl.cli.options import WaitTimeoutOption, wait_seconds
+from gpuctl.cli.registry import OutputFlags, SourceFlags, command, group
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cli.source import SourceSpec
 from gpuctl.cli.writes import DryRunOption, apply_to_instancetype, dry_run_mode, report
 
-instancetype_app = typer.Typer(
-    help="Create, freeze, rename, deactivate and delete InstanceTypes.", no_args_is_help=True, rich_markup_mode=None
+group(
+    "instancetype",
+    summary="Create, freeze, rename and delete InstanceTypes.",
+    help="Create, freeze, rename, deactivate and delete InstanceTypes.",
+    examples="""
+  gpuctl instancetype list
+  gpuctl instancetype create a10g-12c128g --accelerator-group nvidia-a10g --unit-cpu 12 --unit-ram 128Gi""",
+    listed=170,
 )
+
+
 NameArgument = Annotated[
     str, typer.Argument(metavar="NAME", help="The InstanceType.", autocompletion=complete_instancetypes)
 ]
@@ -91,7 +101,7 @@ def _reviewed(obj: dict[str, Any], operation: str, old: dict[str, Any] | None, o
         raise UsageError(f"instancetype/{name}: {aggregate(errors)}")
     context = WebhookContext()
     if opened is not None:
-        from gpuctl.cli.commands.webhook import WebhookKind, webhook_context
+        from gpuctl.cli.usecases import WebhookKind, webhook_context
 
         context = webhook_context(opened, WebhookKind.INSTANCETYPE, obj)
     result = review(Kind.INSTANCETYPE, operation, obj, old, context)
@@ -106,9 +116,15 @@ def _reviewed(obj: dict[str, Any], operation: str, old: dict[str, Any] | None, o
     return result.mutated
 
 
-@instancetype_app.command("create")
-@source_options()
-@output_options(sort=False)
+@command(
+    "instancetype create",
+    summary="Create an InstanceType, validated first.",
+    examples="""
+  gpuctl instancetype create a10g-12c128g --accelerator-group nvidia-a10g --unit-cpu 12 --unit-ram 128Gi
+  gpuctl instancetype create -f type.yaml --dry-run=server""",
+    source=SourceFlags(),
+    output=OutputFlags(sort=False),
+)
 def create_command(
     name: Annotated[
         str | None,
@@ -141,7 +157,7 @@ def create_command(
     output: OutputSpec,
 ) -> None:
     """Create an InstanceType, validated here as the webhook validates it before anything is sent."""
-    from gpuctl.cli.commands.webhook import WebhookKind, read_manifest
+    from gpuctl.cli.usecases import WebhookKind, read_manifest
     from gpuctl.cluster import kinds
 
     if filename:
@@ -180,9 +196,14 @@ def _show(obj: dict[str, Any], output: OutputSpec, sentence: str) -> None:
     render.emit_object(obj, output, lambda: sentence + "\n", ref=refs.of_object(kinds.INSTANCETYPE, obj))
 
 
-@instancetype_app.command("apply")
-@source_options()
-@output_options(sort=False)
+@command(
+    "instancetype apply",
+    summary="Create an InstanceType or change its mutable fields.",
+    examples="""
+  gpuctl instancetype apply -f type.yaml""",
+    source=SourceFlags(),
+    output=OutputFlags(sort=False),
+)
 def apply_command(
     filename: Annotated[str, typer.Option("--filename", "-f", help="The manifest (YAML/JSON).")],
     dry_run: DryRunOption = "none",
@@ -194,7 +215,7 @@ def apply_command(
 
     A change to a frozen field is refused here, before it reaches the server.
     """
-    from gpuctl.cli.commands.webhook import WebhookKind, read_manifest
+    from gpuctl.cli.usecases import WebhookKind, read_manifest
     from gpuctl.cluster import kinds
     from gpuctl.cluster.writer import apply_plan
     from gpuctl.core.instancetype_rules import MUTABLE_SPEC_FIELDS
@@ -224,9 +245,14 @@ def apply_command(
     report([apply_plan(live, kinds.INSTANCETYPE, name, None, plan, mode)], output)
 
 
-@instancetype_app.command("rename")
-@source_options()
-@output_options(sort=False)
+@command(
+    "instancetype rename",
+    summary="Change an InstanceType's display name.",
+    examples="""
+  gpuctl instancetype rename a10g-12c128g "A10G, 12 cores" """,
+    source=SourceFlags(),
+    output=OutputFlags(sort=False),
+)
 def rename_command(
     name: NameArgument,
     display_name: Annotated[
@@ -252,9 +278,14 @@ def rename_command(
     )
 
 
-@instancetype_app.command("deactivate")
-@source_options()
-@output_options(sort=False)
+@command(
+    "instancetype deactivate",
+    summary="Take an InstanceType out of service.",
+    examples="""
+  gpuctl instancetype deactivate a10g-12c128g""",
+    source=SourceFlags(),
+    output=OutputFlags(sort=False),
+)
 def deactivate_command(
     name: NameArgument,
     dry_run: DryRunOption = "none",
@@ -269,9 +300,14 @@ def deactivate_command(
     apply_to_instancetype(name, plan_hold, dry_run, output, source)
 
 
-@instancetype_app.command("activate")
-@source_options()
-@output_options(sort=False)
+@command(
+    "instancetype activate",
+    summary="Put an InstanceType back in service.",
+    examples="""
+  gpuctl instancetype activate a10g-12c128g""",
+    source=SourceFlags(),
+    output=OutputFlags(sort=False),
+)
 def activate_command(
     name: NameArgument,
     dry_run: DryRunOption = "none",
@@ -286,8 +322,13 @@ def activate_command(
     apply_to_instancetype(name, plan_activate, dry_run, output, source)
 
 
-@instancetype_app.command("delete")
-@source_options()
+@command(
+    "instancetype delete",
+    summary="Delete an InstanceType (its queue drains first).",
+    examples="""
+  gpuctl instancetype delete a10g-12c128g --wait""",
+    source=SourceFlags(),
+)
 def delete_command(
     name: NameArgument,
     wait: Annotated[
@@ -333,9 +374,15 @@ def delete_command(
         typer.echo(f"instancetype/{name} deleted")
 
 
-@instancetype_app.command("list")
-@source_options(selectors=True)
-@output_options(labels=True)
+@command(
+    "instancetype list",
+    summary="List InstanceTypes.",
+    examples="""
+  gpuctl instancetype list -o wide
+  gpuctl instancetype list -l feature.gpustack.ai/acceleratable=true -o name""",
+    source=SourceFlags(selectors=True),
+    output=OutputFlags(labels=True),
+)
 def list_command(
     *,
     source: SourceSpec,
@@ -377,8 +424,13 @@ def _list_row(o: dict[str, Any]) -> list[str]:
     ]
 
 
-@instancetype_app.command("describe")
-@source_options()
+@command(
+    "instancetype describe",
+    summary="Show an InstanceType with its views and queue.",
+    examples="""
+  gpuctl instancetype describe gpustack--nvidia-a10g-linux-amd64""",
+    source=SourceFlags(),
+)
 def describe_command(
     name: NameArgument,
     *,
@@ -386,7 +438,7 @@ def describe_command(
 ) -> None:
     """Spec, status, phase, entrance, the computed views and the backing ClusterQueue."""
     name = _name(name)
-    from gpuctl.cli.commands.views import compute_items
+    from gpuctl.cli.usecases import compute_items
     from gpuctl.cluster import kinds, read
 
     opened = source.open()

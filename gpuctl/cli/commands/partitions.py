@@ -5,10 +5,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
-from gpuctl.cli.commands.completion import complete_instancetypes
 from gpuctl.cli.errors import UsageError
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.names import complete_instancetypes
+from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cli.source import SourceSpec
 from gpuctl.cluster import kinds
 
 if TYPE_CHECKING:
@@ -90,6 +91,18 @@ def _placements(source: Any, pool: list["NodeDevices"]) -> dict[tuple[str, str],
     return out
 
 
+@command(
+    "partitions",
+    summary="Show offered, carved and free partitions per profile.",
+    examples="""
+  # Per profile: offered, allocated, remaining
+  gpuctl partitions
+  # Per card, with each carved instance's placement
+  gpuctl partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64 --by-card""",
+    listed=20,
+    source=SourceFlags(selectors=True, fleet=True),
+    output=OutputFlags(),
+)
 def partitions_command(
     names: Annotated[
         list[str] | None,
@@ -196,7 +209,7 @@ def profile_items(
 
 def _fleet(source: SourceSpec, names: list[str], output: OutputSpec) -> None:
     """Per profile across clusters: summed over Active pools, or one row per cluster (--by-cluster)."""
-    from gpuctl.cli.options import fleet_read
+    from gpuctl.cli.source import fleet_read
     from gpuctl.cluster import read
     from gpuctl.core.fleet import ACTIVE, sum_rows
 
@@ -286,6 +299,3 @@ def _card_row(i: dict[str, Any]) -> list[str]:
         remaining,
         "; ".join(i["placements"]) or "-",
     ]
-
-
-partitions_command = source_options(selectors=True, fleet=True)(output_options()(partitions_command))

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
-from gpuctl.cli.commands.completion import complete_instancetypes
-from gpuctl.cli.options import SourceSpec, fleet_read, output_options, source_options
+from gpuctl.cli.names import complete_instancetypes
+from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cli.source import SourceSpec, fleet_read
 from gpuctl.cluster import kinds
 from gpuctl.cluster.errors import NotFound
 
@@ -181,6 +182,19 @@ def _row(i: dict[str, Any]) -> list[str]:
     ]
 
 
+@command(
+    "queue",
+    summary="List pending Workloads in Kueue's order, with what each asks and waits on.",
+    examples="""
+  # Every queue's pending Workloads in Kueue's order
+  gpuctl queue
+
+  # One pool's queue; runtimes bounded by a label where Workloads set no maximumExecutionTimeSeconds
+  gpuctl queue gpustack--nvidia-a10g-linux-amd64 --runtime-label example.com/max-runtime-seconds -o wide""",
+    listed=60,
+    source=SourceFlags(selectors=True, fleet=True),
+    output=OutputFlags(),
+)
 def queue_command(
     names: Annotated[
         list[str] | None,
@@ -229,6 +243,3 @@ def queue_command(
         ),
         output,
     )
-
-
-queue_command = source_options(selectors=True, fleet=True)(output_options()(queue_command))

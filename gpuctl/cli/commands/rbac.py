@@ -5,17 +5,26 @@ from typing import Annotated
 import typer
 
 from gpuctl.cli.errors import UsageError
-from gpuctl.cli.options import SourceSpec, source_options
+from gpuctl.cli.registry import SourceFlags, command, group
+from gpuctl.cli.source import SourceSpec
 
-rbac_app = typer.Typer(
+group(
+    "rbac",
+    summary="Generate least-privilege roles for gpuctl's users.",
     help="Generate the least-privilege roles of gpuctl's users from the cluster's pools.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
+    examples="""
+  gpuctl rbac admin --bind-group gpu-admins --dry-run-namespace team-a | kubectl apply -f -""",
+    listed=190,
 )
 
 
-@rbac_app.command("admin")
-@source_options()
+@command(
+    "rbac admin",
+    summary="Print the view, admin and dry-run roles for the pools.",
+    examples="""
+  gpuctl rbac admin --bind-group gpu-admins --dry-run-namespace team-a | kubectl apply -f -""",
+    source=SourceFlags(),
+)
 def admin_command(
     dry_run_namespace: Annotated[
         list[str] | None,

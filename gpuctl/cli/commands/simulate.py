@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
-from gpuctl.cli.commands.completion import complete_instancetypes, complete_workloads
-from gpuctl.cli.commands.explain import explanation_text, split_name
 from gpuctl.cli.errors import AnswerNo, UsageError
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.names import complete_instancetypes, complete_workloads
+from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import OutputSpec
+from gpuctl.cli.source import SourceSpec
+from gpuctl.cli.usecases import explanation_text, split_name
 from gpuctl.cluster import kinds
 from gpuctl.cluster.errors import NotFound
 
@@ -141,6 +142,28 @@ def _text(results: list[tuple["Outcome", "Suggestions | None"]], wide: bool, not
     return "\n".join(parts)
 
 
+@command(
+    "simulate",
+    summary="Show whether workloads would be admitted now, and where.",
+    examples="""
+  # Would this Pod be admitted now, on which node and cards?
+  gpuctl simulate -f examples/pod.yaml
+
+  # Three manifests in sequence, each seeing the ones before it placed; exit 3 if any is held
+  gpuctl simulate -f a.yaml -f b.yaml -f c.yaml --exit-code
+
+  # What would make room for a held one (each change proven by simulation)
+  gpuctl simulate -f train.yaml --suggest -o wide
+
+  # What-if: a Workload finished, a pool drained, another queue at its quota
+  gpuctl simulate -f train.yaml --without team-a/batch --drain gpustack--nvidia-a10g-linux-amd64 --at-quota team-b-cq
+
+  # Capacity planning: how many more nodes like a10g-1 until the queue's head fits
+  gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1""",
+    listed=40,
+    source=SourceFlags(namespace=True),
+    output=OutputFlags(sort=False),
+)
 def simulate_command(
     filenames: Annotated[
         list[str] | None,
@@ -276,6 +299,3 @@ def simulate_command(
     render.emit_object(payload, output, lambda: _text(results, output.wide, note))
     if exit_code and any(not o.admitted for o, _ in results):
         raise AnswerNo("")
-
-
-simulate_command = source_options(namespace=True)(output_options(sort=False)(simulate_command))

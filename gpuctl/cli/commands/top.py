@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli.commands.completion import complete_instancetypes
-from gpuctl.cli.options import SourceSpec, source_options
+from gpuctl.cli.names import complete_instancetypes
+from gpuctl.cli.registry import SourceFlags, command
+from gpuctl.cli.source import SourceSpec
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -358,15 +359,27 @@ def _keys() -> Iterator[Callable[[float], str]]:
 
 
 def _explanation(source: "Source", key: str) -> str:
-    from gpuctl.cli.commands.explain import _explain_workload, explanation_text
+    from gpuctl.cli.usecases import explained, explanation_text
 
     namespace, _, name = key.partition("/")
     try:
-        return explanation_text(_explain_workload(source, namespace, name), wide=False)
+        return explanation_text(explained(source, namespace, name), wide=False)
     except Exception as exc:  # noqa: BLE001 - an explanation that cannot be read is shown, not fatal
         return f"{key}: cannot explain: {exc}"
 
 
+@command(
+    "top",
+    summary="Watch pools, queues and held Workloads live.",
+    examples="""
+  # Live, redrawn as the watches see changes (s sorts, j/k select, e explains, q quits)
+  gpuctl top
+
+  # One frame, e.g. for a ticket
+  gpuctl top --once --snapshot ./dump""",
+    listed=80,
+    source=SourceFlags(selectors=True),
+)
 def top_command(
     names: Annotated[
         list[str] | None,
@@ -439,6 +452,3 @@ def top_command(
         pass
     finally:
         watched.stop()
-
-
-top_command = source_options(selectors=True)(top_command)

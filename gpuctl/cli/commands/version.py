@@ -1,13 +1,35 @@
-"""The cluster half of ``gpuctl version --show-cluster``."""
+"""``gpuctl version``: the client's version, and with ``--show-cluster`` the API server's and the operator's."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
+from typing import Annotated
 
 import typer
 
-if TYPE_CHECKING:
-    from gpuctl.cli.options import SourceSpec
+from gpuctl import __version__
+from gpuctl.cli.registry import SourceFlags, command
+from gpuctl.cli.source import SourceSpec
+
+
+@command(
+    "version",
+    summary="Print the version.",
+    examples="""
+  gpuctl version
+  gpuctl version --show-cluster""",
+    listed=0,
+    source=SourceFlags(),
+)
+def version_command(
+    show_cluster: Annotated[
+        bool,
+        typer.Option("--show-cluster", help="Also ask the cluster: the API server's and the operator's versions."),
+    ] = False,
+    *,
+    source: SourceSpec,
+) -> None:
+    """Print the client version (with --show-cluster, the API server's and the operator's too)."""
+    typer.echo(f"gpuctl {__version__}")
+    if show_cluster:
+        print_cluster_versions(source)
 
 
 def print_cluster_versions(spec: SourceSpec) -> None:

@@ -8,14 +8,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
-from gpuctl.cli.commands.completion import complete_instancetypes
 from gpuctl.cli.errors import UsageError
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.names import complete_instancetypes
+from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
+from gpuctl.cli.source import SourceSpec
+from gpuctl.cli.usecases import compute_items, public
 from gpuctl.cluster import kinds
 
 if TYPE_CHECKING:
-    from gpuctl.cluster.read import Source
     from gpuctl.core.instancetypes import InstanceType
     from gpuctl.core.ledger import NodeDevices
 
@@ -59,48 +60,6 @@ VIEW_SHORT = {
     "acceleratorPartitioned": "PT",
     "cpu": "CPU",
 }
-
-
-def compute_items(
-    source: "Source", names: list[str], selector: str | None, field_selector: str | None = None
-) -> list[dict[str, Any]]:
-    """The views of each InstanceType the names and selectors choose, as the JSON contract states them (plus the
-    internal ``_type``, ``_pool`` and ``_labels``)."""
-    from gpuctl.cluster import read
-    from gpuctl.core import views
-
-    types = read.instancetypes(source, names, label_selector=selector, field_selector=field_selector)
-    devices, orphans = read.ledgers(source) if any(t.acceleratable for t in types) else ([], [])
-    nodes = read.nodes(source) if any(not t.acceleratable for t in types) else []
-    queues = read.cluster_queues(source) if nodes else {}
-    items = []
-    for t in types:
-        cores: list[int] = []
-        reserved = 0
-        if not t.acceleratable:
-            pool = t.pool_labels()
-            cores = [n.cpu_cores for n in nodes if views.in_pool(n.labels, pool)]
-            queue = queues.get(t.name)
-            if queue:
-                reserved = queue.reserved.get("cpu", 0)
-        v = views.instancetype_views(t, devices, node_cores=cores, cpu_reserved=reserved)
-        items.append(
-            {
-                "name": t.name,
-                "entrance": t.entrance or t.queue_entrance_label,
-                "phase": t.phase,
-                **views.views_to_status(v),
-                "_type": t,
-                "_pool": views.pool_devices(devices, t) if t.acceleratable else [],
-                "_orphans": [d.node for d in views.pool_devices(orphans, t)] if t.acceleratable else [],
-                "_labels": dict(t.labels),
-            }
-        )
-    return items
-
-
-def public(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in item.items() if not k.startswith("_")}
 
 
 def _cell(view: dict[str, Any]) -> str:
@@ -326,6 +285,28 @@ def watch(render_once: Callable[[], str], interval: float, *, retry_limit: float
         return
 
 
+@command(
+    "views",
+    summary="Show what each pool can still give (EX/SH/SL/PT).",
+    examples="""
+  # What every pool can still give, live or from a snapshot
+  gpuctl views
+  gpuctl views --snapshot ./dump -o wide
+
+  # One pool, per node with its fit labels, or per card
+  gpuctl views gpustack--nvidia-a10g-linux-amd64 --by-node -o wide
+  gpuctl views --by-card -o json
+
+  # Compare with what the InstanceTypes publish; follow the ledger
+  gpuctl views --published
+  gpuctl views -w
+
+  # Names and free whole cards, sorted
+  gpuctl views --sort-by .accelerator.remaining -o custom-columns=NAME:.name,FREE:.accelerator.remaining""",
+    listed=10,
+    source=SourceFlags(selectors=True, fleet=True),
+    output=OutputFlags(labels=True),
+)
 def views_command(
     names: Annotated[
         list[str] | None,
@@ -403,7 +384,7 @@ FLEET_COLUMNS = (
 def fleet_listing(source: SourceSpec, names: list[str]) -> render.Listing:
     """The views of several clusters: summed per pool over Active members, or one row per cluster (--by-cluster);
     a cluster that cannot be read is an error row."""
-    from gpuctl.cli.options import fleet_read
+    from gpuctl.cli.source import fleet_read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core.fleet import sum_views
 
@@ -434,6 +415,3 @@ def fleet_listing(source: SourceSpec, names: list[str]) -> render.Listing:
         ref=lambda i: refs.instancetype(i["name"], i.get("_labels")),
         failures=failures,
     )
-
-
-views_command = source_options(selectors=True, fleet=True)(output_options(labels=True)(views_command))

@@ -1,34 +1,26 @@
 """``gpuctl webhook dry-run KIND -f FILE``: what the admission webhooks do to a manifest, as an RFC 6902 patch."""
 
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from gpuctl.cli import render
 from gpuctl.cli.errors import AnswerNo, UsageError
-from gpuctl.cli.options import SourceSpec, output_options, source_options
+from gpuctl.cli.registry import OutputFlags, SourceFlags, command, group
 from gpuctl.cli.render import OutputSpec
+from gpuctl.cli.source import SourceSpec
+from gpuctl.cli.usecases import WebhookKind, read_manifest, webhook_context
 from gpuctl.cluster import kinds
 from gpuctl.core.compat import StrEnum
 
-if TYPE_CHECKING:
-    from gpuctl.cluster.read import Source
-    from gpuctl.core.webhooks import WebhookContext
-
-webhook_app = typer.Typer(
+group(
+    "webhook",
+    summary="Run the admission webhooks without storing anything.",
     help="Run the admission webhooks locally (or on the cluster) without storing anything.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
+    examples="""
+  gpuctl webhook dry-run pod -f pod.yaml""",
+    listed=160,
 )
-
-
-class WebhookKind(StrEnum):
-    POD = "pod"
-    WORKLOAD = "workload"
-    INSTANCETYPE = "instancetype"
-    INSTANCE = "instance"
 
 
 class Operation(StrEnum):
@@ -36,7 +28,6 @@ class Operation(StrEnum):
     UPDATE = "UPDATE"
 
 
-EXPECTED_KIND = {"pod": "Pod", "workload": "Workload", "instancetype": "InstanceType", "instance": "Instance"}
 _KINDS = {
     WebhookKind.POD: kinds.POD,
     WebhookKind.WORKLOAD: kinds.WORKLOAD,
@@ -51,113 +42,6 @@ SERVER_NOISE = (
     "/metadata/managedFields",
     "/status",
 )
-
-
-def read_manifest(path: str, kind: WebhookKind) -> dict[str, Any]:
-    """One object from a YAML or JSON file (``-`` for stdin); a clear error for anything else."""
-    import yaml
-
-    from gpuctl.cluster.errors import SourceError
-
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        docs = [d for d in yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else path
-        raise SourceError(f"{where}: not valid YAML or JSON: {getattr(exc, 'problem', None) or exc}") from None
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise UsageError(
-            f"{path}: expected exactly one {EXPECTED_KIND[kind.value]} object, found {len(docs)} documents"
-        )
-    obj: dict[str, Any] = docs[0]
-    for field, value in (
-        ("metadata", obj.get("metadata")),
-        ("spec", obj.get("spec")),
-        (
-            "metadata.labels",
-            (obj.get("metadata") or {}).get("labels") if isinstance(obj.get("metadata"), dict) else None,
-        ),
-        (
-            "metadata.annotations",
-            (obj.get("metadata") or {}).get("annotations") if isinstance(obj.get("metadata"), dict) else None,
-        ),
-    ):
-        if value is not None and not isinstance(value, dict):
-            raise UsageError(f"{path}: {field} must be a mapping, not {type(value).__name__}")
-    if obj.get("kind") != EXPECTED_KIND[kind.value]:
-        raise UsageError(
-            f"{path}: kind is {obj.get('kind')!r}, not {EXPECTED_KIND[kind.value]}: use `gpuctl webhook dry-run {_kind_arg(obj.get('kind'))} -f {path}`"
-        )
-    return obj
-
-
-def _kind_arg(kind: Any) -> str:
-    for arg, k in EXPECTED_KIND.items():
-        if k == kind:
-            return arg
-    return "<pod|workload|instancetype|instance>"
-
-
-def webhook_context(source: "Source", kind: WebhookKind, obj: dict[str, Any]) -> "WebhookContext":
-    """Read only what the webhooks of this kind look up."""
-    from gpuctl.cluster import kinds, read
-    from gpuctl.core.kvcache import (
-        KVCacheContext,
-        parse_kvcache_backend,
-        parse_kvcache_pool,
-        parse_kvcache_pool_binding,
-    )
-    from gpuctl.core.pins import PinContext
-    from gpuctl.core.webhooks import KVCACHE_INJECT_LABEL, WebhookContext
-    from gpuctl.core.workloads import parse_local_queue
-
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    namespace = meta.get("namespace") or "default"
-    if kind is WebhookKind.POD:
-        kv = KVCacheContext()
-        if labels.get(KVCACHE_INJECT_LABEL) == "true":
-            kv = KVCacheContext.of(
-                [parse_kvcache_pool_binding(o) for o in _optional(source, kinds.KVCACHE_BINDING, namespace)],
-                [parse_kvcache_pool(o) for o in _optional(source, kinds.KVCACHE_POOL, None)],
-                [parse_kvcache_backend(o) for o in _optional(source, kinds.KVCACHE_BACKEND, None)],
-                request_namespace=namespace,
-            )
-        types = read.instancetypes(source) if "kueue.x-k8s.io/queue-name" in labels else []
-        return WebhookContext(instancetypes=types, kvcache=kv)
-    if kind is WebhookKind.WORKLOAD:
-        queues = [parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE, namespace=namespace)]
-        cqs = read.cluster_queues(source)
-        by_name = {t.name: t for t in read.instancetypes(source)}
-        pins = PinContext(
-            {(q.namespace, q.name): q.cluster_queue for q in queues}, {n: q.labels for n, q in cqs.items()}, by_name
-        )
-        return WebhookContext(pins=pins)
-    if kind is WebhookKind.INSTANCE:
-        type_name = (obj.get("spec") or {}).get("type")
-        types = read.instancetypes(source, [type_name]) if isinstance(type_name, str) and type_name else []
-        backing = read.cluster_queues(source) if types else {}
-        return WebhookContext(
-            instancetypes=types, stop_policies={n: q.stop_policy for n, q in backing.items() if n == type_name}
-        )
-    if kind is WebhookKind.INSTANCETYPE:
-        return WebhookContext(flavors=tuple(read.flavors(source).values()))
-    return WebhookContext()
-
-
-def _optional(source: "Source", kind: Any, namespace: str | None) -> list[dict[str, Any]]:
-    from gpuctl.cluster.errors import SourceError
-
-    try:
-        return source.list(kind, namespace=namespace)
-    except SourceError as exc:
-        if "is not served" in str(exc):
-            return []
-        raise
 
 
 def _result(
@@ -253,9 +137,21 @@ def compare(local: dict[str, Any], server: dict[str, Any]) -> list[str]:
     return out
 
 
-@webhook_app.command("dry-run")
-@source_options()
-@output_options(sort=False)
+@command(
+    "webhook dry-run",
+    summary="Show what the webhooks do to a manifest.",
+    examples="""
+  # What the Pod webhook does to a manifest (exit 3 when denied)
+  gpuctl webhook dry-run pod -f pod.yaml
+
+  # Ask the deployed webhooks too, and whether they agree with this version
+  gpuctl webhook dry-run pod -f pod.yaml --server-side --compare
+
+  # Replay an update of an Instance
+  gpuctl webhook dry-run instance -f new.yaml --old stored.yaml --operation UPDATE""",
+    source=SourceFlags(),
+    output=OutputFlags(sort=False),
+)
 def dry_run_command(
     kind: Annotated[WebhookKind, typer.Argument(help="The kind of object.")],
     filename: Annotated[str, typer.Option("--filename", "-f", help="The manifest (YAML or JSON); - reads stdin.")],
