@@ -1,4 +1,4 @@
-"""The reference's accepted and rejected example of each of the seven request rules, as Pods, with the expected
+"""GPUStack's documented accepted and rejected example of each of the seven request rules, as Pods, with the expected
 answer. The core's tests, the CLI's dry-run tests and the end-to-end webhook tests all run this one table."""
 
 from __future__ import annotations

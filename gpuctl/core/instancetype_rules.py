@@ -37,7 +37,7 @@ RECEIVES_DELETION_UPDATES: Final = True
 """InstanceType opts out of the deletion guard."""
 
 MUTABLE_SPEC_FIELDS: Final = ("displayName", "inactive")
-"""The design text: every spec field is frozen after create except ``displayName`` (a rename) and ``inactive`` (in or
+"""The documented contract (docs/design.md): every spec field is frozen after create except ``displayName`` (a rename) and ``inactive`` (in or
 out of service); ``description`` is frozen too."""
 IMMUTABLE_MESSAGE: Final = "is immutable except displayName and inactive"
 GI_SUFFIX_DETAIL: Final = 'must be a positive integer with a case-sensitive "Gi" suffix'

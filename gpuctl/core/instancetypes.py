@@ -47,7 +47,7 @@ class InstanceType:
     inactive: bool
     display_name: str
     memory: str
-    """Per-card memory as written: ``spec.memory`` (the design text's divisor), falling back to
+    """Per-card memory as written: ``spec.memory`` (the fold's divisor, docs/design.md), falling back to
     ``status.detail.memory`` when the spec has none."""
     manufacturer: str
     product: str

@@ -1,4 +1,4 @@
-"""Gate 3: the per-accelerator verdict, every statement of the reference's Gate 3 section."""
+"""Gate 3: the per-accelerator verdict, every rule of gate 3 in docs/design.md."""
 
 from __future__ import annotations
 

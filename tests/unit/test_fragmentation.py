@@ -1,4 +1,4 @@
-"""Stranded capacity on the design's own examples, the shapes, the score, and the defragmentation hints."""
+"""Stranded capacity on worked examples, the shapes, the score, and the defragmentation hints."""
 
 from __future__ import annotations
 

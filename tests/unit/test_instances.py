@@ -1,4 +1,4 @@
-"""The Instance webhooks: every rule accepted and rejected with the reference's messages, the sizing defaults, the
+"""The Instance webhooks: every rule accepted and rejected with GPUStack's messages, the sizing defaults, the
 deletion guard, and any-input robustness."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The operator's pool and queue gauges: equal to the views the status writer publishes, stranded capacity on the
-design's example, and the queue's depth and Workloads held per gate."""
+"""The operator's pool and queue gauges: equal to the views the status writer publishes, stranded capacity on a
+worked example, and the queue's depth and Workloads held per gate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``simulate``: each gate against the design's own numbers, sequences, scenarios and the suggestions."""
+"""``simulate``: each gate against worked numbers, sequences, scenarios and the suggestions."""
 
 from __future__ import annotations
 
@@ -172,7 +172,7 @@ def gate(outcome: Any, n: int) -> JSON:
     return dict(outcome.to_dict()["gates"][n - 1])
 
 
-# ----------------------------------------------------------------------------------------------- the design's numbers
+# ----------------------------------------------------------------------------------------------- worked numbers
 
 
 def eight_half_slices() -> list[JSON]:
