@@ -140,16 +140,15 @@ def _run_app(args: list[str], prog: str) -> tuple[str, str, int]:
 
 PROGS = ("gpuctl", "kubectl gpuctl")
 """The names usage reads (``gpuctl``, and the kubectl plugin as its users type it)."""
-PROG = "{prog}"
-"""What the table writes where usage names the program: as long as ``gpuctl``, so lines wrap as they do for it."""
 
 
 def startup_table() -> dict[str, Any]:
     """What ``gpuctl.cli.startup`` answers without the app: every command's help and bare-group answer as the app
-    prints them at the help's full width, each text once with :data:`PROG` where usage names the program, and the
+    prints them at the help's full width, each text once with ``{prog}`` where usage names the program, and the
     text itself under ``*_as`` for a program name whose usage line wraps otherwise; and the tree of command names
     and flags."""
     from gpuctl.cli.main import app
+    from gpuctl.cli.startup import PROG, as_printed
     from gpuctl.cli.vendored import get_command
 
     tree: dict[str, Any] = {}
@@ -159,7 +158,7 @@ def startup_table() -> dict[str, Any]:
     def once(kind: str, path: str, answer: Any, per_prog: dict[str, Any]) -> None:
         texts[kind][path] = answer
         for prog, actual in per_prog.items():
-            if _as(answer, prog) != actual:
+            if as_printed(answer, prog) != actual:
                 exceptions[f"{kind}_as"].setdefault(prog, {})[path] = actual
 
     def visit(command: Any, path: str, parent: Any) -> None:
@@ -193,14 +192,6 @@ def _bare(args: list[str], prog: str) -> list[Any]:
     """A group run without its subcommand: (stream, text, exit code)."""
     out, err, code = _run_app(args, prog)
     return ["err" if err else "out", err or out, code]
-
-
-def _as(answer: Any, prog: str) -> Any:
-    """A table entry as ``prog`` prints it."""
-    if isinstance(answer, str):
-        return answer.replace(PROG, prog)
-    stream, text, code = answer
-    return [stream, text.replace(PROG, prog), code]
 
 
 def startup_module() -> str:

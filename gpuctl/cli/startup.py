@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # typing itself is not imported at start-up
     from typing import Any
 
 PROG = "{prog}"
-"""Where the table's texts name the program (``gpuctl`` or ``kubectl gpuctl``)."""
+"""Where the table's texts name the program (``gpuctl`` or ``kubectl gpuctl``): as long as ``gpuctl``, so the table's
+lines wrap where that program's do."""
 HELP_OPTIONS = ("-h", "--help")
 HELP_WIDTH = 80
 """Help is wrapped to min(terminal width, 80): from 80 columns on it is the same text."""
@@ -71,8 +72,13 @@ def _text(table: dict[str, Any], kind: str, prog: str, path: str) -> Any:
     if own is not None:
         return own
     answer = table[kind].get(path)
-    if answer is None or isinstance(answer, str):
-        return answer if answer is None else answer.replace(PROG, prog)
+    return None if answer is None else as_printed(answer, prog)
+
+
+def as_printed(answer: Any, prog: str) -> Any:
+    """A table entry — a help text, or a bare group's ``[stream, text, exit code]`` — as ``prog`` prints it."""
+    if isinstance(answer, str):
+        return answer.replace(PROG, prog)
     stream, text, code = answer
     return [stream, text.replace(PROG, prog), code]
 
