@@ -27,7 +27,7 @@ from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.units import PERCENT, SHARE, M
-from tests.factories import A10G_MIB, H100_MIB, H100_PROFILES, container, devices, instancetype, physical_profiles
+from testbed.factories import A10G_MIB, H100_MIB, H100_PROFILES, container, devices, instancetype, physical_profiles
 
 JSON = dict[str, Any]
 NS = "team-a"

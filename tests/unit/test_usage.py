@@ -15,7 +15,7 @@ from gpuctl.core.pods import parse_pod
 from gpuctl.core.units import M
 from gpuctl.core.usage import UNATTRIBUTED, By, Row, equivalents, holdings, summarise, usage_gauges
 from gpuctl.core.workloads import parse_local_queue, parse_workload
-from tests.factories import H100_MIB, H100_PROFILES, container, devices, instancetype, node, workload
+from testbed.factories import H100_MIB, H100_PROFILES, container, devices, instancetype, node, workload
 from tests.states import A10G, H100, NS, State, partition, shares, slice_of, whole
 
 JSON = dict[str, Any]

@@ -17,7 +17,7 @@ from gpuctl.core.submissions import Submission, SubmittedPodSet, submissions_fro
 from gpuctl.core.suggest import defrag_hints, fewest_to_free, unblockers
 from gpuctl.core.units import M
 from gpuctl.core.workloads import Condition, parse_workload
-from tests.factories import container
+from testbed.factories import container
 from tests.memory_cluster import MemoryCluster
 from tests.states import A10G, NS, State, shares, slice_of, whole
 
@@ -299,7 +299,7 @@ def strict_line(strategy: str) -> State:
 
 
 def test_strict_fifo_blocks_the_workloads_behind_a_head_that_cannot_be_admitted() -> None:
-    from gpuctl.cli.queue import queue_items
+    from gpuctl.cli.commands.queue import queue_items
 
     items = {i["name"]: i for i in queue_items(MemoryCluster(strict_line("StrictFIFO").objects()), [], None, 0.0)}
     assert items["head"]["fitsNow"] is False and items["head"]["blockedBy"] is None
@@ -309,7 +309,7 @@ def test_strict_fifo_blocks_the_workloads_behind_a_head_that_cannot_be_admitted(
 
 
 def test_the_queue_is_simulated_in_order_so_two_cannot_take_one_card() -> None:
-    from gpuctl.cli.queue import queue_items
+    from gpuctl.cli.commands.queue import queue_items
 
     state = State().node("n1", 2).hold("busy", "n1", whole(0))
     state.wait("a", {GPU: "1"}, created="2026-12-01T00:00:00Z").wait("b", {GPU: "1"}, created="2026-12-01T00:01:00Z")
@@ -319,7 +319,7 @@ def test_the_queue_is_simulated_in_order_so_two_cannot_take_one_card() -> None:
 
 
 def test_workloads_and_queue_never_report_a_finished_workload_as_held() -> None:
-    from gpuctl.cli.queue import queue_items
+    from gpuctl.cli.commands.queue import queue_items
 
     state = (
         State()
@@ -461,7 +461,7 @@ def test_a_manifest_gets_the_priority_kueue_gives_its_workload_or_is_refused() -
 
 
 def test_simulate_reads_the_priority_classes_from_the_cluster() -> None:
-    from gpuctl.cli.simulate import _prioritised
+    from gpuctl.cli.commands.simulate import _prioritised
 
     objects = [
         *State().node("n1", 1).objects(),
