@@ -61,6 +61,8 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                '                 stranded.\n'
                "  queue          List pending Workloads in Kueue's order, with what each asks\n"
                '                 and waits on.\n'
+               "  usage          Show who holds what in each pool, in each mode's unit and in\n"
+               '                 card-equivalents.\n'
                '  diff           Show what changed between two snapshots, or a snapshot and\n'
                '                 the cluster.\n'
                '  top            Watch pools, queues and held Workloads live.\n'
@@ -218,6 +220,8 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
               '                 stranded.\n'
               "  queue          List pending Workloads in Kueue's order, with what each asks\n"
               '                 and waits on.\n'
+              "  usage          Show who holds what in each pool, in each mode's unit and in\n"
+              '                 card-equivalents.\n'
               '  diff           Show what changed between two snapshots, or a snapshot and\n'
               '                 the cluster.\n'
               '  top            Watch pools, queues and held Workloads live.\n'
@@ -254,7 +258,8 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                   '\n'
                   "  What changed between two reads of a cluster: each pool's views\n"
                   '  (EX/SH/SL/PT/CPU, before → after), Workloads admitted, evicted, finished or\n'
-                  '  newly held (with the gate), and cards whose mode changed.\n'
+                  '  newly held (with the gate), cards whose mode changed, and the Events\n'
+                  '  recorded in between (new, or a series that grew).\n'
                   '\n'
                   'Arguments:\n'
                   "  A  A snapshot (file or directory), or 'live'.  [required]\n"
@@ -464,15 +469,16 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                   '  Write the objects every gpuctl command reads, one file per kind, in the\n'
                   '  snapshot format.\n'
                   '\n'
-                  '  Namespaced kinds are read from one namespace with -n, from all otherwise.\n'
-                  '  Secrets are never read; inline env values, credential-looking arguments,\n'
-                  '  annotation and label values, and last-applied configurations are redacted\n'
-                  '  unless --no-redact. The files are readable by their owner only (0600, in a\n'
-                  '  0700 directory), listed with their digests in DIR/.gpuctl-dump.json. DIR\n'
-                  '  must be empty or new; --overwrite replaces a previous dump, and only a\n'
-                  '  directory that holds exactly the files that dump wrote (anything else in it\n'
-                  '  is refused, by name). The new dump is written beside DIR and swapped in\n'
-                  '  whole: an interrupted dump leaves the old one as it was.\n'
+                  '  Namespaced kinds are read from one namespace with -n, from all otherwise,\n'
+                  '  and the newest 20,000 Events with them (what `explain workload --history`\n'
+                  '  reads back). Secrets are never read; inline env values, credential-looking\n'
+                  '  arguments, annotation and label values, and last-applied configurations are\n'
+                  '  redacted unless --no-redact. The files are readable by their owner only\n'
+                  '  (0600, in a 0700 directory), listed with their digests in DIR/.gpuctl-\n'
+                  '  dump.json. DIR must be empty or new; --overwrite replaces a previous dump,\n'
+                  '  and only a directory that holds exactly the files that dump wrote (anything\n'
+                  '  else in it is refused, by name). The new dump is written beside DIR and\n'
+                  '  swapped in whole: an interrupted dump leaves the old one as it was.\n'
                   '\n'
                   'Arguments:\n'
                   '  DIR  Where to write the snapshot (created if missing).  [required]\n'
@@ -655,7 +661,8 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
           'explain workload': 'Usage: {prog} explain workload [OPTIONS] [NAMESPACE/]NAME\n'
                               '\n'
                               '  The five gates for one Workload: passed, held, failed, not reached or\n'
-                              '  unknown, with evidence and a hint.\n'
+                              '  unknown, with evidence and a hint. With --history, its story from what the\n'
+                              "  cluster keeps (Events expire after the API server's --event-ttl).\n"
                               '\n'
                               'Arguments:\n'
                               '  [NAMESPACE/]NAME  The Workload.  [required]\n'
@@ -663,6 +670,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                               'Options:\n'
                               '  --exit-code                     Exit 3 when a gate holds the workload (0\n'
                               '                                  when it runs).\n'
+                              '  --history                       Also tell what happened since it was\n'
+                              "                                  submitted: its transitions, Kueue's, the\n"
+                              "                                  check's and its Pods' Events, oldest first,\n"
+                              '                                  with the time spent in each state.\n'
                               '  -o, --output <str>              table, wide, json, yaml, name,\n'
                               '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
                               '                                  custom-columns=SPEC, custom-columns-\n'
@@ -1925,6 +1936,74 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                  '\n'
                  '    # One frame, e.g. for a ticket\n'
                  '    gpuctl top --once --snapshot ./dump\n',
+          'usage': 'Usage: {prog} usage [OPTIONS] [INSTANCETYPE]...\n'
+                   '\n'
+                   "  What each owner holds in each pool, from the Pods' allocation records priced\n"
+                   '  against the ledgers: exclusive cards, shares, slices (and their percent of a\n'
+                   '  card), partitions by profile and CPU cores, then all of it in card-\n'
+                   '  equivalents by the credits fold. RESERVED is what admitted Workloads hold in\n'
+                   '  quota with no card allocated yet (held but not running). What the ledger\n'
+                   "  charges that no Pod's record names is the <none> owner (-A).\n"
+                   '\n'
+                   'Arguments:\n'
+                   '  [INSTANCETYPE]...  Pools (default: every one).\n'
+                   '\n'
+                   'Options:\n'
+                   '  --by <namespace|localqueue|clusterqueue|workload>\n'
+                   '                                  One row per namespace, localqueue,\n'
+                   '                                  clusterqueue or workload, and pool.\n'
+                   '                                  [default: namespace]\n'
+                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                   '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                   '                                  custom-columns=SPEC, custom-columns-\n'
+                   '                                  file=FILE.  [default: table]\n'
+                   '  --no-headers                    Print tables without their header row.\n'
+                   '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                   '                                  With -o jsonpath: a key the data lacks\n'
+                   '                                  prints nothing (else it is an error).\n'
+                   '                                  [default: allow-missing-template-keys]\n'
+                   '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                   '                                  .remaining).\n'
+                   '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                   '                                  directory of YAML/JSON) instead of a\n'
+                   '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                   '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                   '                                  $KUBECONFIG or ~/.kube/config).\n'
+                   '  --context <str>                 The kubeconfig context to use (views,\n'
+                   '                                  partitions, queue and fragmentation take\n'
+                   '                                  several).\n'
+                   '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                   '  --user <str>                    The kubeconfig user to use.\n'
+                   '  -s, --server <str>              The address of the API server.\n'
+                   '  --token <str>                   Bearer token for the API server.\n'
+                   '  --as <str>                      Username to impersonate for the operation.\n'
+                   '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                   "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                   '                                  name and issuer): the connection is not\n'
+                   '                                  secure.\n'
+                   '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                   '                                  server.\n'
+                   '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                   '  --client-key <str>              Path to a client key file for TLS.\n'
+                   "  --tls-server-name <str>         The server name to check the server's\n"
+                   '                                  certificate against (default: the host of\n'
+                   "                                  the server's address).\n"
+                   '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                   '                                  1m; default 30s).\n'
+                   '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                   "                                  context's, else default).\n"
+                   '  -A, --all-namespaces            Every namespace.\n'
+                   '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                   '  --field-selector <str>          Field selector, where the server supports it\n'
+                   '                                  (e.g. metadata.name=x).\n'
+                   '  -h, --help                      Show this message and exit.\n'
+                   '\n'
+                   '  Examples:\n'
+                   "    # Every namespace's holdings in every pool\n"
+                   '    gpuctl usage -A\n'
+                   '\n'
+                   '    # One pool, per LocalQueue of one namespace, as JSON for a chargeback script\n'
+                   '    gpuctl usage gpustack--nvidia-h100-linux-amd64 -n team-a --by localqueue -o json\n',
           'version': 'Usage: {prog} version [OPTIONS]\n'
                      '\n'
                      "  Print the client version (with --show-cluster, the API server's and the\n"
@@ -2337,6 +2416,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                             'simulate',
                             'fragmentation',
                             'queue',
+                            'usage',
                             'diff',
                             'top',
                             'doctor',
@@ -2765,6 +2845,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                'options': [{'eager': False,
                                             'multiple': False,
                                             'names': ['--exit-code'],
+                                            'takes_value': False},
+                                           {'eager': False,
+                                            'multiple': False,
+                                            'names': ['--history'],
                                             'takes_value': False},
                                            {'eager': False,
                                             'multiple': False,
@@ -4481,6 +4565,56 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                               {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
                               {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
                               {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
+          'usage': {'commands': [],
+                    'options': [{'eager': False, 'multiple': False, 'names': ['--by'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--no-headers'], 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                 'takes_value': False},
+                                {'eager': False, 'multiple': False, 'names': ['--sort-by'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--kubeconfig'], 'takes_value': True},
+                                {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--server', '-s'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
+                                {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--insecure-skip-tls-verify'],
+                                 'takes_value': False},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--certificate-authority'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--client-certificate'],
+                                 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--client-key'], 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--tls-server-name'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--request-timeout'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--namespace', '-n'],
+                                 'takes_value': True},
+                                {'eager': False,
+                                 'multiple': False,
+                                 'names': ['--all-namespaces', '-A'],
+                                 'takes_value': False},
+                                {'eager': False, 'multiple': False, 'names': ['--selector', '-l'], 'takes_value': True},
+                                {'eager': False, 'multiple': False, 'names': ['--field-selector'], 'takes_value': True},
+                                {'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
           'version': {'commands': [],
                       'options': [{'eager': False,
                                    'multiple': False,
