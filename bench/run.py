@@ -204,8 +204,8 @@ def bench_simulate(nodes: int) -> list[Row]:
             [gpuctl, "simulate", "-f", str(Path(tmp) / "pod.json"), "-o", "json", "--snapshot", str(snap)], repeat=3
         )
         others = {
-            command: _median_run([gpuctl, command, "-o", "json", "--snapshot", str(snap)], repeat=3)[0]
-            for command in ("fragmentation", "queue")
+            " ".join(command): _median_run([gpuctl, *command, "-o", "json", "--snapshot", str(snap)], repeat=3)[0]
+            for command in (("fragmentation",), ("queue",), ("usage", "-A"))
         }
     rows = [
         Row(
