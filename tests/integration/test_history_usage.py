@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
 from gpuctl.core import naming
+from gpuctl.core.queueing import epoch_seconds
 from gpuctl.core.units import M
 from gpuctl.operator.events import CONTROLLER
 from testbed.factories import card_row
@@ -35,6 +36,14 @@ def gpuctl(control_plane: Any, *args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def when(event: dict[str, Any]) -> float:
+    """When an Event first happened, in seconds since the epoch."""
+    stamp = event.get("eventTime") or event.get("deprecatedFirstTimestamp") or event["metadata"]["creationTimestamp"]
+    seconds = epoch_seconds(stamp)
+    assert seconds is not None, stamp
+    return seconds
+
+
 def events_about(api: Any, namespace: str, name: str) -> list[dict[str, Any]]:
     """The Events about a Workload through ``events.k8s.io/v1``, oldest first (read as JSON: the client's typed model
     refuses the Events Kueue records through the core API, which carry no ``eventTime``)."""
@@ -44,10 +53,7 @@ def events_about(api: Any, namespace: str, name: str) -> list[dict[str, Any]]:
         for e in listed["items"]
         if (e.get("regarding") or {}).get("kind") == "Workload" and e["regarding"].get("name") == name
     ]
-    return sorted(
-        mine,
-        key=lambda e: e.get("eventTime") or e.get("deprecatedFirstTimestamp") or e["metadata"]["creationTimestamp"],
-    )
+    return sorted(mine, key=when)
 
 
 def test_a_workload_held_at_the_check_admitted_then_drained_tells_its_story(
@@ -123,11 +129,18 @@ def test_a_workload_held_at_the_check_admitted_then_drained_tells_its_story(
             return [str(e.get("reason")) for e in events_about(api, test_namespace, name)]
 
         wait_for("Kueue's eviction Event", lambda: "EvictedDueToClusterQueueStopped" in reasons(), timeout=30)
-        got = reasons()
-        # Ours and Kueue's, in the order they happened.
-        assert got.index("Retry") < got.index("Ready") < got.index("EvictedDueToClusterQueueStopped")
-        assert "QuotaReserved" in got and got.index("QuotaReserved") < got.index("Retry")
-        assert "Admitted" in got and got.index("Ready") <= got.index("Admitted")
+        got = events_about(api, test_namespace, name)
+        first: dict[str, float] = {}
+        for e in got:
+            first.setdefault(e["reason"], when(e))
+        # Ours and Kueue's, in the order they happened (Kueue's core Events carry whole seconds only).
+        assert {"QuotaReserved", "Retry", "Ready", "Admitted", "EvictedDueToAdmissionCheck"} <= set(first), got
+        assert first["QuotaReserved"] <= first["Retry"] + 1 and first["Retry"] < first["Ready"], got
+        assert (
+            first["Ready"] <= first["Admitted"] + 1 and first["Admitted"] <= first["EvictedDueToClusterQueueStopped"]
+        ), got
+        ours = [(e["reason"], e.get("note")) for e in got if e.get("reportingController") == CONTROLLER]
+        assert ours[0][0] == "Retry" and ours[-1][0] == "Ready" and {r for r, _ in ours} == {"Retry", "Ready"}, ours
 
         code, out, err = gpuctl(
             control_plane, "explain", "workload", f"{test_namespace}/{name}", "--history", "-o", "json"
