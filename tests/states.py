@@ -20,6 +20,7 @@ written out (not by the code under test); only the keys a ledger advertises come
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,17 @@ from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.units import PERCENT, SHARE, M
-from tests.factories import A10G_MIB, H100_MIB, H100_PROFILES, container, devices, instancetype, physical_profiles
+from tests.factories import (
+    A10G_MIB,
+    H100_MIB,
+    H100_PROFILES,
+    HYGON_BW_MIB,
+    HYGON_BW_PROFILES,
+    container,
+    devices,
+    instancetype,
+    physical_profiles,
+)
 
 JSON = dict[str, Any]
 NS = "team-a"
@@ -43,10 +54,28 @@ class Model:
     product: str
     memory_mib: int
     profiles: dict[str, tuple[int, int, tuple[int, ...], int, int]] = field(default_factory=dict, hash=False)
+    """The model's partition geometry (empty: it cannot be partitioned)."""
+    manufacturer: str = "nvidia"
 
     @property
     def key(self) -> str:
-        return naming.accelerator_key("nvidia", self.group_id)
+        return naming.accelerator_key(self.manufacturer, self.group_id)
+
+    @property
+    def base(self) -> str:
+        return naming.MANUFACTURERS[self.manufacturer].base
+
+    @property
+    def credits(self) -> str:
+        return naming.MANUFACTURERS[self.manufacturer].credits
+
+    @property
+    def slots(self) -> int:
+        return naming.MANUFACTURERS[self.manufacturer].slice_slots or 0
+
+    @property
+    def overcommit(self) -> bool:
+        return naming.MANUFACTURERS[self.manufacturer].cores_overcommit
 
     @property
     def pool(self) -> str:
@@ -63,6 +92,7 @@ class Model:
 
 A10G = Model("a10g", "NVIDIA A10G", A10G_MIB)
 H100 = Model("h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", H100_MIB, H100_PROFILES)
+HYGON = Model("bw", "Hygon BW", HYGON_BW_MIB, HYGON_BW_PROFILES, "hygon")
 BASE = "nvidia.com/gpu"
 
 
@@ -108,32 +138,32 @@ def units_of(model: Model, h: Hold) -> int:
 
 def limits_for(model: Model, holds: list[Hold]) -> dict[str, str]:
     """The requests of a Pod holding ``holds`` (all of one mode), folded as the Pod webhook folds them."""
-    mode = holds[0].mode
+    mode, base = holds[0].mode, model.base
     if mode == MODE_EXCLUSIVE:
-        return {BASE: str(len(holds))}
+        return {base: str(len(holds))}
     if mode == MODE_SHARED:
-        return {f"{BASE}.shared": str(len(holds))}
+        return {f"{base}.shared": str(len(holds))}
     if mode == MODE_SLICED:
         return {
-            f"{BASE}.sliced": "1",
-            f"{BASE}.sliced.units": str(units_of(model, holds[0])),
-            f"{BASE}.sliced.memory-percentage": str(holds[0].percent),
+            f"{base}.sliced": "1",
+            f"{base}.sliced.units": str(units_of(model, holds[0])),
+            f"{base}.sliced.memory-percentage": str(holds[0].percent),
         }
     return {
-        f"{BASE}.partitioned": "1",
-        f"{BASE}.partitioned.units": str(units_of(model, holds[0])),
-        f"{BASE}.partitioned.mig-{holds[0].profile}": "1",
+        f"{base}.partitioned": "1",
+        f"{base}.partitioned.units": str(units_of(model, holds[0])),
+        f"{base}.partitioned.mig-{holds[0].profile}": "1",
     }
 
 
-def credits_of(limits: dict[str, str], count: int = 1) -> int:
+def credits_of(limits: dict[str, str], count: int = 1, base: str = BASE) -> int:
     """Kueue's credits for Pods of these requests (its resource transformation, written out)."""
-    n = {k: int(v) for k, v in limits.items() if k.startswith(BASE)}
+    n = {k: int(v) for k, v in limits.items() if k.startswith(base)}
     per_pod = (
-        n.get(BASE, 0) * M
-        + n.get(f"{BASE}.shared", 0) * SHARE
-        + n.get(f"{BASE}.sliced.units", 0) * n.get(f"{BASE}.sliced", 0)
-        + n.get(f"{BASE}.partitioned.units", 0)
+        n.get(base, 0) * M
+        + n.get(f"{base}.shared", 0) * SHARE
+        + n.get(f"{base}.sliced.units", 0) * n.get(f"{base}.sliced", 0)
+        + n.get(f"{base}.partitioned.units", 0)
     )
     return per_pod * count
 
@@ -171,6 +201,8 @@ class State:
     preemption: str = "Never"
     """Every ClusterQueue's ``spec.preemption.withinClusterQueue``."""
     nodes: dict[str, tuple[Model, int]] = field(default_factory=dict)
+    partitioned: dict[str, frozenset[int]] = field(default_factory=dict)
+    """Node → its partitioned cards (a model with a geometry is partitioned on every card unless a node says)."""
     holders: list[_Holder] = field(default_factory=list)
     waiting: list[JSON] = field(default_factory=list)
     extra: list[JSON] = field(default_factory=list)
@@ -179,9 +211,17 @@ class State:
     namespace: str = NS
     topology: str = "hostname"
 
-    def node(self, name: str, cards: int, model: Model = A10G) -> State:
+    def node(self, name: str, cards: int, model: Model = A10G, *, partitioned: Iterable[int] | None = None) -> State:
+        """A node of ``cards`` cards of ``model``: partitioned (those ``partitioned`` names, else every one when the
+        model has a geometry) or whole."""
         self.nodes[name] = (model, cards)
+        chosen = range(cards) if partitioned is None and model.profiles else (partitioned or ())
+        self.partitioned[name] = frozenset(chosen)
+        assert not self.partitioned[name] or model.profiles, f"{model.key} has no partition geometry"
         return self
+
+    def card_partitioned(self, node: str, card: int) -> bool:
+        return card in self.partitioned.get(node, frozenset())
 
     def hold(self, name: str | None, node: str, holds: list[Hold], *, priority: int = 0) -> State:
         """A Workload ``name`` (None: a Pod outside Kueue) whose one Pod on ``node`` holds ``holds``."""
@@ -244,7 +284,7 @@ class State:
                 slices = sum(1 for h, _ in records if h.mode == MODE_SLICED)
                 if slices:
                     row["allocatedSlices"] = slices
-            if model.profiles:
+            if self.card_partitioned(node, i):
                 parts = [h for h, _ in records if h.mode == MODE_PARTITIONED]
                 taken = [(h.start, h.start + model.profiles[h.profile][1]) for h in parts]
                 counts: dict[str, int] = {}
@@ -255,8 +295,9 @@ class State:
                     {"name": n, "count": c} for n, c in free_profile_counts(model, taken).items()
                 ]
             rows.append(row)
-        return devices(
+        obj = devices(
             node,
+            manufacturer=model.manufacturer,
             group_id=model.group_id,
             product=model.product,
             memory_mib=model.memory_mib,
@@ -264,10 +305,17 @@ class State:
             rows=rows,
             profiles=physical_profiles(model.profiles) if model.profiles else None,
         )
+        for i, a in enumerate(obj["spec"]["groups"][0]["accelerators"]):
+            if not self.card_partitioned(node, i):  # a whole card reports its logical slicing, no geometry
+                a["status"] = {"logicalSliced": {"count": model.slots, "coresPercentageOvercommit": model.overcommit}}
+        return obj
 
     def _pool_objects(self, model: Model) -> list[JSON]:
         cards = sum(c for m, c in self.nodes.values() if m == model)
-        used = sum(credits_of(h.limits) for h in self.holders if h.model == model and h.name)
+        used = sum(credits_of(h.limits, base=model.base) for h in self.holders if h.model == model and h.name)
+        # The status writer's catalog: the pool's partitioned cards' profiles and its whole cards' slices, summed.
+        carved = sum(len(self.partitioned.get(n, ())) for n, (m, _) in self.nodes.items() if m == model)
+        profiles = [{**p, "count": p["count"] * carved} for p in physical_profiles(model.profiles)] if carved else None
         spec: JSON = {
             "namespaceSelector": {},
             "stopPolicy": "None",
@@ -275,13 +323,13 @@ class State:
             "preemption": {"withinClusterQueue": self.preemption},
             "resourceGroups": [
                 {
-                    "coveredResources": ["credits.gpustack.ai/nvidia"],
+                    "coveredResources": [model.credits],
                     "flavors": [
                         {
                             "name": model.flavor,
                             "resources": [
                                 {
-                                    "name": "credits.gpustack.ai/nvidia",
+                                    "name": model.credits,
                                     "nominalQuota": str(self.nominal.get(model.pool, cards) * M),
                                 }
                             ],
@@ -292,16 +340,14 @@ class State:
         }
         if self.check:
             spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK}]}
-        it = (
-            instancetype(
-                model.pool,
-                group_id=model.group_id,
-                memory="80Gi",
-                logical_count=0,
-                profiles=physical_profiles(model.profiles),
-            )
-            if model.profiles
-            else instancetype(model.pool, group_id=model.group_id)
+        whole_cards = cards - carved
+        it = instancetype(
+            model.pool,
+            manufacturer=model.manufacturer,
+            group_id=model.group_id,
+            memory=f"{model.memory_mib}Mi",
+            logical_count=whole_cards * model.slots,
+            profiles=profiles,
         )
         return [
             it,
@@ -317,7 +363,7 @@ class State:
                     "flavorsReservation": [
                         {
                             "name": model.flavor,
-                            "resources": [{"name": "credits.gpustack.ai/nvidia", "total": str(used)}],
+                            "resources": [{"name": model.credits, "total": str(used)}],
                         }
                     ]
                 },
@@ -352,7 +398,7 @@ class State:
                     "groups": [
                         {
                             "id": h.model.group_id,
-                            "manufacturer": "nvidia",
+                            "manufacturer": h.model.manufacturer,
                             "accelerators": [
                                 {
                                     "id": f"GPU-{x.card:04d}",
@@ -421,7 +467,7 @@ class State:
                         {
                             "name": "main",
                             "count": 1,
-                            "flavors": {"credits.gpustack.ai/nvidia": h.model.flavor},
+                            "flavors": {h.model.credits: h.model.flavor},
                             "topologyAssignment": {
                                 "levels": [naming.LABEL_HOSTNAME],
                                 "slices": [
@@ -461,7 +507,7 @@ class State:
         for name, (model, cards) in self.nodes.items():
             d = self._devices(name)
             keys = {k: str(v) for k, v in node_allocatable(parse_devices(d)).items()}
-            keys["credits.gpustack.ai/nvidia"] = str(cards * M)
+            keys[model.credits] = str(cards * M)
             out.append(d)
             out.append(
                 {

@@ -14,6 +14,9 @@ SUMMARIES: Final[dict[str, str]] = {
     "explain pod": "Explain the gates for a Pod's Workload.",
     "explain instance": "Explain the gates for an Instance's Workload.",
     "simulate": "Show whether workloads would be admitted now, and where.",
+    "plan": "Plan card re-modes and node drains, each step proven by simulation.",
+    "plan partitions": "Show which cards to switch mode so the pending demand is admitted.",
+    "plan drain": "Show what draining nodes evicts and where each Workload goes.",
     "fragmentation": "Show free capacity each request shape can use, and what is stranded.",
     "queue": "List pending Workloads in Kueue's order, with what each asks and waits on.",
     "diff": "Show what changed between two snapshots, or a snapshot and the cluster.",
@@ -90,6 +93,24 @@ EXAMPLES: Final[dict[str, str]] = {
 
   # Capacity planning: how many more nodes like a10g-1 until the queue's head fits
   gpuctl simulate --workload team-a/train --add-nodes auto --like a10g-1""",
+    "plan": """
+  gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64
+  gpuctl plan drain h100-1 --exit-code""",
+    "plan partitions": """
+  # Which cards to switch so the queue's Workloads are admitted, each step simulated
+  gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64
+
+  # For a demand of your own: four 3g.40gb instances and two whole cards; per card with -o wide
+  gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64 --for 3g.40gb=4 --for ex=2 -o wide
+
+  # Then simulate a manifest against one switch
+  gpuctl simulate -f job.yaml --set-mode h100-1/GPU-0003=partitioned""",
+    "plan drain": """
+  # What draining n7 evicts, and whether each Workload finds room elsewhere now
+  gpuctl plan drain n7
+
+  # In a maintenance script: exit 3 when one would have nowhere to go; what would make room
+  gpuctl plan drain n7 n8 --exit-code --suggest -o json""",
     "doctor": """
   # Every check on the live cluster; exit 3 when one fails
   gpuctl doctor

@@ -129,6 +129,7 @@ def _register() -> None:
     from gpuctl.cli.instances import instance_app
     from gpuctl.cli.instancetypes import instancetype_app
     from gpuctl.cli.partitions import partitions_command
+    from gpuctl.cli.plan import plan_app
     from gpuctl.cli.pools import drain_command, hold_command, resume_command
     from gpuctl.cli.queue import queue_command
     from gpuctl.cli.rbac import rbac_app
@@ -142,6 +143,7 @@ def _register() -> None:
     app.add_typer(explain_app, name="explain")
     app.command("workloads")(workloads_command)
     app.command("simulate")(simulate_command)
+    app.add_typer(plan_app, name="plan")
     app.command("fragmentation")(fragmentation_command)
     app.command("queue")(queue_command)
     app.command("diff")(diff_command)
