@@ -534,3 +534,63 @@ class State:
         for i, h in enumerate(self.holders):
             out += self._holder_objects(h, i)
         return out + self.waiting + self.extra
+
+
+def overcommits(sim: Any) -> list[str]:
+    """Every way a card's allocation records — of the Pods the state had and those a simulation placed — exceed the
+    card as its (possibly switched) capability describes it: two modes, more than M units, a whole card given twice,
+    more slices than its slots, two shares of one container, partitions that do not fit its geometry, or records in a
+    mode its capability does not serve (a partition on a whole card, a whole card, share or slice on a partitioned
+    one). Empty when every card holds."""
+    cards = {(node, c.id): c for node, d in sim.base_devices.items() for g in d.groups for c in g.cards}
+    records: dict[tuple[str, str], list[Any]] = {}
+    for p in sim.pods:
+        if p.finished or not p.node_name:
+            continue
+        for a in p.allocations:
+            records.setdefault((p.node_name, a.card_id), []).append((p, a))
+    out = []
+    for where, recs in sorted(records.items()):
+        card = cards.get(where)
+        if card is None:
+            out.append(f"{where}: records on a card the node does not have")
+            continue
+        modes = {a.mode for _, a in recs}
+        if len(modes) != 1:
+            out.append(f"{where}: held in modes {sorted(modes)}")
+            continue
+        mode = modes.pop()
+        if sum(a.allocated for _, a in recs) > M:
+            out.append(f"{where}: {sum(a.allocated for _, a in recs)} units")
+        if (mode == MODE_PARTITIONED) != card.partitioned:
+            out.append(f"{where}: mode {mode} on a {'partitioned' if card.partitioned else 'whole'} card")
+        if mode == MODE_EXCLUSIVE and len(recs) != 1:
+            out.append(f"{where}: a whole card given {len(recs)} times")
+        if mode == MODE_SLICED and len(recs) > card.logical_slots:
+            out.append(f"{where}: {len(recs)} slices on {card.logical_slots} slots")
+        if mode == MODE_SHARED:
+            held = [(p.namespace, p.name, a.container) for p, a in recs]
+            if len(held) != len(set(held)) or any(a.allocated != SHARE for _, a in recs):
+                out.append(f"{where}: shares {held}")
+        if mode == MODE_PARTITIONED and not _fits(card, [a.profile for _, a in recs]):
+            out.append(f"{where}: partitions {[a.profile for _, a in recs]} do not fit its geometry")
+    return out
+
+
+def _fits(card: Any, profiles: list[str]) -> bool:
+    """Whether these partitions can all sit on the card (every arrangement of its legal placements tried)."""
+    by_name = {p.name: p for p in card.profiles}
+    if any(name not in by_name for name in profiles):
+        return False
+
+    def place(rest: list[str], taken: list[tuple[int, int]]) -> bool:
+        if not rest:
+            return True
+        p = by_name[rest[0]]
+        return any(
+            place(rest[1:], [*taken, (pl.start, pl.end)])
+            for pl in p.placements
+            if all(pl.end <= a or b <= pl.start for a, b in taken)
+        )
+
+    return place(sorted(profiles, key=lambda n: -by_name[n].memory_slices), [])

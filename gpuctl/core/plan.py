@@ -347,9 +347,10 @@ def _card_holders(sim: Simulator, node: str) -> dict[str, list[Holder]]:
     return {card: [Holder(k, ns, n) for (k, ns, n) in who] for card, who in per.items()}
 
 
-def units(sim: Simulator, it: InstanceType, to: str) -> list[Unit]:
-    """Every unit of the pool's cards that could switch to ``to``, the ones to prefer first: idle before held, then
-    on nodes that already have cards in ``to``, then where the fewest cards in the other mode are free."""
+def units(sim: Simulator, it: InstanceType, to: str, taken: frozenset[tuple[str, str]] = frozenset()) -> list[Unit]:
+    """Every unit of the pool's cards that could switch to ``to``, the ones to prefer first: idle before held, cards
+    the demand admitted as things are does not take (``taken``: (node, card)) before those it does, then on nodes
+    that already have cards in ``to``, then where the fewest cards in the other mode are free."""
     out: list[Unit] = []
     selector = it.pool_labels()
     for name in sorted(sim.ledgers):
@@ -386,7 +387,16 @@ def units(sim: Simulator, it: InstanceType, to: str) -> list[Unit]:
             elif starting:
                 blocked = f"{', '.join(starting)} is starting on {name} (admitted, Pods not yet allocated)"
             out.append(Unit(name, tuple(c.id for c in cards), to, who, blocked, free_from, has_to, cards[0].index))
-    out.sort(key=lambda u: (bool(u.holders), 0 if u.has_to else 1, u.free_from, u.node, u.index))
+    out.sort(
+        key=lambda u: (
+            bool(u.holders),
+            any((u.node, c) in taken for c in u.cards),
+            0 if u.has_to else 1,
+            u.free_from,
+            u.node,
+            u.index,
+        )
+    )
     return out
 
 
@@ -404,6 +414,9 @@ class Step:
     views_after: tuple[dict[str, Any], ...]
     admits: tuple[str, ...]
     """The demand (``namespace/name``) this step admits beyond the steps before it."""
+    displaces: tuple[str, ...] = ()
+    """Demand admitted after the step before that this one's layout no longer admits (a later step admits it
+    again: the plan as a whole never takes what is admitted already)."""
     detail: tuple[dict[str, Any], ...] = ()
     """Per card: its mode and holders before, its mode and free profiles after (``-o wide``)."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -419,6 +432,7 @@ class Step:
             "viewsBefore": list(self.views_before),
             "viewsAfter": list(self.views_after),
             "admits": [_workload_ref(k) for k in self.admits],
+            "displaces": [_workload_ref(k) for k in self.displaces],
             "proven": True,
             "cardDetail": list(self.detail),
             **self.extra,
@@ -445,6 +459,8 @@ class PartitionPlan:
     views_before: dict[str, Any]
     views_after: dict[str, Any]
     switches: int
+    placed: Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]] = field(default_factory=dict)
+    """Where the plan's simulation puts each demand it admits: (node, cards) per node."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -452,6 +468,9 @@ class PartitionPlan:
             "demand": [{"workload": k, "asks": self.asks.get(k, "")} for k in self.demand],
             "admittedBefore": list(self.admitted_before),
             "admittedAfter": list(self.admitted_after),
+            "placement": {
+                k: [{"name": n, "cards": list(cards)} for n, cards in where] for k, where in self.placed.items()
+            },
             "stillHeld": [{"workload": k, "why": why} for k, why in self.still_held],
             "switches": self.switches,
             "cost": cost(self.views_before, self.views_after) if self.views_before else {},
@@ -520,11 +539,13 @@ def plan_partitions(
             before_views,
             after_views,
             switched,
+            {o.submission.key: tuple((n.name, n.cards) for n in o.placement) for o in last if o.admitted},
         )
 
     if not held:
         return finish((), baseline, 0)
     manufacturer = it.manufacturer or key.split("-", 1)[0]
+    taken = frozenset((n.name, c) for o in baseline if o.admitted for n in o.placement for c in n.cards)
     pools: dict[str, list[Unit]] = {}
     wanted: dict[str, list[Submission]] = {}
     for o in held:
@@ -555,7 +576,7 @@ def plan_partitions(
                 continue
         wanted.setdefault(to, []).append(o.submission)
         if to not in pools:
-            pools[to] = units(sim, it, to)
+            pools[to] = units(sim, it, to, taken)
     usable: dict[str, list[Unit]] = {}
     for to, found in pools.items():
         usable[to] = [u for u in found if not u.blocked]
@@ -600,7 +621,7 @@ def plan_partitions(
         if not k or k == best_k:
             break
         got = attempt(k)
-        if len(got[1]) > len(best[1]):
+        if len(got[1]) > len(best[1]) and got[1] >= admitted0:  # never at the cost of what is admitted already
             best, best_k = got, dict(k)
             still = {o.submission.key for o in got[0] if not o.admitted}
             if not still:
@@ -637,7 +658,7 @@ def plan_partitions(
         while low < high:
             mid = (low + high) // 2
             got = attempt({**best_k, to: mid})
-            if len(got[1]) >= target:
+            if len(got[1]) >= target and got[1] >= admitted0:
                 high, best = mid, got
             else:
                 low = mid + 1
@@ -687,12 +708,13 @@ def _partition_steps(
     known: modes.Catalog,
     tally: PoolTally,
 ) -> tuple[tuple[Step, ...], list[Outcome]]:
-    """One step per node, in the order the units were chosen; each proven by simulating the demand with every step up
+    """One step per node and mode, in the order the units were chosen; each proven by simulating the demand with every step up
     to it applied. ``viewsBefore``/``viewsAfter`` are the pools' views around the step's switch alone."""
-    nodes: list[str] = []
+    groups: list[tuple[str, str]] = []
     for u in chosen:
-        if u.node not in nodes:
-            nodes.append(u.node)
+        if (u.node, u.to) not in groups:
+            groups.append((u.node, u.to))
+    nodes = [n for n, _ in groups]
     others = [
         PoolTally(t, sim.ledgers)
         for t in sim.state.instancetypes.values()
@@ -703,8 +725,8 @@ def _partition_steps(
     steps: list[Step] = []
     seen = set(admitted0)
     last: list[Outcome] = []
-    for i, node in enumerate(nodes, start=1):
-        mine = [u for u in chosen if u.node == node]
+    for i, (node, to) in enumerate(groups, start=1):
+        mine = [u for u in chosen if (u.node, u.to) == (node, to)]
         before = [t.status() for t in tallies if t.covers(node)]
         ledger_before = layout.ledgers[node]
         layout = _apply(layout, mine, known)
@@ -714,7 +736,8 @@ def _partition_steps(
         after = [t.status() for t in tallies if t.covers(node)]
         last, admitted = _admitted(layout.copy(), demand)
         new = tuple(k for k in (o.submission.key for o in last) if k in admitted and k not in seen)
-        seen |= admitted
+        lost = tuple(k for k in (o.submission.key for o in last) if k in seen and k not in admitted)
+        seen = admitted
         holders = tuple(h for u in mine for h in u.holders)
         steps.append(
             Step(
@@ -722,11 +745,12 @@ def _partition_steps(
                 it.name,
                 node,
                 tuple(c for u in mine for c in u.cards),
-                mine[0].to,
+                to,
                 holders,
                 tuple(before),
                 tuple(after),
                 new,
+                lost,
                 tuple(
                     _card_detail(
                         ledger_before,
@@ -926,3 +950,24 @@ def demand_of(sim: Simulator, pool: str) -> list[Submission]:
 
 def scenario_error(exc: ScenarioError) -> PlanError:
     return PlanError(str(exc))
+
+
+def partition_hint(sim: Simulator, w: Workload) -> str:
+    """For a held Workload asking for a partition: the plan that admits it, as a hint ("" when it asks for none or
+    no plan admits it). ``sim`` is used up (the Workload leaves it, to be placed anew)."""
+    if not any(d.family is Family.PARTITIONED for ps in w.podsets for d in podset_demands(ps)):
+        return ""
+    queue = sim.state.local_queues.get((w.namespace, w.queue_name))
+    pool = w.cluster_queue or (queue.cluster_queue if queue else "")
+    it = sim.state.instancetypes.get(pool)
+    if it is None or not it.acceleratable:
+        return ""
+    sim.remove([w.key])
+    found = plan_partitions(sim, it, [resubmission(w)])
+    if w.key not in found.admitted_after or not found.steps:
+        return ""
+    where = "; ".join(f"{s.node}: {', '.join(s.cards)}" for s in found.steps)
+    return (
+        f"`gpuctl plan partitions {pool}` admits it once {found.switches} card(s) switch to "
+        f"{found.steps[0].to} ({where}), simulated"
+    )
