@@ -85,7 +85,9 @@ def test_every_step_replayed_admits_what_the_plan_claims_and_overcommits_no_card
         assert claimed == admitted, (i, claimed ^ admitted)
         assert overcommits(replayed) == [], (i, overcommits(replayed))
         for h in step["blockedBy"]:  # a holder is a Workload that finished first, never a Pod outside Kueue
-            assert h["kind"] == "Workload" and f"{h['namespace']}/{h['name']}" not in {w.key for w in replayed.workloads}
+            assert h["kind"] == "Workload" and f"{h['namespace']}/{h['name']}" not in {
+                w.key for w in replayed.workloads
+            }
     final = _replayed(base, steps)[1]
     assert final == set(p.admitted_after)
     assert set(p.admitted_before) <= final  # a plan never takes what is admitted already
