@@ -56,16 +56,12 @@ def _profiles_cell(v: dict[str, Any]) -> str:
 
 
 def _cost_text(c: dict[str, dict[str, int]]) -> str:
+    """What a plan takes from the views' capacity: ``EX -3 cards, SH -30 shares, SL -300 %, PT +21 instances``."""
     ex, sh, sl, pt = (c[k] for k in ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned"))
-    parts = [
-        f"EX {ex['capacity']:+d} card(s)",
-        f"SH {sh['capacity']:+d} shares",
-        f"SL {sl['capacity']:+d} %",
-        f"PT {pt['capacity']:+d} instance(s)",
-    ]
-    whole = -ex["capacity"]
-    head = f"takes {whole} whole card(s) from EX/SH/SL" if whole > 0 else "takes no whole card"
-    return f"{head} (capacity {', '.join(parts)})"
+    return (
+        f"EX {ex['capacity']:+d} cards, SH {sh['capacity']:+d} shares, SL {sl['capacity']:+d} %, "
+        f"PT {pt['capacity']:+d} instances"
+    )
 
 
 # ----------------------------------------------------------------------------------------------- partitions
@@ -98,7 +94,8 @@ def _entrance_namespace(sim: "Simulator", pool: str, namespace: str | None) -> t
 
 def partition_plans(
     source: "Source", pools: list[str], wanted: list[str], namespace: str | None
-) -> list["PartitionPlan"]:
+) -> tuple[list["PartitionPlan"], dict[str, dict[str, str]]]:
+    """Each pool's plan, and every Node's labels (the ``metadata`` of the steps)."""
     from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core import modes, plan
@@ -131,7 +128,7 @@ def partition_plans(
             else:
                 demand = plan.demand_of(sim, name)
             out.append(plan.plan_partitions(sim, it, demand, known))
-    return out
+    return out, {n: dict(node.labels) for n, node in base.state.nodes.items()}
 
 
 def _partition_rows(wide: bool) -> Any:
@@ -181,17 +178,16 @@ def _partition_rows(wide: bool) -> Any:
 def _partition_footer(plans: list["PartitionPlan"]) -> str:
     lines: list[str] = []
     for p in plans:
-        lines.append(f"pool {p.pool}:")
-        n = len(p.demand)
+        lines.append(f"pool {p.pool}: {p.switches} card switch(es), each step simulated")
         lines.append(
-            f"  demand: {n} request(s); admitted now {len(p.admitted_before)}, "
-            f"with the plan {len(p.admitted_after)} ({p.switches} card switch(es), every step simulated)"
+            f"  demand:   {len(p.demand)} request(s); {len(p.admitted_before)} admitted now, "
+            f"{len(p.admitted_after)} with the plan"
         )
         if p.steps:
-            lines.append(f"  before: EX/SH/SL/PT {_views_cell(p.views_before)}")
-            lines.append(f"  after:  EX/SH/SL/PT {_views_cell(p.views_after)}")
-            lines.append(f"  partitions free after: {_profiles_cell(p.views_after)}")
-            lines.append(f"  cost:   {_cost_text(p.summary()['cost'])}")
+            lines.append(f"  before:   EX/SH/SL/PT {_views_cell(p.views_before)}")
+            lines.append(f"  after:    EX/SH/SL/PT {_views_cell(p.views_after)}")
+            lines.append(f"  profiles: {_profiles_cell(p.views_after)}")
+            lines.append(f"  cost:     {_cost_text(p.summary()['cost'])} (capacity)")
         for key, why in p.still_held:
             lines.append(f"  still held: {key}: {why}")
         for t in p.tried:
@@ -230,13 +226,13 @@ def partitions_command(
     after and what it admits, each step simulated end to end. Nothing is written to the cluster."""
     names = refs.object_names([pool] if pool else [], kinds.INSTANCETYPE, what="plan partitions")
     opened = source.open()
-    plans = partition_plans(opened, names, list(wanted or []), source.namespace)
+    plans, labels = partition_plans(opened, names, list(wanted or []), source.namespace)
     items = [s.to_dict() for p in plans for s in p.steps]
     listing = render.Listing(
         "PlanStep",
         items,
         PARTITION_COLUMNS,
-        ref=lambda i: refs.ObjectRef(kinds.NODE, i["node"]),
+        ref=lambda i: refs.ObjectRef(kinds.NODE, i["node"], None, labels.get(i["node"], {})),
         empty="No switch admits more of the demand.",
         rows=_partition_rows(output.wide),
         extra={"plans": [p.summary() | {"viewsBefore": p.views_before, "viewsAfter": p.views_after} for p in plans]},
@@ -255,8 +251,7 @@ def _drain_rows(wide: bool) -> Any:
             if e["result"] == "readmitted":
                 goes = "; ".join(f"{n['name']} ({', '.join(n['cards']) or 'no card'})" for n in e["placement"]["nodes"])
             elif e["result"] == "held":
-                gate = e["heldBy"]
-                goes = f"nowhere (held at gate {gate})"
+                goes = f"nowhere: gate {e['heldBy']} ({e['heldAt']})"
             else:
                 goes = {"outside-kueue": "outside Kueue", "stopped": "stopped"}.get(e["result"], e["result"])
             why = e["why"]
@@ -264,12 +259,13 @@ def _drain_rows(wide: bool) -> Any:
                 why += "; would admit: " + "; ".join(u["change"] for u in e["unblockers"])
             if wide and e.get("tried"):
                 why += "; tried: " + "; ".join(f"({t['kind']}) {t['why']}" for t in e["tried"])
+            held = e.get("cards", [])
             out.append(
                 [
                     str(item["step"]) if i == 0 else "",
                     item["node"] if i == 0 else "",
-                    f"{e['kind'].lower()} {e['namespace']}/{e['name']}",
-                    ",".join(e.get("cards", [])) or "-",
+                    ("" if e["kind"] == "Workload" else f"{e['kind'].lower()} ") + f"{e['namespace']}/{e['name']}",
+                    (",".join(held) or "-") if wide else str(len(held)),
                     goes,
                     why,
                 ]
@@ -287,8 +283,8 @@ def _drain_footer(p: "DrainPlan") -> str:
     back = [e for e in workloads if e.outcome is not None and e.outcome.admitted]
     nowhere = p.nowhere
     lines.append(
-        f"{len(workloads)} Workload(s) evicted: {len(back)} re-admitted on the nodes left, {len(nowhere)} with "
-        "nowhere to go" + (" (--exit-code exits 3)" if nowhere else "")
+        f"evicted {len(workloads)} Workload(s): {len(back)} re-admitted, {len(nowhere)} nowhere to go"
+        + (" (--exit-code exits 3)" if nowhere else "")
     )
     for s in p.steps:
         for before, after in zip(s.views_before, s.views_after, strict=True):
@@ -340,11 +336,12 @@ def drain_command(
             drained = plan.plan_drain(sim, names, instances=instances, suggest=suggest)
         except plan.PlanError as exc:
             raise NotFound(str(exc)) from None
+    labels = {n: dict(node.labels) for n, node in sim.state.nodes.items()}
     listing = render.Listing(
         "PlanStep",
         [s.to_dict() for s in drained.steps],
         DRAIN_COLUMNS,
-        ref=lambda i: refs.ObjectRef(kinds.NODE, i["node"]),
+        ref=lambda i: refs.ObjectRef(kinds.NODE, i["node"], None, labels.get(i["node"], {})),
         rows=_drain_rows(output.wide),
         extra={"nodes": list(drained.nodes), "nowhere": [e.holder.to_dict() for e in drained.nowhere]},
         footer=lambda: _drain_footer(drained),

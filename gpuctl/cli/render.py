@@ -355,7 +355,8 @@ def emit(listing: Listing, output: OutputSpec, *, stream: TextIO | None = None) 
                 [*r, ",".join(f"{k}={v}" for k, v in sorted(ref(item).labels.items())) or "<none>"] for r, item in pairs
             ]
         rows += _failure_rows(listing, columns, output.wide)
-        print_table(columns, rows, wide=output.wide, no_headers=output.no_headers, stream=out, empty=listing.empty)
+        if rows or listing.footer is None:  # with no row, a footer says what there is instead
+            print_table(columns, rows, wide=output.wide, no_headers=output.no_headers, stream=out, empty=listing.empty)
         if listing.footer is not None:
             out.write(listing.footer())
     if listing.failures:

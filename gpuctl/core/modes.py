@@ -189,6 +189,12 @@ def switches(
                     f"{where}: {g.manufacturer} switches the partition mode of a whole node, not of one card; "
                     f"give {node}={to} (all {len(g.cards)} cards switch)"
                 )
+        capability = known.capability(g.accelerator_key, g.manufacturer, to)
+        if capability is None:
+            raise ModeError(
+                f"{where}: no card of model {g.accelerator_key} reports partition profiles and its profile table is "
+                "not known here, so what it would offer partitioned cannot be told"
+            )
         held = [c for c in picked if busy(c)]
         if held:
             by = sorted({h for c in held for h in (holders or {}).get(c.id, ())})
@@ -202,12 +208,6 @@ def switches(
             raise ModeError(
                 f"{where}: {', '.join(in_flight)} {'is' if len(in_flight) == 1 else 'are'} starting there (admitted, "
                 "Pods not yet allocated), so which cards it takes is not known yet; switch once its Pods run"
-            )
-        capability = known.capability(g.accelerator_key, g.manufacturer, to)
-        if capability is None:
-            raise ModeError(
-                f"{where}: no card of model {g.accelerator_key} reports partition profiles and its profile table is "
-                "not known here, so what it would offer partitioned cannot be told"
             )
         out.append(
             Switch(

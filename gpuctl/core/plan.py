@@ -481,7 +481,8 @@ class PartitionPlan:
 def _held_why(o: Outcome) -> str:
     e = o.explanation
     g = e.gates[(e.held_by or 1) - 1]
-    return f"held at gate {g.gate} ({g.name}): {g.summary}"
+    why = f"held at gate {g.gate} ({g.name}): {g.summary}"
+    return f"{why}: {g.evidence[-1]}" if g.gate == 1 and g.evidence else why  # the webhook's own words
 
 
 def _apply(sim: Simulator, chosen: Sequence[Unit], known: modes.Catalog) -> Simulator:
@@ -596,59 +597,68 @@ def plan_partitions(
         return _whole_cards(subs)
 
     def cards_in(to: str, n: int) -> int:
-        return sum(len(u.cards) for u in usable[to][:n])
+        return sum(len(u.cards) for u in current[to][:n])
 
     def units_for(to: str, cards: int) -> int:
         """The fewest of the first units that hold ``cards`` cards (every unit when they do not)."""
         total = 0
-        for i, u in enumerate(usable[to]):
+        for i, u in enumerate(current[to]):
             total += len(u.cards)
             if total >= cards:
                 return i + 1
-        return len(usable[to])
+        return len(current[to])
 
     def chosen(k: Mapping[str, int]) -> list[Unit]:
-        return [u for to in sorted(k) for u in usable[to][: k[to]]]
+        return [u for to in sorted(k) for u in current[to][: k[to]]]
 
     def attempt(k: Mapping[str, int]) -> tuple[list[Outcome], set[str]]:
         return _admitted(_apply(sim, chosen(k), known), demand)
 
-    # Grow: the estimate first, then more for what is still held, while a layout admits more.
-    k = {to: units_for(to, estimate(to, subs)) for to, subs in wanted.items() if usable.get(to)}
-    best_k = dict.fromkeys(k, 0)
-    best = (baseline, admitted0)
-    for _ in range(MAX_ROUNDS):
-        if not k or k == best_k:
-            break
-        got = attempt(k)
-        if len(got[1]) > len(best[1]) and got[1] >= admitted0:  # never at the cost of what is admitted already
-            best, best_k = got, dict(k)
-            still = {o.submission.key for o in got[0] if not o.admitted}
-            if not still:
+    def grow() -> tuple[dict[str, int], tuple[list[Outcome], set[str]]]:
+        """The estimate first, then more for what is still held, while a layout admits more (never at the cost of
+        what is admitted already); doubling when one admits nothing more."""
+        k = {to: units_for(to, estimate(to, subs)) for to, subs in wanted.items() if current.get(to)}
+        best_k = dict.fromkeys(k, 0)
+        best = (baseline, admitted0)
+        for _ in range(MAX_ROUNDS):
+            if not k or k == best_k:
                 break
-            k = {
-                to: min(
-                    len(usable[to]),
-                    units_for(to, cards_in(to, n) + estimate(to, [s for s in wanted[to] if s.key in still])),
-                )
-                if any(s.key in still for s in wanted[to])
-                else n
-                for to, n in best_k.items()
-            }
-            continue
-        held_now = [f"{o.submission.key} {_held_why(o)}" for o in got[0] if not o.admitted]
-        tried.append(
-            Tried(
-                "switch",
-                f"switching {sum(cards_in(t, n) for t, n in k.items())} card(s) admits no more than "
-                f"{sum(cards_in(t, n) for t, n in best_k.items())}: " + "; ".join(held_now[:3]),
-                1,
-            )
-        )
-        doubled = {to: min(len(usable[to]), max(2 * n, n + 1)) for to, n in k.items()}
-        if doubled == k:
-            break
-        k = doubled
+            got = attempt(k)
+            if len(got[1]) > len(best[1]) and got[1] >= admitted0:
+                best, best_k = got, dict(k)
+                still = {o.submission.key for o in got[0] if not o.admitted}
+                if not still:
+                    break
+                k = {
+                    to: min(
+                        len(current[to]),
+                        units_for(to, cards_in(to, n) + estimate(to, [s for s in wanted[to] if s.key in still])),
+                    )
+                    if any(s.key in still for s in wanted[to])
+                    else n
+                    for to, n in best_k.items()
+                }
+                continue
+            why = _no_more(got, best, admitted0, len(keys), sum(cards_in(t, n) for t, n in k.items()))
+            if all(t.why != why for t in tried):
+                tried.append(Tried("switch", why, 1))
+            if not got[1] >= admitted0:
+                break  # it takes what is admitted now away: more cards of that mode only take more
+            doubled = {to: min(len(current[to]), max(2 * n, n + 1)) for to, n in k.items()}
+            if doubled == k:
+                break
+            k = doubled
+        return best_k, best
+
+    # The preferred order first (the fullest nodes' cards, keeping the emptiest whole); then, when that admits no
+    # more, the cards of the emptiest nodes first (TAS charges a node's credits: partitions there can crowd out what
+    # is admitted now).
+    current = usable
+    best_k, best = grow()
+    if len(best[1]) <= len(admitted0):
+        current = {to: sorted(us, key=_spread) for to, us in usable.items()}
+        if current != usable:
+            best_k, best = grow()
     if len(best[1]) <= len(admitted0):
         return finish((), baseline, 0)
     # Shrink: the fewest units of each mode, the others kept, that still admit as many (bisection, each a proof).
@@ -666,6 +676,22 @@ def plan_partitions(
     picked = chosen(best_k)
     steps, last = _partition_steps(sim, it, picked, demand, admitted0, known, tally)
     return finish(steps, last, sum(len(u.cards) for u in picked))
+
+
+def _spread(u: Unit) -> tuple[Any, ...]:
+    """The other order of units: idle first, then on the nodes with the most free cards in the mode they leave."""
+    return (bool(u.holders), -u.free_from, u.node, u.index)
+
+
+def _no_more(
+    got: tuple[list[Outcome], set[str]], best: tuple[list[Outcome], set[str]], before: set[str], total: int, cards: int
+) -> str:
+    """Why a layout was not taken: it admits no more than the best so far, or takes what is admitted now away."""
+    lost = sorted(before - got[1])
+    text = f"switching {cards} card(s) admits {len(got[1])} of {total}"
+    text += f" but sets aside {', '.join(lost)}, admitted as things are" if lost else f", no more than {len(best[1])}"
+    held = [f"{o.submission.key} {_held_why(o)}" for o in got[0] if not o.admitted]
+    return text + (": " + "; ".join(held[:3]) if held else "")
 
 
 def _unit_text(u: Unit) -> str:
@@ -802,6 +828,8 @@ class Evicted:
             o = self.outcome
             out["readmitted"] = o.admitted
             out["heldBy"] = o.explanation.held_by
+            if o.explanation.held_by is not None:
+                out["heldAt"] = o.explanation.gates[o.explanation.held_by - 1].name
             if o.admitted:
                 out["placement"] = o.to_dict()["placement"]
             if o.preempted:
