@@ -221,9 +221,11 @@ def partitions_command(
     source: SourceSpec,
     output: OutputSpec,
 ) -> None:
-    """Which cards of a pool to switch between whole and partitioned so its pending demand is admitted: the fewest
-    switches that admit the most of it. Per step the node and cards, what must finish first, the views before and
-    after and what it admits, each step simulated end to end. Nothing is written to the cluster."""
+    """Which cards of a pool to switch mode so its pending demand is admitted, each step simulated.
+
+    The fewest switches between whole and partitioned that admit the most of the queue's Workloads (or of --for),
+    by each vendor's rule: per step the node and cards, what must finish first, the views before and after and what
+    it admits. A layout that admits nothing more is listed as tried, never as a step. Nothing is written."""
     names = refs.object_names([pool] if pool else [], kinds.INSTANCETYPE, what="plan partitions")
     opened = source.open()
     plans, labels = partition_plans(opened, names, list(wanted or []), source.namespace)
@@ -309,10 +311,11 @@ def drain_command(
     source: SourceSpec,
     output: OutputSpec,
 ) -> None:
-    """``kubectl drain`` in the working copy: every node cordoned, then node by node what it evicts — the Workloads,
-    the Pods outside Kueue, the Instances (stopped by the operator, or queued again) — and whether each Workload is
-    admitted again now on the nodes left, through all five gates, with its new node and cards, or why not. Nothing
-    is written to the cluster."""
+    """What draining these nodes evicts, and where each evicted Workload goes now.
+
+    kubectl drain in the working copy: every node cordoned, then node by node its Workloads, Pods outside Kueue and
+    Instances evicted, and each Workload queued again and simulated through all five gates on the nodes left: its
+    new node and cards, or the gate that holds it (--suggest: what would make room). Nothing is written."""
     from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.cluster.errors import SourceError
