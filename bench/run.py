@@ -27,7 +27,7 @@ from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.units import SHARE, M
 from gpuctl.core.views import instancetype_views
-from tests.factories import card_row, devices, instancetype
+from tests.factories import A10G_MIB, card_row, devices, instancetype
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,8 +51,16 @@ def median_seconds(fn: Callable[[], object], repeat: int = 5) -> float:
     return statistics.median(times)
 
 
-def synthetic_devices(nodes: int, cards: int = 8, seed: int = 7) -> list[dict[str, Any]]:
-    """A pool of ``nodes`` A10G nodes with ``cards`` cards each, in mixed states."""
+def synthetic_devices(
+    nodes: int,
+    cards: int = 8,
+    seed: int = 7,
+    *,
+    group_id: str = "a10g",
+    product: str = "NVIDIA A10G",
+    memory_mib: int = A10G_MIB,
+) -> list[dict[str, Any]]:
+    """A pool of ``nodes`` nodes (A10G unless said) with ``cards`` whole cards each, in mixed states."""
     rng = random.Random(seed)
     out = []
     for n in range(nodes):
@@ -67,7 +75,9 @@ def synthetic_devices(nodes: int, cards: int = 8, seed: int = 7) -> list[dict[st
                 rows.append(card_row(i, mode=2, allocated=rng.randint(1, 10) * SHARE))
             else:
                 rows.append(card_row(i, mode=1, allocated=M))
-        out.append(devices(f"node-{n:05d}", cards=cards, rows=rows))
+        out.append(
+            devices(f"node-{n:05d}", group_id=group_id, product=product, memory_mib=memory_mib, cards=cards, rows=rows)
+        )
     return out
 
 
@@ -187,20 +197,34 @@ def bench_gate3(nodes: int) -> list[Row]:
     return rows
 
 
-def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
+PENDING_LIMITS = {"nvidia.com/gpu": "9"}
+"""What the synthetic queue's Workloads ask: more whole cards than any node has."""
+
+
+def simulation_snapshot(
+    nodes: int,
+    *,
+    group_id: str = "a10g",
+    product: str = "NVIDIA A10G",
+    memory_mib: int = A10G_MIB,
+    pending: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """A whole cluster around the synthetic pool: Nodes advertising the keys of their ledger and their cards' credits,
     one admitted Workload per node whose Pod holds the node's taken cards by its allocation record (with the topology
-    annotation Kueue writes on it), and the pool's type, flavor, queues and check."""
+    annotation Kueue writes on it), the pool's type, flavor, queues and check, and a queue of Workloads asking
+    ``pending`` each."""
     from gpuctl.core import naming
     from gpuctl.core.capacity import node_allocatable
     from gpuctl.core.pins import node_fit_labels
     from tests.factories import flavor, node, topology
 
-    cq = "gpustack--nvidia-a10g-linux-amd64"
+    akey = naming.accelerator_key("nvidia", group_id)
+    cq = f"gpustack--{akey}-linux-amd64"
+    fname = f"f-{group_id}"
     entrance = naming.queue_entrance(cq)
     objects: list[dict[str, Any]] = [
-        instancetype(),
-        flavor("f-a10g"),
+        instancetype(group_id=group_id, memory=f"{memory_mib}Mi"),
+        flavor(fname, akey),
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "Topology",
@@ -226,7 +250,7 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
                         "coveredResources": ["credits.gpustack.ai/nvidia"],
                         "flavors": [
                             {
-                                "name": "f-a10g",
+                                "name": fname,
                                 "resources": [
                                     {"name": "credits.gpustack.ai/nvidia", "nominalQuota": str(nodes * 8 * M)}
                                 ],
@@ -248,9 +272,9 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
         naming.LABEL_MANAGED: "true",
         naming.LABEL_OS: "linux",
         naming.LABEL_ARCH: "amd64",
-        naming.accelerator_label("nvidia-a10g"): "true",
+        naming.accelerator_label(akey): "true",
     }
-    for d in synthetic_devices(nodes):
+    for d in synthetic_devices(nodes, group_id=group_id, product=product, memory_mib=memory_mib):
         name = d["metadata"]["name"]
         keys = {**node_allocatable(parse_devices(d)), "credits.gpustack.ai/nvidia": 8 * M}
         objects.append(d)
@@ -266,7 +290,7 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
             continue
         accelerators = [{"id": r["id"], "mode": r["mode"], "allocated": r["allocated"]} for r in taken]
         record = {
-            "main": {"devices": {"groups": [{"id": "a10g", "manufacturer": "nvidia", "accelerators": accelerators}]}}
+            "main": {"devices": {"groups": [{"id": group_id, "manufacturer": "nvidia", "accelerators": accelerators}]}}
         }
         wname = f"w-{name}"
         objects.append(
@@ -317,7 +341,7 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
                             {
                                 "name": "main",
                                 "count": 1,
-                                "flavors": {"credits.gpustack.ai/nvidia": "f-a10g"},
+                                "flavors": {"credits.gpustack.ai/nvidia": fname},
                                 "topologyAssignment": topology([(name, 1)]),
                             }
                         ],
@@ -340,7 +364,9 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
                             "count": 1,
                             "template": {
                                 "spec": {
-                                    "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "9"}}}]
+                                    "containers": [
+                                        {"name": "main", "resources": {"limits": dict(pending or PENDING_LIMITS)}}
+                                    ]
                                 }
                             },
                         }
@@ -423,6 +449,48 @@ def bench_simulate(nodes: int) -> list[Row]:
             "informational",
             None,
         ),
+    ]
+
+
+def bench_plan(nodes: int) -> list[Row]:
+    """`gpuctl plan partitions` and `plan drain` on a snapshot of a whole cluster of whole H100 cards (the synthetic
+    pool's states, one admitted Workload per node, a queue of 3g.40gb requests), against `gpuctl views` on it."""
+    gpuctl = str(Path(sys.executable).with_name("gpuctl"))
+    three_g = {"nvidia.com/gpu.partitioned": "1", "nvidia.com/gpu.partitioned.mig-3g.40gb": "1"}
+    objects = simulation_snapshot(
+        nodes, group_id="h100-80gb-hbm3", product="NVIDIA H100 80GB HBM3", memory_mib=81920, pending=three_g
+    )
+    busy = next(o["spec"]["nodeName"] for o in objects if o["kind"] == "Pod")
+    with tempfile.TemporaryDirectory() as tmp:
+        snap = Path(tmp) / "snapshot"
+        snap.mkdir()
+        (snap / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+        runs = {
+            "views": [gpuctl, "views", "-o", "json", "--snapshot", str(snap)],
+            "plan partitions": [gpuctl, "plan", "partitions", "-o", "json", "--snapshot", str(snap)],
+            f"plan drain {busy}": [gpuctl, "plan", "drain", busy, "-o", "json", "--snapshot", str(snap)],
+        }
+        # Interleaved, so the machine's load weighs on the reference as on the plans.
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(5):
+            for name, cmd in runs.items():
+                times[name].append(_run(cmd)[0])
+        measured = {name: statistics.median(t) for name, t in times.items()}
+        views = measured.pop("views")
+        found = json.loads(subprocess.run(runs["plan partitions"], capture_output=True, text=True, check=True).stdout)
+    [summary] = found["plans"]
+    detail = f"{summary['switches']} switch(es) admit {len(summary['admittedAfter'])} of {len(summary['demand'])}"
+    return [
+        Row(
+            f"gpuctl {name} -o json, {nodes}-node H100 snapshot (whole process)"
+            + (f"; {detail}" if name == "plan partitions" else ""),
+            f"{t * 1000:.0f} ms",
+            f"gpuctl views -o json on the same snapshot: {views * 1000:.0f} ms",
+            t / views,
+            "< 3x",
+            t / views < 3.0,
+        )
+        for name, t in measured.items()
     ]
 
 
@@ -844,6 +912,7 @@ BENCHMARKS: dict[str, Callable[[int], list[Row]]] = {
     "views-core": bench_views_core,
     "views-process": bench_views_process,
     "simulate": bench_simulate,
+    "plan": bench_plan,
     "operator-memory": bench_operator_memory,
 }
 

@@ -25,7 +25,7 @@ from gpuctl.core import modes, naming
 from gpuctl.core.fit import podset_demands
 from gpuctl.core.instances import Instance
 from gpuctl.core.instancetypes import InstanceType
-from gpuctl.core.ledger import Capability, NodeDevices
+from gpuctl.core.ledger import Capability, Card, Group, NodeDevices
 from gpuctl.core.lifecycle import should_stop_instance
 from gpuctl.core.naming import Family
 from gpuctl.core.queueing import order_key, pending
@@ -49,6 +49,8 @@ WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
 INSTANCE_API = "worker.gpustack.ai/v1alpha1"
 MAX_ROUNDS = 8
 """Layouts the growing search of :func:`plan_partitions` simulates before it stops."""
+MAX_UNITS = 256
+"""Candidate units (cards, or Hygon nodes) a plan considers per mode, the preferred first."""
 
 
 class PlanError(ValueError):
@@ -347,56 +349,66 @@ def _card_holders(sim: Simulator, node: str) -> dict[str, list[Holder]]:
     return {card: [Holder(k, ns, n) for (k, ns, n) in who] for card, who in per.items()}
 
 
-def units(sim: Simulator, it: InstanceType, to: str, taken: frozenset[tuple[str, str]] = frozenset()) -> list[Unit]:
-    """Every unit of the pool's cards that could switch to ``to``, the ones to prefer first: idle before held, cards
-    the demand admitted as things are does not take (``taken``: (node, card)) before those it does, then on nodes
-    that already have cards in ``to``, then where the fewest cards in the other mode are free."""
-    out: list[Unit] = []
+def units(
+    sim: Simulator,
+    it: InstanceType,
+    to: str,
+    taken: frozenset[tuple[str, str]] = frozenset(),
+    need: int = 1,
+    limit: int = MAX_UNITS,
+) -> list[Unit]:
+    """The first ``limit`` units of the pool's cards that could switch to ``to``, the ones to prefer first: idle
+    before held, cards the demand admitted as things are does not take (``taken``: (node, card)) before those it
+    does; and by node: those that already have cards in ``to``, then one that holds the ``need`` cards alone (the
+    one with the fewest free, keeping the emptiest whole), then those with the most free. Kueue's TAS charges the
+    Workloads it placed on a node their credits, not their partition keys, so it keeps placing partitions on the
+    node that first offers them: cards switched together on one node are the ones the demand lands on."""
     selector = it.pool_labels()
-    for name in sorted(sim.ledgers):
-        d = sim.ledgers[name]
+    want_partitioned = to == modes.PARTITIONED
+    nodes: list[tuple[tuple[Any, ...], str, Group, list[Card], int, bool]] = []
+    for name, d in sim.ledgers.items():
         node = sim.state.nodes.get(name)
         if not in_pool(d.labels, selector) or (node is not None and (not node.ready or node.unschedulable)):
             continue
         g = d.group(it.accelerator_group)
         if g is None or not modes.partitionable(g.manufacturer):
             continue
-        leaving = [c for c in g.cards if modes.mode_of(c) != to]
-        if not leaving:
-            continue
-        holders = _card_holders(sim, name)
-        starting = sim.starting_on(name)
-        free_from = sum(1 for c in leaving if not modes.busy(c))
+        leaving = [c for c in g.cards if c.partitioned != want_partitioned]
         has_to = len(leaving) < len(g.cards)
-        groups = [leaving] if g.manufacturer in modes.NODE_WIDE else [[c] for c in leaving]
-        if g.manufacturer in modes.NODE_WIDE and has_to:
-            continue  # a node-wide model is one mode on a node; a mixed node is not one to plan on
-        for cards in groups:
-            held = [h for c in cards for h in holders.get(c.id, [])]
-            merged: dict[tuple[str, str, str], list[str]] = {}
-            for c in cards:
-                for h in holders.get(c.id, []):
-                    merged.setdefault((h.kind, h.namespace, h.name), []).append(c.id)
-            who = tuple(Holder(k, ns, n, tuple(cs)) for (k, ns, n), cs in sorted(merged.items()))
-            blocked = ""
-            if any(h.kind == "Pod" for h in who):
-                pods = ", ".join(h.key for h in who if h.kind == "Pod")
-                blocked = f"held by Pod {pods} outside Kueue, which no queue says when it finishes"
-            elif any(modes.busy(c) for c in cards) and not held:
-                blocked = "held by allocations no Pod read accounts for"
-            elif starting:
-                blocked = f"{', '.join(starting)} is starting on {name} (admitted, Pods not yet allocated)"
-            out.append(Unit(name, tuple(c.id for c in cards), to, who, blocked, free_from, has_to, cards[0].index))
-    out.sort(
-        key=lambda u: (
-            bool(u.holders),
-            any((u.node, c) in taken for c in u.cards),
-            0 if u.has_to else 1,
-            u.free_from,
-            u.node,
-            u.index,
-        )
-    )
+        if not leaving or (g.manufacturer in modes.NODE_WIDE and has_to):
+            continue  # a node-wide model is one mode on a node: a mixed node is not one to plan on
+        free_from = sum(1 for c in leaving if not modes.busy(c))
+        fits = free_from >= need
+        key = (0 if has_to else 1, 0 if fits else 1, free_from if fits else -free_from, name)
+        nodes.append((key, name, g, leaving, free_from, has_to))
+    nodes.sort(key=lambda n: n[0])
+    out: list[Unit] = []
+    for rank in (0, 1, 2):  # idle and not taken; idle and taken; held
+        for _, name, g, leaving, free_from, has_to in nodes:
+            if len(out) >= limit:
+                return out
+            holders: dict[str, list[Holder]] | None = None
+            starting: list[str] | None = None
+            for cards in [leaving] if g.manufacturer in modes.NODE_WIDE else [[c] for c in leaving]:
+                held = any(modes.busy(c) for c in cards)
+                if (2 if held else 1 if any((name, c.id) in taken for c in cards) else 0) != rank:
+                    continue
+                if holders is None:
+                    holders, starting = _card_holders(sim, name), sim.starting_on(name)
+                merged: dict[tuple[str, str, str], list[str]] = {}
+                for c in cards:
+                    for h in holders.get(c.id, []):
+                        merged.setdefault((h.kind, h.namespace, h.name), []).append(c.id)
+                who = tuple(Holder(k, ns, n, tuple(cs)) for (k, ns, n), cs in sorted(merged.items()))
+                blocked = ""
+                if any(h.kind == "Pod" for h in who):
+                    pods = ", ".join(h.key for h in who if h.kind == "Pod")
+                    blocked = f"held by Pod {pods} outside Kueue, which no queue says when it finishes"
+                elif held and not who:
+                    blocked = "held by allocations no Pod read accounts for"
+                elif starting:
+                    blocked = f"{', '.join(starting)} is starting on {name} (admitted, Pods not yet allocated)"
+                out.append(Unit(name, tuple(c.id for c in cards), to, who, blocked, free_from, has_to, cards[0].index))
     return out
 
 
@@ -576,8 +588,16 @@ def plan_partitions(
                 )
                 continue
         wanted.setdefault(to, []).append(o.submission)
-        if to not in pools:
-            pools[to] = units(sim, it, to, taken)
+
+    def estimate(to: str, subs: Sequence[Submission]) -> int:
+        if to == modes.PARTITIONED:
+            cap = known.capability(key, manufacturer, modes.PARTITIONED)
+            assert cap is not None
+            return partition_cards([p for s in subs for p in _instances(s)], cap)
+        return _whole_cards(subs)
+
+    for to, subs in wanted.items():
+        pools[to] = units(sim, it, to, taken, estimate(to, subs))
     usable: dict[str, list[Unit]] = {}
     for to, found in pools.items():
         usable[to] = [u for u in found if not u.blocked]
@@ -588,13 +608,6 @@ def plan_partitions(
             tried.append(
                 Tried(to, f"every card that could switch to {to} is busy: " + "; ".join(_unit_text(u) for u in blocked))
             )
-
-    def estimate(to: str, subs: Sequence[Submission]) -> int:
-        if to == modes.PARTITIONED:
-            cap = known.capability(key, manufacturer, modes.PARTITIONED)
-            assert cap is not None
-            return partition_cards([p for s in subs for p in _instances(s)], cap)
-        return _whole_cards(subs)
 
     def cards_in(to: str, n: int) -> int:
         return sum(len(u.cards) for u in current[to][:n])
@@ -661,10 +674,18 @@ def plan_partitions(
             best_k, best = grow()
     if len(best[1]) <= len(admitted0):
         return finish((), baseline, 0)
-    # Shrink: the fewest units of each mode, the others kept, that still admit as many (bisection, each a proof).
+    # Shrink: the fewest units of each mode, the others kept, that still admit as many (bisection, each a proof),
+    # from the fewest cards that can hold the partitions the plan admits when the pool has none to start with.
     target = len(best[1])
     for to in sorted(best_k):
         low, high = 0, best_k[to]
+        cap = known.capability(key, manufacturer, to)
+        if to == modes.PARTITIONED and cap is not None and not any(u.has_to for u in current[to]):
+            gained = [s for s in wanted[to] if s.key in best[1] and s.key not in admitted0]
+            sizes = {p.published: p.memory_slices for p in cap.profiles}
+            slices = sum(sizes.get(p, 0) for s in gained for p in _instances(s))
+            per_card = _slices_per_card(cap)
+            low = min(high, units_for(to, -(-slices // per_card))) if per_card and slices else 0
         while low < high:
             mid = (low + high) // 2
             got = attempt({**best_k, to: mid})
@@ -674,7 +695,7 @@ def plan_partitions(
                 low = mid + 1
         best_k[to] = high
     picked = chosen(best_k)
-    steps, last = _partition_steps(sim, it, picked, demand, admitted0, known, tally)
+    steps, last = _partition_steps(sim, it, picked, demand, admitted0, known, tally, best[0])
     return finish(steps, last, sum(len(u.cards) for u in picked))
 
 
@@ -733,9 +754,11 @@ def _partition_steps(
     admitted0: set[str],
     known: modes.Catalog,
     tally: PoolTally,
+    proof: list[Outcome],
 ) -> tuple[tuple[Step, ...], list[Outcome]]:
-    """One step per node and mode, in the order the units were chosen; each proven by simulating the demand with every step up
-    to it applied. ``viewsBefore``/``viewsAfter`` are the pools' views around the step's switch alone."""
+    """One step per node and mode, in the order the units were chosen; each proven by simulating the demand with
+    every step up to it applied (a plan of one step by ``proof``, the simulation of exactly that layout).
+    ``viewsBefore``/``viewsAfter`` are the pools' views around the step's switch alone."""
     groups: list[tuple[str, str]] = []
     for u in chosen:
         if (u.node, u.to) not in groups:
@@ -760,11 +783,18 @@ def _partition_steps(
         for t in tallies:
             t.update(layout.ledgers, touched)
         after = [t.status() for t in tallies if t.covers(node)]
-        last, admitted = _admitted(layout.copy(), demand)
+        if len(groups) == 1:
+            last, admitted = proof, {o.submission.key for o in proof if o.admitted}
+        else:
+            last, admitted = _admitted(layout.copy(), demand)
         new = tuple(k for k in (o.submission.key for o in last) if k in admitted and k not in seen)
         lost = tuple(k for k in (o.submission.key for o in last) if k in seen and k not in admitted)
         seen = admitted
-        holders = tuple(h for u in mine for h in u.holders)
+        merged: dict[tuple[str, str, str], list[str]] = {}
+        for u in mine:
+            for h in u.holders:
+                merged.setdefault((h.kind, h.namespace, h.name), []).extend(h.cards)
+        holders = tuple(Holder(k, ns, n, tuple(dict.fromkeys(cs))) for (k, ns, n), cs in merged.items())
         steps.append(
             Step(
                 i,
