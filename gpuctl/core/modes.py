@@ -10,7 +10,7 @@ a card reads once it has switched.
 
 A switched card is free in its new mode. A partitioned card's geometry — its profiles, the instances of each it
 hosts, their placements — is its model's: read from a card of the same model that already reports it, else from the
-profile table of the models documented here. A whole card's logical slicing is a whole card of its model's, else
+profile table of the products documented here. A whole card's logical slicing is a whole card of its model's, else
 the manufacturer's slice slots. A card is M credits in either mode, so the node's credits and its flavor's quota
 stand; its capacity keys, fit labels and views follow from its new capability.
 """
@@ -50,10 +50,18 @@ def _h100_profiles() -> tuple[Profile, ...]:
     )
 
 
-PROFILE_TABLES: Mapping[str, Capability] = {
-    "nvidia-h100-80gb-hbm3": Capability(0, False, _h100_profiles(), 7),
+PROFILE_TABLES: Mapping[tuple[str, str], Capability] = {
+    ("nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3"): Capability(0, False, _h100_profiles(), 7),
 }
-"""The partition geometry of the models whose profile table is documented, by accelerator key."""
+"""The partition geometry of the models whose profile table is documented, by (accelerator key, product name): a
+card of either is that model (a manufacturer's partition profiles are fixed per product)."""
+
+
+def profile_table(accelerator_key: str, product: str = "") -> Capability | None:
+    for (key, name), cap in PROFILE_TABLES.items():
+        if accelerator_key == key or (product and product == name):
+            return cap
+    return None
 
 
 class ModeError(ValueError):
@@ -69,9 +77,9 @@ class Catalog:
     partitioned: Mapping[str, Capability]
     whole: Mapping[str, Capability]
 
-    def capability(self, accelerator_key: str, manufacturer: str, to: str) -> Capability | None:
+    def capability(self, accelerator_key: str, manufacturer: str, to: str, product: str = "") -> Capability | None:
         if to == PARTITIONED:
-            return self.partitioned.get(accelerator_key) or PROFILE_TABLES.get(accelerator_key)
+            return self.partitioned.get(accelerator_key) or profile_table(accelerator_key, product)
         seen = self.whole.get(accelerator_key)
         if seen is not None:
             return seen
@@ -189,7 +197,7 @@ def switches(
                     f"{where}: {g.manufacturer} switches the partition mode of a whole node, not of one card; "
                     f"give {node}={to} (all {len(g.cards)} cards switch)"
                 )
-        capability = known.capability(g.accelerator_key, g.manufacturer, to)
+        capability = known.capability(g.accelerator_key, g.manufacturer, to, g.product)
         if capability is None:
             raise ModeError(
                 f"{where}: no card of model {g.accelerator_key} reports partition profiles and its profile table is "

@@ -471,8 +471,9 @@ class PartitionPlan:
     views_before: dict[str, Any]
     views_after: dict[str, Any]
     switches: int
-    placed: Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]] = field(default_factory=dict)
-    """Where the plan's simulation puts each demand it admits: (node, cards) per node."""
+    placed: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Where the plan's simulation puts each demand it admits: ``simulate``'s ``placement.nodes`` (node, Pods, cards,
+    the allocations ``Allocate`` would record)."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -480,9 +481,7 @@ class PartitionPlan:
             "demand": [{"workload": k, "asks": self.asks.get(k, "")} for k in self.demand],
             "admittedBefore": list(self.admitted_before),
             "admittedAfter": list(self.admitted_after),
-            "placement": {
-                k: [{"name": n, "cards": list(cards)} for n, cards in where] for k, where in self.placed.items()
-            },
+            "placement": dict(self.placed),
             "stillHeld": [{"workload": k, "why": why} for k, why in self.still_held],
             "switches": self.switches,
             "cost": cost(self.views_before, self.views_after) if self.views_before else {},
@@ -552,12 +551,13 @@ def plan_partitions(
             before_views,
             after_views,
             switched,
-            {o.submission.key: tuple((n.name, n.cards) for n in o.placement) for o in last if o.admitted},
+            {o.submission.key: o.to_dict()["placement"]["nodes"] for o in last if o.admitted},
         )
 
     if not held:
         return finish((), baseline, 0)
     manufacturer = it.manufacturer or key.split("-", 1)[0]
+    product = next((g.product for d in sim.base_devices.values() for g in d.groups if g.accelerator_key == key), "")
     taken = frozenset((n.name, c) for o in baseline if o.admitted for n in o.placement for c in n.cards)
     pools: dict[str, list[Unit]] = {}
     wanted: dict[str, list[Submission]] = {}
@@ -566,7 +566,7 @@ def plan_partitions(
         if to is None:
             continue
         if to == modes.PARTITIONED:
-            cap = known.capability(key, manufacturer, modes.PARTITIONED)
+            cap = known.capability(key, manufacturer, modes.PARTITIONED, product)
             if not modes.partitionable(manufacturer):
                 tried.append(Tried("partition", f"{o.submission.key}: {manufacturer} cards have no partition mode"))
                 continue
@@ -591,7 +591,7 @@ def plan_partitions(
 
     def estimate(to: str, subs: Sequence[Submission]) -> int:
         if to == modes.PARTITIONED:
-            cap = known.capability(key, manufacturer, modes.PARTITIONED)
+            cap = known.capability(key, manufacturer, modes.PARTITIONED, product)
             assert cap is not None
             return partition_cards([p for s in subs for p in _instances(s)], cap)
         return _whole_cards(subs)
@@ -679,7 +679,7 @@ def plan_partitions(
     target = len(best[1])
     for to in sorted(best_k):
         low, high = 0, best_k[to]
-        cap = known.capability(key, manufacturer, to)
+        cap = known.capability(key, manufacturer, to, product)
         if to == modes.PARTITIONED and cap is not None and not any(u.has_to for u in current[to]):
             gained = [s for s in wanted[to] if s.key in best[1] and s.key not in admitted0]
             sizes = {p.published: p.memory_slices for p in cap.profiles}
@@ -860,6 +860,7 @@ class Evicted:
             out["heldBy"] = o.explanation.held_by
             if o.explanation.held_by is not None:
                 out["heldAt"] = o.explanation.gates[o.explanation.held_by - 1].name
+                out["heldGate"] = o.explanation.to_dict()["gates"][o.explanation.held_by - 1]
             if o.admitted:
                 out["placement"] = o.to_dict()["placement"]
             if o.preempted:

@@ -161,8 +161,8 @@ def test_a_whole_h100_pool_with_a_queue_of_3g40gb_switches_the_fewest_cards() ->
     assert three == set(p.admitted_after) and overcommits(sim) == []
     per_card: dict[str, int] = {}
     for where in p.placed.values():
-        for _, cards in where:
-            for c in cards:
+        for n in where:
+            for c in n["cards"]:
                 per_card[c] = per_card.get(c, 0) + 1
     assert sorted(per_card.values()) == [1, 2, 2]
 
@@ -400,3 +400,10 @@ def test_node_keys_come_from_the_ledger_after_a_switch() -> None:
     assert (keys["cpu"], keys["pods"], keys["credits.gpustack.ai/nvidia"]) == (64, 110, 2 * M)
     fit = node_fit_labels(sim.ledgers["h1"])
     assert fit and {k: v for k, v in sim.labels_of("h1").items() if k in fit} == fit
+
+
+def test_the_profile_table_is_found_by_the_model_key_or_its_product_name() -> None:
+    assert modes.profile_table("nvidia-h100-80gb-hbm3") is not None
+    by_name = modes.profile_table("nvidia-h100-sxm-lab", "NVIDIA H100 80GB HBM3")
+    assert by_name is not None and {p.published: p.count for p in by_name.profiles} == H100_PER_CARD
+    assert modes.profile_table("nvidia-a10g", "NVIDIA A10G") is None
