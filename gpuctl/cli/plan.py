@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
-from gpuctl.cli.completion import complete_instancetypes
+from gpuctl.cli.completion import complete_instancetypes, complete_nodes
 from gpuctl.cli.errors import AnswerNo, UsageError
 from gpuctl.cli.options import SourceSpec, output_options, source_options
 from gpuctl.cli.render import Column, OutputSpec
@@ -297,7 +297,10 @@ def _drain_footer(p: "DrainPlan") -> str:
 
 
 def drain_command(
-    nodes: Annotated[list[str], typer.Argument(metavar="NODE...", help="The nodes to drain, in order.")],
+    nodes: Annotated[
+        list[str],
+        typer.Argument(metavar="NODE...", help="The nodes to drain, in order.", autocompletion=complete_nodes),
+    ],
     suggest: Annotated[
         bool,
         typer.Option(
