@@ -67,7 +67,7 @@ def _cost_text(c: dict[str, dict[str, int]]) -> str:
 # ----------------------------------------------------------------------------------------------- partitions
 
 
-def _pool(source: "Source", sim: "Simulator", name: str) -> "InstanceType":
+def _pool(sim: "Simulator", name: str) -> "InstanceType":
     it = sim.state.instancetypes.get(name)
     if it is None or not it.acceleratable:
         known = ", ".join(sorted(n for n, t in sim.state.instancetypes.items() if t.acceleratable)) or "none"
@@ -117,7 +117,7 @@ def partition_plans(
         )
         out = []
         for name in chosen:
-            it = _pool(source, base, name)
+            it = _pool(base, name)
             sim = base.copy()
             if specs:
                 ns, entrance = _entrance_namespace(sim, name, namespace)
@@ -176,6 +176,8 @@ def _partition_rows(wide: bool) -> Any:
 
 
 def _partition_footer(plans: list["PartitionPlan"]) -> str:
+    if not plans:
+        return "No accelerated pool has Workloads pending (name a pool and --for to plan a demand of your own).\n"
     lines: list[str] = []
     for p in plans:
         lines.append(f"pool {p.pool}: {p.switches} card switch(es), each step simulated")

@@ -29,7 +29,7 @@ from gpuctl.core.ledger import Capability, Card, Group, NodeDevices
 from gpuctl.core.lifecycle import should_stop_instance
 from gpuctl.core.naming import Family
 from gpuctl.core.queueing import order_key, pending
-from gpuctl.core.simulate import Outcome, ScenarioError, Simulator
+from gpuctl.core.simulate import Outcome, Simulator
 from gpuctl.core.submissions import Submission, SubmittedPodSet, resubmission
 from gpuctl.core.suggest import Suggestions, Tried, unblockers
 from gpuctl.core.units import SHARES_PER_CARD, M
@@ -115,8 +115,8 @@ class PoolTally:
         ``gpuctl views -o json`` prints a pool."""
         parts = [self.nodes[n] for n in sorted(self.nodes)]
 
-        def summed(views: list[View], once: int | None = None) -> View:
-            top = max((v.once_max_request for v in views), default=0) if once is None else once
+        def summed(views: list[View]) -> View:
+            top = max((v.once_max_request for v in views), default=0)
             return View(top, sum(v.remaining for v in views), sum(v.capacity for v in views))
 
         memory: dict[str, int] = {}
@@ -135,7 +135,7 @@ class PoolTally:
             1 if pt_remaining > 0 else 0,
             pt_remaining,
             sum(p.pt.capacity for p in parts),
-            tuple(ProfileCount(n, remaining.get(n, 0)) for n in order if n in remaining),
+            tuple(ProfileCount(n, remaining.get(n, 0)) for n in order),
             tuple(ProfileCount(n, allocated[n]) for n in order if allocated.get(n, 0) > 0),
         )
         views = PoolViews(
@@ -561,33 +561,26 @@ def plan_partitions(
     taken = frozenset((n.name, c) for o in baseline if o.admitted for n in o.placement for c in n.cards)
     pools: dict[str, list[Unit]] = {}
     wanted: dict[str, list[Submission]] = {}
+    hopeless: dict[str, list[str]] = {}
+    """Why no switch can help, and the demand it concerns."""
     for o in held:
         to, profile = _target(o.submission)
         if to is None:
             continue
         if to == modes.PARTITIONED:
             cap = known.capability(key, manufacturer, modes.PARTITIONED, product)
+            why = ""
             if not modes.partitionable(manufacturer):
-                tried.append(Tried("partition", f"{o.submission.key}: {manufacturer} cards have no partition mode"))
-                continue
-            if cap is None:
-                tried.append(
-                    Tried(
-                        "partition",
-                        f"{o.submission.key}: no card of model {key} reports partition profiles and its profile "
-                        "table is not known here",
-                    )
-                )
-                continue
-            if not modes.offers(cap, profile):
-                offered = ", ".join(p.published for p in cap.profiles)
-                tried.append(
-                    Tried(
-                        "partition", f"{o.submission.key}: model {key} has no {profile} profile (it offers {offered})"
-                    )
-                )
+                why = f"{manufacturer} cards have no partition mode"
+            elif cap is None:
+                why = f"no card of model {key} reports partition profiles and its profile table is not known here"
+            elif not modes.offers(cap, profile):
+                why = f"model {key} has no {profile} profile (it offers {', '.join(p.published for p in cap.profiles)})"
+            if why:
+                hopeless.setdefault(why, []).append(o.submission.key)
                 continue
         wanted.setdefault(to, []).append(o.submission)
+    tried.extend(Tried("partition", f"{', '.join(who)}: {why}") for why, who in hopeless.items())
 
     def estimate(to: str, subs: Sequence[Submission]) -> int:
         if to == modes.PARTITIONED:
@@ -603,7 +596,7 @@ def plan_partitions(
         usable[to] = [u for u in found if not u.blocked]
         blocked = [u for u in found if u.blocked]
         if not found:
-            tried.append(Tried(to, f"no card of pool {it.name} can switch to {to}: none is in the other mode"))
+            tried.append(Tried(to, f"every card of pool {it.name} that can switch is {to} already: no switch helps"))
         elif not usable[to]:
             tried.append(
                 Tried(to, f"every card that could switch to {to} is busy: " + "; ".join(_unit_text(u) for u in blocked))
@@ -1005,10 +998,6 @@ def demand_of(sim: Simulator, pool: str) -> list[Submission]:
     if line:
         sim.remove(w.key for w in line)
     return [resubmission(w) for w in line]
-
-
-def scenario_error(exc: ScenarioError) -> PlanError:
-    return PlanError(str(exc))
 
 
 def partition_hint(sim: Simulator, w: Workload) -> str:

@@ -636,7 +636,10 @@ class Simulator:
         return done
 
     def starting_on(self, node: str) -> list[str]:
-        """Workloads read as admitted (or Ready) on a node whose Pods there Allocate has not all recorded yet."""
+        """Workloads read as admitted (or Ready) on a node whose Pods there Allocate has not all recorded yet (none
+        told when the read holds no Pods: the published ledger is all there is)."""
+        if self.ledger_kind != "rebuilt":
+            return []
         out = []
         for w in self.by_node.get(node, ()):
             if w.finished or (w.namespace, w.name) in self.simulated:
@@ -652,9 +655,10 @@ class Simulator:
 
     def cordon(self, nodes: Iterable[str]) -> None:
         """``kubectl cordon``: the nodes take no new Pod, and Kueue's TAS leaves them out of every placement."""
-        cordoned = {n: replace(self.state.nodes[n], unschedulable=True) for n in nodes if n in self.state.nodes}
+        names = set(nodes)
+        cordoned = {n: replace(self.state.nodes[n], unschedulable=True) for n in names if n in self.state.nodes}
         self.state = replace(self.state, nodes={**self.state.nodes, **cordoned})
-        for name in set(nodes) - set(cordoned):  # a ledger without a Node: it leaves the rooms placement reads
+        for name in names - set(cordoned):  # a ledger without a Node: it leaves the rooms placement reads
             self.free.pop(name, None)
             self.sched.pop(name, None)
         self.flavor_nodes = {}
