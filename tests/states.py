@@ -3,6 +3,9 @@
 The design binds the objects of a cluster together; a state built here keeps every binding, so a what-if answer on
 it can be checked against the rules rather than against an accident of the fixture:
 
+- each card is whole (reporting its manufacturer's logical slicing) or partitioned (reporting its model's geometry),
+  card by card (``State.node(..., partitioned=...)``), and each pool's InstanceType publishes the catalog its cards
+  sum to (the partitioned cards' profiles, the whole cards' slices), as the status writer does;
 - each card's ledger row (``Devices.status``) is what the allocation records of the Pods bound to its node hold: the
   units summed, one slice slot per slice, the records' mode, partitions at their placements and the profiles still
   free by the card's geometry;
@@ -15,6 +18,7 @@ it can be checked against the rules rather than against an accident of the fixtu
 
 The ledger rows and credits are computed here from the records, with the device manager's and Kueue's arithmetic
 written out (not by the code under test); only the keys a ledger advertises come from ``core.capacity``.
+:func:`overcommits` checks a simulated working copy against the same bindings: no card holds more than it can.
 """
 
 from __future__ import annotations
