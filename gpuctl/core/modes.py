@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gpuctl.core import naming
+from gpuctl.core.errors import InputError
 from gpuctl.core.instancetypes import InstanceType, OfferedProfile
 from gpuctl.core.ledger import NO_COUNTS, Capability, Card, Mode, NodeDevices, Placement, Profile
 from gpuctl.core.units import M
@@ -64,7 +65,7 @@ def profile_table(accelerator_key: str, product: str = "") -> Capability | None:
     return None
 
 
-class ModeError(ValueError):
+class ModeError(InputError, ValueError):
     """A switch the vendor's rule, the card's allocations or the model's geometry does not allow; the message names
     the card and what to do."""
 

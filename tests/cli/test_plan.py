@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
-from tests.fixtures.make_maintenance_snapshot import PATH, text
+from tests.maintenance_snapshot import PATH, text
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = str(ROOT / "examples" / "maintenance")
@@ -24,7 +24,7 @@ def run(*args: str) -> tuple[int, str, str]:
 
 
 def test_the_maintenance_snapshot_is_what_its_generator_writes() -> None:
-    assert PATH.read_text() == text(), "regenerate it: python -m tests.fixtures.make_maintenance_snapshot"
+    assert PATH.read_text() == text(), "regenerate it: python -m tests.maintenance_snapshot"
 
 
 def test_plan_partitions_json_is_a_list_of_proven_steps() -> None:

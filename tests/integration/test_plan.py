@@ -3,7 +3,7 @@
 - **Partitions**: a pool of whole H100 cards (one held by a Pod outside Kueue) is loaded, consistent by construction
   (``tests.states``). ``plan partitions --for 3g.40gb=3`` is asked live; the test then applies the plan by hand — it
   rewrites each switched card's capability in its node's Devices as a re-moded card reports it (the H100 profile
-  table of ``tests.factories``) and reports the node's ledger and keys as the device plugin would — and waits for the
+  table of ``testbed.factories``) and reports the node's ledger and keys as the device plugin would — and waits for the
   operator to publish the pool's new catalog and views, which must read what the plan said they would. Then the demand
   is submitted as Pods: the Pod webhook folds them, Kueue's TAS places them and the operator's check judges them, and
   each must be admitted on the node the plan placed it on.
@@ -27,11 +27,11 @@ from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
 from gpuctl.core import naming
-from tests.factories import H100_MIB, H100_PROFILES, container, physical_profiles
+from testbed.factories import H100_MIB, H100_PROFILES, container, physical_profiles
+from testbed.gpucluster import KUEUE, KV, WORKER, WV, condition, wait_for
+from testbed.operator_process import Operator, webhooks_registered
 from tests.states import Model, State, whole
 
-from .gpucluster import KUEUE, KV, WORKER, WV, condition, wait_for
-from .operator_process import Operator, webhooks_registered
 from .whatif import Cluster, job, real_class
 
 GPU = "nvidia.com/gpu"

@@ -33,11 +33,11 @@ from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
 from gpuctl.core import naming
-from tests.factories import H100_MIB, H100_PROFILES, container
+from testbed.factories import H100_MIB, H100_PROFILES, container
+from testbed.gpucluster import KUEUE, KV, condition, wait_for
+from testbed.operator_process import Operator, webhooks_registered
 from tests.states import Model, State, partition, shares, slice_of, whole
 
-from .gpucluster import KUEUE, KV, condition, wait_for
-from .operator_process import Operator, webhooks_registered
 from .whatif import Cluster, job, real_class, settled, workload
 
 GPU = "nvidia.com/gpu"

@@ -22,10 +22,9 @@ from gpuctl.core.pods import parse_pod
 from gpuctl.core.quota import quota_book
 from gpuctl.core.units import M
 from gpuctl.core.workloads import parse_cluster_queue, parse_workload
-from tests.factories import container
+from testbed.factories import container
+from testbed.gpucluster import KUEUE, KV, WORKER, WV, condition, create_ready_node, ensure_active_check, wait_for
 from tests.states import Model
-
-from .gpucluster import KUEUE, KV, WORKER, WV, condition, create_ready_node, ensure_active_check, wait_for
 
 TRANSIENT = ("Pending the preemption of",)
 """Kueue's mark on a Workload that waits for the Workloads it preempts to release their quota."""

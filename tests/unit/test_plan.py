@@ -371,10 +371,10 @@ def test_an_unknown_node_is_refused() -> None:
 
 
 def test_explain_of_a_workload_held_for_lack_of_a_profile_names_the_plan_that_admits_it() -> None:
-    from gpuctl.cli.explain import _explain_workload
+    from gpuctl.cli.usecases import explained
 
     cluster = MemoryCluster(queued(State().node("h1", 2, H100, partitioned=()), 1).objects())
-    e = _explain_workload(cluster, NS, "w0")
+    e = explained(cluster, NS, "w0")
     assert e.held_by == 2
     assert f"`gpuctl plan partitions {H100.pool}` admits it once 1 card(s) switch to partitioned (h1: GPU-0000)" in (
         e.gates[1].hint
@@ -385,7 +385,7 @@ def test_explain_of_a_workload_held_for_lack_of_a_profile_names_the_plan_that_ad
         queued(State().node("h1", 1, H100, partitioned=()).hold(None, "h1", whole(0)), 1, {GPU: "1"}),
         queued(full, 1),
     ):
-        e = _explain_workload(MemoryCluster(state.objects()), NS, "w0")
+        e = explained(MemoryCluster(state.objects()), NS, "w0")
         assert e.held_by == 2 and "plan partitions" not in (e.gates[1].hint or "")
 
 

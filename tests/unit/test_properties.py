@@ -14,7 +14,7 @@ from gpuctl.core.ledger import parse_devices
 from gpuctl.core.requests import admit_pod, partitioned_units, sliced_units
 from gpuctl.core.units import SHARE, M
 from gpuctl.core.views import accelerator_views
-from tests.factories import H100_PROFILES, card_row, devices, h100_devices, instancetype, physical_profiles
+from testbed.factories import H100_PROFILES, card_row, devices, h100_devices, instancetype, physical_profiles
 
 A10G = "nvidia-a10g"
 H100 = "nvidia-h100-80gb-hbm3"
