@@ -124,6 +124,20 @@ def test_plan_drain_suggests_what_would_make_room() -> None:
     assert changes["finish"]["workloads"] == ["team-a/batch"] and changes["add-nodes"]["count"] == 1
 
 
+def test_plan_drain_table_keeps_to_80_columns_and_wide_names_every_card() -> None:
+    code, out, _ = run("plan", "drain", "h100-a", "a10g-b")
+    assert code == 0
+    table = out.splitlines()[:4]
+    assert table[1].split() == ["1", "h100-a", "team-a/vllm-a", "3", "h100-b", "(3", "cards)"]
+    assert table[3].split() == ["team-a/batch", "2", "nowhere:", "gate", "2"]
+    assert all(len(line) <= 80 for line in table), table
+    code, wide, _ = run("plan", "drain", "h100-a", "a10g-b", "-o", "wide")
+    assert "h100-b (GPU-0000, GPU-0001, GPU-0002)" in wide and "nowhere: gate 2 (Kueue TAS placement)" in wide
+    # Where the cards' ids fit, the narrow table names them.
+    code, out, _ = run("plan", "drain", "a10g-a")
+    assert "team-a/embed   1       a10g-b (GPU-0003)" in out
+
+
 def test_plan_drain_refuses_unknown_and_repeated_nodes() -> None:
     code, _, err = run("plan", "drain", "nope")
     assert code == 1 and "node 'nope' has no Node or Devices object" in err

@@ -268,16 +268,33 @@ def partitions_command(
 # ----------------------------------------------------------------------------------------------- drain
 
 
-def _drain_rows(wide: bool) -> Any:
+TABLE_WIDTH = 80
+"""The width the narrow drain table keeps to: GOES names a placement's cards by count when their ids do not fit."""
+
+
+def _goes(e: dict[str, Any], short: bool) -> str:
+    if e["result"] == "readmitted":
+        nodes = e["placement"]["nodes"]
+        if short:
+            return "; ".join(
+                f"{n['name']} ({len(n['cards'])} card{'' if len(n['cards']) == 1 else 's'})" for n in nodes
+            )
+        return "; ".join(f"{n['name']} ({', '.join(n['cards']) or 'no card'})" for n in nodes)
+    if e["result"] == "held":
+        return f"nowhere: gate {e['heldBy']}" + ("" if short else f" ({e['heldAt']})")
+    result = str(e["result"])
+    return {"outside-kueue": "outside Kueue", "stopped": "stopped"}.get(result, result)
+
+
+def _drain_rows(wide: bool, budget: int | None = None) -> Any:
+    """The drain table's rows; ``budget`` is the room GOES has in the narrow table (None: no limit)."""
+
     def rows(item: dict[str, Any]) -> list[list[str]]:
         out = []
         for i, e in enumerate(item["evicted"]):
-            if e["result"] == "readmitted":
-                goes = "; ".join(f"{n['name']} ({', '.join(n['cards']) or 'no card'})" for n in e["placement"]["nodes"])
-            elif e["result"] == "held":
-                goes = f"nowhere: gate {e['heldBy']} ({e['heldAt']})"
-            else:
-                goes = {"outside-kueue": "outside Kueue", "stopped": "stopped"}.get(e["result"], e["result"])
+            goes = _goes(e, False)
+            if budget is not None and len(goes) > budget:
+                goes = _goes(e, True)
             why = e["why"]
             if wide and e.get("unblockers"):
                 why += "; would admit: " + "; ".join(u["change"] for u in e["unblockers"])
@@ -299,6 +316,14 @@ def _drain_rows(wide: bool) -> Any:
         return out
 
     return rows
+
+
+def _goes_budget(items: list[dict[str, Any]]) -> int:
+    """What is left of :data:`TABLE_WIDTH` for GOES, the narrow table's last column, after the columns before it."""
+    full = _drain_rows(False)
+    lines = [[c.header for c in DRAIN_COLUMNS], *(r for item in items for r in full(item))]
+    before = sum(max(len(line[i]) for line in lines) + 3 for i in range(4))
+    return TABLE_WIDTH - before
 
 
 def _drain_footer(p: "DrainPlan") -> str:
@@ -377,12 +402,13 @@ def drain_command(
         except plan.PlanError as exc:
             raise NotFound(str(exc)) from None
     labels = {n: dict(node.labels) for n, node in sim.state.nodes.items()}
+    items = [s.to_dict() for s in drained.steps]
     listing = render.Listing(
         "PlanStep",
-        [s.to_dict() for s in drained.steps],
+        items,
         DRAIN_COLUMNS,
         ref=lambda i: refs.ObjectRef(kinds.NODE, i["node"], None, labels.get(i["node"], {})),
-        rows=_drain_rows(output.wide),
+        rows=_drain_rows(output.wide, None if output.wide else _goes_budget(items)),
         extra={"nodes": list(drained.nodes), "nowhere": [e.holder.to_dict() for e in drained.nowhere]},
         footer=lambda: _drain_footer(drained),
     )
