@@ -57,6 +57,8 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                '  partitions     Show offered, carved and free partitions per profile.\n'
                '  workloads      List Workloads with the gate that holds each.\n'
                '  simulate       Show whether workloads would be admitted now, and where.\n'
+               '  plan           Plan card re-modes and node drains, each step proven by\n'
+               '                 simulation.\n'
                '  fragmentation  Show free capacity each request shape can use, and what is\n'
                '                 stranded.\n'
                "  queue          List pending Workloads in Kueue's order, with what each asks\n"
@@ -136,6 +138,23 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                            '    gpuctl instancetype create a10g-12c128g --accelerator-group nvidia-a10g --unit-cpu 12 '
                            '--unit-ram 128Gi\n',
                            0],
+          'plan': ['out',
+                   'Usage: {prog} plan [OPTIONS] COMMAND [ARGS]...\n'
+                   '\n'
+                   '  Plan card re-modes and node drains, each step proven by simulation.\n'
+                   '\n'
+                   'Options:\n'
+                   '  -h, --help  Show this message and exit.\n'
+                   '\n'
+                   'Commands:\n'
+                   '  partitions  Show which cards to switch mode so the pending demand is\n'
+                   '              admitted.\n'
+                   '  drain       Show what draining nodes evicts and where each Workload goes.\n'
+                   '\n'
+                   '  Examples:\n'
+                   '    gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64\n'
+                   '    gpuctl plan drain h100-1 --exit-code\n',
+                   0],
           'rbac': ['out',
                    'Usage: {prog} rbac [OPTIONS] COMMAND [ARGS]...\n'
                    '\n'
@@ -216,6 +235,8 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
               '  partitions     Show offered, carved and free partitions per profile.\n'
               '  workloads      List Workloads with the gate that holds each.\n'
               '  simulate       Show whether workloads would be admitted now, and where.\n'
+              '  plan           Plan card re-modes and node drains, each step proven by\n'
+              '                 simulation.\n'
               '  fragmentation  Show free capacity each request shape can use, and what is\n'
               '                 stranded.\n'
               "  queue          List pending Workloads in Kueue's order, with what each asks\n"
@@ -1594,6 +1615,163 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                         '    gpuctl partitions\n'
                         "    # Per card, with each carved instance's placement\n"
                         '    gpuctl partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64 --by-card\n',
+          'plan': 'Usage: {prog} plan [OPTIONS] COMMAND [ARGS]...\n'
+                  '\n'
+                  '  Plan card re-modes and node drains, each step proven by simulation.\n'
+                  '\n'
+                  'Options:\n'
+                  '  -h, --help  Show this message and exit.\n'
+                  '\n'
+                  'Commands:\n'
+                  '  partitions  Show which cards to switch mode so the pending demand is\n'
+                  '              admitted.\n'
+                  '  drain       Show what draining nodes evicts and where each Workload goes.\n'
+                  '\n'
+                  '  Examples:\n'
+                  '    gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64\n'
+                  '    gpuctl plan drain h100-1 --exit-code\n',
+          'plan drain': 'Usage: {prog} plan drain [OPTIONS] {NODE...}\n'
+                        '\n'
+                        '  What draining these nodes evicts, and where each evicted Workload goes now.\n'
+                        '\n'
+                        '  kubectl drain in the working copy: every node cordoned, then node by node\n'
+                        '  its Workloads, Pods outside Kueue and Instances evicted, and each Workload\n'
+                        '  queued again and simulated through all five gates on the nodes left: its new\n'
+                        '  node and cards, or the gate that holds it (--suggest: what would make room).\n'
+                        '  Nothing is written.\n'
+                        '\n'
+                        'Arguments:\n'
+                        '  NODE...  The nodes to drain, in order.  [required]\n'
+                        '\n'
+                        'Options:\n'
+                        '  --suggest                       For an evicted Workload with nowhere to go,\n'
+                        '                                  the smallest changes that would make room.\n'
+                        '  --exit-code                     Exit 3 when an evicted Workload would have\n'
+                        '                                  nowhere to go.\n'
+                        '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                        '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                        '                                  custom-columns=SPEC, custom-columns-\n'
+                        '                                  file=FILE.  [default: table]\n'
+                        '  --no-headers                    Print tables without their header row.\n'
+                        '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                        '                                  With -o jsonpath: a key the data lacks\n'
+                        '                                  prints nothing (else it is an error).\n'
+                        '                                  [default: allow-missing-template-keys]\n'
+                        '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                        '                                  directory of YAML/JSON) instead of a\n'
+                        '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                        '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                        '                                  $KUBECONFIG or ~/.kube/config).\n'
+                        '  --context <str>                 The kubeconfig context to use (views,\n'
+                        '                                  partitions, queue and fragmentation take\n'
+                        '                                  several).\n'
+                        '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                        '  --user <str>                    The kubeconfig user to use.\n'
+                        '  -s, --server <str>              The address of the API server.\n'
+                        '  --token <str>                   Bearer token for the API server.\n'
+                        '  --as <str>                      Username to impersonate for the operation.\n'
+                        '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                        "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                        '                                  name and issuer): the connection is not\n'
+                        '                                  secure.\n'
+                        '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                        '                                  server.\n'
+                        '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                        '  --client-key <str>              Path to a client key file for TLS.\n'
+                        "  --tls-server-name <str>         The server name to check the server's\n"
+                        '                                  certificate against (default: the host of\n'
+                        "                                  the server's address).\n"
+                        '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                        '                                  1m; default 30s).\n'
+                        '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                        "                                  context's, else default).\n"
+                        '  -A, --all-namespaces            Every namespace.\n'
+                        '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                        '  --field-selector <str>          Field selector, where the server supports it\n'
+                        '                                  (e.g. metadata.name=x).\n'
+                        '  -h, --help                      Show this message and exit.\n'
+                        '\n'
+                        '  Examples:\n'
+                        '    # What draining n7 evicts, and whether each Workload finds room elsewhere now\n'
+                        '    gpuctl plan drain n7\n'
+                        '\n'
+                        '    # In a maintenance script: exit 3 when one would have nowhere to go; what would make '
+                        'room\n'
+                        '    gpuctl plan drain n7 n8 --exit-code --suggest -o json\n',
+          'plan partitions': 'Usage: {prog} plan partitions [OPTIONS] [INSTANCETYPE]\n'
+                             '\n'
+                             '  Which cards of a pool to switch mode so its pending demand is admitted, each\n'
+                             '  step simulated.\n'
+                             '\n'
+                             '  The fewest switches between whole and partitioned that admit the most of the\n'
+                             "  queue's Workloads (or of --for), by each vendor's rule: per step the node\n"
+                             '  and cards, what must finish first, the views before and after and what it\n'
+                             '  admits. A layout that admits nothing more is listed as tried, never as a\n'
+                             '  step. Nothing is written.\n'
+                             '\n'
+                             'Arguments:\n'
+                             '  [INSTANCETYPE]  The pool (default: every accelerated pool with Workloads\n'
+                             '                  pending).\n'
+                             '\n'
+                             'Options:\n'
+                             "  --for <str>                     A demand instead of the queue's: PROFILE=N\n"
+                             '                                  partition instances (3g.40gb=4), ex=N whole\n'
+                             '                                  cards, sh=N shares, sl=N percent of slice\n'
+                             '                                  memory; one request each. Repeatable.\n'
+                             '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                             '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                             '                                  custom-columns=SPEC, custom-columns-\n'
+                             '                                  file=FILE.  [default: table]\n'
+                             '  --no-headers                    Print tables without their header row.\n'
+                             '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                             '                                  With -o jsonpath: a key the data lacks\n'
+                             '                                  prints nothing (else it is an error).\n'
+                             '                                  [default: allow-missing-template-keys]\n'
+                             '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                             '                                  directory of YAML/JSON) instead of a\n'
+                             '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                             '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                             '                                  $KUBECONFIG or ~/.kube/config).\n'
+                             '  --context <str>                 The kubeconfig context to use (views,\n'
+                             '                                  partitions, queue and fragmentation take\n'
+                             '                                  several).\n'
+                             '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                             '  --user <str>                    The kubeconfig user to use.\n'
+                             '  -s, --server <str>              The address of the API server.\n'
+                             '  --token <str>                   Bearer token for the API server.\n'
+                             '  --as <str>                      Username to impersonate for the operation.\n'
+                             '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                             "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                             '                                  name and issuer): the connection is not\n'
+                             '                                  secure.\n'
+                             '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                             '                                  server.\n'
+                             '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                             '  --client-key <str>              Path to a client key file for TLS.\n'
+                             "  --tls-server-name <str>         The server name to check the server's\n"
+                             '                                  certificate against (default: the host of\n'
+                             "                                  the server's address).\n"
+                             '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                             '                                  1m; default 30s).\n'
+                             '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                             "                                  context's, else default).\n"
+                             '  -A, --all-namespaces            Every namespace.\n'
+                             '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                             '  --field-selector <str>          Field selector, where the server supports it\n'
+                             '                                  (e.g. metadata.name=x).\n'
+                             '  -h, --help                      Show this message and exit.\n'
+                             '\n'
+                             '  Examples:\n'
+                             "    # Which cards to switch so the queue's Workloads are admitted, each step simulated\n"
+                             '    gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64\n'
+                             '\n'
+                             '    # For a demand of your own: four 3g.40gb instances and two whole cards; per card '
+                             'with -o wide\n'
+                             '    gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64 --for 3g.40gb=4 '
+                             '--for ex=2 -o wide\n'
+                             '\n'
+                             '    # Then simulate a manifest against one switch\n'
+                             '    gpuctl simulate -f job.yaml --set-mode h100-1/GPU-0003=partitioned\n',
           'queue': 'Usage: {prog} queue [OPTIONS] [CLUSTERQUEUE]...\n'
                    '\n'
                    "  The pending Workloads in Kueue's order: position, what each asks in its\n"
@@ -1819,6 +1997,11 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                       "                                  free), or 'auto': the fewest that admit\n"
                       '                                  every workload.\n'
                       '  --like <str>                    The node --add-nodes copies.\n'
+                      '  --set-mode <str>                As if these cards (NODE[/CARD], a card by id\n'
+                      '                                  or index) were switched to partitioned or\n'
+                      "                                  whole, free, by their vendor's rule:\n"
+                      '                                  NODE=MODE switches every card of the node.\n'
+                      '                                  Repeatable.\n'
                       '  --at-quota <str>                As if this ClusterQueue used all its nominal\n'
                       '                                  quota (lends nothing to its cohort).\n'
                       '                                  Repeatable.\n'
@@ -2414,6 +2597,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                             'partitions',
                             'workloads',
                             'simulate',
+                            'plan',
                             'fragmentation',
                             'queue',
                             'usage',
@@ -4277,6 +4461,174 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                       'multiple': False,
                                       'names': ['-h', '--help'],
                                       'takes_value': False}]},
+          'plan': {'commands': ['partitions', 'drain'],
+                   'options': [{'eager': True, 'multiple': False, 'names': ['-h', '--help'], 'takes_value': False}]},
+          'plan drain': {'commands': [],
+                         'options': [{'eager': False, 'multiple': False, 'names': ['--suggest'], 'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--exit-code'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--output', '-o'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--no-headers'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                      'takes_value': False},
+                                     {'eager': False, 'multiple': False, 'names': ['--snapshot'], 'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--kubeconfig'],
+                                      'takes_value': True},
+                                     {'eager': False, 'multiple': True, 'names': ['--context'], 'takes_value': True},
+                                     {'eager': False, 'multiple': False, 'names': ['--cluster'], 'takes_value': True},
+                                     {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--server', '-s'],
+                                      'takes_value': True},
+                                     {'eager': False, 'multiple': False, 'names': ['--token'], 'takes_value': True},
+                                     {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
+                                     {'eager': False, 'multiple': True, 'names': ['--as-group'], 'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--insecure-skip-tls-verify'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--certificate-authority'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-certificate'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-key'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--tls-server-name'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--request-timeout'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--namespace', '-n'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--all-namespaces', '-A'],
+                                      'takes_value': False},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--selector', '-l'],
+                                      'takes_value': True},
+                                     {'eager': False,
+                                      'multiple': False,
+                                      'names': ['--field-selector'],
+                                      'takes_value': True},
+                                     {'eager': True,
+                                      'multiple': False,
+                                      'names': ['-h', '--help'],
+                                      'takes_value': False}]},
+          'plan partitions': {'commands': [],
+                              'options': [{'eager': False, 'multiple': True, 'names': ['--for'], 'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--output', '-o'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--no-headers'],
+                                           'takes_value': False},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--allow-missing-template-keys',
+                                                     '--no-allow-missing-template-keys'],
+                                           'takes_value': False},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--snapshot'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--kubeconfig'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': True,
+                                           'names': ['--context'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--cluster'],
+                                           'takes_value': True},
+                                          {'eager': False, 'multiple': False, 'names': ['--user'], 'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--server', '-s'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--token'],
+                                           'takes_value': True},
+                                          {'eager': False, 'multiple': False, 'names': ['--as'], 'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': True,
+                                           'names': ['--as-group'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--insecure-skip-tls-verify'],
+                                           'takes_value': False},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--certificate-authority'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--client-certificate'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--client-key'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--tls-server-name'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--request-timeout'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--namespace', '-n'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--all-namespaces', '-A'],
+                                           'takes_value': False},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--selector', '-l'],
+                                           'takes_value': True},
+                                          {'eager': False,
+                                           'multiple': False,
+                                           'names': ['--field-selector'],
+                                           'takes_value': True},
+                                          {'eager': True,
+                                           'multiple': False,
+                                           'names': ['-h', '--help'],
+                                           'takes_value': False}]},
           'queue': {'commands': [],
                     'options': [{'eager': False, 'multiple': False, 'names': ['--runtime-label'], 'takes_value': True},
                                 {'eager': False, 'multiple': False, 'names': ['--output', '-o'], 'takes_value': True},
@@ -4466,6 +4818,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                    {'eager': False, 'multiple': True, 'names': ['--hold'], 'takes_value': True},
                                    {'eager': False, 'multiple': False, 'names': ['--add-nodes'], 'takes_value': True},
                                    {'eager': False, 'multiple': False, 'names': ['--like'], 'takes_value': True},
+                                   {'eager': False, 'multiple': True, 'names': ['--set-mode'], 'takes_value': True},
                                    {'eager': False, 'multiple': True, 'names': ['--at-quota'], 'takes_value': True},
                                    {'eager': False, 'multiple': False, 'names': ['--exit-code'], 'takes_value': False},
                                    {'eager': False,
