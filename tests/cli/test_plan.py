@@ -140,7 +140,7 @@ def test_plan_drain_table_keeps_to_80_columns_and_wide_names_every_card() -> Non
 
 def test_plan_drain_refuses_unknown_and_repeated_nodes() -> None:
     code, _, err = run("plan", "drain", "nope")
-    assert code == 1 and "node 'nope' has no Node or Devices object" in err
+    assert code == 1 and 'node "nope" not found: no Node or Devices object' in err
     code, _, err = run("plan", "drain", "a10g-a", "a10g-a")
     assert code == 2 and "a node is named twice" in err
 

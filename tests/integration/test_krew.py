@@ -117,7 +117,7 @@ def test_the_installed_plugin_runs_views_on_the_example_snapshot_on_every_python
         assert table.returncode == 0 and table.stdout.splitlines()[0].split()[0] == "NAME", version
         # The first run compiled the sources for this version beside them; later runs start from that bytecode.
         tag = f"cpython-{version[0]}{version[1]}"
-        assert (store / "lib" / "gpuctl" / "cli" / "__pycache__" / f"views.{tag}.pyc").exists(), version
+        assert (store / "lib" / "gpuctl" / "cli" / "commands" / "__pycache__" / f"views.{tag}.pyc").exists(), version
 
 
 def test_the_plugins_help_reads_kubectl_gpuctl(installed: Installed) -> None:

@@ -363,7 +363,7 @@ def test_a_drain_names_the_instances_it_stops_or_queues_again() -> None:
 
 
 def test_an_unknown_node_is_refused() -> None:
-    with pytest.raises(plan.PlanError, match="node 'nope' has no Node or Devices object"):
+    with pytest.raises(plan.PlanError, match='node "nope" not found: no Node or Devices object'):
         plan.plan_drain(simulator(drained_state()), ["nope"])
 
 

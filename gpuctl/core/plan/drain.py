@@ -99,7 +99,9 @@ def plan_drain(
     evicted and queued again (in Kueue's order) on the nodes left, each through the five gates."""
     missing = [n for n in nodes if n not in sim.ledgers and n not in sim.state.nodes]
     if missing:
-        raise PlanError(f"node {missing[0]!r} has no Node or Devices object (`gpuctl views --by-node` lists them)")
+        raise PlanError(
+            f'node "{missing[0]}" not found: no Node or Devices object (`gpuctl views --by-node` lists them)'
+        )
     work = sim.copy()
     work.cordon(nodes)
     tallies = [
