@@ -131,7 +131,7 @@ class ExplainContext:
 
 
 def _own_pods(w: Workload, ctx: ExplainContext) -> list[Pod]:
-    return sorted((p for p in ctx.pods if p.namespace == w.namespace and p.workload == w.name), key=lambda p: p.name)
+    return list(ctx.check.own_pods(w.namespace, w.name))
 
 
 # ----------------------------------------------------------------------------------------------- gate 1

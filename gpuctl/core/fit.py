@@ -447,6 +447,15 @@ class FitContext:
     """Pods allocated (or finished) per (namespace, Workload, PodSet, node); computed from ``pods`` when None."""
     by_node: Mapping[str, Sequence[Workload]] | None = None
     """The Workloads with a hostname-level assignment on each node (see :func:`workloads_by_node`); None to scan."""
+    by_workload: Mapping[tuple[str, str], Sequence[Pod]] | None = None
+    """Each Workload's own Pods by (namespace, Workload name), sorted by name (:func:`pods_by_workload`); None to
+    scan ``pods``."""
+
+    def own_pods(self, namespace: str, workload: str) -> Sequence[Pod]:
+        """The Pods of one Workload (its annotation names it), sorted by name."""
+        if self.by_workload is not None:
+            return self.by_workload.get((namespace, workload), ())
+        return sorted((p for p in self.pods if p.namespace == namespace and p.workload == workload), key=_pod_name)
 
     def held_pods(self, w: Workload, podset: str, node: str) -> int:
         held = self.held if self.held is not None else held_pod_counts(self.pods)
@@ -460,6 +469,22 @@ def workloads_by_node(workloads: Iterable[Workload]) -> dict[str, list[Workload]
     for w in workloads:
         for node in {n for a in w.assignments for n, _ in (a.hostnames or ())}:
             out.setdefault(node, []).append(w)
+    return out
+
+
+def _pod_name(p: Pod) -> str:
+    return p.name
+
+
+def pods_by_workload(pods: Iterable[Pod]) -> dict[tuple[str, str], list[Pod]]:
+    """Each Workload's Pods by (namespace, Workload name), sorted by name: explaining every Workload of a large
+    cluster reads its own Pods from here rather than scanning every Pod for each."""
+    out: dict[tuple[str, str], list[Pod]] = {}
+    for p in pods:
+        if p.workload:
+            out.setdefault((p.namespace, p.workload), []).append(p)
+    for owned in out.values():
+        owned.sort(key=_pod_name)
     return out
 
 
@@ -512,6 +537,7 @@ def check_inputs(
         LEDGER_REBUILT if pods_read else LEDGER_PUBLISHED,
         held_pod_counts(pods),
         workloads_by_node(workloads),
+        pods_by_workload(pods),
     )
 
 
