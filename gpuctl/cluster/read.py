@@ -14,7 +14,7 @@ from gpuctl.core import naming
 from gpuctl.core.explain import ExplainContext
 from gpuctl.core.fit import FitContext, check_inputs
 from gpuctl.core.instancetypes import InstanceType, parse_instancetype
-from gpuctl.core.ledger import LedgerError, Ledgers, NodeDevices, parse_devices, split_orphans
+from gpuctl.core.ledger import Capability, LedgerError, Ledgers, NodeDevices, parse_devices, split_orphans
 from gpuctl.core.nodes import Node, parse_node
 from gpuctl.core.pods import Pod, parse_pod
 from gpuctl.core.quota import QuotaBook, quota_book
@@ -119,9 +119,10 @@ def ledgers(source: Source, nodes: Collection[str] | None = None) -> Ledgers:
         read: list[NodeDevices] = records()
     else:
         read = []
+        capabilities: dict[Any, Capability] = {}
         for obj in source.list(kinds.DEVICES):
             try:
-                read.append(parse_devices(obj))
+                read.append(parse_devices(obj, capabilities))
             except LedgerError as exc:
                 raise SourceError(f"{source.describe()}: {exc}") from None
     return split_orphans(read, node_names(source) if nodes is None else nodes)
