@@ -136,6 +136,7 @@ def startup_table() -> dict[str, Any]:
 
     tree: dict[str, Any] = {}
     progs = ("gpuctl", "kubectl gpuctl")
+    completes = _completion_probe()
     helps: dict[str, dict[str, str]] = {prog: {} for prog in progs}
     bare: dict[str, dict[str, list[Any]]] = {prog: {} for prog in progs}
 
@@ -150,11 +151,18 @@ def startup_table() -> dict[str, Any]:
                 "takes_value": not p.is_flag and not p.count,
                 "multiple": bool(p.multiple),
                 "eager": bool(p.is_eager),
+                "param": p.name,
+                "complete": completes(p, ctx) if not p.is_flag and not p.count else None,
             }
             for p in command.get_params(ctx)
             if p.param_type_name == "option" and not p.hidden
         ]
-        tree[path] = {"commands": names, "options": options}
+        arguments = [
+            {"nargs": p.nargs, "complete": completes(p, ctx)}
+            for p in command.get_params(ctx)
+            if p.param_type_name == "argument"
+        ]
+        tree[path] = {"commands": names, "options": options, "arguments": arguments}
         args = path.split()
         for prog in progs:
             helps[prog][path] = _run_app([*args, "--help"], prog)[0]
@@ -166,6 +174,32 @@ def startup_table() -> dict[str, Any]:
 
     visit(typer.main.get_command(app), "", None)
     return {"version": __version__, "help": helps, "bare": bare, "tree": tree}
+
+
+def _completion_probe() -> Any:
+    """What a parameter's values complete from, found by asking its completion once: the kind of names it asks
+    :func:`gpuctl.cli.completion.complete_names` for (names the cluster holds), the fixed list it answers, or None
+    (nothing of its own: the app answers)."""
+    from gpuctl.cli import completion
+
+    def probe(param: Any, ctx: Any) -> Any:
+        if getattr(param, "_custom_shell_complete", None) is None:
+            return None
+        asked: list[str] = []
+        real = completion.complete_names
+
+        def recorder(_ctx: Any, kind: str, _incomplete: str) -> list[str]:
+            asked.append(kind)
+            return []
+
+        completion.complete_names = recorder  # type: ignore[assignment]
+        try:
+            values = [item.value for item in param.shell_complete(ctx, "")]
+        finally:
+            completion.complete_names = real
+        return asked[0] if asked else values
+
+    return probe
 
 
 def startup_module() -> str:
