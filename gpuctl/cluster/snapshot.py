@@ -15,14 +15,16 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple, TypeVar
 
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import DEVICES, Kind
 from gpuctl.cluster.selectors import selection
 from gpuctl.core.ledger import Capability, LedgerError, NodeDevices, parse_devices
+
+T = TypeVar("T")
 
 SUFFIXES = (".json", ".yaml", ".yml")
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
@@ -429,6 +431,14 @@ class SnapshotSource:
         self.path = Path(path)
         self._kinds: dict[tuple[str, str], list[_Entry]] | None = None
         self._devices: list[NodeDevices] = []
+        self._parsers: dict[Kind, Callable[[dict[str, Any]], Any]] = {}
+        self._records: dict[Kind, list[tuple[_Entry, Any]]] = {}
+
+    def read_as_records(self, parsers: Mapping[Kind, Callable[[dict[str, Any]], Any]]) -> None:
+        """Say, before the snapshot is read, which kinds the command reads as records: their objects are then parsed
+        as they are read (decoded once) and :meth:`records` answers from them."""
+        if self._kinds is None:
+            self._parsers.update(parsers)
 
     def _load(self) -> dict[tuple[str, str], list[_Entry]]:
         """Every object but the Devices, by (API group, kind); Devices are parsed into records as they are read and
@@ -460,14 +470,13 @@ class SnapshotSource:
                             raise SourceError(f"{f}: {exc}") from None
                         continue
                     meta = obj.get("metadata") or {}
-                    by_kind.setdefault(identity[:2], []).append(
-                        _Entry(
-                            api_version,
-                            meta.get("namespace", "default"),
-                            meta.get("name"),
-                            obj if text is None else text,
-                        )
+                    entry = _Entry(
+                        api_version, meta.get("namespace", "default"), meta.get("name"), obj if text is None else text
                     )
+                    by_kind.setdefault(identity[:2], []).append(entry)
+                    for planned, parse in self._parsers.items():
+                        if planned.matches(api_version, identity[1]):
+                            self._records.setdefault(planned, []).append((entry, parse(obj)))
             self._kinds, self._devices = by_kind, devices
         return self._kinds
 
@@ -486,6 +495,18 @@ class SnapshotSource:
             for e in entries
             if kind.matches(e.api_version, kind.kind)
             and (namespace is None or not kind.namespaced or e.namespace == namespace)
+        ]
+
+    def records(self, kind: Kind, parse: Callable[[dict[str, Any]], T], namespace: str | None = None) -> list[T]:
+        """A kind's objects (of one namespace, as :meth:`list` selects them) as records: those parsed while reading
+        when the kind was asked for beforehand (:meth:`read_as_records`), else parsed now."""
+        self._load()
+        if self._parsers.get(kind) is not parse:
+            return [parse(e.object()) for e in self._entries(kind, namespace)]
+        return [
+            r
+            for e, r in self._records.get(kind, [])
+            if namespace is None or not kind.namespaced or e.namespace == namespace
         ]
 
     def names(self, kind: Kind) -> list[str]:

@@ -179,3 +179,29 @@ def test_numbers_and_literals_that_a_window_cuts_read_whole(
     obj |= {"t": True, "f": False, "z": None, "last": 987654321}
     path = write(tmp_path, "n.json", json.dumps(obj))
     assert list(read_objects(path)) == [obj]
+
+
+def test_kinds_asked_for_beforehand_are_parsed_as_they_are_read(tmp_path: Path) -> None:
+    from gpuctl.core.pods import parse_pod
+
+    pods = [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": n, "namespace": ns}, "spec": {"nodeName": "x"}}
+        for ns, n in (("a", "p1"), ("b", "p2"))
+    ]
+    write(tmp_path, "pods.json", json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+    planned = SnapshotSource(tmp_path)
+    parsed: list[str] = []
+
+    def counting(obj: dict[str, object]) -> object:
+        parsed.append(str(obj["metadata"]["name"]))  # type: ignore[index]
+        return parse_pod(obj)
+
+    planned.read_as_records({kinds.POD: counting})
+    assert planned.records(kinds.POD, counting) == [parse_pod(p) for p in pods] and parsed == ["p1", "p2"]
+    assert planned.records(kinds.POD, counting, "b") == [parse_pod(pods[1])] and parsed == ["p1", "p2"]
+    # Another parser (or a source asked nothing) parses what it is asked for, then.
+    assert planned.records(kinds.POD, parse_pod, "a") == [parse_pod(pods[0])]
+    assert SnapshotSource(tmp_path).records(kinds.POD, parse_pod) == [parse_pod(p) for p in pods]
+    # Once read, a plan comes too late and changes nothing.
+    planned.read_as_records({kinds.NODE: counting})
+    assert planned.records(kinds.NODE, counting) == [] and parsed == ["p1", "p2"]
