@@ -1,0 +1,60 @@
+"""Where a live read's time goes, measured inside one process as ``gpuctl`` runs it: the imports (the app and the
+client), the connection (kubeconfig and client configuration), the requests, and the rendering.
+
+    python bench/live_phases.py views KUBECONFIG
+    python bench/live_phases.py explain KUBECONFIG NAMESPACE/NAME
+
+Prints one JSON object of seconds. Run by ``bench.run`` with the interpreter of the installed gpuctl.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import time
+
+
+def main() -> None:
+    what, kubeconfig, *rest = sys.argv[1:]
+    started = time.perf_counter()
+    import gpuctl.cli.main  # noqa: F401 - the app, as the command imports it
+    from gpuctl.cli import render
+    from gpuctl.cluster.live import Connection, LiveSource, _client_packages
+
+    _client_packages()
+    imported = time.perf_counter()
+    source = LiveSource(Connection(kubeconfig))
+    source._api()
+    connected = time.perf_counter()
+    out = io.StringIO()
+    if what == "views":
+        from gpuctl.cli.views import compute_items, listing
+
+        items = compute_items(source, [], None)
+        requested = time.perf_counter()
+        with contextlib.redirect_stdout(out):
+            render.emit(listing(items, False), render.parse_output("table"))
+    else:
+        from gpuctl.cli.explain import _explain_workload, explanation_text
+
+        namespace, name = rest[0].split("/", 1)
+        explanation = _explain_workload(source, namespace, name)
+        requested = time.perf_counter()
+        out.write(explanation_text(explanation))
+    rendered = time.perf_counter()
+    print(
+        json.dumps(
+            {
+                "imports": imported - started,
+                "connection": connected - imported,
+                "requests": requested - connected,
+                "render": rendered - requested,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
