@@ -470,8 +470,12 @@ class SnapshotSource:
                             raise SourceError(f"{f}: {exc}") from None
                         continue
                     meta = obj.get("metadata") or {}
+                    namespace = meta.get("namespace", "default")
                     entry = _Entry(
-                        api_version, meta.get("namespace", "default"), meta.get("name"), obj if text is None else text
+                        sys.intern(api_version),  # a few API versions and namespaces, repeated by every object
+                        sys.intern(namespace) if type(namespace) is str else namespace,
+                        meta.get("name"),
+                        obj if text is None else text,
                     )
                     by_kind.setdefault(identity[:2], []).append(entry)
                     for planned, parse in self._parsers.items():
