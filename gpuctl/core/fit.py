@@ -752,7 +752,7 @@ def rebuild_ledger(node: NodeDevices, pods: Iterable[Pod]) -> NodeDevices:
                     Card(c.id, c.index, c.capability, c.unhealthy, Mode.NONE, 0, M, 0, NO_COUNTS, free_profiles)
                 )
                 continue
-            modes = [Mode(r.mode) if 0 <= r.mode <= 5 else Mode.NONE for r in records]
+            modes = [_MODES[r.mode] if 0 <= r.mode <= 5 else Mode.NONE for r in records]
             mode = next((m for m in modes if m not in (Mode.NONE, Mode.VISIBILITY)), Mode.NONE)
             allocated = min(M, sum(max(0, r.allocated) for r in records))
             profiles: dict[str, int] = {}
@@ -761,18 +761,25 @@ def rebuild_ledger(node: NodeDevices, pods: Iterable[Pod]) -> NodeDevices:
                     profiles[r.profile] = profiles.get(r.profile, 0) + 1
             remaining_profiles = _remaining_after(c, [r for r in records if r.profile]) if c.partitioned else {}
             cards.append(
-                c._replace(
-                    mode=mode,
-                    allocated=allocated,
-                    remaining=M - allocated,
-                    allocated_slices=sum(1 for m in modes if m is Mode.SLICED),
-                    allocated_profiles=profiles,
-                    remaining_profiles=remaining_profiles,
-                    has_ledger=True,
+                Card(
+                    c.id,
+                    c.index,
+                    c.capability,
+                    c.unhealthy,
+                    mode,
+                    allocated,
+                    M - allocated,
+                    sum(1 for m in modes if m is Mode.SLICED),
+                    profiles,
+                    remaining_profiles,
+                    True,
                 )
             )
         groups.append(replace(g, cards=tuple(cards)))
     return NodeDevices(node.node, node.labels, tuple(groups), node.resource_version)
+
+
+_MODES = tuple(Mode)
 
 
 def _remaining_after(card: Card, carved: list[CardAllocation]) -> dict[str, int]:
