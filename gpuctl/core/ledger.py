@@ -499,21 +499,29 @@ def _parse_well_formed(obj: Mapping[str, Any], cache: dict[Any, Capability]) -> 
         detail = g.get("acceleratorSlicedDetail") or _EMPTY
         ledger_rows = rows.get((mfr, gid), _EMPTY)
         cards = []
+        capability: Capability | None = None
+        catalog: Mapping[str, int] = NO_COUNTS
+        previous: Any = None
         for ai, a in enumerate(g["accelerators"]):
             status = a.get("status") or _EMPTY
-            logical = status.get("logicalSliced")
-            physical = status.get("physicalSliced")
-            if not logical and not physical:
-                logical = detail.get("logical")
-                physical = detail.get("physical")
-            # An unhashable count raises: the checked parser reads it.
-            capability = cache.get(_capability_key(logical or _EMPTY, physical or _EMPTY, mfr))
-            if capability is None:
-                where = ("Devices", "spec", "groups", gi, "accelerators", ai, "status")
-                capability = _capability(status, detail, mfr, where, cache)
-            catalog = (
-                MappingProxyType({p.name: p.count for p in capability.profiles}) if capability.profiles else NO_COUNTS
-            )
+            # The cards of a group mostly report the same status: the previous card's capability then stands.
+            if capability is None or (status is not previous and status != previous):
+                logical = status.get("logicalSliced")
+                physical = status.get("physicalSliced")
+                if not logical and not physical:
+                    logical = detail.get("logical")
+                    physical = detail.get("physical")
+                # An unhashable count raises: the checked parser reads it.
+                capability = cache.get(_capability_key(logical or _EMPTY, physical or _EMPTY, mfr))
+                if capability is None:
+                    where = ("Devices", "spec", "groups", gi, "accelerators", ai, "status")
+                    capability = _capability(status, detail, mfr, where, cache)
+                catalog = (
+                    MappingProxyType({p.name: p.count for p in capability.profiles})
+                    if capability.profiles
+                    else NO_COUNTS
+                )
+                previous = status
             card_id = a["id"]
             if type(card_id) is not str:
                 raise _Unusual
