@@ -64,7 +64,7 @@ def resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
                 if values is None:
                     parts.append(())
                     continue
-                if type(values) is not dict:
+                if type(values) is not dict or len(values) > MEMO_CONTAINERS:
                     return None
                 items = []
                 for k, v in values.items():
@@ -73,7 +73,14 @@ def resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
                     items.append((k, v))
                 parts.append(tuple(sorted(items)))
             key.append((section, *parts))
+            if len(key) > MEMO_CONTAINERS:
+                return None
     return tuple(key)
+
+
+MEMO_CONTAINERS = 32
+"""The most containers (and resources per container) a memoised shape has: a key is kept as long as the process,
+so an outsized Pod is read uncached."""
 
 
 _MEMO_SIZE = 4096

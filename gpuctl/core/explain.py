@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable, pod_shortfalls
+from gpuctl.core.credits import MEMO_CONTAINERS
 from gpuctl.core.fit import LEDGER_PUBLISHED, READY, RETRY, FitContext, Verdict, judge_workload
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.naming import Family
@@ -156,7 +157,7 @@ def _plain_map(value: Any) -> tuple[tuple[str, str, Any], ...] | None:
     """A map of text to text or whole numbers as a key (with each value's type); None for anything else."""
     if value is None:
         return ()
-    if type(value) is not dict:
+    if type(value) is not dict or len(value) > MEMO_CONTAINERS:
         return None
     out = []
     for k, v in value.items():
@@ -191,6 +192,8 @@ def _podsets_key(w: Workload) -> tuple[Any, ...] | None:
                     return None
                 containers.append((section, name, c.get("restartPolicy") == "Always", limits, requests))
         key.append((ps.name, ps.count, tuple(containers)))
+        if len(key) + len(containers) > MEMO_CONTAINERS:  # a key lives as long as the process: no outsized one
+            return None
     return tuple(key)
 
 

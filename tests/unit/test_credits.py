@@ -145,6 +145,7 @@ def test_a_pod_shapes_requests_are_computed_once_and_handed_out_as_copies() -> N
 
 
 def test_anything_but_plain_data_is_read_uncached() -> None:
+    from gpuctl.core import credits
     from gpuctl.core.credits import _pod_requests, pod_requests, resources_key
 
     for odd in (
@@ -152,6 +153,13 @@ def test_anything_but_plain_data_is_read_uncached() -> None:
         {"containers": [{"resources": {"limits": {"cpu": True}}}]},
         {"containers": [{"resources": {"limits": ["cpu"]}}]},
         {"containers": [("not", "a", "map")]},
+        # Outsized shapes are not kept: a memo's key lives as long as the process.
+        {"containers": [{"resources": {"limits": {"cpu": "1"}}}] * (credits.MEMO_CONTAINERS + 1)},
+        {
+            "containers": [
+                {"resources": {"limits": {f"example.com/r{i}": "1" for i in range(credits.MEMO_CONTAINERS + 1)}}}
+            ]
+        },
     ):
         assert resources_key(odd) is None
         assert pod_requests(odd) == _pod_requests(odd)
