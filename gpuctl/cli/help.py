@@ -213,7 +213,10 @@ EXIT_STATUS: Final = """0   success.
 2   usage: flags or arguments that do not fit together.
 3   the answer is no where a script needs it: a denied dry-run, a held workload with --exit-code."""
 
-ENVIRONMENT: Final = """GPUCTL_SNAPSHOT
+ENVIRONMENT: Final = """GPUCTL_CACHE_DIR
+    Where shell completion keeps the names it read between TABs (default $XDG_CACHE_HOME/gpuctl/names, else
+    ~/.cache/gpuctl/names).
+GPUCTL_SNAPSHOT
     Read objects from this snapshot (a file or a directory) instead of a cluster, as --snapshot does.
 GPUCTL_SNAPSHOT_MAX_BYTES
     The largest snapshot file read (default 512 MiB).
