@@ -414,10 +414,13 @@ class _Entry(NamedTuple):
     """``metadata.namespace`` as read, "default" when absent (what a read of one namespace compares)."""
     name: Any
     """``metadata.name`` as read."""
-    stored: str | dict[str, Any]
+    stored: str | dict[str, Any] | None
+    """None for an object parsed into a record as it was read (:meth:`SnapshotSource.read_as_records`)."""
 
     def object(self) -> dict[str, Any]:
         stored = self.stored
+        if stored is None:
+            raise ValueError("read from the files again")
         return json.loads(stored) if isinstance(stored, str) else stored
 
 
@@ -471,16 +474,16 @@ class SnapshotSource:
                         continue
                     meta = obj.get("metadata") or {}
                     namespace = meta.get("namespace", "default")
+                    planned = next((k for k in self._parsers if k.matches(api_version, identity[1])), None)
                     entry = _Entry(
                         sys.intern(api_version),  # a few API versions and namespaces, repeated by every object
                         sys.intern(namespace) if type(namespace) is str else namespace,
                         meta.get("name"),
-                        obj if text is None else text,
+                        None if planned is not None else obj if text is None else text,
                     )
                     by_kind.setdefault(identity[:2], []).append(entry)
-                    for planned, parse in self._parsers.items():
-                        if planned.matches(api_version, identity[1]):
-                            self._records.setdefault(planned, []).append((entry, parse(obj)))
+                    if planned is not None:
+                        self._records.setdefault(planned, []).append((entry, self._parsers[planned](obj)))
             self._kinds, self._devices = by_kind, devices
         return self._kinds
 
@@ -506,7 +509,7 @@ class SnapshotSource:
         when the kind was asked for beforehand (:meth:`read_as_records`), else parsed now."""
         self._load()
         if self._parsers.get(kind) is not parse:
-            return [parse(e.object()) for e in self._entries(kind, namespace)]
+            return [parse(o) for o in self.list(kind, namespace=namespace)]
         return [
             r
             for e, r in self._records.get(kind, [])
@@ -519,6 +522,23 @@ class SnapshotSource:
             return [d.node for d in self.device_records()]
         return [str(e.name or "") for e in self._entries(kind, None)]
 
+    def _read_again(self, kind: Kind, namespace: str | None) -> list[dict[str, Any]]:
+        """A kind's objects read from the files again: Devices, and the kinds parsed into records as they were read
+        (:meth:`read_as_records`), are not kept as objects; the rare caller that wants them raw reads them so, once
+        the whole snapshot was checked."""
+        self._load()
+        read = (o for f in snapshot_files(self.path) for o in read_objects(f))
+        return [
+            o
+            for o in read
+            if kind.matches(o.get("apiVersion", ""), o.get("kind", ""))
+            and (
+                namespace is None
+                or not kind.namespaced
+                or (o.get("metadata") or {}).get("namespace", "default") == namespace
+            )
+        ]
+
     def list(
         self,
         kind: Kind,
@@ -529,21 +549,16 @@ class SnapshotSource:
     ) -> list[dict[str, Any]]:
         """The objects of a kind, selected as the API server would select them."""
         chosen = selection(kind, label_selector, field_selector) if label_selector or field_selector else None
-        if kind is DEVICES:
-            # Devices are kept as records; read their objects again for the rare caller that wants them raw (once
-            # the whole snapshot was checked).
-            self._load()
-            read = (o for f in snapshot_files(self.path) for o in read_objects(f))
-            objects = [o for o in read if kind.matches(o.get("apiVersion", ""), o.get("kind", ""))]
+        entries = self._entries(kind, namespace)
+        if kind is DEVICES or any(e.stored is None for e in entries):
+            objects = self._read_again(kind, namespace)
         else:
-            objects = [e.object() for e in self._entries(kind, namespace)]
+            objects = [e.object() for e in entries]
         return objects if chosen is None else [o for o in objects if chosen.matches(o)]
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        if kind is DEVICES:
-            found = [o for o in self.list(kind, namespace=namespace) if (o.get("metadata") or {}).get("name") == name]
-            return found[0] if found else None
         for e in self._entries(kind, namespace):
-            if e.name == name:
+            if e.name == name and e.stored is not None:
                 return e.object()
-        return None
+        found = [o for o in self.list(kind, namespace=namespace) if (o.get("metadata") or {}).get("name") == name]
+        return found[0] if found else None

@@ -202,6 +202,10 @@ def test_kinds_asked_for_beforehand_are_parsed_as_they_are_read(tmp_path: Path) 
     # Another parser (or a source asked nothing) parses what it is asked for, then.
     assert planned.records(kinds.POD, parse_pod, "a") == [parse_pod(pods[0])]
     assert SnapshotSource(tmp_path).records(kinds.POD, parse_pod) == [parse_pod(p) for p in pods]
+    # What was parsed as it was read is not kept as objects: a raw read reads the files again.
+    assert planned.list(kinds.POD) == pods and planned.list(kinds.POD, namespace="b") == [pods[1]]
+    assert planned.get(kinds.POD, "p2", "b") == pods[1] and planned.get(kinds.POD, "p2", "a") is None
+    assert planned.names(kinds.POD) == ["p1", "p2"]
     # Once read, a plan comes too late and changes nothing.
     planned.read_as_records({kinds.NODE: counting})
     assert planned.records(kinds.NODE, counting) == [] and parsed == ["p1", "p2"]
