@@ -4,26 +4,32 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint bench bench-scale venv clean testbin image image-test docs cluster cluster-down dist
+.PHONY: help demo test unit lint bench bench-scale venv clean testbin image image-test docs cluster cluster-down dist
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,lint]'
+	@# pip 25.1 and later read the dependency groups of pyproject.toml (--group).
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e . --group test --group lint
 	@# An editable install leaves the man pages out: `man gpuctl` finds them here once $(BIN) is on PATH.
 	@mkdir -p $(VENV)/share/man && ln -sfn "$(CURDIR)/man" $(VENV)/share/man/man1
 	@touch $(STAMP)
 
+## venv: the virtual environment (.venv) with gpuctl installed editable and the test and lint tools
 venv: $(STAMP)
+
+## help: list these targets
+help:
+	@sed -n 's/^## \([a-z-]*\): /\1\t/p' $(MAKEFILE_LIST) | awk -F '\t' '{ printf "  %-12s %s\n", $$1, $$2 }'
 
 ## demo: install into a local virtual environment and show the views of the bundled example snapshot
 demo: $(STAMP)
 	@$(BIN)/gpuctl views --snapshot examples/snapshot
 
-## lint: ruff and mypy --strict on gpuctl/
+## lint: ruff on every Python package here, mypy --strict on gpuctl/
 lint: $(STAMP)
-	$(BIN)/ruff check gpuctl tests bench hack
-	$(BIN)/ruff format --check gpuctl tests bench hack
+	$(BIN)/ruff check gpuctl testbed tests bench hack
+	$(BIN)/ruff format --check gpuctl testbed tests bench hack
 	$(BIN)/mypy
 
 ## testbin: build the control plane (etcd, kube-apiserver, Kueue) from Go modules into a cache outside the repo
@@ -47,7 +53,7 @@ image: $(STAMP)
 image-test: image
 	hack/image/check.sh build/image
 
-## docs: regenerate man pages, completions and deploy manifests from the code
+## docs: regenerate the man pages, completions, start-up table and deploy manifests from the code
 docs: $(STAMP)
 	$(BIN)/python -m gpuctl.cli.docgen .
 	$(BIN)/python -m gpuctl.operator.manifests deploy
@@ -72,5 +78,6 @@ bench: $(STAMP)
 bench-scale: $(STAMP) testbin
 	$(BIN)/python -m bench.scale --write docs/benchmarks.md
 
+## clean: remove the virtual environment and what the builds and the tools wrote
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -30,17 +30,18 @@ def main() -> None:
     connected = time.perf_counter()
     out = io.StringIO()
     if what == "views":
-        from gpuctl.cli.views import compute_items, listing
+        from gpuctl.cli.commands.views import listing
+        from gpuctl.cli.usecases import compute_items
 
         items = compute_items(source, [], None)
         requested = time.perf_counter()
         with contextlib.redirect_stdout(out):
             render.emit(listing(items, False), render.parse_output("table"))
     else:
-        from gpuctl.cli.explain import _explain_workload, explanation_text
+        from gpuctl.cli.usecases import explained, explanation_text
 
         namespace, name = rest[0].split("/", 1)
-        explanation = _explain_workload(source, namespace, name)
+        explanation = explained(source, namespace, name)
         requested = time.perf_counter()
         out.write(explanation_text(explanation))
     rendered = time.perf_counter()

@@ -1,5 +1,5 @@
 """The operator's memory under the worst concurrent mix of maximal reviews, with its cache holding the 5,000-node
-synthetic cluster (``bench.run.simulation_snapshot``): its peak resident memory as a share of its memory limit.
+synthetic cluster (``testbed.synthetic.simulation_snapshot``): its peak resident memory as a share of its memory limit.
 
 The operator runs as its own process, with ``--memory-limit``, against an API server of the test's own that serves
 the synthetic cluster's lists (paged, as the real one pages them) and watches (a bookmark, then silence until the
@@ -208,8 +208,8 @@ MIX: tuple[tuple[str, str], ...] = tuple((path, shape) for shape in (*SHAPES, "o
 def maximal_review(webhook_path: str, shape: str, uid: str, size: int = MAXIMAL) -> bytes:
     """A review of ``size`` bytes (6.9 MiB) for one webhook, its object filled with ``shape`` (or real objects:
     ``"objects"``) where its rule reads or copies it."""
-    from tests.factories import instancetype
-    from tests.request_examples import EXAMPLES
+    from testbed.factories import instancetype
+    from testbed.request_examples import EXAMPLES
 
     pod = json.loads(json.dumps(next(e for e in EXAMPLES if e.id == "rule2-accept").pod))
     marker = "@FILL@"
@@ -318,11 +318,12 @@ def measure(
     operator_args: tuple[str, ...] = (),
 ) -> Result:
     """Start the operator on the synthetic cluster, send the mix, and say what memory it took."""
-    from bench.run import _tls_files, simulation_snapshot
+    from testbed.pki import loopback_tls_files
+    from testbed.synthetic import simulation_snapshot
 
     objects = simulation_snapshot(nodes)
     api = ClusterAPI(objects)
-    cert, key, ca = _tls_files(work)
+    cert, key, ca = loopback_tls_files(work)
     kubeconfig = work / "kubeconfig"
     kubeconfig.write_text(
         json.dumps(

@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import platform
-import random
 import statistics
 import subprocess
 import sys
@@ -25,9 +24,11 @@ from typing import Any
 from gpuctl.cluster.bulk import bulk_allocation
 from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.ledger import parse_devices
-from gpuctl.core.units import SHARE, M
+from gpuctl.core.units import M
 from gpuctl.core.views import instancetype_views
-from tests.factories import card_row, devices, instancetype
+from testbed.factories import instancetype
+from testbed.pki import loopback_tls_files
+from testbed.synthetic import simulation_snapshot, synthetic_devices
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,26 +50,6 @@ def median_seconds(fn: Callable[[], object], repeat: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def synthetic_devices(nodes: int, cards: int = 8, seed: int = 7) -> list[dict[str, Any]]:
-    """A pool of ``nodes`` A10G nodes with ``cards`` cards each, in mixed states."""
-    rng = random.Random(seed)
-    out = []
-    for n in range(nodes):
-        rows = []
-        for i in range(cards):
-            roll = rng.random()
-            if roll < 0.6:
-                rows.append(card_row(i))
-            elif roll < 0.75:
-                rows.append(card_row(i, mode=3, allocated=rng.randint(1, 100) * 16000, slices=rng.randint(1, 4)))
-            elif roll < 0.85:
-                rows.append(card_row(i, mode=2, allocated=rng.randint(1, 10) * SHARE))
-            else:
-                rows.append(card_row(i, mode=1, allocated=M))
-        out.append(devices(f"node-{n:05d}", cards=cards, rows=rows))
-    return out
 
 
 def bench_views_core(nodes: int) -> list[Row]:
@@ -233,7 +214,7 @@ def bench_gate3(nodes: int) -> list[Row]:
     """One gate-3 verdict on a pool of ``nodes`` nodes: TAS-assigned, and a whole-pool search that finds no room."""
     from gpuctl.core.fit import FitContext, judge_workload
     from gpuctl.core.workloads import parse_resource_flavor, parse_workload
-    from tests.factories import flavor, workload
+    from testbed.factories import flavor, workload
 
     with bulk_allocation():
         ledgers = {d.node: d for d in (parse_devices(x) for x in synthetic_devices(nodes))}
@@ -259,174 +240,6 @@ def bench_gate3(nodes: int) -> list[Row]:
     return rows
 
 
-def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
-    """A whole cluster around the synthetic pool: Nodes advertising the keys of their ledger and their cards' credits,
-    one admitted Workload per node whose Pod holds the node's taken cards by its allocation record (with the topology
-    annotation Kueue writes on it), and the pool's type, flavor, queues and check."""
-    from gpuctl.core import naming
-    from gpuctl.core.capacity import node_allocatable
-    from gpuctl.core.pins import node_fit_labels
-    from tests.factories import flavor, node, topology
-
-    cq = "gpustack--nvidia-a10g-linux-amd64"
-    entrance = naming.queue_entrance(cq)
-    objects: list[dict[str, Any]] = [
-        instancetype(),
-        flavor("f-a10g"),
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Topology",
-            "metadata": {"name": "hostname"},
-            "spec": {"levels": [{"nodeLabel": naming.LABEL_HOSTNAME}]},
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "AdmissionCheck",
-            "metadata": {"name": naming.NODE_DEVICES_CHECK},
-            "spec": {"controllerName": "gpustack.ai/node-devices"},
-            "status": {"conditions": [{"type": "Active", "status": "True", "reason": "Active"}]},
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": cq, "labels": {naming.LABEL_RESOURCE_TYPE: naming.RESOURCE_TYPE_INSTANCETYPES}},
-            "spec": {
-                "stopPolicy": "None",
-                "namespaceSelector": {},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["credits.gpustack.ai/nvidia"],
-                        "flavors": [
-                            {
-                                "name": "f-a10g",
-                                "resources": [
-                                    {"name": "credits.gpustack.ai/nvidia", "nominalQuota": str(nodes * 8 * M)}
-                                ],
-                            }
-                        ],
-                    }
-                ],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK}]},
-            },
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": entrance, "namespace": "team-a"},
-            "spec": {"clusterQueue": cq},
-        },
-    ]
-    labels = {
-        naming.LABEL_MANAGED: "true",
-        naming.LABEL_OS: "linux",
-        naming.LABEL_ARCH: "amd64",
-        naming.accelerator_label("nvidia-a10g"): "true",
-    }
-    for d in synthetic_devices(nodes):
-        name = d["metadata"]["name"]
-        keys = {**node_allocatable(parse_devices(d)), "credits.gpustack.ai/nvidia": 8 * M}
-        objects.append(d)
-        objects.append(
-            node(
-                name,
-                labels={**labels, **node_fit_labels(parse_devices(d))},  # as the operator publishes them
-                allocatable={**{k: str(v) for k, v in keys.items()}, "pods": "110", "memory": "512Gi"},
-            )
-        )
-        taken = [r for r in d["status"]["groups"][0]["accelerators"] if r["mode"]]
-        if not taken:
-            continue
-        accelerators = [{"id": r["id"], "mode": r["mode"], "allocated": r["allocated"]} for r in taken]
-        record = {
-            "main": {"devices": {"groups": [{"id": "a10g", "manufacturer": "nvidia", "accelerators": accelerators}]}}
-        }
-        wname = f"w-{name}"
-        objects.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": wname,
-                    "namespace": "team-a",
-                    "labels": {naming.LABEL_PODSET: "main"},
-                    "annotations": {
-                        naming.ANNOTATION_WORKLOAD: wname,
-                        naming.ANNOTATION_ALLOCATED: json.dumps(record),
-                        "kueue.x-k8s.io/podset-unconstrained-topology": "true",
-                    },
-                },
-                "spec": {
-                    "nodeName": name,
-                    "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-                },
-                "status": {"phase": "Running"},
-            }
-        )
-        objects.append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "Workload",
-                "metadata": {"name": wname, "namespace": "team-a"},
-                "spec": {
-                    "queueName": entrance,
-                    "podSets": [
-                        {
-                            "name": "main",
-                            "count": 1,
-                            "template": {
-                                "spec": {
-                                    "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
-                                }
-                            },
-                        }
-                    ],
-                },
-                "status": {
-                    "conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}],
-                    "admission": {
-                        "clusterQueue": cq,
-                        "podSetAssignments": [
-                            {
-                                "name": "main",
-                                "count": 1,
-                                "flavors": {"credits.gpustack.ai/nvidia": "f-a10g"},
-                                "topologyAssignment": topology([(name, 1)]),
-                            }
-                        ],
-                    },
-                },
-            }
-        )
-    for i in range(PENDING):  # a queue: Workloads waiting for more whole cards than any node has
-        objects.append(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "Workload",
-                "metadata": {"name": f"waiting-{i:02d}", "namespace": "team-a", "uid": f"uid-waiting-{i:02d}"},
-                "spec": {
-                    "queueName": entrance,
-                    "priority": i % 3,
-                    "podSets": [
-                        {
-                            "name": "main",
-                            "count": 1,
-                            "template": {
-                                "spec": {
-                                    "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "9"}}}]
-                                }
-                            },
-                        }
-                    ],
-                },
-            }
-        )
-    return objects
-
-
-PENDING = 10
-"""Workloads waiting in the synthetic cluster's queue."""
-
-
 def bench_simulate(nodes: int) -> list[Row]:
     """`gpuctl simulate` on a snapshot of a whole cluster: the simulator's share once the snapshot is read, and the
     whole process against `gpuctl views` on the same snapshot."""
@@ -435,7 +248,7 @@ def bench_simulate(nodes: int) -> list[Row]:
     from gpuctl.core import naming
     from gpuctl.core.simulate import Simulator
     from gpuctl.core.submissions import submissions_from_manifest
-    from tests.factories import container, pod
+    from testbed.factories import container, pod
 
     gpuctl = str(Path(sys.executable).with_name("gpuctl"))
     manifest = pod(
@@ -496,52 +309,6 @@ def bench_simulate(nodes: int) -> list[Row]:
             None,
         ),
     ]
-
-
-def _tls_files(directory: Path) -> tuple[Path, Path, Path]:
-    """A throwaway CA and a loopback serving certificate (cert, key, CA)."""
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    import ipaddress
-
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    paths = (directory / "tls.crt", directory / "tls.key", directory / "ca.crt")
-    paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    paths[2].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    return paths
 
 
 def _load(
@@ -606,7 +373,7 @@ def bench_webhook(_nodes: int) -> list[Row]:
     from gpuctl.core.webhooks import WebhookContext
     from gpuctl.operator.metrics import Metrics
     from gpuctl.operator.server import CertificateReloader, WebhookServer
-    from tests.request_examples import EXAMPLES
+    from testbed.request_examples import EXAMPLES
 
     class Fixed:
         def __init__(self) -> None:
@@ -625,7 +392,7 @@ def bench_webhook(_nodes: int) -> list[Row]:
     ).encode()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        cert, key, ca = _tls_files(Path(tmp))
+        cert, key, ca = loopback_tls_files(Path(tmp))
         server = WebhookServer(
             ("127.0.0.1", 0),
             CertificateReloader(str(cert), str(key)),
@@ -704,8 +471,8 @@ def bench_live(nodes: int) -> list[Row]:
 
     from gpuctl.cluster import kinds
     from gpuctl.cluster.live import Connection, LiveSource
-    from tests.factories import node
-    from tests.integration.controlplane import ControlPlane, bin_dir
+    from testbed.controlplane import ControlPlane, bin_dir
+    from testbed.factories import node
 
     binaries = bin_dir()
     kubectl = binaries / "kubectl"
@@ -752,7 +519,7 @@ def bench_live(nodes: int) -> list[Row]:
 
 def bench_startup(_nodes: int) -> list[Row]:
     """`gpuctl --help`, `gpuctl version` and a shell completion, as users install gpuctl, against `kubectl --help`."""
-    from tests.integration.controlplane import bin_dir
+    from testbed.controlplane import bin_dir
 
     kubectl = bin_dir() / "kubectl"
     gpuctl = str(_installed_gpuctl())
@@ -853,7 +620,7 @@ def bench_local_cluster(_nodes: int) -> list[Row]:
     """On ``make cluster`` (etcd, kube-apiserver, Kueue, the operator, the example pools), as users install gpuctl:
     name completion, and ``views`` and ``explain`` against ``kubectl get`` of the same objects, with where gpuctl's
     time goes."""
-    from tests.integration.controlplane import bin_dir
+    from testbed.controlplane import bin_dir
 
     gpuctl = _installed_gpuctl()
     python = str(gpuctl.with_name("python"))
@@ -947,8 +714,8 @@ def bench_plugin(_nodes: int) -> list[Row]:
     import tarfile
 
     from hack import dist
-    from tests.integration.controlplane import bin_dir
-    from tests.pythons import SUPPORTED, available
+    from testbed.controlplane import bin_dir
+    from testbed.pythons import SUPPORTED, available
 
     kubectl = bin_dir() / "kubectl"
     k_help, _ = _median_run([str(kubectl), "--help"], repeat=9)

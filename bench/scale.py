@@ -41,10 +41,10 @@ from gpuctl.cluster import kinds
 from gpuctl.cluster.live import Connection, LiveSource
 from gpuctl.core import naming
 from gpuctl.core.units import M
-from tests.factories import card_row, devices
-from tests.integration import controlplane as cpmod
-from tests.integration.gpucluster import GpuPool, now
-from tests.integration.proxy import Proxy
+from testbed import controlplane as cpmod
+from testbed.factories import card_row, devices
+from testbed.gpucluster import GpuPool, now
+from testbed.proxy import Proxy
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- scale -->", "<!-- /scale -->"

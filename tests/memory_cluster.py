@@ -116,6 +116,15 @@ class MemoryCluster:
         for watcher in self.watchers:
             watcher(kind, event, obj)
 
+    def delete(self, obj: JSON) -> None:
+        """Remove an object; every watcher sees it DELETED."""
+        kind = _kind_of(obj)
+        meta = obj.get("metadata") or {}
+        ns = str(meta.get("namespace") or "default") if kind.namespaced else None
+        gone = self.objects.pop((kind.kind, ns, str(meta["name"])))
+        for watcher in self.watchers:
+            watcher(kind, "DELETED", gone)
+
     def copy(self) -> MemoryCluster:
         clone = MemoryCluster()
         clone.objects = copy.deepcopy(self.objects)

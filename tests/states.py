@@ -27,7 +27,7 @@ from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.units import PERCENT, SHARE, M
-from tests.factories import A10G_MIB, H100_MIB, H100_PROFILES, container, devices, instancetype, physical_profiles
+from testbed.factories import A10G_MIB, H100_MIB, H100_PROFILES, container, devices, instancetype, physical_profiles
 
 JSON = dict[str, Any]
 NS = "team-a"
@@ -160,6 +160,7 @@ class _Holder:
     holds: list[Hold]
     priority: int
     limits: dict[str, str]
+    namespace: str
 
 
 @dataclass
@@ -183,10 +184,15 @@ class State:
         self.nodes[name] = (model, cards)
         return self
 
-    def hold(self, name: str | None, node: str, holds: list[Hold], *, priority: int = 0) -> State:
-        """A Workload ``name`` (None: a Pod outside Kueue) whose one Pod on ``node`` holds ``holds``."""
+    def hold(
+        self, name: str | None, node: str, holds: list[Hold], *, priority: int = 0, namespace: str | None = None
+    ) -> State:
+        """A Workload ``name`` (None: a Pod outside Kueue) whose one Pod on ``node`` holds ``holds``, in
+        ``namespace`` (default: the state's)."""
         model = self.nodes[node][0]
-        self.holders.append(_Holder(name, node, model, holds, priority, limits_for(model, holds)))
+        self.holders.append(
+            _Holder(name, node, model, holds, priority, limits_for(model, holds), namespace or self.namespace)
+        )
         return self
 
     def wait(
@@ -322,12 +328,15 @@ class State:
                     ]
                 },
             },
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "LocalQueue",
-                "metadata": {"name": model.entrance, "namespace": self.namespace},
-                "spec": {"clusterQueue": model.pool},
-            },
+            *(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": model.entrance, "namespace": ns},
+                    "spec": {"clusterQueue": model.pool},
+                }
+                for ns in dict.fromkeys([self.namespace, *(h.namespace for h in self.holders)])
+            ),
             {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
                 "kind": "ResourceFlavor",
@@ -385,8 +394,11 @@ class State:
             "kind": "Pod",
             "metadata": {
                 "name": pod_name,
-                "namespace": self.namespace,
-                "labels": {naming.LABEL_PODSET: "main"},
+                "namespace": h.namespace,
+                "labels": {
+                    naming.LABEL_PODSET: "main",
+                    **({naming.LABEL_QUEUE_NAME: h.model.entrance} if h.name else {}),
+                },
                 "annotations": annotations,
             },
             "spec": {"nodeName": h.node, "containers": [container("main", h.limits)]},
@@ -399,7 +411,7 @@ class State:
             "kind": "Workload",
             "metadata": {
                 "name": h.name,
-                "namespace": self.namespace,
+                "namespace": h.namespace,
                 "uid": f"uid-{h.name}",
                 "creationTimestamp": CREATED,
             },

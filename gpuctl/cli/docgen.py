@@ -1,4 +1,5 @@
-"""Generate the files shipped beside the code from the command tree: man pages and shell completions.
+"""Generate the files shipped beside the code from the commands' declarations: man pages, shell completions and the
+start-up table.
 
     python -m gpuctl.cli.docgen [ROOT]
 
@@ -9,11 +10,31 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+import typer
 
 from gpuctl import __version__
+from gpuctl.cli import registry
 
 MAN_DATE = "2026-11"
+
+EXIT_STATUS: Final = """0   success.
+1   the command could not do its work: the API server unreachable, a file unreadable, a conflict not resolved.
+2   usage: flags or arguments that do not fit together.
+3   the answer is no where a script needs it: a denied dry-run, a held workload with --exit-code."""
+
+ENVIRONMENT: Final = """GPUCTL_CACHE_DIR
+    Where shell completion keeps the names it read between TABs (default $XDG_CACHE_HOME/gpuctl/names, else
+    ~/.cache/gpuctl/names).
+GPUCTL_SNAPSHOT
+    Read objects from this snapshot (a file or a directory) instead of a cluster, as --snapshot does.
+GPUCTL_SNAPSHOT_MAX_BYTES
+    The largest snapshot file read (default 512 MiB).
+KUBECONFIG
+    The kubeconfig file(s), colon-separated, when --kubeconfig is not given (default ~/.kube/config).
+NO_COLOR
+    Print tables without bold headers or colour."""
 
 
 def _roff(text: str) -> str:
@@ -45,9 +66,7 @@ def _needs_ctx(param: Any) -> bool:
 
 
 def _context(command: Any) -> Any:
-    from typer._click import Context
-
-    return Context(command, info_name=command.name)
+    return typer.Context(command, info_name=command.name)
 
 
 def _usage(command: Any, path: str) -> str:
@@ -79,18 +98,14 @@ def man_page(command: Any, path: str, title: str) -> str:
             if opts and not getattr(sub, "commands", None):
                 lines.append(".RS")
                 lines += opts
-                from gpuctl.cli.help import EXAMPLES
-
-                sub_examples = EXAMPLES.get(f"{path.removeprefix('gpuctl').strip()} {name}".strip(), "")
+                sub_examples = registry.examples(f"{path.removeprefix('gpuctl').strip()} {name}".strip())
                 if sub_examples:
                     lines += [".PP", "Examples:", ".nf", _roff(sub_examples.strip("\n")), ".fi"]
                 lines.append(".RE")
     opts = _options(command)
     if opts:
         lines += [".SH OPTIONS", *opts]
-    from gpuctl.cli.help import ENVIRONMENT, EXAMPLES, EXIT_STATUS
-
-    examples = EXAMPLES.get(path.removeprefix("gpuctl").strip() or "", "")
+    examples = registry.examples(path.removeprefix("gpuctl").strip())
     if examples:
         lines += [".SH EXAMPLES", ".nf", _roff(examples.strip("\n")), ".fi"]
     lines += [".SH EXIT STATUS", ".nf", _roff(EXIT_STATUS), ".fi"]
@@ -126,22 +141,32 @@ def _run_app(args: list[str], prog: str) -> tuple[str, str, int]:
     return out.getvalue(), err.getvalue(), code
 
 
+PROGS = ("gpuctl", "kubectl gpuctl")
+"""The names usage reads (``gpuctl``, and the kubectl plugin as its users type it)."""
+
+
 def startup_table() -> dict[str, Any]:
     """What ``gpuctl.cli.startup`` answers without the app: every command's help and bare-group answer as the app
-    prints them (for both program names, at the help's full width), and the tree of command names and flags."""
-    import typer.main
-    from typer._click import Context
-
+    prints them at the help's full width, each text once with ``{prog}`` where usage names the program, and the
+    text itself under ``*_as`` for a program name whose usage line wraps otherwise; and the tree of command names
+    and flags."""
     from gpuctl.cli.main import app
+    from gpuctl.cli.startup import PROG, as_printed
+    from gpuctl.cli.vendored import get_command
 
     tree: dict[str, Any] = {}
-    progs = ("gpuctl", "kubectl gpuctl")
     completes = _completion_probe()
-    helps: dict[str, dict[str, str]] = {prog: {} for prog in progs}
-    bare: dict[str, dict[str, list[Any]]] = {prog: {} for prog in progs}
+    texts: dict[str, dict[str, Any]] = {"help": {}, "bare": {}}
+    exceptions: dict[str, dict[str, dict[str, Any]]] = {"help_as": {}, "bare_as": {}}
+
+    def once(kind: str, path: str, answer: Any, per_prog: dict[str, Any]) -> None:
+        texts[kind][path] = answer
+        for prog, actual in per_prog.items():
+            if as_printed(answer, prog) != actual:
+                exceptions[f"{kind}_as"].setdefault(prog, {})[path] = actual
 
     def visit(command: Any, path: str, parent: Any) -> None:
-        ctx = Context(command, info_name=command.name, parent=parent, **(command.context_settings or {}))
+        ctx = typer.Context(command, info_name=command.name, parent=parent, **(command.context_settings or {}))
         subcommands = getattr(command, "list_commands", None)
         names = [n for n in subcommands(ctx) if not command.commands[n].hidden] if subcommands else []
         options = [
@@ -164,39 +189,43 @@ def startup_table() -> dict[str, Any]:
         ]
         tree[path] = {"commands": names, "options": options, "arguments": arguments}
         args = path.split()
-        for prog in progs:
-            helps[prog][path] = _run_app([*args, "--help"], prog)[0]
-            if names:
-                out, err, code = _run_app(args, prog)
-                bare[prog][path] = ["err" if err else "out", err or out, code]
+        once("help", path, _run_app([*args, "--help"], PROG)[0], {p: _run_app([*args, "--help"], p)[0] for p in PROGS})
+        if names:
+            once("bare", path, _bare(args, PROG), {p: _bare(args, p) for p in PROGS})
         for name in names:
             visit(command.commands[name], f"{path} {name}".strip(), ctx)
 
-    visit(typer.main.get_command(app), "", None)
-    return {"version": __version__, "help": helps, "bare": bare, "tree": tree}
+    visit(get_command(app), "", None)
+    return {"version": __version__, **texts, **exceptions, "tree": tree}
+
+
+def _bare(args: list[str], prog: str) -> list[Any]:
+    """A group run without its subcommand: (stream, text, exit code)."""
+    out, err, code = _run_app(args, prog)
+    return ["err" if err else "out", err or out, code]
 
 
 def _completion_probe() -> Any:
     """What a parameter's values complete from, found by asking its completion once: the kind of names it asks
-    :func:`gpuctl.cli.completion.complete_names` for (names the cluster holds), the fixed list it answers, or None
+    :func:`gpuctl.cli.names.complete_names` for (names the cluster holds), the fixed list it answers, or None
     (nothing of its own: the app answers)."""
-    from gpuctl.cli import completion
+    from gpuctl.cli import names
 
     def probe(param: Any, ctx: Any) -> Any:
         if getattr(param, "_custom_shell_complete", None) is None:
             return None
         asked: list[str] = []
-        real = completion.complete_names
+        real = names.complete_names
 
         def recorder(_ctx: Any, kind: str, _incomplete: str) -> list[str]:
             asked.append(kind)
             return []
 
-        completion.complete_names = recorder  # type: ignore[assignment]
+        names.complete_names = recorder  # type: ignore[assignment]
         try:
             values = [item.value for item in param.shell_complete(ctx, "")]
         finally:
-            completion.complete_names = real
+            names.complete_names = real
         return asked[0] if asked else values
 
     return probe
@@ -218,12 +247,11 @@ def startup_module() -> str:
 
 def generate(root: Path) -> list[Path]:
     """Write man/, completions/ and the start-up table under ``root``; return the files written."""
-    import typer.main
-
-    from gpuctl.cli.completion import PLUGIN_SHIM, Shell, script
+    from gpuctl.cli.commands.completion import PLUGIN_SHIM, Shell, script
     from gpuctl.cli.main import app
+    from gpuctl.cli.vendored import get_command
 
-    group = typer.main.get_command(app)
+    group = get_command(app)
     written: list[Path] = []
     man = root / "man"
     man.mkdir(parents=True, exist_ok=True)

@@ -1,28 +1,26 @@
 """Errors a command reports: typed, each with its exit code, printed as one line on stderr — never a traceback.
 
-Commands raise; one handler (:func:`handled`, wrapped around every command when the app is built) prints and exits.
+Commands raise; one handler (:func:`handled`, wrapped around every command where it is declared) prints and exits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar
+
+from gpuctl.core.errors import EXIT_NO, EXIT_RUNTIME, EXIT_USAGE, GpuctlError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-EXIT_RUNTIME = 1
-EXIT_USAGE = 2
-EXIT_NO = 3
 
-
-class CommandError(Exception):
-    """An error a user can act on: its message is one line, its exit code says what kind."""
-
-    exit_code = EXIT_RUNTIME
+class CommandError(GpuctlError):
+    """An error a command raises itself: its message is one line, its exit code says what kind."""
 
 
 class UsageError(CommandError):
@@ -43,19 +41,30 @@ class AnswerNo(CommandError):
     exit_code = EXIT_NO
 
 
-def exit_code_of(exc: BaseException) -> int | None:
-    """The exit code for an error a user caused, or None for a bug (which keeps its traceback)."""
-    from gpuctl.cluster.errors import SelectorError, SourceError
-    from gpuctl.core.ledger import LedgerError
-    from gpuctl.core.units import QuantityError
+_COMMAND: ContextVar[str] = ContextVar("gpuctl_command", default="gpuctl")
 
-    if isinstance(exc, CommandError):
+
+def command_path() -> str:
+    """The command being run, as the user typed it (``gpuctl views``), for messages."""
+    return _COMMAND.get()
+
+
+@contextlib.contextmanager
+def running(path: str) -> Iterator[None]:
+    """Name the command being run (its ``command_path``) while it runs."""
+    token = _COMMAND.set(path)
+    try:
+        yield
+    finally:
+        _COMMAND.reset(token)
+
+
+def exit_code_of(exc: BaseException) -> int | None:
+    """The exit code for an error a user caused (ours carry it; a file the system could not read is 1), or None for
+    a bug (which keeps its traceback)."""
+    if isinstance(exc, GpuctlError):
         return exc.exit_code
-    if isinstance(exc, SelectorError):
-        return EXIT_USAGE
-    if isinstance(exc, SourceError | LedgerError | QuantityError | OSError):
-        return EXIT_RUNTIME
-    return None
+    return EXIT_RUNTIME if isinstance(exc, OSError) else None
 
 
 def usage_line(exc: Any) -> str:
@@ -64,11 +73,11 @@ def usage_line(exc: Any) -> str:
     import difflib
     import re
 
-    from typer._click import exceptions
+    from gpuctl.cli.vendored import NoSuchOption
 
     ctx = getattr(exc, "ctx", None)
     where = f"; see '{ctx.command_path} -h'" if ctx is not None else ""
-    if isinstance(exc, exceptions.NoSuchOption):
+    if isinstance(exc, NoSuchOption):
         flags: list[str] = []
         if ctx is not None:
             flags = [o for p in ctx.command.get_params(ctx) for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
@@ -106,8 +115,6 @@ def handled(command: Callable[P, R]) -> Callable[P, R]:
                 raise
             message = str(exc).splitlines()[0] if str(exc) else ""
             if message and code == EXIT_USAGE and "see '" not in message:
-                from gpuctl.cli.options import command_path
-
                 message += f"; see '{command_path()} -h'"
             if message:
                 sys.stderr.write(f"error: {message}\n")

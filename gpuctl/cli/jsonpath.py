@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from gpuctl.core.errors import InputError
 
-class JSONPathError(ValueError):
+
+class JSONPathError(InputError, ValueError):
     """A template that cannot be parsed or applied; the message names the problem."""
 
 

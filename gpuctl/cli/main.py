@@ -1,7 +1,11 @@
-"""The ``gpuctl`` command (also the kubectl plugin ``kubectl-gpuctl``): the Typer app, run by ``gpuctl.cli.startup``
-for everything its table does not answer.
+"""The ``gpuctl`` command (also the kubectl plugin ``kubectl-gpuctl``): the root group, run by
+:mod:`gpuctl.cli.startup` for everything its table does not answer.
+
+The root knows no command by name: it finds ``gpuctl NAME`` in the module ``gpuctl.cli.commands.NAME`` when it runs
+(:mod:`gpuctl.cli.registry`), and takes kubectl's connection flags before the subcommand.
 """
 
+import os
 import sys
 from typing import Any
 
@@ -9,12 +13,17 @@ import typer
 from typer.core import TyperGroup
 
 from gpuctl import __version__
-from gpuctl.cli.options import SourceSpec, global_options, source_options
+from gpuctl.cli.options import global_options
+from gpuctl.cli.registry import Commands
 
 
 class _Group(TyperGroup):
-    """The root command: a usage error is one line on stderr and exit 2, a group run without its subcommand prints
-    its help on stdout and exits 0 (as kubectl does)."""
+    """The root command: its commands are built as they are called; a usage error is one line on stderr and exit 2,
+    a group run without its subcommand prints its help on stdout and exits 0 (as kubectl does)."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = Commands()
 
     def main(  # type: ignore[override]
         self,
@@ -24,23 +33,22 @@ class _Group(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        from typer._click import exceptions
-        from typer.exceptions import Abort
-
-        from gpuctl.cli.errors import EXIT_USAGE, usage_line
+        from gpuctl.cli.errors import usage_line
+        from gpuctl.cli.vendored import ClickException, NoArgsIsHelpError, UsageError
+        from gpuctl.core.errors import EXIT_USAGE
 
         try:
             value = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except exceptions.NoArgsIsHelpError as exc:
+        except NoArgsIsHelpError as exc:
             sys.stdout.write(exc.ctx.get_help() + "\n")
             value = 0
-        except exceptions.UsageError as exc:
+        except UsageError as exc:
             sys.stderr.write(f"error: {usage_line(exc)}\n")
             value = EXIT_USAGE
-        except exceptions.ClickException as exc:
+        except ClickException as exc:
             exc.show()
             value = exc.exit_code
-        except Abort:
+        except typer.Abort:
             sys.stderr.write("Aborted.\n")
             value = 1
         if not standalone_mode:
@@ -81,96 +89,12 @@ def main(
 app.callback()(global_options(main))
 
 
-def version_command(
-    show_cluster: bool = typer.Option(
-        False, "--show-cluster", help="Also ask the cluster: the API server's and the operator's versions."
-    ),
-    *,
-    source: SourceSpec,
-) -> None:
-    """Print the client version (with --show-cluster, the API server's and the operator's too)."""
-    typer.echo(f"gpuctl {__version__}")
-    if show_cluster:
-        from gpuctl.cli.version import print_cluster_versions
-
-        print_cluster_versions(source)
-
-
-app.command("version")(source_options()(version_command))
-
-
-def _finish_tree(typer_app: typer.Typer, prefix: str = "") -> None:
-    """Every command, sub-apps included: user errors answered with one line and their exit code (errors.handled), a
-    one-sentence summary in the command list, and its examples after its help."""
-    from gpuctl.cli.errors import handled
-    from gpuctl.cli.help import SUMMARIES, epilog
-
-    for command in typer_app.registered_commands:
-        path = f"{prefix}{command.name}"
-        if command.callback is not None:
-            command.callback = handled(command.callback)
-        command.short_help = SUMMARIES.get(path)
-        command.epilog = epilog(path)
-    for group in typer_app.registered_groups:
-        path = f"{prefix}{group.name}"
-        group.short_help = SUMMARIES.get(path)
-        group.epilog = epilog(path)
-        if group.typer_instance is not None:
-            _finish_tree(group.typer_instance, f"{path} ")
-
-
-def _register() -> None:
-    from gpuctl.cli.completion import completion_command
-    from gpuctl.cli.diff import diff_command
-    from gpuctl.cli.doctor import doctor_command
-    from gpuctl.cli.dump import dump_command
-    from gpuctl.cli.explain import explain_app, workloads_command
-    from gpuctl.cli.fragmentation import fragmentation_command
-    from gpuctl.cli.instances import instance_app
-    from gpuctl.cli.instancetypes import instancetype_app
-    from gpuctl.cli.partitions import partitions_command
-    from gpuctl.cli.pools import drain_command, hold_command, resume_command
-    from gpuctl.cli.queue import queue_command
-    from gpuctl.cli.rbac import rbac_app
-    from gpuctl.cli.simulate import simulate_command
-    from gpuctl.cli.top import top_command
-    from gpuctl.cli.views import views_command
-    from gpuctl.cli.webhook import webhook_app
-
-    app.command("views")(views_command)
-    app.command("partitions")(partitions_command)
-    app.add_typer(explain_app, name="explain")
-    app.command("workloads")(workloads_command)
-    app.command("simulate")(simulate_command)
-    app.command("fragmentation")(fragmentation_command)
-    app.command("queue")(queue_command)
-    app.command("diff")(diff_command)
-    app.command("top")(top_command)
-    app.command("doctor")(doctor_command)
-    app.command("dump")(dump_command)
-    app.command("completion")(completion_command)
-    app.add_typer(webhook_app, name="webhook")
-    app.add_typer(instancetype_app, name="instancetype")
-    app.add_typer(instance_app, name="instance")
-    app.command("hold")(hold_command)
-    app.command("drain")(drain_command)
-    app.command("resume")(resume_command)
-    app.add_typer(rbac_app, name="rbac")
-    _finish_tree(app)
-
-
-_register()
-
-
 def run() -> None:
-    import os
-    import sys
+    from gpuctl.cli.shells import COMPLETE_VAR, complete_var, prog_name
 
-    from gpuctl.cli.completion import completion_requested, enable_completion
-    from gpuctl.cli.startup import COMPLETE_VAR, PLUGIN_COMPLETE_VAR, prog_name
+    var = complete_var(os.environ)
+    if var is not None:  # a shell asks for completions: register the protocols its script speaks
+        from gpuctl.cli.vendored import completion_init
 
-    if completion_requested():
-        enable_completion()
-    # Either shell protocol completes (the plugin's scripts name their own variable).
-    complete_var = PLUGIN_COMPLETE_VAR if PLUGIN_COMPLETE_VAR in os.environ else COMPLETE_VAR
-    app(prog_name=prog_name(sys.argv[0]), complete_var=complete_var)
+        completion_init()
+    app(prog_name=prog_name(sys.argv[0]), complete_var=var or COMPLETE_VAR)

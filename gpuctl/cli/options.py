@@ -1,6 +1,7 @@
 """The options commands share, declared once: kubectl's connection flags (accepted before or after the subcommand),
 the namespace and selector flags, and the output flags. A command decorated with :func:`source_options` receives one
-:class:`SourceSpec`; one decorated with :func:`output_options` receives one :class:`~gpuctl.cli.render.OutputSpec`.
+:class:`~gpuctl.cli.source.SourceSpec`; one decorated with :func:`output_options` receives one
+:class:`~gpuctl.cli.render.OutputSpec`.
 """
 
 from __future__ import annotations
@@ -8,26 +9,15 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
-if TYPE_CHECKING:
-    from gpuctl.cluster.live import LiveSource
-    from gpuctl.cluster.read import Source
+from gpuctl.cli.errors import UsageError, command_path
+from gpuctl.cli.names import completer
+from gpuctl.cli.source import SourceSpec, parse_duration
 
 F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T")
-
-
-def _complete(kind: str) -> Callable[..., list[str]]:
-    def complete(ctx: typer.Context, incomplete: str) -> list[str]:
-        from gpuctl.cli.completion import complete_names
-
-        return complete_names(ctx, kind, incomplete)
-
-    return complete
 
 
 # ----------------------------------------------------------------------------------------------- the options
@@ -53,7 +43,7 @@ ContextOption = Annotated[
         "--context",
         help="The kubeconfig context to use (views, partitions, queue and fragmentation take several).",
         show_default=False,
-        autocompletion=_complete("context"),
+        autocompletion=completer("context"),
     ),
 ]
 AllContextsOption = Annotated[
@@ -120,7 +110,7 @@ NamespaceOption = Annotated[
         "-n",
         help="The namespace (default: the kubeconfig context's, else default).",
         show_default=False,
-        autocompletion=_complete("namespace"),
+        autocompletion=completer("namespace"),
     ),
 ]
 AllNamespacesOption = Annotated[bool, typer.Option("--all-namespaces", "-A", help="Every namespace.")]
@@ -159,34 +149,6 @@ AllowMissingOption = Annotated[
 ShowLabelsOption = Annotated[bool, typer.Option("--show-labels", help="Add a LABELS column to tables.")]
 
 
-def parse_duration(text: str, flag: str) -> float:
-    """A number of seconds or a duration such as 500ms, 10s, 2m, 1h, as kubectl reads its duration flags."""
-    from gpuctl.cli.errors import UsageError
-
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    t = text.strip()
-    for suffix in ("ms", "s", "m", "h"):
-        if t.endswith(suffix):
-            number, scale = t[: -len(suffix)], units[suffix]
-            break
-    else:
-        number, scale = t, 1.0
-    try:
-        value = float(number) * scale
-    except ValueError:
-        raise UsageError(f"{flag} {text!r}: use a duration such as 10s, 2m or 1h") from None
-    if value < 0 or value != value:
-        raise UsageError(f"{flag} {text!r}: a duration cannot be negative")
-    return value
-
-
-def parse_timeout(text: str | None) -> float | None:
-    """kubectl's --request-timeout: a duration; 0 or empty means the default."""
-    if text is None or text.strip() in ("", "0"):
-        return None
-    return parse_duration(text, "--request-timeout") or None
-
-
 WaitTimeoutOption = Annotated[
     str, typer.Option("--timeout", help="How long to wait with --wait: a duration such as 90s or 10m.")
 ]
@@ -194,157 +156,10 @@ WaitTimeoutOption = Annotated[
 
 
 def wait_seconds(text: str) -> float:
-    from gpuctl.cli.errors import UsageError
-
     seconds = parse_duration(text, "--timeout")
     if seconds < 1:
         raise UsageError(f"--timeout {text!r}: wait at least 1s")
     return seconds
-
-
-# ----------------------------------------------------------------------------------------------- the source
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    """Where a command reads (and writes): a snapshot, or a cluster as kubectl's flags name it."""
-
-    snapshot: str | None = None
-    kubeconfig: str | None = None
-    context: str | None = None
-    cluster: str | None = None
-    user: str | None = None
-    server: str | None = None
-    token: str | None = None
-    as_user: str | None = None
-    as_groups: tuple[str, ...] = ()
-    insecure_skip_tls_verify: bool = False
-    certificate_authority: str | None = None
-    client_certificate: str | None = None
-    client_key: str | None = None
-    tls_server_name: str | None = None
-    request_timeout: str | None = None
-    namespace: str | None = None
-    all_namespaces: bool = False
-    selector: str | None = None
-    field_selector: str | None = None
-    contexts: tuple[str, ...] = ()
-    """Every ``--context`` given (a fleet command reads each; others take one)."""
-    all_contexts: bool = False
-    by_cluster: bool = False
-
-    @property
-    def selects(self) -> bool:
-        """``-l`` or ``--field-selector`` is given."""
-        return bool(self.selector or self.field_selector)
-
-    @property
-    def fleet(self) -> bool:
-        """Several clusters are named: ``--context`` more than once, or ``--all-contexts``."""
-        return self.all_contexts or len(self.contexts) > 1
-
-    def clusters(self) -> list[tuple[str, Source]]:
-        """(context, source) for each cluster a fleet command reads: contexts that reach the same cluster (its
-        server address and CA) are read once, as the first of them, with a warning."""
-        import sys
-
-        from gpuctl.cli.errors import UsageError
-        from gpuctl.cluster import kubeconfig
-        from gpuctl.cluster.live import LiveSource
-
-        if self.snapshot:
-            raise UsageError("--snapshot reads one cluster: drop --context/--all-contexts, or --snapshot")
-        names = list(dict.fromkeys(self.contexts))
-        loaded = kubeconfig.load(self.kubeconfig)
-        if self.all_contexts:
-            if names:
-                raise UsageError("--context and --all-contexts are exclusive: pick one")
-            names = sorted(loaded.contexts)
-        first: dict[tuple[str, str], str] = {}
-        kept = []
-        for name in names:
-            identity = loaded.cluster_identity(name, self.server)
-            if identity is not None and identity in first:
-                seen = first[identity]
-                sys.stderr.write(
-                    f"warning: contexts {seen} and {name} reach the same cluster ({identity[0]}); counting it once, as {seen}\n"
-                )
-                continue
-            if identity is not None:
-                first[identity] = name
-            kept.append(name)
-        return [(name, LiveSource(replace(self, context=name, contexts=()).connection())) for name in kept]
-
-    def connection(self) -> Any:
-        from gpuctl.cli.errors import UsageError
-        from gpuctl.cluster.live import TLS, Connection
-
-        if self.insecure_skip_tls_verify and self.certificate_authority:
-            raise UsageError(
-                "--certificate-authority and --insecure-skip-tls-verify are exclusive: a CA is there to be checked"
-            )
-        if bool(self.client_certificate) != bool(self.client_key):
-            raise UsageError("--client-certificate and --client-key go together: give both")
-        return Connection(
-            self.kubeconfig,
-            self.context,
-            parse_timeout(self.request_timeout),
-            cluster=self.cluster,
-            user=self.user,
-            server=self.server,
-            token=self.token,
-            impersonate=self.as_user,
-            impersonate_groups=self.as_groups,
-            tls=TLS(
-                self.insecure_skip_tls_verify,
-                self.certificate_authority,
-                self.client_certificate,
-                self.client_key,
-                self.tls_server_name,
-            ),
-        )
-
-    def open(self) -> Source:
-        """A snapshot when one is named, the cluster otherwise."""
-        if self.snapshot:
-            from gpuctl.cluster.snapshot import SnapshotSource
-
-            return SnapshotSource(self.snapshot)
-        from gpuctl.cluster.live import LiveSource
-
-        return LiveSource(self.connection())
-
-    def live(self) -> LiveSource:
-        """The cluster (a write, or a command that only makes sense live)."""
-        from gpuctl.cli.errors import UsageError
-        from gpuctl.cluster.live import LiveSource
-
-        if self.snapshot:
-            raise UsageError("this command changes or follows a live cluster: drop --snapshot (or GPUCTL_SNAPSHOT)")
-        return LiveSource(self.connection())
-
-    def resolved_namespace(self, source: Source | None = None) -> str:
-        """``-n``, else the kubeconfig context's namespace (a live source), else ``default``."""
-        if self.namespace:
-            return self.namespace
-        if not self.snapshot:
-            from gpuctl.cluster.live import LiveSource
-
-            live = source if isinstance(source, LiveSource) else LiveSource(self.connection())
-            ns = live.default_namespace()
-            if ns:
-                return ns
-        return "default"
-
-    def scope(self, source: Source | None = None) -> str | None:
-        """The namespace a list reads: None for ``-A``."""
-        from gpuctl.cli.errors import UsageError
-
-        if self.all_namespaces:
-            if self.namespace:
-                raise UsageError("-n and -A are exclusive: pick one")
-            return None
-        return self.resolved_namespace(source)
 
 
 CONNECTION = (
@@ -393,17 +208,10 @@ def _with_parameters(fn: Callable[..., Any], drop: str, added: tuple[tuple[str, 
     return sig.replace(parameters=params)
 
 
-def _install(wrapper: Callable[..., Any], sig: inspect.Signature) -> None:
+def install(wrapper: Callable[..., Any], sig: inspect.Signature) -> None:
+    """Give a wrapper the signature (and the annotations) Typer reads its parameters from."""
     wrapper.__signature__ = sig  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
-
-
-def command_path() -> str:
-    """The command being run, as the user typed it (``gpuctl views``), for messages."""
-    from typer._click.globals import get_current_context
-
-    ctx = get_current_context(silent=True)
-    return ctx.command_path if ctx is not None else "gpuctl"
 
 
 def source_options(
@@ -425,8 +233,6 @@ def source_options(
 
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> Any:
-            from gpuctl.cli.errors import UsageError
-
             root = _root_values()
             values = {}
             for name in names:
@@ -450,7 +256,7 @@ def source_options(
             values["contexts"] = contexts
             return fn(source=SourceSpec(**values), **kwargs)
 
-        _install(wrapper, sig)
+        install(wrapper, sig)
         return wrapper  # type: ignore[return-value]
 
     return decorate
@@ -484,7 +290,7 @@ def output_options(*, sort: bool = True, labels: bool = False, default: str = "t
             )
             return fn(output=spec, **kwargs)
 
-        _install(wrapper, sig)
+        install(wrapper, sig)
         return wrapper  # type: ignore[return-value]
 
     return decorate
@@ -502,24 +308,5 @@ def global_options(fn: F) -> F:
         _ROOT.update({k: v for k, v in values.items() if v not in (None, [], ())})
         return fn(ctx, **kwargs)
 
-    _install(wrapper, sig)
+    install(wrapper, sig)
     return wrapper  # type: ignore[return-value]
-
-
-def with_namespace(spec: SourceSpec, namespace: str) -> SourceSpec:
-    return replace(spec, namespace=namespace)
-
-
-def fleet_read(source: SourceSpec, read: Callable[[Source], T]) -> tuple[dict[str, T], list[tuple[str, str]]]:
-    """``read`` on each cluster of a fleet command: what each answered, and (context, error) for each that failed —
-    the others are still read and printed, and the command exits 1 at the end."""
-    from gpuctl.cluster.errors import SourceError
-
-    answers: dict[str, T] = {}
-    failures: list[tuple[str, str]] = []
-    for context, opened in source.clusters():
-        try:
-            answers[context] = read(opened)
-        except SourceError as exc:
-            failures.append((context, str(exc)))
-    return answers, failures

@@ -1,7 +1,8 @@
-"""``gpuctl hold``, ``gpuctl drain`` and ``gpuctl resume``: take pools out of service and back.
+"""What ``gpuctl hold``, ``gpuctl drain`` and ``gpuctl resume`` share: choosing the pools, changing each and
+following its phase.
 
-Each takes InstanceTypes by name (``NAME`` or kubectl's ``instancetype.worker.gpustack.ai/NAME``, so ``gpuctl views -o
-name | xargs gpuctl hold`` works) or chosen by ``-l``/``--field-selector``; a selection is printed before anything
+Each takes InstanceTypes by name (``NAME`` or kubectl's ``instancetype.worker.gpustack.ai/NAME``, so ``gpuctl views
+-o name | xargs gpuctl hold`` works) or chosen by ``-l``/``--field-selector``; a selection is printed before anything
 changes, and needs ``--yes`` when it matches several off a terminal."""
 
 import time
@@ -11,11 +12,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs
-from gpuctl.cli.completion import complete_instancetypes
 from gpuctl.cli.errors import RuntimeFailure, UsageError
-from gpuctl.cli.options import SourceSpec, WaitTimeoutOption, output_options, source_options, wait_seconds
+from gpuctl.cli.names import complete_instancetypes
 from gpuctl.cli.render import OutputSpec
-from gpuctl.cli.writes import DryRunOption, YesOption, announce_matched, confirm_bulk, dry_run_mode, report
+from gpuctl.cli.source import SourceSpec
+from gpuctl.cli.writes import announce_matched, confirm_bulk, report
 from gpuctl.cluster import kinds
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ NamesArgument = Annotated[
 ]
 
 
-def _instancetype(source: "LiveSource", name: str) -> dict[str, Any]:
+def instancetype_of(source: "LiveSource", name: str) -> dict[str, Any]:
     from gpuctl.cluster.read import not_found
 
     obj = source.get(kinds.INSTANCETYPE, name)
@@ -43,7 +44,7 @@ def _instancetype(source: "LiveSource", name: str) -> dict[str, Any]:
     return obj
 
 
-def _pools(live: "LiveSource", names: list[str] | None, source: SourceSpec, verb: str, yes: bool) -> list[str]:
+def chosen_pools(live: "LiveSource", names: list[str] | None, source: SourceSpec, verb: str, yes: bool) -> list[str]:
     """The InstanceTypes a command acts on: those named (each must exist), or those the selectors choose (printed
     first, and confirmed when several)."""
     given = refs.object_names(names or [], kinds.INSTANCETYPE, what=verb)
@@ -51,7 +52,7 @@ def _pools(live: "LiveSource", names: list[str] | None, source: SourceSpec, verb
         raise UsageError("give INSTANCETYPE names or -l/--field-selector, not both")
     if given:
         for name in dict.fromkeys(given):
-            _instancetype(live, name)
+            instancetype_of(live, name)
         return list(dict.fromkeys(given))
     if not source.selects:
         raise UsageError("name the pools: INSTANCETYPE..., or -l/--field-selector")
@@ -88,7 +89,7 @@ def pool_phase(source: "LiveSource", name: str) -> tuple[str, str, int, int]:
     return instancetype_phase(policy, reserving > 0).value, policy, reserving, len(running)
 
 
-def _say_phase(source: "LiveSource", name: str, output: OutputSpec) -> None:
+def say_phase(source: "LiveSource", name: str, output: OutputSpec) -> None:
     if not output.tabular:
         return
     phase, policy, reserving, running = pool_phase(source, name)
@@ -97,7 +98,7 @@ def _say_phase(source: "LiveSource", name: str, output: OutputSpec) -> None:
     )
 
 
-def _each(
+def change_each(
     names: list[str],
     change: Callable[[str], list["Outcome"]],
     after: Callable[[str], None],
@@ -118,123 +119,11 @@ def _each(
         raise report_failure
 
 
-@source_options(selectors=True)
-@output_options(sort=False)
-def hold_command(
-    names: NamesArgument = None,
-    wait: Annotated[
-        bool,
-        typer.Option("--wait", help="Wait until the worker has put each ClusterQueue on Hold (stopPolicy Hold)."),
-    ] = False,
-    timeout: WaitTimeoutOption = "2m",
-    dry_run: DryRunOption = "none",
-    yes: YesOption = False,
-    *,
-    source: SourceSpec,
-    output: OutputSpec,
-) -> None:
-    """Block admission to pools; running workloads keep running. This sets InstanceType spec.inactive=true; the
-    worker's InstanceType reconciler then sets the ClusterQueue's stopPolicy to Hold (--wait follows it)."""
-    from gpuctl.cluster.writer import DryRun, apply_plan
-    from gpuctl.core.lifecycle import plan_hold
-
-    mode = dry_run_mode(dry_run)
-    seconds = wait_seconds(timeout)
-    live = source.live()
-    pools = _pools(live, names, source, "hold", yes or mode is not DryRun.NONE)
-
-    def after(name: str) -> None:
-        if wait and mode is DryRun.NONE:
-            _wait(live, name, seconds, _held, "hold", "held")
-        _say_phase(live, name, output)
-
-    _each(pools, lambda name: [apply_plan(live, kinds.INSTANCETYPE, name, None, plan_hold, mode)], after, output)
-
-
-@source_options(selectors=True)
-@output_options(sort=False)
-def resume_command(
-    names: NamesArgument = None,
-    dry_run: DryRunOption = "none",
-    yes: YesOption = False,
-    *,
-    source: SourceSpec,
-    output: OutputSpec,
-) -> None:
-    """Return pools to service: each ClusterQueue back to stopPolicy None, then InstanceType inactive=false.
-
-    Stopped Instances stay stopped: start them with `gpuctl instance start`.
-    """
-    from gpuctl.cluster.writer import DryRun, apply_plan
-    from gpuctl.core.lifecycle import plan_activate, plan_resume
-
-    mode = dry_run_mode(dry_run)
-    live = source.live()
-    pools = _pools(live, names, source, "resume", yes or mode is not DryRun.NONE)
-
-    def change(name: str) -> list["Outcome"]:
-        it = _instancetype(live, name)
-        queue = apply_plan(live, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_resume(it, cq)[0], mode)
-        if queue.failed:
-            return [queue]
-        return [queue, apply_plan(live, kinds.INSTANCETYPE, name, None, plan_activate, mode)]
-
-    _each(pools, change, lambda name: _say_phase(live, name, output), output)
-
-
-@source_options(selectors=True)
-@output_options(sort=False)
-def drain_command(
-    names: NamesArgument = None,
-    wait: Annotated[
-        bool, typer.Option("--wait", help="Wait until no workload holds a reservation and every instance is stopped.")
-    ] = False,
-    timeout: WaitTimeoutOption = "10m",
-    dry_run: DryRunOption = "none",
-    yes: YesOption = False,
-    *,
-    source: SourceSpec,
-    output: OutputSpec,
-) -> None:
-    """Drain pools: each ClusterQueue to stopPolicy HoldAndDrain. Kueue evicts admitted workloads and admits none;
-    the operator stops the type's instances. The pool reads Draining, then Inactive."""
-    from gpuctl.cluster.writer import DryRun, apply_plan
-    from gpuctl.core.lifecycle import plan_drain
-
-    mode = dry_run_mode(dry_run)
-    seconds = wait_seconds(timeout)
-    live = source.live()
-    pools = _pools(live, names, source, "drain", yes or mode is not DryRun.NONE)
-
-    def change(name: str) -> list["Outcome"]:
-        it = _instancetype(live, name)
-        return [apply_plan(live, kinds.CLUSTERQUEUE, name, None, lambda cq: plan_drain(it, cq), mode)]
-
-    def after(name: str) -> None:
-        if wait and mode is DryRun.NONE:
-            _wait(live, name, seconds, _drained, "drain", "drained")
-        _say_phase(live, name, output)
-
-    _each(pools, change, after, output)
-
-
 Left = tuple[int, str, str]
 """(steps still to go, the pool's phase, what is left in words)."""
 
 
-def _held(source: "LiveSource", name: str) -> Left:
-    phase, policy, reserving, _ = pool_phase(source, name)
-    if policy == "None":
-        return 1, phase, "ClusterQueue stopPolicy None: waiting for the worker's InstanceType reconciler to set Hold"
-    return 0, phase, f"ClusterQueue stopPolicy {policy}: admission blocked, {reserving} workload(s) keep running"
-
-
-def _drained(source: "LiveSource", name: str) -> Left:
-    phase, _, reserving, running = pool_phase(source, name)
-    return reserving + running, phase, f"{reserving} workload(s) still reserved, {running} instance(s) not stopped"
-
-
-def _wait(
+def follow(
     source: "LiveSource", name: str, timeout: float, left: Callable[["LiveSource", str], Left], verb: str, goal: str
 ) -> None:
     """Follow a pool until nothing is ``left``: a bar on a terminal, one line per change otherwise (a log or a CI job

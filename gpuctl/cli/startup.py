@@ -1,17 +1,20 @@
-"""The entry point of ``gpuctl`` and ``kubectl-gpuctl``: answers that are the same on every run of a version — the
-help of every command, ``version``, and the completion of command names and flags — come from a table generated from
-the command tree (``startup_table``, written by ``make docs`` and checked fresh by a test, as the man pages are),
-without importing Typer, whose import alone costs several times kubectl's whole ``--help``. Everything else, and
-anything the table cannot answer exactly (a terminal narrower than the help's 80 columns, quoted words, option values,
-names from the cluster), runs the Typer app, which stays the one definition of the commands.
+"""The entry points of ``gpuctl``, ``kubectl-gpuctl`` and ``kubectl_complete-gpuctl``: answers that are the same on
+every run of a version — the help of every command, ``version``, and the completion of command names and flags — come
+from a table generated from the commands' declarations (``startup_table``, written by ``make docs`` and checked fresh
+by a test, as the man pages are), without importing Typer, whose import alone costs several times kubectl's whole
+``--help``. Everything else, and anything the table cannot answer exactly (a terminal narrower than the help's 80
+columns, quoted words, option values, names from the cluster), runs the Typer app, which stays the one definition of
+the commands.
 
-This module imports nothing but ``os`` and ``sys``: a test checks it in a fresh interpreter.
+This module imports nothing but ``os``, ``sys`` and :mod:`gpuctl.cli.shells`: a test checks it in a fresh interpreter.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+
+from gpuctl.cli.shells import COMPLETE_VAR, PLUGIN_COMPLETE_VAR, prog_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing itself is not imported at start-up
@@ -20,19 +23,15 @@ if TYPE_CHECKING:  # typing itself is not imported at start-up
     Walked = tuple[str, set[str], dict[str, Any], int, dict[str, Any] | None]
     """(command path, its flags given, every flag's value, its arguments given, the option awaiting a value)."""
 
-COMPLETE_VAR = "_GPUCTL_COMPLETE"
-PLUGIN_COMPLETE_VAR = "_KUBECTL_GPUCTL_COMPLETE"
+PROG = "{prog}"
+"""Where the table's texts name the program (``gpuctl`` or ``kubectl gpuctl``): as long as ``gpuctl``, so the table's
+lines wrap where that program's do."""
 HELP_OPTIONS = ("-h", "--help")
 HELP_WIDTH = 80
 """Help is wrapped to min(terminal width, 80): from 80 columns on it is the same text."""
 
 Answer = tuple[str, str, int]
 """(stream "out" or "err", text, exit code)."""
-
-
-def prog_name(argv0: str) -> str:
-    """As the kubectl plugin, usage reads the way the user typed it."""
-    return "kubectl gpuctl" if os.path.basename(argv0) == "kubectl-gpuctl" else "gpuctl"
 
 
 def columns(env: dict[str, str] | os._Environ[str]) -> int:
@@ -60,15 +59,31 @@ def quick_answer(args: list[str], prog: str, env: dict[str, str] | os._Environ[s
         return ("out", f"gpuctl {TABLE['version']}\n", 0)
     if width < HELP_WIDTH:
         return None
-    helps: dict[str, str] = TABLE["help"][prog]
     if args and args[-1] in HELP_OPTIONS:
-        text = helps.get(" ".join(args[:-1]))
+        text = _text(TABLE, "help", prog, " ".join(args[:-1]))
         return None if text is None or any(a.startswith("-") for a in args[:-1]) else ("out", text, 0)
-    bare = TABLE["bare"][prog].get(" ".join(args))
+    bare = _text(TABLE, "bare", prog, " ".join(args))
     if bare is not None and not any(a.startswith("-") for a in args):
         stream, text, code = bare  # a group without its subcommand
         return (stream, text, code)
     return None
+
+
+def _text(table: dict[str, Any], kind: str, prog: str, path: str) -> Any:
+    """A help text (``kind`` "help") or a bare group's answer ("bare") as ``prog`` prints it, or None."""
+    own = table[f"{kind}_as"].get(prog, {}).get(path)
+    if own is not None:
+        return own
+    answer = table[kind].get(path)
+    return None if answer is None else as_printed(answer, prog)
+
+
+def as_printed(answer: Any, prog: str) -> Any:
+    """A table entry — a help text, or a bare group's ``[stream, text, exit code]`` — as ``prog`` prints it."""
+    if isinstance(answer, str):
+        return answer.replace(PROG, prog)
+    stream, text, code = answer
+    return [stream, text.replace(PROG, prog), code]
 
 
 def _complete(table: dict[str, Any], env: dict[str, str] | os._Environ[str]) -> Answer | None:
@@ -215,3 +230,21 @@ def run() -> None:
     (sys.stdout if stream == "out" else sys.stderr).write(text)
     sys.stdout.flush()
     raise SystemExit(code)
+
+
+def plugin_complete() -> None:
+    """The ``kubectl_complete-gpuctl`` entry point ``pip install`` puts on PATH: kubectl runs it with
+    ``__complete ARGS... WORD``; it completes in this process (no ``gpuctl`` on PATH needed), one candidate a line,
+    then kubectl's directive (``:4``, no file completion)."""
+    args = sys.argv[1:]
+    if args[:1] == ["__complete"]:
+        args = args[1:]
+    words = ["gpuctl", *args]
+    os.environ["COMP_WORDS"] = " ".join(words)
+    os.environ["COMP_CWORD"] = str(len(words) - 1)
+    os.environ[COMPLETE_VAR] = "complete_bash"
+    try:  # noqa: SIM105 - contextlib is not imported at start-up
+        run()
+    except SystemExit:  # click ends a completion by exiting
+        pass
+    sys.stdout.write(":4\n")

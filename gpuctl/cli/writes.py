@@ -13,8 +13,8 @@ from gpuctl.cli.errors import RuntimeFailure, UsageError
 from gpuctl.cli.render import Column, OutputSpec
 
 if TYPE_CHECKING:
-    from gpuctl.cli.options import SourceSpec
     from gpuctl.cli.refs import ObjectRef
+    from gpuctl.cli.source import SourceSpec
     from gpuctl.cluster.writer import DryRun, Outcome
     from gpuctl.core.lifecycle import PatchPlan
 

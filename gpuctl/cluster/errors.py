@@ -1,7 +1,9 @@
 """Errors the cluster layer reports to users: one line, naming what failed and how to fix it."""
 
+from gpuctl.core.errors import EXIT_USAGE, GpuctlError
 
-class SourceError(Exception):
+
+class SourceError(GpuctlError):
     """Objects could not be read (unreachable API, unreadable or malformed snapshot, missing API)."""
 
 
@@ -10,4 +12,6 @@ class NotFound(SourceError):
 
 
 class SelectorError(SourceError):
-    """A label or field selector that cannot be read, or selects by a field the server cannot select by."""
+    """A label or field selector that cannot be read, or selects by a field the server cannot select by (exit 2)."""
+
+    exit_code = EXIT_USAGE

@@ -51,6 +51,7 @@ VALIDATING_WEBHOOKS = Kind("ValidatingWebhookConfiguration", ADMISSION, "v1", "v
 CONFIGMAP = Kind("ConfigMap", "", "v1", "configmaps", True)
 DEPLOYMENT = Kind("Deployment", "apps", "v1", "deployments", True)
 LEASE = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
+EVENT = Kind("Event", "events.k8s.io", "v1", "events", True)
 # Written by ``gpuctl dump`` beside the objects: when the dump was taken (ages on a snapshot are measured from it).
 DUMP = Kind("Dump", "gpuctl.gpustack.ai", "v1", "dumps", False)
 

@@ -9,9 +9,8 @@ splits the free capacity into **usable** (what requests of that shape could take
 Units: EX, SL and PT count free capacity in percent of a card (EX: the free memory of every unpartitioned card not
 held whole; PT: the free memory of partitioned cards); SH counts shares.
 
-The **fragmentation score** of a view follows Weng et al., *Beware of Fragmentation: Scheduling GPU-Sharing
-Workloads with Fragmentation Gradient Descent* (USENIX ATC 2023): fragmentation is measured against the workloads
-expected to arrive, as the share of free capacity that those workloads cannot use. Here the expected workloads are
+The **fragmentation score** of a view measures fragmentation against the workloads expected to arrive, not against
+the free capacity alone: it is the share of free capacity that those workloads cannot use. The expected workloads are
 the pool's pending ones (each shape weighted by how many ask for it) or, with none pending, the view's reference
 shapes; the score is ``Σ weight(shape) x stranded(shape) / free``, from 0 (every free unit usable) to 1.
 """
@@ -22,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from gpuctl.core.errors import InputError
 from gpuctl.core.fit import podset_demands
 from gpuctl.core.ledger import Card, Mode, NodeDevices
 from gpuctl.core.naming import Family
@@ -35,7 +35,7 @@ REFERENCE_SLICE = 25
 """The slice size (percent) fragmentation is measured against when nothing is pending."""
 
 
-class ShapeError(ValueError):
+class ShapeError(InputError, ValueError):
     """A request shape that cannot be read; the message names it and the accepted forms."""
 
 

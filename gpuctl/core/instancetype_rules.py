@@ -27,6 +27,7 @@ from gpuctl.core.admission import (
     invalid,
     required,
 )
+from gpuctl.core.errors import InputError
 from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.lifecycle import Operation, deletion_guard
 from gpuctl.core.units import QuantityError, parse_quantity
@@ -36,7 +37,7 @@ RECEIVES_DELETION_UPDATES: Final = True
 """InstanceType opts out of the deletion guard."""
 
 MUTABLE_SPEC_FIELDS: Final = ("displayName", "inactive")
-"""The design text: every spec field is frozen after create except ``displayName`` (a rename) and ``inactive`` (in or
+"""The documented contract (docs/design.md): every spec field is frozen after create except ``displayName`` (a rename) and ``inactive`` (in or
 out of service); ``description`` is frozen too."""
 IMMUTABLE_MESSAGE: Final = "is immutable except displayName and inactive"
 GI_SUFFIX_DETAIL: Final = 'must be a positive integer with a case-sensitive "Gi" suffix'
@@ -562,7 +563,7 @@ def unit_preset(accelerator_key: str | None, memory_gib: float | None) -> UnitPr
 # ----------------------------------------------------------------------------------------------- derived names
 
 
-class DerivedNameError(ValueError):
+class DerivedNameError(InputError, ValueError):
     """A derived name that cannot be built: a component could not be a label, or the name would be too long."""
 
 

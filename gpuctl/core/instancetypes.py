@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.core import naming
+from gpuctl.core.errors import GpuctlError
 from gpuctl.core.units import QuantityError, quantity_to_mib
 
 API_GROUP = "worker.gpustack.ai"
@@ -46,7 +47,7 @@ class InstanceType:
     inactive: bool
     display_name: str
     memory: str
-    """Per-card memory as written: ``spec.memory`` (the design text's divisor), falling back to
+    """Per-card memory as written: ``spec.memory`` (the fold's divisor, docs/design.md), falling back to
     ``status.detail.memory`` when the spec has none."""
     manufacturer: str
     product: str
@@ -99,7 +100,7 @@ class InstanceType:
         return None
 
 
-class InstanceTypeError(ValueError):
+class InstanceTypeError(GpuctlError, ValueError):
     """An InstanceType whose shape cannot be read."""
 
 

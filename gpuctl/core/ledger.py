@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from gpuctl.core import naming
+from gpuctl.core.errors import GpuctlError
 from gpuctl.core.units import PERCENT, SHARE, M
 
 
@@ -238,7 +239,7 @@ def split_orphans(devices: Iterable[NodeDevices], nodes: Collection[str]) -> Led
     return Ledgers(served, orphaned)
 
 
-class LedgerError(ValueError):
+class LedgerError(GpuctlError, ValueError):
     """A Devices object whose shape cannot be read."""
 
 

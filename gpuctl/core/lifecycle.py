@@ -21,6 +21,7 @@ from typing import Any, Concatenate, Final, ParamSpec
 
 from gpuctl.core.admission import JSON, Admission, allow
 from gpuctl.core.compat import StrEnum
+from gpuctl.core.errors import GpuctlError
 
 # ----------------------------------------------------------------------------------------------- vocabulary
 
@@ -216,7 +217,7 @@ class PatchPlan:
         return body
 
 
-class PlanRefused(ValueError):
+class PlanRefused(GpuctlError, ValueError):
     """The change cannot be made from the object's current state; the message is the webhook rule's."""
 
 

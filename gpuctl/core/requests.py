@@ -25,6 +25,7 @@ from gpuctl.core.admission import (
     required,
 )
 from gpuctl.core.compat import StrEnum
+from gpuctl.core.errors import GpuctlError
 from gpuctl.core.instancetypes import InstanceType, find_by_entrance
 from gpuctl.core.naming import Family, KeyKind, ResourceKey
 from gpuctl.core.units import M, QuantityError, mib_to_units, parse_quantity, percent_to_units
@@ -269,7 +270,7 @@ def _partitioned_errors(c: ContainerAccelerators, pod_profiles: set[str]) -> lis
 # ----------------------------------------------------------------------------------------------- folds
 
 
-class FoldError(ValueError):
+class FoldError(GpuctlError, ValueError):
     """A fold that cannot be computed (no InstanceType behind the queue, no card memory, unknown profile)."""
 
 

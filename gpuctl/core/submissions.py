@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuctl.core import naming
 from gpuctl.core.admission import JSON, deep_copy
+from gpuctl.core.errors import InputError
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.tas import TopologyRequest, request_from_podset
 from gpuctl.core.workloads import Workload
@@ -30,7 +31,7 @@ MAX_REPLICAS = 1000
 """The most Workloads (or Pods of one PodSet) one manifest may ask the simulator for."""
 
 
-class ManifestError(ValueError):
+class ManifestError(InputError, ValueError):
     """A manifest the simulator cannot turn into Workloads; the message names the field and the fix."""
 
 

@@ -12,6 +12,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Final
 
+from gpuctl.core.errors import GpuctlError
+
 M: Final = 1_600_000
 """Units (and credits) per whole accelerator."""
 
@@ -26,7 +28,7 @@ SLICED_MAX_SIZE: Final = 512
 """The finest logical slice grid: M / 512 = 3,125 units."""
 
 
-class QuantityError(ValueError):
+class QuantityError(GpuctlError, ValueError):
     """A string that is not a Kubernetes quantity."""
 
 

@@ -77,6 +77,8 @@ class PodSetAssignment:
     count: int
     levels: tuple[str, ...] = ()
     domains: tuple[TopologyDomain, ...] = ()
+    usage: Mapping[str, Fraction] = field(default_factory=dict)
+    """``resourceUsage``: what Kueue reserved for the whole PodSet, per resource."""
 
     @property
     def credit_flavors(self) -> list[str]:
@@ -235,6 +237,7 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
                 count=_int(a.get("count"), 0),
                 levels=levels,
                 domains=domains,
+                usage={str(k): q for k, v in _m(a.get("resourceUsage")).items() if (q := _quantity(v)) is not None},
             )
         )
     checks = tuple(

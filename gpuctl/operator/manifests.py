@@ -80,6 +80,8 @@ def operator_role() -> dict[str, Any]:
             _rule(["kueue.x-k8s.io"], ["admissionchecks"], [*READ, "create"]),
             _rule(["kueue.x-k8s.io"], ["admissionchecks/status"], ["patch"]),
             _rule(["kvcache.gpustack.ai"], ["kvcachepoolbindings", "kvcachepools", "kvcachebackends"], READ),
+            # The Events it records: created once, then patched as a series.
+            _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
         ],
     }
 
@@ -122,6 +124,8 @@ def cli_roles(pools: Sequence[str] | None = None) -> list[dict[str, Any]]:
             READ,
         ),
         _rule(["kvcache.gpustack.ai"], ["kvcachepoolbindings", "kvcachepools", "kvcachebackends"], READ),
+        # explain --history and dump read the Events of Workloads, Pods and the operator.
+        _rule(["events.k8s.io"], ["events"], READ),
         _rule(
             ["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], READ
         ),
@@ -444,10 +448,8 @@ def certificate() -> list[dict[str, Any]]:
     ]
 
 
-def kustomization(resources: Sequence[str], *, namespace: str = "", patches: Sequence[str] = ()) -> dict[str, Any]:
+def kustomization(resources: Sequence[str], *, patches: Sequence[str] = ()) -> dict[str, Any]:
     out: dict[str, Any] = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
-    if namespace:
-        out["namespace"] = namespace
     out["resources"] = list(resources)
     if patches:
         out["patches"] = [{"path": p} for p in patches]
@@ -479,14 +481,11 @@ def write(root: Path) -> list[Path]:
         dump(base / "operator.yaml", deployment()),
         dump(base / "rbac.yaml", [operator_role()]),
         dump(base / "webhooks.yaml", webhook_configurations()),
+        # Every namespaced object names its namespace itself: a namespace transformer would also stamp one on the
+        # cluster-scoped admission policies, which kustomize does not know to be cluster-scoped.
         dump(
             base / KUSTOMIZATION,
-            [
-                kustomization(
-                    ["../crds", "operator.yaml", "operator-policy.yaml", "rbac.yaml", "webhooks.yaml"],
-                    namespace=NAMESPACE,
-                )
-            ],
+            [kustomization(["../crds", "operator.yaml", "operator-policy.yaml", "rbac.yaml", "webhooks.yaml"])],
         ),
         dump(overlay / "certificate.yaml", certificate()),
         dump(

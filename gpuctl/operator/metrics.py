@@ -3,17 +3,25 @@
 - webhooks: requests by outcome, denials, mutations and a latency histogram per webhook; open and refused connections;
 - the check: verdicts by state, and the latency from seeing a Workload's quota reserved to writing its verdict;
 - controllers: writes, API errors, work-queue depth and retries;
+- pools and queues: the views the status writer published, free and stranded capacity and the fragmentation score
+  per pool and view; pending Workloads, the head's age and Workloads held per gate, per ClusterQueue;
 - the cache: whether each kind is synced and how long since the API server last answered its watch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from gpuctl.core.fragmentation import Shape, ViewFragmentation, demand_shapes
+from gpuctl.core.pods import Pod
+from gpuctl.core.queueing import epoch_seconds, held_gate, pending_order, queue_timestamp
+from gpuctl.core.workloads import Workload
+from gpuctl.operator.workqueue import WorkQueue
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 VERDICT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
@@ -99,3 +107,133 @@ def gauge_family(name: str, documentation: str, labels: list[str], values: Itera
     for label_values, value in values:
         family.add_metric(label_values, value)
     return family
+
+
+# ----------------------------------------------------------------------------------------------- pools and queues
+
+VIEW_FIELDS = ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned", "cpu")
+
+Pools = Mapping[str, tuple[Mapping[str, Any], tuple[ViewFragmentation, ...]]]
+"""Per InstanceType: the status views the status writer published, and the pool's fragmentation."""
+
+
+def pool_gauges(pools: Pools) -> Iterator[Any]:
+    """Per InstanceType and view: the published views, free and stranded capacity and the fragmentation score."""
+    for field, doc in (
+        ("onceMaxRequest", "The largest single request the view can take now, in its unit."),
+        ("remaining", "What the view has left, in its unit."),
+        ("capacity", "The view's capacity, in its unit."),
+    ):
+        yield gauge_family(
+            f"gpuctl_pool_{_snake(field)}",
+            doc,
+            ["instancetype", "view"],
+            (
+                ([name, view], float(status[view][field]))
+                for name, (status, _) in sorted(pools.items())
+                for view in VIEW_FIELDS
+                if isinstance(status.get(view), dict)
+            ),
+        )
+    yield gauge_family(
+        "gpuctl_pool_free",
+        "Free capacity per view (percent of a card for EX, SL and PT; shares for SH).",
+        ["instancetype", "view"],
+        (([name, f.view], float(f.free)) for name, (_, frag) in sorted(pools.items()) for f in frag),
+    )
+    yield gauge_family(
+        "gpuctl_pool_stranded",
+        "Free capacity requests of a shape cannot use, per view and shape (the view's unit).",
+        ["instancetype", "view", "shape"],
+        (
+            ([name, f.view, str(fit.shape)], float(fit.stranded))
+            for name, (_, frag) in sorted(pools.items())
+            for f in frag
+            for fit in f.fits
+        ),
+    )
+    yield gauge_family(
+        "gpuctl_pool_fragmentation_score",
+        "Share of free capacity the pending (or reference) shapes cannot use, 0 to 1.",
+        ["instancetype", "view"],
+        (([name, f.view], f.score) for name, (_, frag) in sorted(pools.items()) for f in frag),
+    )
+
+
+def queue_gauges(
+    workloads: Sequence[Workload],
+    cluster_queues: Iterable[str],
+    queue_of: Mapping[str, str],
+    pods: Mapping[str, Sequence[Pod]],
+    fragmentation: Mapping[str, tuple[ViewFragmentation, ...]],
+    now: float,
+) -> Iterator[Any]:
+    """Per ClusterQueue: pending Workloads, the head's age and whether fragmentation blocks it; Workloads held per
+    queue and gate."""
+    pending: list[tuple[list[str], float]] = []
+    age: list[tuple[list[str], float]] = []
+    blocked: list[tuple[list[str], float]] = []
+    held: dict[tuple[str, str], int] = {}
+    for cq in cluster_queues:
+        line = pending_order(workloads, queue_of, cq)
+        pending.append(([cq], float(len(line))))
+        if line:
+            joined = epoch_seconds(queue_timestamp(line[0]))
+            age.append(([cq], max(0.0, now - joined) if joined is not None else 0.0))
+            shapes = demand_shapes(line[:1])
+            frag = fragmentation.get(cq, ())
+            blocked.append(([cq], 1.0 if shapes and _blocked(shapes[0], frag) else 0.0))
+    for w in workloads:
+        cq = queue_of.get(w.key, "")
+        gate = held_gate(w, pods.get(w.key, ()))
+        if cq and gate is not None:
+            held[(cq, str(gate))] = held.get((cq, str(gate)), 0) + 1
+    yield gauge_family("gpuctl_queue_pending", "Pending Workloads per ClusterQueue.", ["cluster_queue"], pending)
+    yield gauge_family(
+        "gpuctl_queue_head_age_seconds",
+        "How long the head of each ClusterQueue has waited since it joined the queue.",
+        ["cluster_queue"],
+        age,
+    )
+    yield gauge_family(
+        "gpuctl_queue_head_blocked_by_fragmentation",
+        "1 when the pool has free capacity enough for the head's request in total, but none of it usable.",
+        ["cluster_queue"],
+        blocked,
+    )
+    yield gauge_family(
+        "gpuctl_workloads_held",
+        "Workloads held, per ClusterQueue and the gate that holds them.",
+        ["cluster_queue", "gate"],
+        (([cq, gate], float(n)) for (cq, gate), n in sorted(held.items())),
+    )
+
+
+def workqueue_gauges(queues: Sequence[tuple[str, WorkQueue[str]]]) -> Iterator[Any]:
+    """Per controller: the keys waiting in its queue, and those waiting for a delay or a backoff."""
+    yield gauge_family(
+        "gpuctl_workqueue_depth",
+        "Keys waiting in each controller's queue.",
+        ["controller"],
+        (([name], float(len(queue))) for name, queue in queues),
+    )
+    yield gauge_family(
+        "gpuctl_workqueue_delayed",
+        "Keys waiting for a delay or backoff.",
+        ["controller"],
+        (([name], float(queue.delayed)) for name, queue in queues),
+    )
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def _blocked(shape: Shape, frag: tuple[ViewFragmentation, ...]) -> bool:
+    """The head's shape finds no usable room although the view's free capacity would hold it."""
+    for f in frag:
+        for fit in f.fits:
+            if fit.shape == shape:
+                need = shape.size * 100 if shape.view == "accelerator" else shape.size
+                return fit.requests == 0 and f.free >= need
+    return False

@@ -33,7 +33,7 @@ def _say(text: str) -> None:
 def _load_examples(kubeconfig: Path) -> None:
     from gpuctl.cluster import kinds
     from gpuctl.cluster.live import Connection, LiveSource
-    from tests.fixtures.make_example_snapshot import build
+    from testbed.example_snapshot import build
 
     source = LiveSource(Connection(str(kubeconfig), None, 30))
     objs = build()
@@ -72,8 +72,8 @@ def _load_examples(kubeconfig: Path) -> None:
 
 def up() -> int:
     from gpuctl.operator.manifests import webhook_configurations
-    from tests.integration import controlplane as cpmod
-    from tests.integration.operator_process import operator_argv, serving_secret
+    from testbed import controlplane as cpmod
+    from testbed.operator_process import operator_argv, serving_secret
 
     if (STATE / "state.json").exists():
         _say(f"already running; `make cluster-down` first (state in {STATE})")

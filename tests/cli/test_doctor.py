@@ -80,7 +80,7 @@ def test_a_broken_kueue_configmap_is_a_finding_and_a_bad_option_a_usage_error(tm
 
 
 def test_a_dump_keeps_only_who_stopped_an_instance_and_when_a_pool_went_inactive_of_its_managed_fields() -> None:
-    from gpuctl.cli.dump import slim
+    from gpuctl.cli.commands.dump import slim
     from gpuctl.core import naming
     from gpuctl.core.instances import parse_instance
 
@@ -106,7 +106,7 @@ def test_a_dump_keeps_only_who_stopped_an_instance_and_when_a_pool_went_inactive
 
 
 def test_on_a_dump_the_leader_lease_is_judged_at_the_time_the_dump_was_taken(tmp_path: Path) -> None:
-    from gpuctl.cli.dump import dump_record
+    from gpuctl.cli.commands.dump import dump_record
     from gpuctl.core import naming
 
     renewed = "2026-01-01T00:00:00Z"

@@ -174,7 +174,7 @@ def test_bad_output_flags_are_usage_errors() -> None:
 
 
 def test_durations_read_as_kubectl_reads_them() -> None:
-    from gpuctl.cli.options import parse_duration, parse_timeout
+    from gpuctl.cli.source import parse_duration, parse_timeout
 
     assert [parse_duration(t, "--timeout") for t in ("90", "90s", "1.5m", "1h", "250ms")] == [90, 90, 90, 3600, 0.25]
     assert parse_timeout("0") is None and parse_timeout("2s") == 2
@@ -227,7 +227,7 @@ def test_the_context_namespace_is_the_default(tmp_path: Path) -> None:
             }
         )
     )
-    from gpuctl.cli.options import SourceSpec
+    from gpuctl.cli.source import SourceSpec
 
     assert SourceSpec(kubeconfig=str(kubeconfig)).resolved_namespace() == "team-a"
     assert SourceSpec(kubeconfig=str(kubeconfig), namespace="x").resolved_namespace() == "x"
@@ -282,7 +282,7 @@ def test_the_pip_installed_completion_entry_point_needs_no_gpuctl_on_path(tmp_pa
         [
             sys.executable,
             "-c",
-            "from gpuctl.cli.completion import plugin_complete; plugin_complete()",
+            "from gpuctl.cli.startup import plugin_complete; plugin_complete()",
             "__complete",
             "views",
             "--snapshot",

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
 from gpuctl.core import naming
-from tests.factories import workload
+from testbed.factories import workload
 
 ROOT = Path(__file__).resolve().parents[2]
 CQ = "gpustack--nvidia-a10g-linux-amd64"

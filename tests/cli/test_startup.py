@@ -13,17 +13,18 @@ from typing import Any
 
 import pytest
 
-from gpuctl.cli.startup import COMPLETE_VAR, quick_answer
+from gpuctl.cli.shells import COMPLETE_VAR
+from gpuctl.cli.startup import quick_answer
 from gpuctl.cli.startup_table import TABLE
 
 TREE: dict[str, Any] = TABLE["tree"]
 
 
 def app_completion(words: str, cword: int) -> str:
-    from gpuctl.cli.completion import enable_completion
     from gpuctl.cli.main import app
+    from gpuctl.cli.vendored import completion_init
 
-    enable_completion()
+    completion_init()
     env = {"COMP_WORDS": words, "COMP_CWORD": str(cword), COMPLETE_VAR: "complete_bash"}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from gpuctl.cli.commands.top import View, frame, read_once
 from gpuctl.cli.main import app
-from gpuctl.cli.top import View, frame, read_once
 from gpuctl.cluster.snapshot import SnapshotSource
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def test_named_pools_only() -> None:
 
 
 def test_pool_names_drop_the_prefix_every_row_shares_and_fold_at_dashes() -> None:
-    from gpuctl.cli.top import fold, shared_prefix
+    from gpuctl.cli.commands.top import fold, shared_prefix
 
     assert shared_prefix(["gpustack--nvidia-a10g-linux-amd64", "gpustack--generic-linux-amd64"]) == "gpustack--"
     assert shared_prefix(["gpustack--nvidia-a10g-linux-amd64"]) == ""  # one name keeps its whole self

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
 from gpuctl.core.admission import apply_patch
-from tests.request_examples import EXAMPLES, RuleExample
+from testbed.request_examples import EXAMPLES, RuleExample
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = str(ROOT / "examples" / "snapshot")
@@ -72,7 +72,7 @@ def test_dry_run_refuses_the_wrong_kind_and_bad_flags(tmp_path: Path) -> None:
 
 
 def test_dry_run_of_a_workload_pins_it(tmp_path: Path) -> None:
-    from tests.factories import workload
+    from testbed.factories import workload
 
     w = workload(
         "w",
@@ -87,7 +87,7 @@ def test_dry_run_of_a_workload_pins_it(tmp_path: Path) -> None:
 
 
 def test_dry_run_of_an_instancetype_update_refuses_a_frozen_field(tmp_path: Path) -> None:
-    from tests.factories import instancetype
+    from testbed.factories import instancetype
 
     old = instancetype()
     new = instancetype(unit_cpu="12")

@@ -1,7 +1,7 @@
 """Session fixtures for the integration suite: a real control plane.
 
 Fixtures:
-  control_plane  -- ControlPlane (etcd + kube-apiserver + Kueue manager); see controlplane.py.
+  control_plane  -- ControlPlane (etcd + kube-apiserver + Kueue manager); see testbed/controlplane.py.
                     Attributes: kubeconfig, api_url, ca_file, ca_cert, ca_key, ca_cert_pem,
                     ca_bundle, logs_dir, kueue_webhook_url, timings; helpers serving_cert(),
                     client_cert(), write_kubeconfig().
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from . import controlplane as cpmod
+from testbed import controlplane as cpmod
 
 _STATE: dict[str, object] = {}
 LOG_TAIL_LINES = int(os.environ.get("GPUCTL_IT_LOG_LINES", "120"))

@@ -18,10 +18,10 @@ import yaml
 from kubernetes import client
 
 from gpuctl.core.units import M
-from tests.factories import card_row
+from testbed.factories import card_row
+from testbed.gpucluster import GpuPool, new_pool, wait_for
+from testbed.proxy import Proxy
 
-from .gpucluster import GpuPool, new_pool, wait_for
-from .proxy import Proxy
 from .test_cli_live import gpuctl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,7 +186,7 @@ def _x509(text: str) -> str:
 @pytest.fixture(scope="module")
 def client_files(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The admin's client certificate and key, and the run's CA, as files (no kubeconfig)."""
-    from .pki import CertificateAuthority
+    from testbed.pki import CertificateAuthority
 
     where = tmp_path_factory.mktemp("tls")
     pair = control_plane.client_cert("gpuctl-it-tls", ("system:masters",))

@@ -15,9 +15,8 @@ from typer.testing import CliRunner
 from gpuctl.cli.main import app
 from gpuctl.core import naming
 from gpuctl.core.units import M
-from tests.factories import card_row
-
-from .gpucluster import GpuPool, condition, new_pool, wait_for
+from testbed.factories import card_row
+from testbed.gpucluster import GpuPool, condition, new_pool, wait_for
 
 runner = CliRunner()
 
@@ -379,7 +378,7 @@ def test_queue_order_matches_kueues_visibility_api(api: Any, test_namespace: str
         assert {i["orderFrom"] for i in items} == {"visibility"}
         assert [i["position"] for i in items] == list(range(1, 13))
         # The order gpuctl computes where the API is not served is the same.
-        from gpuctl.cli.queue import cluster_queue_map
+        from gpuctl.cli.commands.queue import cluster_queue_map
         from gpuctl.cluster import read
         from gpuctl.core.queueing import pending_order
 

@@ -17,8 +17,7 @@ from gpuctl.cluster import kinds
 from gpuctl.cluster.live import Connection, LiveSource
 from gpuctl.cluster.writer import DryRun, Result, apply_plan
 from gpuctl.core.lifecycle import plan_hold
-
-from .gpucluster import KUEUE, KV, WORKER, WV, GpuPool, condition, new_pool, wait_for
+from testbed.gpucluster import KUEUE, KV, WORKER, WV, GpuPool, condition, new_pool, wait_for
 
 runner = CliRunner()
 

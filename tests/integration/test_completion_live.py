@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client
 
 from gpuctl.cli import namecache
-from gpuctl.cli.startup import COMPLETE_VAR
-from tests.factories import instancetype
+from gpuctl.cli.shells import COMPLETE_VAR
+from testbed.factories import instancetype
 
 from .gpucluster import WORKER, WV
 

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from .gpucluster import create_ready_node
+from testbed.gpucluster import create_ready_node
 
 GROUP, VERSION = "worker.gpustack.ai", "v1alpha1"
 KUEUE, KV = "kueue.x-k8s.io", "v1beta2"

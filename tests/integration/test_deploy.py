@@ -19,7 +19,14 @@ from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
 from gpuctl.core import naming
-from gpuctl.operator.manifests import certificate, deployment, operator_role, webhook_configurations
+from gpuctl.operator.manifests import (
+    certificate,
+    crd_spec_fields,
+    deployment,
+    operator_role,
+    operator_write_policy,
+    webhook_configurations,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -60,7 +67,9 @@ def crds() -> list[dict[str, Any]]:
 
 def generated() -> dict[str, list[dict[str, Any]]]:
     """What each kustomization this version generates holds, from the code that generates it."""
-    base = [*crds(), *deployment(), operator_role(), *webhook_configurations()]
+    [instances] = [c for c in crds() if c["metadata"]["name"] == "instances.worker.gpustack.ai"]
+    policy = operator_write_policy(crd_spec_fields(instances))
+    base = [*crds(), *deployment(), operator_role(), *webhook_configurations(), *policy]
     return {"crds": crds(), "base": base, "cert-manager": [*base, *certificate()]}
 
 

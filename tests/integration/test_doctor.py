@@ -29,11 +29,10 @@ from typer.testing import CliRunner
 from gpuctl.cli.main import app
 from gpuctl.core import naming
 from gpuctl.operator.manifests import webhook_configurations
-from tests.factories import card_row
-
-from .gpucluster import WORKER, WV, GpuPool, condition, create_ready_node, new_pool, wait_for
-from .operator_process import Operator, running_operator, serving_secret
-from .pki import CertificateAuthority
+from testbed.factories import card_row
+from testbed.gpucluster import WORKER, WV, GpuPool, condition, create_ready_node, new_pool, wait_for
+from testbed.operator_process import Operator, running_operator, serving_secret
+from testbed.pki import CertificateAuthority
 
 KUEUE, KV = "kueue.x-k8s.io", "v1beta2"
 OURS = ("webhook", "webhook-order", "webhook-endpoint", "webhook-review", "webhook-latency", "admissioncheck")

@@ -17,9 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
-from tests.pythons import OLDER, available, interpreter
-
-from . import controlplane as cpmod
+from testbed import controlplane as cpmod
+from testbed.pythons import OLDER, available, interpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = str(ROOT / "examples" / "snapshot")

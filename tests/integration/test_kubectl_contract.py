@@ -21,9 +21,8 @@ from kubernetes import client
 from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
-from tests.factories import instancetype
-
-from .gpucluster import KUEUE, KV, WORKER, WV
+from testbed.factories import instancetype
+from testbed.gpucluster import KUEUE, KV, WORKER, WV
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,11 +20,10 @@ from gpuctl.cli.main import app
 from gpuctl.core import naming
 from gpuctl.core.units import M
 from gpuctl.operator.manifests import cli_roles
-from tests.factories import H100_PROFILES, card_row, container, instancetype, physical_profiles, pod
-from tests.request_examples import EXAMPLES
-
-from .gpucluster import WORKER, WV, GpuPool, condition, new_pool, wait_for
-from .operator_process import Operator, webhooks_registered
+from testbed.factories import H100_PROFILES, card_row, container, instancetype, physical_profiles, pod
+from testbed.gpucluster import WORKER, WV, GpuPool, condition, new_pool, wait_for
+from testbed.operator_process import Operator, webhooks_registered
+from testbed.request_examples import EXAMPLES
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -24,12 +24,11 @@ from kubernetes import client
 from gpuctl.core import naming
 from gpuctl.core.units import M
 from gpuctl.core.webhooks import REGISTRY
-from tests.factories import card_row, container, instancetype, pod
-from tests.request_examples import EXAMPLES
-
-from .gpucluster import WORKER, WV, new_pool, wait_for
-from .operator_process import Operator, running_operator
-from .proxy import Proxy
+from testbed.factories import card_row, container, instancetype, pod
+from testbed.gpucluster import WORKER, WV, new_pool, wait_for
+from testbed.operator_process import Operator, running_operator
+from testbed.proxy import Proxy
+from testbed.request_examples import EXAMPLES
 
 STALE_AFTER = 4
 

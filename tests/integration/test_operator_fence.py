@@ -17,10 +17,9 @@ from kubernetes import client
 
 from gpuctl.core import naming
 from gpuctl.operator.manifests import operator_role, operator_username
-from tests.factories import card_row
-
-from .gpucluster import WORKER, WV, GpuPool, new_pool, wait_for
-from .operator_process import Operator, running_operator
+from testbed.factories import card_row
+from testbed.gpucluster import WORKER, WV, GpuPool, new_pool, wait_for
+from testbed.operator_process import Operator, running_operator
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "deploy" / "base" / "operator-policy.yaml"

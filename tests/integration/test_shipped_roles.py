@@ -15,8 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
-
-from .gpucluster import WORKER, WV, GpuPool, new_pool, wait_for
+from testbed.gpucluster import WORKER, WV, GpuPool, new_pool, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "deploy" / "rbac" / "gpuctl-cli.yaml"

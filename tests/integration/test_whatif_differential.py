@@ -44,11 +44,10 @@ from gpuctl.core.pods import parse_pod
 from gpuctl.core.quota import quota_book
 from gpuctl.core.units import M
 from gpuctl.core.workloads import parse_cluster_queue, parse_workload
-from tests.factories import H100_MIB, H100_PROFILES, container
+from testbed.factories import H100_MIB, H100_PROFILES, container
+from testbed.gpucluster import KUEUE, KV, WORKER, WV, condition, create_ready_node, ensure_active_check, wait_for
+from testbed.operator_process import Operator, webhooks_registered
 from tests.states import Model, State, partition, shares, slice_of, whole
-
-from .gpucluster import KUEUE, KV, WORKER, WV, condition, create_ready_node, ensure_active_check, wait_for
-from .operator_process import Operator, webhooks_registered
 
 GPU = "nvidia.com/gpu"
 MANIFESTS = 44

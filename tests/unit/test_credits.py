@@ -15,7 +15,7 @@ from gpuctl.core.credits import (
     workload_credits,
 )
 from gpuctl.core.units import M
-from tests.factories import container
+from testbed.factories import container
 
 
 def spec(*containers: dict[str, object], init: list[dict[str, object]] | None = None) -> dict[str, object]:

@@ -16,8 +16,9 @@ from gpuctl.core.views import instancetype_detail
 from gpuctl.core.workloads import parse_resource_flavor
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers import Controllers
+from gpuctl.operator.controllers.status import StatusController
 from gpuctl.operator.metrics import Metrics
-from tests.factories import H100_PROFILES, container, devices, flavor, h100_devices, node, physical_profiles, pod
+from testbed.factories import H100_PROFILES, container, devices, flavor, h100_devices, node, physical_profiles, pod
 from tests.memory_cluster import MemoryCluster
 
 CPU_DETAIL = {"manufacturer": "amd", "product": "EPYC 7R32", "physicalCores": 48}
@@ -148,7 +149,7 @@ def test_a_custom_types_pods_fold_once_the_detail_is_published() -> None:
     cluster = MemoryCluster(objects)
     cache = OperatorCache(cluster)
     cluster.feed(cache)
-    Controllers(cache, cluster, Metrics()).status.reconcile("h100-custom")
+    Controllers(cache, cluster, Metrics()).get(StatusController).reconcile("h100-custom")
     published = parse_instancetype(cluster.list(kinds.INSTANCETYPE)[0])
     assert published.card_mib == 81920
     after = admit_pod(partition, [published])

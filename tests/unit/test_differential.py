@@ -20,8 +20,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuctl.cli.explain import _explain_workload
-from gpuctl.cli.views import compute_items, node_breakdown, public
+from gpuctl.cli.commands.views import node_breakdown
+from gpuctl.cli.usecases import compute_items, explained, public
 from gpuctl.cluster import kinds
 from gpuctl.core import naming
 from gpuctl.core.fit import judgeable
@@ -29,8 +29,11 @@ from gpuctl.core.units import SHARE, M
 from gpuctl.core.workloads import parse_workload
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers import Controllers
+from gpuctl.operator.controllers.check import CheckController
+from gpuctl.operator.controllers.fit_labels import FitLabelController
+from gpuctl.operator.controllers.status import StatusController
 from gpuctl.operator.metrics import Metrics
-from tests.factories import (
+from testbed.factories import (
     H100_PROFILES,
     card_row,
     container,
@@ -92,7 +95,7 @@ def local_queue(cq: str) -> JSON:
 
 
 def h100_instancetype() -> JSON:
-    from tests.factories import physical_profiles
+    from testbed.factories import physical_profiles
 
     return instancetype(
         group_id="h100-80gb-hbm3", memory="80Gi", logical_count=0, profiles=physical_profiles(H100_PROFILES)
@@ -335,13 +338,13 @@ def operator_round(cluster: MemoryCluster, controllers: Controllers) -> int:
     """The check reconciles every Workload once, in key order; returns the number of verdicts written."""
     before = len(cluster.writes)
     for key in sorted(controllers.cache.keys(kinds.WORKLOAD)):
-        controllers.check.reconcile(key)
+        controllers.get(CheckController).reconcile(key)
     return len(cluster.writes) - before
 
 
 def cli_check(cluster: MemoryCluster, namespace: str, name: str) -> tuple[str, str] | None:
     """The (state, message) the CLI's explain computes for gate 3, or None when the check does not judge it."""
-    e = _explain_workload(cluster, namespace, name)
+    e = explained(cluster, namespace, name)
     return e.gates[2].check
 
 
@@ -402,9 +405,9 @@ def test_the_status_writer_and_fit_labels_equal_the_cli_views(objects: list[JSON
     cluster = MemoryCluster(objects)
     controllers = operator(cluster)
     for name in controllers.cache.keys(kinds.INSTANCETYPE):
-        controllers.status.reconcile(name)
+        controllers.get(StatusController).reconcile(name)
     for name in controllers.cache.keys(kinds.NODE):
-        controllers.fit_labels.reconcile(name)
+        controllers.get(FitLabelController).reconcile(name)
     items = compute_items(cluster, [], None)
     for item in items:
         published = (cluster.get(kinds.INSTANCETYPE, item["name"]) or {})["status"]

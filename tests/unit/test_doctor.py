@@ -10,7 +10,7 @@ from gpuctl.core import doctor, naming
 from gpuctl.core.pins import node_fit_labels
 from gpuctl.core.views import instancetype_views, views_to_status
 from gpuctl.core.workloads import parse_admission_check, parse_local_queue, parse_workload
-from tests.factories import workload
+from testbed.factories import workload
 from tests.memory_cluster import MemoryCluster
 from tests.unit.test_simulate import ACTIVE_CHECK, pool
 

@@ -11,7 +11,7 @@ from gpuctl.core.nodes import parse_node
 from gpuctl.core.pods import parse_pod
 from gpuctl.core.units import M
 from gpuctl.core.workloads import parse_cluster_queue, parse_local_queue, parse_resource_flavor, parse_workload
-from tests.factories import bound_pod, card_row, devices, flavor, node, workload
+from testbed.factories import bound_pod, card_row, devices, flavor, node, workload
 
 QUEUE = "gpustack-fnv64-c4680bb149644f1c"
 CQ_NAME = "gpustack--nvidia-a10g-linux-amd64"

@@ -1,4 +1,4 @@
-"""Gate 3: the per-accelerator verdict, every statement of the reference's Gate 3 section."""
+"""Gate 3: the per-accelerator verdict, every rule of gate 3 in docs/design.md."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from gpuctl.core.nodes import parse_node
 from gpuctl.core.pods import parse_pod
 from gpuctl.core.units import M
 from gpuctl.core.workloads import parse_resource_flavor, parse_workload
-from tests.factories import (
+from testbed.factories import (
     bound_pod,
     card_row,
     container,

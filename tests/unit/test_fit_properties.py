@@ -12,7 +12,7 @@ from gpuctl.core.ledger import Mode, parse_devices
 from gpuctl.core.naming import Family
 from gpuctl.core.units import SHARE, M
 from gpuctl.core.workloads import parse_resource_flavor, parse_workload
-from tests.factories import card_row, devices, flavor, workload
+from testbed.factories import card_row, devices, flavor, workload
 
 FLAVORS = {"f-a10g": parse_resource_flavor(flavor("f-a10g"))}
 

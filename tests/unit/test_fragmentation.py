@@ -1,4 +1,4 @@
-"""Stranded capacity on the design's own examples, the shapes, the score, and the defragmentation hints."""
+"""Stranded capacity on worked examples, the shapes, the score, and the defragmentation hints."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from gpuctl.core.simulate import Simulator
 from gpuctl.core.suggest import defrag_hints
 from gpuctl.core.units import SHARE, M
 from gpuctl.core.workloads import parse_workload
-from tests.factories import H100_PROFILES, bound_pod, card_row, devices, h100_devices, workload
+from testbed.factories import H100_PROFILES, bound_pod, card_row, devices, h100_devices, workload
 from tests.unit.test_simulate import admitted_workload, pool, state_of
 
 KEY = "nvidia-a10g"

@@ -13,7 +13,7 @@ from gpuctl.core.ledger import parse_devices
 from gpuctl.core.naming import Family
 from gpuctl.core.pins import PinContext, fit_label_changes, node_fit_labels, pin_workload
 from gpuctl.core.units import SHARE, M
-from tests.factories import (
+from testbed.factories import (
     HYGON_BW_PROFILES,
     card_row,
     devices,

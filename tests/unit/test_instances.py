@@ -1,4 +1,4 @@
-"""The Instance webhooks: every rule accepted and rejected with the reference's messages, the sizing defaults, the
+"""The Instance webhooks: every rule accepted and rejected with GPUStack's messages, the sizing defaults, the
 deletion guard, and any-input robustness."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gpuctl.core.instances import (
     validate_instance,
 )
 from gpuctl.core.instancetypes import InstanceType, parse_instancetype
-from tests.factories import H100_PROFILES, instancetype, physical_profiles
+from testbed.factories import H100_PROFILES, instancetype, physical_profiles
 
 A10G_NAME = "gpustack--nvidia-a10g-linux-amd64"
 H100_NAME = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"

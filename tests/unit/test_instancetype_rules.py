@@ -165,8 +165,9 @@ def test_update_accepts_a_rename_and_deactivation() -> None:
     assert validate_instancetype_update(old, new).allowed
 
 
-def test_update_freezes_the_description_as_the_design_text_says() -> None:
-    """Upstream code lets ``description`` change; the design text freezes every field but displayName and inactive."""
+def test_update_freezes_the_description_as_the_documented_contract_says() -> None:
+    """Some code versions let ``description`` change; the documented contract (docs/design.md) freezes every field but
+    displayName and inactive."""
     assert refused(validate_instancetype_update(accelerated(), accelerated(description="for the demo"))) == IMMUTABLE
 
 

@@ -10,7 +10,7 @@ from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.ledger import Capability, LedgerError, Mode, parse_devices
 from gpuctl.core.units import SHARE, M
 from gpuctl.core.views import View, accelerator_views, instancetype_views, pool_devices, views_to_status
-from tests.factories import H100_PROFILES, card_row, devices, h100_devices, instancetype, physical_profiles
+from testbed.factories import H100_PROFILES, card_row, devices, h100_devices, instancetype, physical_profiles
 
 A10G = "nvidia-a10g"
 H100 = "nvidia-h100-80gb-hbm3"

@@ -11,8 +11,8 @@ import pytest
 from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.webhooks import BY_PATH, WebhookContext
 from gpuctl.operator.admission import answer
-from tests.factories import instancetype
-from tests.request_examples import EXAMPLES
+from testbed.factories import instancetype
+from testbed.request_examples import EXAMPLES
 
 POD_WEBHOOK = BY_PATH["/mutate-pod-accelerators"]
 """Registered ``failurePolicy: Fail``, for Pod CREATE."""

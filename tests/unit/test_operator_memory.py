@@ -23,8 +23,8 @@ from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.webhooks import BY_PATH, REGISTRY, WebhookContext
 from gpuctl.operator.admission import answer
 from gpuctl.operator.memory import Charge, MemoryBudget, detect_memory_limit, parse_bytes, review_cost
-from tests.factories import instancetype
-from tests.request_examples import EXAMPLES
+from testbed.factories import instancetype
+from testbed.request_examples import EXAMPLES
 
 
 class Fixed:

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from bench.run import _tls_files
 from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.webhooks import WebhookContext
 from gpuctl.operator.metrics import Metrics
 from gpuctl.operator.server import CertificateReloader, Limits, WebhookServer
-from tests.factories import instancetype
-from tests.request_examples import EXAMPLES
+from testbed.factories import instancetype
+from testbed.pki import loopback_tls_files
+from testbed.request_examples import EXAMPLES
 
 
 class Fixed:
@@ -44,7 +44,7 @@ def ok() -> list[tuple[str, bool, str]]:
 def start(
     tmp_path: Path, *, contexts: Any = None, limits: Limits | None = None, ready: Any = ok
 ) -> tuple[WebhookServer, Path, CertificateReloader]:
-    cert, key, ca = _tls_files(tmp_path)
+    cert, key, ca = loopback_tls_files(tmp_path)
     certs = CertificateReloader(str(cert), str(key))
     srv = WebhookServer(
         ("127.0.0.1", 0), certs, contexts or Fixed(), Metrics(), ready=ready, healthy=ok, limits=limits
@@ -132,7 +132,7 @@ def test_a_rotated_certificate_is_served_without_a_restart(
     _, _, before = request(srv, ca, "GET", "/healthz")
     rotated = tmp_path / "rotated"
     rotated.mkdir()
-    cert, key, new_ca = _tls_files(rotated)
+    cert, key, new_ca = loopback_tls_files(rotated)
     time.sleep(1.1)  # modification times have a resolution; the files are looked at once a second
     os.replace(cert, certs.cert_file)
     os.replace(key, certs.key_file)

@@ -16,17 +16,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from gpuctl.cli.fragmentation import pool_items
+from gpuctl.cli.commands.fragmentation import pool_items
+from gpuctl.cli.commands.partitions import profile_items
 from gpuctl.cli.main import app
-from gpuctl.cli.options import SourceSpec
-from gpuctl.cli.partitions import profile_items
-from gpuctl.cli.views import compute_items, public
+from gpuctl.cli.source import SourceSpec
+from gpuctl.cli.usecases import compute_items, public
 from gpuctl.cluster import read
 from gpuctl.core import doctor, naming
 from gpuctl.core.ledger import parse_devices, split_orphans
 from gpuctl.core.simulate import Simulator
 from gpuctl.core.submissions import Submission, SubmittedPodSet
-from tests.factories import card_row, devices, h100_devices, instancetype, node
+from gpuctl.operator.controllers.status import StatusController
+from testbed.factories import card_row, devices, h100_devices, instancetype, node
 from tests.memory_cluster import MemoryCluster
 from tests.unit.test_differential import NS, POOL_LABELS, POOLS, cluster_states, limits_of, operator
 from tests.unit.test_simulate_properties import prepared
@@ -84,7 +85,8 @@ def answers(objects: list[JSON], subs: list[Submission]) -> JSON:
         )
     controllers = operator(cluster)
     status = {
-        name: controllers.status.desired_status(cached) for name, cached in controllers.cache.instancetypes().items()
+        name: controllers.get(StatusController).desired_status(cached)
+        for name, cached in controllers.cache.instancetypes().items()
     }
     return {
         "views": [public(i) for i in compute_items(cluster, [], None)],
@@ -166,7 +168,7 @@ def test_views_published_and_doctor_name_each_orphan(tmp_path: Any) -> None:
 
 
 def test_top_leaves_the_orphan_out_of_its_pools_read_once_or_watched() -> None:
-    from gpuctl.cli.top import Watched, read_once
+    from gpuctl.cli.commands.top import Watched, read_once
 
     objects = [
         instancetype("gpustack--nvidia-a10g-linux-amd64"),

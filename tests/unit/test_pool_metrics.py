@@ -1,5 +1,5 @@
-"""The operator's pool and queue gauges: equal to the views the status writer publishes, stranded capacity on the
-design's example, and the queue's depth and Workloads held per gate."""
+"""The operator's pool and queue gauges: equal to the views the status writer publishes, stranded capacity on a
+worked example, and the queue's depth and Workloads held per gate."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.cluster import kinds
 from gpuctl.core.units import M
-from tests.factories import card_row, workload
+from gpuctl.operator.controllers.check import CheckController
+from gpuctl.operator.controllers.status import StatusController
+from testbed.factories import card_row, workload
 from tests.memory_cluster import MemoryCluster
 from tests.unit.test_differential import operator
 from tests.unit.test_simulate import CQ, ENTRANCE, allocated, pool
@@ -35,8 +37,8 @@ def test_pool_gauges_equal_the_published_views_and_show_what_is_stranded() -> No
             o["status"]["groups"] = [{"id": "a10g", "manufacturer": "nvidia", "accelerators": rows}]
     cluster = MemoryCluster(objects)
     controllers = operator(cluster)
-    controllers.status.reconcile(CQ)
-    controllers.check.reconcile("team-a/five")
+    controllers.get(StatusController).reconcile(CQ)
+    controllers.get(CheckController).reconcile("team-a/five")
     status = (cluster.get(kinds.INSTANCETYPE, CQ) or {})["status"]
     got = samples(controllers.metrics.render().decode())
 
@@ -69,7 +71,7 @@ def test_the_dashboard_and_the_alerts_read_only_metrics_the_operator_exports() -
         pool({"n1": 2}, extra=[workload("w", [("main", 1, {"nvidia.com/gpu": "1"})], reserved=False, queue=ENTRANCE)])
     )
     controllers = operator(cluster)
-    controllers.status.reconcile(CQ)
+    controllers.get(StatusController).reconcile(CQ)
     controllers.metrics.observe("pod-accelerators", 0.01, True, False)
     controllers.metrics.verdicts.labels("Ready").inc()
     exported = {s[0] for s in samples(controllers.metrics.render().decode())}
@@ -82,19 +84,19 @@ def test_the_dashboard_and_the_alerts_read_only_metrics_the_operator_exports() -
 def test_fragmentation_is_computed_once_per_pool_within_its_ttl_however_often_it_is_scraped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gpuctl.operator import controllers as module
+    from gpuctl.operator.controllers import status as module
 
     cluster = MemoryCluster(pool({"n1": 8}))
     controllers = operator(cluster)
-    controllers.status.reconcile(CQ)
+    controllers.get(StatusController).reconcile(CQ)
     calls: list[str] = []
-    compute = controllers.status._compute_fragmentation
+    compute = controllers.get(StatusController)._compute_fragmentation
 
     def counted(name: str) -> Any:
         calls.append(name)
         return compute(name)
 
-    monkeypatch.setattr(controllers.status, "_compute_fragmentation", counted)
+    monkeypatch.setattr(controllers.get(StatusController), "_compute_fragmentation", counted)
     clock = [1000.0]
     monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
     first = samples(controllers.metrics.render().decode())

@@ -14,7 +14,7 @@ from gpuctl.core.ledger import parse_devices
 from gpuctl.core.requests import admit_pod, partitioned_units, sliced_units
 from gpuctl.core.units import SHARE, M
 from gpuctl.core.views import accelerator_views
-from tests.factories import H100_PROFILES, card_row, devices, h100_devices, instancetype, physical_profiles
+from testbed.factories import H100_PROFILES, card_row, devices, h100_devices, instancetype, physical_profiles
 
 A10G = "nvidia-a10g"
 H100 = "nvidia-h100-80gb-hbm3"
@@ -192,7 +192,7 @@ def test_the_fast_ledger_reader_agrees_with_the_checked_one(raw: list[dict[str, 
 def test_the_fast_ledger_reader_reads_the_common_shapes() -> None:
     """The property above compares only what the fast reader reads: it must read the usual ledgers itself."""
     from gpuctl.core.ledger import _parse_well_formed
-    from tests.factories import card_row, devices, h100_devices
+    from testbed.factories import card_row, devices, h100_devices
 
     shared: dict[Any, Any] = {}
     rows = [card_row(0), card_row(1, mode=3, allocated=160000, slices=1), card_row(2, mode=2, allocated=320000)]

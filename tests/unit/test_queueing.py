@@ -7,7 +7,7 @@ from typing import Any
 from gpuctl.core.queueing import asks, pending, pending_order, position_of, queue_timestamp, wait_bound
 from gpuctl.core.units import M
 from gpuctl.core.workloads import parse_workload
-from tests.factories import workload
+from testbed.factories import workload
 
 CQ = "gpustack--nvidia-a10g-linux-amd64"
 

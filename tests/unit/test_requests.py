@@ -1,4 +1,4 @@
-"""Gate 1: every accepted and rejected example of the seven request rules, with the reference's messages, and the
+"""Gate 1: every accepted and rejected example of the seven request rules, with GPUStack's messages, and the
 folds."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from gpuctl.core import naming
 from gpuctl.core.admission import apply_patch, json_patch
 from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.requests import admit_pod
-from tests.factories import H100_PROFILES, HYGON_BW_PROFILES, container, instancetype, physical_profiles, pod
+from testbed.factories import H100_PROFILES, HYGON_BW_PROFILES, container, instancetype, physical_profiles, pod
 
 A10G = parse_instancetype(instancetype())
 A10G_QUEUE = naming.queue_entrance("gpustack--nvidia-a10g-linux-amd64")
@@ -365,7 +365,7 @@ def test_a_client_set_partition_fold_is_replaced_in_every_map_that_requests_the_
 
 
 def test_the_divisor_is_spec_memory_before_status_detail() -> None:
-    """The design text: the divisor is the InstanceType's ``spec.memory``; ``status.detail.memory`` only without it."""
+    """The documented contract (docs/design.md): the divisor is the InstanceType's ``spec.memory``; ``status.detail.memory`` only without it."""
     raw = instancetype(memory="48Gi")
     raw["spec"]["memory"] = "24Gi"
     r = admit(

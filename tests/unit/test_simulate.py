@@ -1,4 +1,4 @@
-"""``simulate``: each gate against the design's own numbers, sequences, scenarios and the suggestions."""
+"""``simulate``: each gate against worked numbers, sequences, scenarios and the suggestions."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from gpuctl.core.submissions import ManifestError, Submission, SubmittedPodSet, 
 from gpuctl.core.suggest import unblockers
 from gpuctl.core.tas import NodeRoom, TasPlacement, TopologyRequest, place
 from gpuctl.core.units import M
-from tests.factories import bound_pod, container, devices, flavor, instancetype, node, pod, topology
+from testbed.factories import bound_pod, container, devices, flavor, instancetype, node, pod, topology
 from tests.memory_cluster import MemoryCluster
 
 JSON = dict[str, Any]
@@ -172,7 +172,7 @@ def gate(outcome: Any, n: int) -> JSON:
     return dict(outcome.to_dict()["gates"][n - 1])
 
 
-# ----------------------------------------------------------------------------------------------- the design's numbers
+# ----------------------------------------------------------------------------------------------- worked numbers
 
 
 def eight_half_slices() -> list[JSON]:

@@ -28,7 +28,8 @@ from gpuctl.core.ledger import parse_devices
 from gpuctl.core.simulate import Outcome, Simulator
 from gpuctl.core.submissions import Submission, SubmittedPodSet
 from gpuctl.core.units import M
-from tests.factories import topology
+from gpuctl.operator.controllers.check import CheckController
+from testbed.factories import topology
 from tests.memory_cluster import MemoryCluster
 from tests.unit.test_differential import NS, POOLS, cluster_states, limits_of, operator, stored_check
 from tests.unit.test_simulate import ACTIVE_CHECK, TOPOLOGY
@@ -103,7 +104,7 @@ def test_what_simulate_admits_the_check_answers_ready_and_what_it_holds_at_gate3
         if g3.verdict not in (PASSED, HELD):
             continue  # held before quota is reserved: the check never sees it
         cluster.create(kinds.WORKLOAD, reserved_object(sub, outcome), namespace=NS)
-        controllers.check.reconcile(f"{NS}/{sub.name}")
+        controllers.get(CheckController).reconcile(f"{NS}/{sub.name}")
         state, message = stored_check(cluster, NS, sub.name)
         if g3.verdict == PASSED:
             assert state == "Ready", (sub, outcome.reservation, message)

@@ -10,7 +10,7 @@ import pytest
 from gpuctl.cluster import kinds, snapshot
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.snapshot import SnapshotSource, read_objects
-from tests.factories import devices, instancetype, node
+from testbed.factories import devices, instancetype, node
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -17,7 +17,7 @@ from gpuctl.core.submissions import Submission, SubmittedPodSet, submissions_fro
 from gpuctl.core.suggest import defrag_hints, fewest_to_free, unblockers
 from gpuctl.core.units import M
 from gpuctl.core.workloads import Condition, parse_workload
-from tests.factories import container
+from testbed.factories import container
 from tests.memory_cluster import MemoryCluster
 from tests.states import A10G, NS, State, shares, slice_of, whole
 
@@ -299,7 +299,7 @@ def strict_line(strategy: str) -> State:
 
 
 def test_strict_fifo_blocks_the_workloads_behind_a_head_that_cannot_be_admitted() -> None:
-    from gpuctl.cli.queue import queue_items
+    from gpuctl.cli.commands.queue import queue_items
 
     items = {i["name"]: i for i in queue_items(MemoryCluster(strict_line("StrictFIFO").objects()), [], None, 0.0)}
     assert items["head"]["fitsNow"] is False and items["head"]["blockedBy"] is None
@@ -309,7 +309,7 @@ def test_strict_fifo_blocks_the_workloads_behind_a_head_that_cannot_be_admitted(
 
 
 def test_the_queue_is_simulated_in_order_so_two_cannot_take_one_card() -> None:
-    from gpuctl.cli.queue import queue_items
+    from gpuctl.cli.commands.queue import queue_items
 
     state = State().node("n1", 2).hold("busy", "n1", whole(0))
     state.wait("a", {GPU: "1"}, created="2026-12-01T00:00:00Z").wait("b", {GPU: "1"}, created="2026-12-01T00:01:00Z")
@@ -319,7 +319,7 @@ def test_the_queue_is_simulated_in_order_so_two_cannot_take_one_card() -> None:
 
 
 def test_workloads_and_queue_never_report_a_finished_workload_as_held() -> None:
-    from gpuctl.cli.queue import queue_items
+    from gpuctl.cli.commands.queue import queue_items
 
     state = (
         State()
@@ -461,7 +461,7 @@ def test_a_manifest_gets_the_priority_kueue_gives_its_workload_or_is_refused() -
 
 
 def test_simulate_reads_the_priority_classes_from_the_cluster() -> None:
-    from gpuctl.cli.simulate import _prioritised
+    from gpuctl.cli.commands.simulate import _prioritised
 
     objects = [
         *State().node("n1", 1).objects(),
@@ -497,3 +497,51 @@ def test_simulate_holds_a_new_workload_behind_a_strict_fifo_head_that_cannot_be_
     # A higher priority sorts ahead of the head; under BestEffortFIFO nothing waits behind it.
     assert simulator(strict_line("StrictFIFO")).simulate(submit("urgent", {GPU: "1"}, priority=9)).admitted
     assert simulator(strict_line("BestEffortFIFO")).simulate(submit("new", {GPU: "1"})).admitted
+
+
+# ----------------------------------------------------------------------------------------------- the design's examples
+
+
+def test_eight_cards_sliced_to_half_serve_no_five_whole_cards() -> None:
+    """The design's example on a consistent node: every card holds a 50 % slice, so none advertises a healthy
+    whole-card token; TAS itself finds no room for five whole cards (and the check, judging the ledger, would hold
+    it had TAS placed it: none of the eight is free)."""
+    state = State().node("n1", 8)
+    for card in range(8):
+        state.hold(None, "n1", slice_of(card, 50))
+    state.nominal[A10G.pool] = 16
+    outcome = simulator(state).simulate(submit("five", {GPU: "5"}))
+    assert outcome.explanation.held_by == 2 and gate(outcome, 2)["part"] == TAS_PLACEMENT
+    assert 'excluded: resource "nvidia.com/gpu": 1' in gate(outcome, 2)["summary"]
+    # The same five whole cards on a node of free cards: admitted, five cards taken.
+    free = simulator(State().node("n2", 8)).simulate(submit("five", {GPU: "5"}))
+    assert free.admitted and len(free.placement[0].cards) == 5
+
+
+def test_two_30_percent_slices_share_a_free_card_and_two_60_percent_slices_do_not() -> None:
+    def two(percent: int) -> list[Any]:
+        state = State().node("n1", 1)
+        state.nominal[A10G.pool] = 4  # quota to spare: the card is what is judged
+        sim = simulator(state)
+        return [sim.simulate(pod_submission(f"s{i}", slice_limits(percent))) for i in range(2)]
+
+    small = two(30)
+    assert all(o.admitted for o in small) and {c for o in small for n in o.placement for c in n.cards} == {"GPU-0000"}
+    large = two(60)
+    assert large[0].admitted and not large[1].admitted
+    # The fit label the operator publishes after the first says the card's freest slice is 40 %: the Workload pin
+    # keeps the second off the node, so TAS finds none.
+    assert gate(large[1], 2)["part"] == TAS_PLACEMENT and "excluded: affinity: 1" in gate(large[1], 2)["summary"]
+
+
+def pod_submission(name: str, limits: dict[str, str]) -> Submission:
+    [s] = submissions_from_manifest(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": {naming.LABEL_QUEUE_NAME: A10G.entrance}},
+            "spec": {"containers": [container("main", limits)]},
+        },
+        f"{name}.yaml",
+    )
+    return s

@@ -20,7 +20,7 @@ from gpuctl.core.pods import Pod
 from gpuctl.core.simulate import Simulator
 from gpuctl.core.submissions import Submission, submissions_from_manifest
 from gpuctl.core.units import SHARE, M
-from tests.factories import A10G_MIB, container
+from testbed.factories import A10G_MIB, container
 from tests.memory_cluster import MemoryCluster
 from tests.states import (
     A10G,

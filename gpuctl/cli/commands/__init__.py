@@ -1,0 +1,1 @@
+"""The commands of gpuctl, one module per command or group of commands."""

@@ -1,0 +1,274 @@
+"""The checks of Kueue's side of the chain: the ``gpustack-node-devices`` AdmissionCheck, the ClusterQueues that
+reference it, Kueue's Configuration (the credits transformations and exclusions, the feature gates) and the TAS
+topologies the flavors name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from gpuctl.core import naming
+from gpuctl.core.doctor.records import (
+    FAIL,
+    OK,
+    WARN,
+    Finding,
+    KueueSettings,
+    Transformation,
+    parse_transformations,
+    shell_word,
+    show,
+)
+from gpuctl.core.instancetypes import InstanceType
+from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, ResourceFlavor
+
+# ----------------------------------------------------------------------------------------------- the AdmissionCheck
+
+
+def admission_check(check: AdmissionCheck | None) -> Finding:
+    name = "admissioncheck"
+    if check is None:
+        return Finding(
+            name,
+            FAIL,
+            f"AdmissionCheck {naming.NODE_DEVICES_CHECK} does not exist",
+            "gate 3 is this check: without it a queue that references it is inactive and admits nothing; the "
+            "operator applies it at start-up and keeps it Active",
+            "echo "
+            + shell_word(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "AdmissionCheck",
+                    "metadata": {"name": naming.NODE_DEVICES_CHECK},
+                    "spec": {"controllerName": naming.NODE_DEVICES_CONTROLLER},
+                }
+            )
+            + " | kubectl apply -f -",
+        )
+    if check.deleting:
+        return Finding(
+            name,
+            FAIL,
+            f"AdmissionCheck {check.name} is being deleted (Kueue's finalizer holds it while queues reference it)",
+            "once gone, every queue referencing it is inactive and admits nothing",
+            f"kubectl get admissioncheck {check.name} -o yaml: find who deleted it; it cannot be undeleted, so once "
+            "the queues no longer reference it, recreate it (the operator does at start-up)",
+        )
+    if check.controller != naming.NODE_DEVICES_CONTROLLER:
+        return Finding(
+            name,
+            FAIL,
+            f"AdmissionCheck {check.name} names controller {show(check.controller)} "
+            f"(want {naming.NODE_DEVICES_CONTROLLER})",
+            "no controller would answer it: every Workload in a queue that references it waits forever",
+            f"set spec.controllerName to {naming.NODE_DEVICES_CONTROLLER} (recreate the AdmissionCheck: the field is immutable)",
+        )
+    if not check.active:
+        return Finding(
+            name,
+            FAIL,
+            f"AdmissionCheck {check.name} is not Active" + (f": {check.message}" if check.message else ""),
+            "the operator keeps it Active; a queue referencing an inactive check is itself inactive",
+            f"kubectl -n {naming.OPERATOR_NAMESPACE} get lease {naming.OPERATOR_NAME} (the leader keeps it Active); "
+            f"kubectl -n {naming.OPERATOR_NAMESPACE} logs deployment/{naming.OPERATOR_NAME}",
+        )
+    return Finding(name, OK, f"AdmissionCheck {check.name} exists, controller {check.controller}, Active")
+
+
+# ----------------------------------------------------------------------------------------------- queues
+
+
+def queues(
+    cluster_queues: Mapping[str, ClusterQueue], instancetypes: Mapping[str, InstanceType], check_active: bool
+) -> list[Finding]:
+    """Every accelerated pool's queue references the check once it is Active; no queue without resource groups is
+    left admitting, and an accelerated one without them is named whatever its stop policy (held, it admits
+    nothing)."""
+    out = []
+    for name, cq in sorted(cluster_queues.items()):
+        it = instancetypes.get(name)
+        accelerated = it is not None and it.acceleratable
+        if not cq.quotas and cq.stop_policy in ("", "None"):
+            out.append(
+                Finding(
+                    "queue-resources",
+                    FAIL,
+                    f"ClusterQueue {name} has no resource groups and admits",
+                    "a queue that declares no resource checks nothing: it admits every Workload, with no flavor "
+                    "and so no AdmissionCheck",
+                    f'kubectl patch clusterqueue {name} --type merge -p \'{{"spec":{{"stopPolicy":"Hold"}}}}\'',
+                )
+            )
+        elif not cq.quotas and accelerated and it is not None:
+            label = naming.accelerator_label(it.accelerator_group)
+            out.append(
+                Finding(
+                    "queue-resources",
+                    WARN,
+                    f"ClusterQueue {name} has no resource groups: on {cq.stop_policy}, its pool admits nothing",
+                    "an accelerated queue covers credits.gpustack.ai/<manufacturer> with a flavor per card count of "
+                    "its pool; without any, resuming it admits nothing either",
+                    "the worker's queue reconciler fills them from the pool's ResourceFlavors "
+                    f"(kubectl get resourceflavors -l {label}.count): check its logs; a pool whose nodes are all "
+                    "gone stays empty until one returns",
+                )
+            )
+        if it is None or not it.acceleratable or not cq.instancetype_mark:
+            continue
+        if check_active and naming.NODE_DEVICES_CHECK not in cq.admission_checks:
+            out.append(
+                Finding(
+                    "queue-check",
+                    FAIL,
+                    f"ClusterQueue {name} does not reference {naming.NODE_DEVICES_CHECK}",
+                    "an accelerated queue references the check once it is Active; without it nothing judges a "
+                    "Workload card by card, and Allocate refuses what does not fit",
+                    f"kubectl patch clusterqueue {name} --type merge -p "
+                    f'\'{{"spec":{{"admissionChecksStrategy":{{"admissionChecks":[{{"name":"{naming.NODE_DEVICES_CHECK}"}}]}}}}}}\'',
+                )
+            )
+        else:
+            out.append(Finding("queue-check", OK, f"ClusterQueue {name} references {naming.NODE_DEVICES_CHECK}"))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- Kueue's Configuration
+
+
+KUEUE_GATES_WANTED: Final[Mapping[str, bool]] = {"AssignQueueLabelsForPods": False, "TopologyAwareScheduling": True}
+
+
+def kueue_configuration(
+    settings: KueueSettings | None,
+    wanted_resources: Mapping[str, object],
+    configmap: tuple[str, str] = (naming.KUEUE_NAMESPACE, naming.KUEUE_CONFIGMAP),
+    manager_deployed: bool = True,
+) -> list[Finding]:
+    """The design's Kueue settings: ``AssignQueueLabelsForPods`` off, TAS on, the generated ``credits``
+    transformations and exclusions. ``configmap`` is where the Configuration was looked for; ``manager_deployed``
+    whether Kueue's manager runs as its Deployment (else a fix restarts it where it runs)."""
+    out = []
+    if settings is None:
+        out.append(
+            Finding(
+                "kueue-config",
+                WARN,
+                f"no Kueue Configuration found (ConfigMap {configmap[0]}/{configmap[1]}, "
+                f"key {naming.KUEUE_CONFIGMAP_KEY})",
+                "the feature gates and resource transformations the design sets cannot be checked",
+                "pass --kueue-config NAMESPACE/NAME where Kueue's manager reads its Configuration",
+            )
+        )
+    else:
+        restart = (
+            f"kubectl -n {settings.namespace} rollout restart deployment {naming.KUEUE_DEPLOYMENT}"
+            if manager_deployed
+            else f"restart Kueue's manager where it runs (no Deployment {settings.namespace}/{naming.KUEUE_DEPLOYMENT})"
+        )
+        edit = f"kubectl -n {settings.namespace} edit configmap {settings.name}, then {restart}"
+        for gate, want in KUEUE_GATES_WANTED.items():
+            have = settings.gate(gate)
+            state = "enabled" if have else "disabled"
+            if have == want:
+                out.append(Finding("kueue-gates", OK, f"{gate} is {state}"))
+                continue
+            if gate in settings.flag_gates:
+                where = f"by --feature-gates of deployment {naming.KUEUE_DEPLOYMENT}"
+                fix = (
+                    f"kubectl -n {settings.namespace} edit deployment {naming.KUEUE_DEPLOYMENT}: set {gate}="
+                    f"{str(want).lower()} in --feature-gates (it overrides the Configuration)"
+                )
+            else:
+                where = f"in {settings.source}" if gate in settings.config_gates else "by Kueue's default"
+                fix = f"set featureGates: {{{gate}: {str(want).lower()}}} in key {naming.KUEUE_CONFIGMAP_KEY}: {edit}"
+            out.append(
+                Finding(
+                    "kueue-gates",
+                    FAIL,
+                    f"{gate} is {state} {where}",
+                    "AssignQueueLabelsForPods stays off: long ClusterQueue names do not fit a label value"
+                    if gate == "AssignQueueLabelsForPods"
+                    else "generated flavors reference Topologies: TopologyAwareScheduling stays on",
+                    fix,
+                )
+            )
+        want_t = {t.input: t for t in parse_transformations(wanted_resources.get("transformations"))}
+        have_t = {t.input: t for t in settings.transformations}
+        wrong = sorted(
+            [f"{i} missing" for i in want_t if i not in have_t]
+            + [
+                f"{i} is {_transformation(have_t[i])} (want {_transformation(want_t[i])})"
+                for i in want_t
+                if i in have_t and have_t[i] != want_t[i]
+            ]
+        )
+        wanted_exclude = wanted_resources.get("excludeResourcePrefixes")
+        missing_exclude = [
+            p
+            for p in (wanted_exclude if isinstance(wanted_exclude, list) else [])
+            if p not in settings.exclude_prefixes
+        ]
+        if wrong or missing_exclude:
+            saw = "; ".join(
+                [
+                    *(["transformations: " + ", ".join(wrong[:6]) + (" …" if len(wrong) > 6 else "")] if wrong else []),
+                    *(["excludeResourcePrefixes lacks " + ", ".join(missing_exclude[:4])] if missing_exclude else []),
+                ]
+            )
+            out.append(
+                Finding(
+                    "kueue-resources",
+                    FAIL,
+                    f"{settings.source}: {saw}",
+                    "every accelerator key folds into credits.gpustack.ai/<manufacturer> and its sub-keys are left "
+                    "out; otherwise quota is charged in the wrong unit or a Workload asks for an undeclared resource",
+                    f"set resources to what `gpuctl doctor --kueue-resources` prints: {edit}",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    "kueue-resources",
+                    OK,
+                    f"{len(want_t)} credits transformations and {len(settings.exclude_prefixes)} exclusions as generated",
+                )
+            )
+    return out
+
+
+def _transformation(t: Transformation) -> str:
+    """A transformation as its Configuration spells it: ``Replace, outputs credits.gpustack.ai/nvidia=1600000``."""
+    outputs = ", ".join(f"{k}={v.numerator if v.denominator == 1 else float(v)}" for k, v in t.outputs) or "none"
+    return f"{t.strategy}{f', multiplyBy {t.multiply_by}' if t.multiply_by else ''}, outputs {outputs}"
+
+
+def kueue_topologies(flavors: Mapping[str, ResourceFlavor], topologies: Mapping[str, tuple[str, ...]]) -> list[Finding]:
+    """Every Topology a flavor names exists and ends at the hostname level."""
+    out = []
+    for name in sorted({f.topology_name for f in flavors.values() if f.topology_name}):
+        users = sorted(f.name for f in flavors.values() if f.topology_name == name)
+        levels = topologies.get(name)
+        if levels is None:
+            out.append(
+                Finding(
+                    "kueue-topology",
+                    FAIL,
+                    f"Topology {name} does not exist (named by ResourceFlavor {', '.join(users[:3])})",
+                    "TAS cannot place a Workload in a flavor whose Topology is missing: it stays pending",
+                    f"create Topology {name} with levels ending at {naming.LABEL_HOSTNAME}",
+                )
+            )
+        elif not levels or levels[-1] != naming.LABEL_HOSTNAME:
+            out.append(
+                Finding(
+                    "kueue-topology",
+                    FAIL,
+                    f"Topology {name} ends at {levels[-1] if levels else 'no level'}",
+                    "the check judges the nodes TAS assigns: only a hostname-level assignment names them",
+                    f"add the level {naming.LABEL_HOSTNAME} last (recreate the Topology: its levels are immutable)",
+                )
+            )
+        else:
+            out.append(Finding("kueue-topology", OK, f"Topology {name} ends at {naming.LABEL_HOSTNAME}"))
+    return out

@@ -1,0 +1,28 @@
+"""The errors a person can act on, with one base: each message is one line naming what is wrong and the fix, and its
+class says what kind of answer it is, as the exit code a command ends with.
+
+- ``GpuctlError`` (1): the work could not be done — a Devices object or a quantity that cannot be read, an
+  unreachable API, a change refused by an object's state;
+- ``InputError`` (2): input that does not fit — a request shape, a manifest, a scenario, a selector;
+- the CLI adds its own answer "no" (3) on the same base.
+
+Errors that are values (``ValueError``) stay ``ValueError`` too, so a caller that catches those still does.
+"""
+
+from __future__ import annotations
+
+EXIT_RUNTIME = 1
+EXIT_USAGE = 2
+EXIT_NO = 3
+
+
+class GpuctlError(Exception):
+    """An error a user can act on (exit 1: the work could not be done)."""
+
+    exit_code: int = EXIT_RUNTIME
+
+
+class InputError(GpuctlError):
+    """Input that does not fit: flags, arguments, manifests, shapes or selectors (exit 2)."""
+
+    exit_code = EXIT_USAGE

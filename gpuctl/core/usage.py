@@ -1,0 +1,358 @@
+"""Who holds what, per pool: each grant in its mode's own unit and in one comparable unit, the card-equivalent.
+
+A card-equivalent is the design's own credits fold divided by a whole card's ``M``: an exclusive card is 1, a shared
+grant its share (0.1), a logical slice its memory share, and a hardware partition what a slice of the same VRAM
+costs (``floor(profile MiB x M / card MiB) / M``, so ``3g.40gb`` on an 80 GB card is 0.5). Grants are read from the
+Pods' allocation records, priced against the node's ledger; what the ledger charges that no Pod's record names is
+kept apart as unattributed, so the rows always add up to the ledger. Cards an admitted Workload reserved whose Pods
+hold no allocation yet (quota held, nothing running) are counted beside, from Kueue's ``resourceUsage``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from fractions import Fraction
+from typing import Any
+
+from gpuctl.core import naming
+from gpuctl.core.credits import pod_credits, pod_requests
+from gpuctl.core.instancetypes import InstanceType
+from gpuctl.core.ledger import Card, Group, Mode, NodeDevices
+from gpuctl.core.pods import CardAllocation, Pod
+from gpuctl.core.requests import partitioned_units
+from gpuctl.core.units import PERCENT, SHARE, M
+from gpuctl.core.views import pool_devices
+from gpuctl.core.workloads import LocalQueue, Workload
+
+ZERO = Fraction(0)
+UNATTRIBUTED = "<none>"
+"""The owner of what the ledger charges that no Pod's allocation record names."""
+
+
+class By(str, Enum):
+    """What the rows of ``usage`` are grouped by."""
+
+    NAMESPACE = "namespace"
+    LOCALQUEUE = "localqueue"
+    CLUSTERQUEUE = "clusterqueue"
+    WORKLOAD = "workload"
+
+
+MODES = ("exclusive", "shared", "sliced", "partitioned")
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Whose a grant is: the Pod's namespace, its LocalQueue and ClusterQueue, and its Workload ("" when none)."""
+
+    namespace: str = ""
+    local_queue: str = ""
+    cluster_queue: str = ""
+    workload: str = ""
+
+    def row_key(self, by: By) -> tuple[str, str]:
+        """``(namespace, name)`` of the row this owner is summed into ("" namespace for cluster-scoped rows)."""
+        if by is By.NAMESPACE:
+            return "", self.namespace or UNATTRIBUTED
+        if by is By.CLUSTERQUEUE:
+            return "", self.cluster_queue or UNATTRIBUTED
+        if by is By.LOCALQUEUE:
+            return self.namespace, self.local_queue or UNATTRIBUTED
+        return self.namespace, self.workload or UNATTRIBUTED
+
+
+@dataclass(slots=True)
+class Holding:
+    """What one owner holds in one pool: each mode in its own unit, and in card-equivalents."""
+
+    pool: str
+    owner: Owner
+    cards: int = 0
+    """Exclusive cards."""
+    shares: int = 0
+    slices: int = 0
+    slice_units: int = 0
+    """Memory units of the slices (M/100 is one percent of a card)."""
+    partitions: dict[str, int] = field(default_factory=dict)
+    """Partition instances by profile, in the published spelling."""
+    cpu: Fraction = ZERO
+    """Cores requested by running Pods (CPU pools)."""
+    equivalents: dict[str, Fraction] = field(default_factory=dict)
+    """Card-equivalents per mode (``MODES``)."""
+    reserved: Fraction = ZERO
+    """Card-equivalents reserved by admitted Workloads whose Pods hold no allocation yet."""
+    reserved_cpu: Fraction = ZERO
+    reserved_workloads: int = 0
+    reserved_pods: int = 0
+    pods: int = 0
+
+    @property
+    def card_equivalents(self) -> Fraction:
+        return sum(self.equivalents.values(), ZERO)
+
+    def add(self, other: Holding) -> None:
+        self.cards += other.cards
+        self.shares += other.shares
+        self.slices += other.slices
+        self.slice_units += other.slice_units
+        for name, n in other.partitions.items():
+            self.partitions[name] = self.partitions.get(name, 0) + n
+        self.cpu += other.cpu
+        for mode, eq in other.equivalents.items():
+            self.equivalents[mode] = self.equivalents.get(mode, ZERO) + eq
+        self.reserved += other.reserved
+        self.reserved_cpu += other.reserved_cpu
+        self.reserved_workloads += other.reserved_workloads
+        self.reserved_pods += other.reserved_pods
+        self.pods += other.pods
+
+
+def _charge(h: Holding, mode: str, eq: Fraction) -> None:
+    h.equivalents[mode] = h.equivalents.get(mode, ZERO) + eq
+
+
+def partition_equivalent(card: Card | None, group: Group | None, profile: str) -> tuple[str, Fraction]:
+    """A partition's published profile name and its card-equivalents: the same-VRAM slice's units over M."""
+    if card is not None and group is not None and group.memory_mib > 0:
+        for p in card.profiles:
+            if profile in (p.name, p.published):
+                return p.published, Fraction(min(partitioned_units(p.memory_mib, group.memory_mib), M), M)
+    return profile, ZERO
+
+
+def charge_grant(h: Holding, grant: CardAllocation, card: Card | None, group: Group | None) -> None:
+    """Add one card grant of a Pod's allocation record to a holding."""
+    if grant.mode == Mode.EXCLUSIVE:
+        h.cards += 1
+        _charge(h, "exclusive", Fraction(1))
+    elif grant.mode == Mode.SHARED:
+        units = max(grant.allocated, 0)
+        h.shares += units // SHARE
+        _charge(h, "shared", Fraction(min(units, M), M))
+    elif grant.mode == Mode.SLICED:
+        units = max(grant.allocated, 0)
+        h.slices += 1
+        h.slice_units += units
+        _charge(h, "sliced", Fraction(min(units, M), M))
+    elif grant.mode == Mode.PARTITIONED:
+        name, eq = partition_equivalent(card, group, grant.profile)
+        h.partitions[name] = h.partitions.get(name, 0) + 1
+        _charge(h, "partitioned", eq)
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    pool: str
+    group: Group
+    cards: Mapping[str, Card]
+
+
+class PoolIndex:
+    """Which pool each node's accelerator model belongs to, and the cards to price grants against."""
+
+    def __init__(self, instancetypes: Sequence[InstanceType], devices: Sequence[NodeDevices]) -> None:
+        self.by_card: dict[tuple[str, str], _Where] = {}
+        self.cpu_pools = {t.name for t in instancetypes if not t.acceleratable}
+        for t in sorted(instancetypes, key=lambda t: t.name):
+            if not t.acceleratable:
+                continue
+            for d in pool_devices(devices, t):
+                g = d.group(t.accelerator_group)
+                if g is not None and (d.node, g.accelerator_key) not in self.by_card:
+                    self.by_card[(d.node, g.accelerator_key)] = _Where(t.name, g, {c.id: c for c in g.cards})
+
+    def where(self, node: str, grant: CardAllocation) -> _Where | None:
+        return self.by_card.get((node, naming.accelerator_key(grant.manufacturer, grant.group)))
+
+
+def _queues(local_queues: Iterable[LocalQueue]) -> dict[tuple[str, str], str]:
+    return {(q.namespace, q.name): q.cluster_queue for q in local_queues}
+
+
+def _owner(namespace: str, queue: str, workload: str, queues: Mapping[tuple[str, str], str], cq: str = "") -> Owner:
+    return Owner(namespace, queue, cq or queues.get((namespace, queue), ""), workload)
+
+
+def _charges_cards(pod: Pod) -> bool:
+    """A Pod the ledger charges: it holds an allocation record and has not finished (the ledger releases a finished
+    Pod's cards)."""
+    return bool(pod.allocations) and bool(pod.node_name) and not pod.finished
+
+
+def pod_holdings(
+    pods: Iterable[Pod], index: PoolIndex, queues: Mapping[tuple[str, str], str]
+) -> tuple[list[Holding], dict[tuple[str, str, str], list[CardAllocation]]]:
+    """Each running Pod's grants, one holding per (Pod, pool); and every grant by ``(node, key, card id)``."""
+    out: list[Holding] = []
+    claimed: dict[tuple[str, str, str], list[CardAllocation]] = {}
+    for pod in pods:
+        owner = _owner(pod.namespace, pod.queue_name, pod.workload, queues)
+        if _charges_cards(pod):
+            mine: dict[str, Holding] = {}
+            for grant in pod.allocations:
+                where = index.where(pod.node_name, grant)
+                if where is None:
+                    continue
+                claimed.setdefault((pod.node_name, where.group.accelerator_key, grant.card_id), []).append(grant)
+                h = mine.setdefault(where.pool, Holding(where.pool, owner, pods=1))
+                charge_grant(h, grant, where.cards.get(grant.card_id), where.group)
+            out.extend(mine.values())
+        elif pod.node_name and not pod.finished and owner.cluster_queue in index.cpu_pools:
+            cpu = pod.requests.get("cpu", ZERO)
+            if cpu:
+                out.append(Holding(owner.cluster_queue, owner, cpu=cpu, pods=1))
+    return out, claimed
+
+
+def unattributed_holdings(
+    index: PoolIndex, claimed: Mapping[tuple[str, str, str], Sequence[CardAllocation]]
+) -> list[Holding]:
+    """What each pool's ledger charges beyond what the Pods' records name: one holding per pool, owner unknown."""
+    out: dict[str, Holding] = {}
+    for (node, key), where in sorted(index.by_card.items()):
+        for card in where.group.cards:
+            grants = claimed.get((node, key, card.id), ())
+            h = out.setdefault(where.pool, Holding(where.pool, Owner()))
+            if card.mode is Mode.EXCLUSIVE and not any(g.mode == Mode.EXCLUSIVE for g in grants):
+                charge_grant(h, _grant(card, Mode.EXCLUSIVE, M), card, where.group)
+            elif card.mode is Mode.SHARED:
+                left = card.allocated - sum(g.allocated for g in grants if g.mode == Mode.SHARED)
+                if left > 0:
+                    charge_grant(h, _grant(card, Mode.SHARED, left), card, where.group)
+            elif card.mode is Mode.SLICED:
+                mine = [g for g in grants if g.mode == Mode.SLICED]
+                left = card.allocated - sum(g.allocated for g in mine)
+                if left > 0:
+                    h.slices += max(0, card.allocated_slices - len(mine))
+                    h.slice_units += left
+                    _charge(h, "sliced", Fraction(min(left, M), M))
+            elif card.mode is Mode.PARTITIONED:
+                for p in card.profiles:
+                    named = sum(1 for g in grants if g.profile in (p.name, p.published))
+                    for _ in range(card.allocated_profiles.get(p.name, 0) - named):
+                        charge_grant(h, _grant(card, Mode.PARTITIONED, 0, p.name), card, where.group)
+    return [h for h in out.values() if h.card_equivalents or h.cards or h.shares or h.slices or h.partitions]
+
+
+def _grant(card: Card, mode: Mode, allocated: int, profile: str = "") -> CardAllocation:
+    return CardAllocation("", "", "", card.id, int(mode), allocated, profile)
+
+
+def _served(pod: Pod, cpu_pool: bool) -> bool:
+    """A Pod of an admitted Workload that holds what it was admitted for, or that ran and finished."""
+    if pod.finished:
+        return True
+    return bool(pod.node_name) and (cpu_pool or pod.held)
+
+
+def reserved_holdings(
+    workloads: Iterable[Workload], pods: Iterable[Pod], index: PoolIndex, queues: Mapping[tuple[str, str], str]
+) -> list[Holding]:
+    """Per admitted, unfinished Workload: what Kueue reserved for its Pods that hold no allocation yet."""
+    by_workload: dict[tuple[str, str], list[Pod]] = {}
+    for pod in pods:
+        if pod.workload:
+            by_workload.setdefault((pod.namespace, pod.workload), []).append(pod)
+    out: list[Holding] = []
+    for w in workloads:
+        if not w.admitted or w.finished or not w.cluster_queue:
+            continue
+        cpu_pool = w.cluster_queue in index.cpu_pools
+        running: dict[str, int] = {}
+        for pod in by_workload.get((w.namespace, w.name), ()):
+            if _served(pod, cpu_pool):
+                running[pod.podset] = running.get(pod.podset, 0) + 1
+        h = Holding(w.cluster_queue, _owner(w.namespace, w.queue_name, w.name, queues, w.cluster_queue))
+        for ps in w.podsets:
+            a = w.assignment(ps.name)
+            count = a.count if a is not None and a.count > 0 else ps.count
+            waiting = max(0, count - running.get(ps.name, 0))
+            if not waiting or count <= 0:
+                continue
+            usage = dict(a.usage) if a is not None and a.usage else _template_usage(ps.spec, count)
+            credits = sum((v for k, v in usage.items() if k.startswith(naming.CREDITS_PREFIX)), ZERO)
+            h.reserved += credits * waiting / count / M
+            if cpu_pool:
+                h.reserved_cpu += usage.get("cpu", ZERO) * waiting / count
+            h.reserved_pods += waiting
+        if h.reserved_pods and (h.reserved or h.reserved_cpu):
+            h.reserved_workloads = 1
+            out.append(h)
+    return out
+
+
+def _template_usage(spec: Mapping[str, Any], count: int) -> dict[str, Fraction]:
+    """A PodSet's reservation from its template, when the admission does not state ``resourceUsage``."""
+    out: dict[str, Fraction] = {k: Fraction(v * count) for k, v in pod_credits(spec).items()}
+    cpu = pod_requests(spec).get("cpu")
+    if cpu:
+        out["cpu"] = cpu * count
+    return out
+
+
+def holdings(
+    instancetypes: Sequence[InstanceType],
+    devices: Sequence[NodeDevices],
+    pods: Sequence[Pod],
+    workloads: Iterable[Workload] = (),
+    local_queues: Iterable[LocalQueue] = (),
+) -> list[Holding]:
+    """Every holding of every owner in every pool: Pods' grants, unattributed ledger charges, reservations."""
+    index = PoolIndex(instancetypes, devices)
+    queues = _queues(local_queues)
+    held, claimed = pod_holdings(pods, index, queues)
+    return [*held, *unattributed_holdings(index, claimed), *reserved_holdings(workloads, pods, index, queues)]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One ``usage`` row: an owner (by the grouping asked for) in one pool."""
+
+    namespace: str
+    name: str
+    pool: str
+    holding: Holding
+
+
+def summarise(items: Iterable[Holding], by: By, namespace: str | None = None) -> list[Row]:
+    """Holdings summed per (owner row, pool), in name order; ``namespace`` keeps one namespace's owners only."""
+    rows: dict[tuple[str, str, str], Holding] = {}
+    for h in items:
+        if namespace is not None and h.owner.namespace != namespace:
+            continue
+        ns, name = h.owner.row_key(by)
+        total = rows.get((ns, name, h.pool))
+        if total is None:
+            rows[(ns, name, h.pool)] = replace(h, partitions=dict(h.partitions), equivalents=dict(h.equivalents))
+        else:
+            total.add(h)
+    return [Row(ns, name, pool, rows[(ns, name, pool)]) for ns, name, pool in sorted(rows)]
+
+
+def equivalents(value: Fraction) -> float:
+    """Card-equivalents as printed: four decimals."""
+    return round(float(value), 4)
+
+
+def percent(units: int) -> float:
+    """Slice memory units as percent of one card."""
+    return round(units / PERCENT, 2)
+
+
+def usage_gauges(
+    items: Iterable[Holding],
+) -> tuple[dict[tuple[str, str, str], float], dict[tuple[str, str], float]]:
+    """The operator's usage gauges: card-equivalents held per ``(namespace, pool, mode)``, and reserved per
+    ``(namespace, pool)`` ("" namespace for what the ledger charges to no Pod)."""
+    held: dict[tuple[str, str, str], Fraction] = {}
+    reserved: dict[tuple[str, str], Fraction] = {}
+    for h in items:
+        for mode, eq in h.equivalents.items():
+            k = (h.owner.namespace, h.pool, mode)
+            held[k] = held.get(k, ZERO) + eq
+        if h.reserved:
+            r = (h.owner.namespace, h.pool)
+            reserved[r] = reserved.get(r, ZERO) + h.reserved
+    return {k: equivalents(v) for k, v in held.items()}, {k: equivalents(v) for k, v in reserved.items()}

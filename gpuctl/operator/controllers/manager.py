@@ -1,0 +1,126 @@
+"""The manager: every controller of this package, the cache events passed to the watches they declare, the workers,
+the resync and the health check.
+
+It knows no controller by name. Each module of this package that defines a :class:`Controller` subclass adds one:
+its watches are registered by kind, its workers started, its keys resynced and its progress watched.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from gpuctl.cluster.kinds import Kind
+from gpuctl.operator.cache import OperatorCache
+from gpuctl.operator.controllers.base import Controller, Watch, Writer
+from gpuctl.operator.metrics import Metrics, workqueue_gauges
+
+C = TypeVar("C", bound=Controller)
+PACKAGE = __name__.rpartition(".")[0]
+
+
+def controller_classes() -> list[type[Controller]]:
+    """Every controller the operator runs: the named :class:`Controller` subclasses defined in this package, in the
+    order of their modules."""
+    package = importlib.import_module(PACKAGE)
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{PACKAGE}.{info.name}")
+    found: list[type[Controller]] = []
+    pending = list(Controller.__subclasses__())
+    while pending:
+        cls = pending.pop(0)
+        pending.extend(cls.__subclasses__())
+        if cls.name and cls.__module__.startswith(f"{PACKAGE}."):
+            found.append(cls)
+    return sorted(found, key=lambda c: (c.__module__, c.name))
+
+
+class Controllers:
+    """Every controller, the mapping of cache events to their keys, the workers and the resync."""
+
+    def __init__(
+        self,
+        cache: OperatorCache,
+        source: Writer,
+        metrics: Metrics,
+        *,
+        resync_seconds: float = 300.0,
+        stuck_after: float = 120.0,
+    ) -> None:
+        self.cache = cache
+        self.metrics = metrics
+        self.all: tuple[Controller, ...] = tuple(cls(cache, source, metrics) for cls in controller_classes())
+        self.watching: dict[Kind, list[tuple[Controller, Watch]]] = {}
+        """Kind → each controller's watch of it."""
+        for c in self.all:
+            for watch in c.watches():
+                self.watching.setdefault(watch.kind, []).append((c, watch))
+        self.resync_seconds = resync_seconds
+        self.stuck_after = stuck_after
+        self._threads: list[threading.Thread] = []
+        self._was_leading = False
+        cache.listeners.append(self.on_event)
+        metrics.gauge(self._gauges)
+
+    def get(self, cls: type[C]) -> C:
+        """The running instance of one controller class."""
+        return next(c for c in self.all if isinstance(c, cls))
+
+    def on_event(self, kind: Kind, event: str, key: str, old: Any, new: Any) -> None:
+        """Pass one applied cache event to the watches of its kind (called under the cache lock: only queues keys)."""
+        for controller, watch in self.watching.get(kind, ()):
+            for woken in watch.keys(key, old, new):
+                if watch.delay:
+                    controller.queue.add_after(woken, watch.delay)
+                else:
+                    controller.queue.add(woken)
+
+    # ------------------------------------------------------------------------------------------- running
+
+    def resync(self) -> None:
+        """Queue every key of every controller from the cache (the safety net; no LIST)."""
+        for c in self.all:
+            for key in c.owned_keys():
+                c.queue.add(key)
+
+    def start(self, stop: threading.Event, leading: Callable[[], bool]) -> None:
+        def ready() -> bool:
+            return self.cache.synced()
+
+        for c in self.all:
+            for i in range(c.workers):
+                t = threading.Thread(target=c.run, args=(stop, leading, ready), name=f"{c.name}-{i}", daemon=True)
+                t.start()
+                self._threads.append(t)
+        t = threading.Thread(target=self._resync_loop, args=(stop, leading, ready), name="resync", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _resync_loop(self, stop: threading.Event, leading: Callable[[], bool], ready: Callable[[], bool]) -> None:
+        last = 0.0
+        while not stop.is_set():
+            now_leading = ready() and leading()
+            # A replica that starts leading (or finishes its first sync) goes over everything once.
+            if now_leading and (not self._was_leading or time.monotonic() - last >= self.resync_seconds):
+                self.resync()
+                last = time.monotonic()
+            self._was_leading = now_leading
+            stop.wait(0.5)
+
+    def stuck(self) -> str | None:
+        """Why the controllers are stuck (a key held longer than ``stuck_after``), or None."""
+        for c in self.all:
+            held = c.stuck_for()
+            if held > self.stuck_after:
+                on = f" on {c.current[0]}" if c.current else ""
+                return f"{c.name} has made no progress for {held:.0f}s{on}"
+        return None
+
+    def _gauges(self) -> Iterable[Any]:
+        for c in self.all:
+            yield from c.gauges()
+        yield from workqueue_gauges([(c.name, c.queue) for c in self.all])

@@ -1,0 +1,159 @@
+"""The InstanceType status writer (key: an InstanceType): the four views, the profiles, the pool's detail, the
+entrance and the phase, written as a merge patch carrying the ``resourceVersion`` read.
+
+What wakes it: a Devices event of its card model, a Node event (CPU pools; any pool when a Node comes or goes), its
+ClusterQueue's or its own events. It also publishes the pool and queue gauges, from the views it last computed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from gpuctl.cluster import kinds
+from gpuctl.core import naming
+from gpuctl.core.fragmentation import ViewFragmentation, demand_shapes, pool_fragmentation, reference_shapes
+from gpuctl.core.ledger import NodeDevices
+from gpuctl.core.lifecycle import instancetype_phase, phase_message
+from gpuctl.core.nodes import Node
+from gpuctl.core.queueing import cluster_queues_of, pending_order, pods_by_workload
+from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, pool_devices, views_to_status
+from gpuctl.operator.cache import CachedInstanceType, OperatorCache
+from gpuctl.operator.controllers.base import Controller, Watch, Writer, node_moved
+from gpuctl.operator.metrics import Metrics, pool_gauges, queue_gauges
+
+FRAGMENTATION_TTL = 15.0
+"""Seconds a pool's fragmentation metrics are reused for (Prometheus scrapes every 15 to 60 s)."""
+
+
+class StatusController(Controller):
+    """The InstanceType status writer: the four views, profiles, detail, entrance and phase."""
+
+    name = "instancetype-status"
+    kind = kinds.INSTANCETYPE
+    coalesce = 0.5
+    """Seconds a ledger's or a Node's change waits before the pools it touches are written: a burst is one write."""
+
+    def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics) -> None:
+        super().__init__(cache, source, metrics)
+        self.pools: dict[str, dict[str, Any]] = {}
+        """The views last computed per InstanceType: the pool metrics read them."""
+        self._fragmentation: dict[str, tuple[float, tuple[ViewFragmentation, ...]]] = {}
+        """Per InstanceType: when its fragmentation was computed, and what it was."""
+
+    # ------------------------------------------------------------------------------------------- what wakes it
+
+    def watches(self) -> Iterable[Watch]:
+        return (
+            Watch(kinds.DEVICES, self._on_devices, delay=self.coalesce),
+            Watch(kinds.NODE, self._on_node, delay=self.coalesce),
+            Watch(kinds.INSTANCETYPE, lambda key, _old, _new: [key]),
+            Watch(
+                kinds.CLUSTERQUEUE, lambda key, _old, _new: [key] if key in self.cache.store(kinds.INSTANCETYPE) else []
+            ),
+        )
+
+    def _on_devices(self, _key: str, old: NodeDevices | None, new: NodeDevices | None) -> list[str]:
+        """The accelerated pools of the ledger's card models."""
+        models = {g.accelerator_key for d in (old, new) if d is not None for g in d.groups}
+        return [
+            name for name, c in self.cache.store(kinds.INSTANCETYPE).items() if c.record.accelerator_group in models
+        ]
+
+    def _on_node(self, _key: str, old: Node | None, new: Node | None) -> list[str]:
+        """A Node that comes or goes takes its Devices ledger into or out of every accelerated pool; a change of its
+        labels or keys moves the CPU pools."""
+        if not node_moved(old, new):
+            return []
+        born_or_gone = old is None or new is None
+        return [
+            name
+            for name, c in self.cache.store(kinds.INSTANCETYPE).items()
+            if born_or_gone or not c.record.acceleratable
+        ]
+
+    # ------------------------------------------------------------------------------------------- the status
+
+    def desired_status(self, cached: CachedInstanceType) -> dict[str, Any]:
+        it = cached.record
+        cores: list[int] = []
+        reserved = 0
+        queue = self.cache.cluster_queue(it.name)
+        devices = self.cache.pool_devices(it.accelerator_group) if it.acceleratable else []
+        if not it.acceleratable:
+            pool = it.pool_labels()
+            cores = [n.cpu_cores for n in self.cache.nodes().values() if in_pool(n.labels, pool)]
+            reserved = queue.reserved.get("cpu", 0) if queue else 0
+        status: dict[str, Any] = views_to_status(
+            instancetype_views(it, devices, node_cores=cores, cpu_reserved=reserved)
+        )
+        self.pools[it.name] = dict(status)
+        detail = instancetype_detail(it, devices)
+        if detail is not None:
+            # Every accelerated type gets the pool's detail; fields this writer does not compute stay.
+            status["detail"] = {**(cached.status.get("detail") or {}), **detail}
+        status["entrance"] = naming.queue_entrance(it.name)
+        policy = queue.stop_policy if queue else "None"
+        outstanding = bool(queue and (queue.reserving or any(v for v in queue.reserved.values())))
+        status["phase"] = instancetype_phase(policy, outstanding).value
+        status["phaseMessage"] = phase_message(policy, outstanding)
+        return status
+
+    def fragmentation(self, name: str) -> tuple[ViewFragmentation, ...]:
+        """A pool's free and stranded capacity against its pending shapes: computed when the metrics are scraped,
+        never on the reconcile path (a ledger moves far more often than Prometheus scrapes), and at most once per
+        pool every :data:`FRAGMENTATION_TTL` seconds however often it is scraped."""
+        now = time.monotonic()
+        hit = self._fragmentation.get(name)
+        if hit is not None and now - hit[0] < FRAGMENTATION_TTL:
+            return hit[1]
+        result = self._compute_fragmentation(name)
+        self._fragmentation[name] = (now, result)
+        return result
+
+    def _compute_fragmentation(self, name: str) -> tuple[ViewFragmentation, ...]:
+        cached = self.cache.instancetypes().get(name)
+        it = cached.record if cached is not None else None
+        if it is None or not it.acceleratable:
+            return ()
+        devices = self.cache.pool_devices(it.accelerator_group)
+        pending = pending_order(self.cache.records(kinds.WORKLOAD), self._queue_of(), it.name)
+        asked = demand_shapes(pending)
+        covered = {s.view for s in asked}
+        shapes = asked + [s for s in reference_shapes([p.name for p in it.offered_profiles]) if s.view not in covered]
+        return pool_fragmentation(pool_devices(devices, it), it.accelerator_group, shapes, it.card_mib)
+
+    def _queue_of(self) -> dict[str, str]:
+        return cluster_queues_of(self.cache.records(kinds.WORKLOAD), self.cache.records(kinds.LOCALQUEUE))
+
+    def reconcile(self, key: str) -> None:
+        cached = self.cache.instancetypes().get(key)
+        if cached is None:
+            self.pools.pop(key, None)
+            self._fragmentation.pop(key, None)
+            return
+        desired = self.desired_status(cached)
+        if all(cached.status.get(k) == v for k, v in desired.items()):
+            return
+        self.source.patch(
+            kinds.INSTANCETYPE,
+            key,
+            {"metadata": {"resourceVersion": cached.resource_version}, "status": desired},
+            subresource="status",
+        )
+        self.metrics.wrote(self.name)
+
+    def gauges(self) -> Iterable[Any]:
+        """Per InstanceType and view, the views this writer published, free and stranded capacity and the
+        fragmentation score; per ClusterQueue, pending Workloads, the head's age and Workloads held per gate."""
+        pools = {name: (status, self.fragmentation(name)) for name, status in dict(self.pools).items()}
+        yield from pool_gauges(pools)
+        yield from queue_gauges(
+            self.cache.records(kinds.WORKLOAD),
+            sorted(q.name for q in self.cache.records(kinds.CLUSTERQUEUE)),
+            self._queue_of(),
+            pods_by_workload(self.cache.records(kinds.POD)),
+            {name: frag for name, (_, frag) in pools.items()},
+            time.time(),
+        )
