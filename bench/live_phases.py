@@ -21,9 +21,10 @@ def main() -> None:
     started = time.perf_counter()
     import gpuctl.cli.main  # noqa: F401 - the app, as the command imports it
     from gpuctl.cli import render
-    from gpuctl.cluster.live import Connection, LiveSource, _client_packages
+    from gpuctl.cluster.clientpackages import client_packages
+    from gpuctl.cluster.live import Connection, LiveSource
 
-    _client_packages()
+    client_packages()
     imported = time.perf_counter()
     source = LiveSource(Connection(kubeconfig))
     source._api()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import builtins
 import json
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -127,69 +126,6 @@ class Connection:
         return (min(CONNECT_TIMEOUT, total), read if read is not None else total)
 
 
-CLIENT_NAMES = {
-    "ApiClient": ("kubernetes.client.api_client", "ApiClient"),
-    "Configuration": ("kubernetes.client.configuration", "Configuration"),
-}
-"""What gpuctl (and the client's own ``config`` loaders) take from the ``kubernetes.client`` package."""
-
-
-def _client_packages() -> tuple[Any, Any]:
-    """``kubernetes.client`` and ``kubernetes.config``, without running the ``kubernetes``, ``kubernetes.client`` and
-    ``kubernetes.client.models`` package initialisers, which import every API class and every model (about 800
-    modules, most of the client's import time) where gpuctl uses four modules on the raw request path.
-
-    The packages are put in place as modules whose names resolve on first use: the names above and submodules are
-    imported as asked for, and any other name runs the package's own initialiser into the same module first, so code
-    that uses the client in full (``client.CoreV1Api``) gets exactly what a plain import gives. Where ``kubernetes``
-    is already imported, it is used as it is."""
-    if "kubernetes" not in sys.modules:
-        _lazy_package("kubernetes", {})
-        _lazy_package("kubernetes.client", CLIENT_NAMES)
-        _lazy_package("kubernetes.client.models", {})
-    import kubernetes.client
-    import kubernetes.config
-
-    return kubernetes.client, kubernetes.config
-
-
-def _lazy_package(name: str, names: dict[str, tuple[str, str]]) -> None:
-    import importlib
-    import importlib.util
-    import types
-
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
-        return
-    module = types.ModuleType(name)
-    module.__path__ = list(spec.submodule_search_locations)
-    module.__spec__ = spec
-    module.__file__ = spec.origin
-    module.__package__ = name
-    module.__loader__ = spec.loader
-    state = {"initialised": False}
-
-    def resolve(attr: str) -> Any:
-        if attr in names:
-            where, what = names[attr]
-            value = getattr(importlib.import_module(where), what)
-        elif not attr.startswith("__") and importlib.util.find_spec(f"{name}.{attr}") is not None:
-            value = importlib.import_module(f"{name}.{attr}")
-        elif not state["initialised"]:
-            state["initialised"] = True
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-            if attr not in module.__dict__:
-                raise AttributeError(f"module {name!r} has no attribute {attr!r}")
-            value = module.__dict__[attr]
-        else:
-            raise AttributeError(f"module {name!r} has no attribute {attr!r}")
-        setattr(module, attr, value)
-        return value
-
-    module.__getattr__ = resolve  # type: ignore[method-assign]
-    sys.modules[name] = module
-
-
 def _api_description(kind: Kind) -> str:
     return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
 
@@ -217,7 +153,9 @@ class LiveSource:
     def _api(self) -> Any:
         if self._client is not None:
             return self._client
-        client, config = _client_packages()
+        from gpuctl.cluster.clientpackages import client_packages
+
+        client, config = client_packages()
 
         from gpuctl.cluster import kubeconfig
 
@@ -577,9 +515,9 @@ class LiveSource:
     def service_get(self, namespace: str, service: str, port: int, path: str, limit: int) -> tuple[int, str]:
         """GET ``path`` of a Service's HTTPS port through the API server's proxy: the status and at most ``limit``
         bytes of the body (a longer one is refused)."""
+        api = self._api()  # first: it loads the client's packages as the request path needs them
         from kubernetes.client.exceptions import ApiException
 
-        api = self._api()
         url = f"/api/v1/namespaces/{namespace}/services/https:{service}:{port}/proxy{path}"
         try:
             response = api.call_api(

@@ -39,8 +39,8 @@ def test_a_connection_loads_the_request_path_only(tmp_path: Path) -> None:
 def test_the_whole_client_is_there_for_whoever_asks() -> None:
     got = run(
         "import json\n"
-        "from gpuctl.cluster.live import _client_packages\n"
-        "client, config = _client_packages()\n"
+        "from gpuctl.cluster.clientpackages import client_packages\n"
+        "client, config = client_packages()\n"
         "import kubernetes\n"
         "from kubernetes import client as full, watch\n"
         "from kubernetes.client.models import V1ObjectMeta\n"
@@ -66,8 +66,8 @@ def test_a_process_that_imported_the_client_keeps_it() -> None:
     got = run(
         "import json\n"
         "import kubernetes.client as plain\n"
-        "from gpuctl.cluster.live import _client_packages\n"
-        "client, _ = _client_packages()\n"
+        "from gpuctl.cluster.clientpackages import client_packages\n"
+        "client, _ = client_packages()\n"
         "print(json.dumps({'same': client is plain}))"
     )
     assert got == {"same": True}
