@@ -7,11 +7,12 @@ from typing import Any
 
 from gpuctl.core import naming
 from gpuctl.core.credits import check_quota, workload_credits
-from gpuctl.core.fit import READY, RETRY, FitContext, check_inputs, judge_workload, podset_demands, rebuild_ledger
+from gpuctl.core.fit import READY, RETRY, FitContext, check_inputs, judge_workload, podset_demands
 from gpuctl.core.ledger import NodeDevices, parse_devices
 from gpuctl.core.naming import Family
 from gpuctl.core.nodes import parse_node
 from gpuctl.core.pods import parse_pod
+from gpuctl.core.rebuilt import rebuild_ledger
 from gpuctl.core.units import M
 from gpuctl.core.workloads import parse_resource_flavor, parse_workload
 from testbed.factories import (
