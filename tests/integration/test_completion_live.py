@@ -19,8 +19,7 @@ from kubernetes import client
 from gpuctl.cli import namecache
 from gpuctl.cli.shells import COMPLETE_VAR
 from testbed.factories import instancetype
-
-from .gpucluster import WORKER, WV
+from testbed.gpucluster import WORKER, WV
 
 ROOT = Path(__file__).resolve().parents[2]
 
