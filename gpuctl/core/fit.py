@@ -20,7 +20,7 @@ from gpuctl.core.ledger import Card, Group, Mode, NodeDevices
 from gpuctl.core.naming import Family, KeyKind
 from gpuctl.core.nodes import Node
 from gpuctl.core.pods import Pod
-from gpuctl.core.rebuilt import rebuild_ledger
+from gpuctl.core.rebuilt import RebuiltLedgers
 from gpuctl.core.units import PERCENT, SHARE, M, QuantityError, parse_quantity
 from gpuctl.core.workloads import PodSet, ResourceFlavor, Workload
 
@@ -512,7 +512,8 @@ def check_inputs(
     """The check's inputs, the one way both the operator and the CLI build them.
 
     - Every node's ledger is rebuilt from the Pods bound to it with the device manager's aggregation (never the
-      published ``Devices.status``), from the same read as the held Pods, so no Pod is counted twice or missed.
+      published ``Devices.status``), from the same read as the held Pods, so no Pod is counted twice or missed;
+      each is rebuilt when a verdict first reads it (:class:`~gpuctl.core.rebuilt.RebuiltLedgers`).
     - Every Workload counts, whatever its ClusterQueue: two InstanceTypes (a derived and a custom one) can serve the
       same cards through different queues, so one queue's in-flight Workloads take room from the other's.
 
@@ -521,14 +522,7 @@ def check_inputs(
     """
     pods = tuple(pods)
     workloads = tuple(workloads)
-    if pods_read:
-        by_node: dict[str, list[Pod]] = {}
-        for p in pods:
-            if p.node_name:
-                by_node.setdefault(p.node_name, []).append(p)
-        ledgers = {d.node: rebuild_ledger(d, by_node.get(d.node, ())) for d in devices}
-    else:
-        ledgers = {d.node: d for d in devices}
+    ledgers: Mapping[str, NodeDevices] = RebuiltLedgers(devices, pods) if pods_read else {d.node: d for d in devices}
     return FitContext(
         flavors,
         ledgers,

@@ -541,3 +541,32 @@ def test_each_workloads_own_pods_are_indexed_as_a_scan_finds_them() -> None:
     for key in (("a", "w"), ("b", "w"), ("a", "v"), ("c", "w")):
         assert list(indexed.own_pods(*key)) == list(scanning.own_pods(*key))
     assert [p.name for p in indexed.own_pods("a", "w")] == ["p1", "p2"]
+
+
+def test_check_inputs_rebuild_each_ledger_when_a_verdict_first_reads_it(monkeypatch: Any) -> None:
+    import gpuctl.core.rebuilt as rebuilt
+
+    held = bound_pod(
+        "a-0",
+        "node-a",
+        {"nvidia.com/gpu": "1"},
+        workload_name="a",
+        allocations={"main": [{"id": "GPU-0000", "mode": 1, "allocated": M}]},
+    )
+    ledgers = [parse_devices(devices(n, cards=2)) for n in ("node-a", "node-b", "node-c")]
+    built: list[str] = []
+    real = rebuilt.rebuild_ledger
+
+    def counting(node: NodeDevices, pods: Any) -> NodeDevices:
+        built.append(node.node)
+        return real(node, pods)
+
+    monkeypatch.setattr(rebuilt, "rebuild_ledger", counting)
+    c = check_inputs(FLAVORS, ledgers, None, [], [parse_pod(held)])
+    assert built == [] and len(c.devices) == 3 and "node-b" in c.devices and "node-z" not in c.devices
+    a = c.devices["node-a"]
+    assert c.devices["node-a"] is a and built == ["node-a"]  # rebuilt once, kept
+    assert [card.free for card in a.cards("nvidia-a10g")] == [False, True]
+    assert a == real(ledgers[0], [parse_pod(held)])
+    assert c.devices.get("node-z") is None
+    assert sorted(c.devices) == ["node-a", "node-b", "node-c"] and built == ["node-a"]
