@@ -680,8 +680,10 @@ def bench_local_cluster(_nodes: int) -> list[Row]:
                     for _ in range(7)
                 ]
                 parts = {key: statistics.median(p[key] for p in split) for key in split[0]}
+                # What the phases leave out: Typer building and parsing the command line, and the exit.
+                other = max(0.0, t - bare - sum(parts.values()))
                 breakdown = ", ".join(
-                    f"{key} {value * 1000:.0f}" for key, value in {"interpreter": bare, **parts}.items()
+                    f"{key} {value * 1000:.0f}" for key, value in {"interpreter": bare, **parts, "other": other}.items()
                 )
                 rows.append(
                     Row(
@@ -865,8 +867,9 @@ NOTES = """Notes:
 - Name completion rows: the first TAB starts the app and reads the snapshot or the cluster; the TABs after are
   answered from what it read (`gpuctl.cli.namecache`), the median of 9.
 - Live rows run against `make cluster` (started by the benchmark in a directory of its own): the breakdown is
-  measured inside one process (`bench/live_phases.py`) beside a bare interpreter's start; kubectl is one Go binary,
-  with neither.
+  measured inside one process (`bench/live_phases.py`) beside a bare interpreter's start, and "other" is what the
+  whole process takes beyond them (Typer building and parsing the command line, the exit); kubectl is one Go
+  binary, with neither.
 - The plugin rows run `make dist`'s archive unpacked as krew installs it, with the `python3` on PATH being each
   version in turn: its first run compiles the plugin's sources for that version (beside them, as any install
   does; every version alike, 3.11 included), later runs start from that bytecode. kubectl execs the plugin, so
