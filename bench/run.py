@@ -276,8 +276,8 @@ def bench_simulate(nodes: int) -> list[Row]:
             [gpuctl, "simulate", "-f", str(Path(tmp) / "pod.json"), "-o", "json", "--snapshot", str(snap)], repeat=3
         )
         others = {
-            command: _median_run([gpuctl, command, "-o", "json", "--snapshot", str(snap)], repeat=3)[0]
-            for command in ("fragmentation", "queue")
+            " ".join(command): _median_run([gpuctl, *command, "-o", "json", "--snapshot", str(snap)], repeat=3)[0]
+            for command in (("fragmentation",), ("queue",), ("usage", "-A"))
         }
     rows = [
         Row(
@@ -308,6 +308,48 @@ def bench_simulate(nodes: int) -> list[Row]:
             "informational",
             None,
         ),
+    ]
+
+
+def bench_plan(nodes: int) -> list[Row]:
+    """`gpuctl plan partitions` and `plan drain` on a snapshot of a whole cluster of whole H100 cards (the synthetic
+    pool's states, one admitted Workload per node, a queue of 3g.40gb requests), against `gpuctl views` on it."""
+    gpuctl = str(Path(sys.executable).with_name("gpuctl"))
+    three_g = {"nvidia.com/gpu.partitioned": "1", "nvidia.com/gpu.partitioned.mig-3g.40gb": "1"}
+    objects = simulation_snapshot(
+        nodes, group_id="h100-80gb-hbm3", product="NVIDIA H100 80GB HBM3", memory_mib=81920, pending=three_g
+    )
+    busy = next(o["spec"]["nodeName"] for o in objects if o["kind"] == "Pod")
+    with tempfile.TemporaryDirectory() as tmp:
+        snap = Path(tmp) / "snapshot"
+        snap.mkdir()
+        (snap / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+        runs = {
+            "views": [gpuctl, "views", "-o", "json", "--snapshot", str(snap)],
+            "plan partitions": [gpuctl, "plan", "partitions", "-o", "json", "--snapshot", str(snap)],
+            f"plan drain {busy}": [gpuctl, "plan", "drain", busy, "-o", "json", "--snapshot", str(snap)],
+        }
+        # Interleaved, so the machine's load weighs on the reference as on the plans.
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(5):
+            for name, cmd in runs.items():
+                times[name].append(_run(cmd)[0])
+        measured = {name: statistics.median(t) for name, t in times.items()}
+        views = measured.pop("views")
+        found = json.loads(subprocess.run(runs["plan partitions"], capture_output=True, text=True, check=True).stdout)
+    [summary] = found["plans"]
+    detail = f"{summary['switches']} switch(es) admit {len(summary['admittedAfter'])} of {len(summary['demand'])}"
+    return [
+        Row(
+            f"gpuctl {name} -o json, {nodes}-node H100 snapshot (whole process)"
+            + (f"; {detail}" if name == "plan partitions" else ""),
+            f"{t * 1000:.0f} ms",
+            f"gpuctl views -o json on the same snapshot: {views * 1000:.0f} ms",
+            t / views,
+            "< 3x",
+            t / views < 3.0,
+        )
+        for name, t in measured.items()
     ]
 
 
@@ -825,6 +867,7 @@ BENCHMARKS: dict[str, Callable[[int], list[Row]]] = {
     "views-process": bench_views_process,
     "cluster-snapshot": bench_cluster_snapshot,
     "simulate": bench_simulate,
+    "plan": bench_plan,
     "operator-memory": bench_operator_memory,
 }
 

@@ -1,5 +1,5 @@
-"""Synthetic clusters for benchmarks and memory tests: a large A10G pool in mixed states, and a whole cluster around
-it (Nodes, one admitted Workload per node, the pool's type, flavor, queues and check)."""
+"""Synthetic clusters for benchmarks and memory tests: a large pool (A10G unless said) in mixed states, and a whole
+cluster around it (Nodes, one admitted Workload per node, the pool's type, flavor, queues and check, a queue)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,19 @@ from typing import Any
 
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.units import SHARE, M
-from testbed.factories import card_row, devices, instancetype
+from testbed.factories import A10G_MIB, card_row, devices, instancetype
 
 
-def synthetic_devices(nodes: int, cards: int = 8, seed: int = 7) -> list[dict[str, Any]]:
-    """A pool of ``nodes`` A10G nodes with ``cards`` cards each, in mixed states."""
+def synthetic_devices(
+    nodes: int,
+    cards: int = 8,
+    seed: int = 7,
+    *,
+    group_id: str = "a10g",
+    product: str = "NVIDIA A10G",
+    memory_mib: int = A10G_MIB,
+) -> list[dict[str, Any]]:
+    """A pool of ``nodes`` nodes (A10G unless said) with ``cards`` whole cards each, in mixed states."""
     rng = random.Random(seed)
     out = []
     for n in range(nodes):
@@ -28,24 +36,40 @@ def synthetic_devices(nodes: int, cards: int = 8, seed: int = 7) -> list[dict[st
                 rows.append(card_row(i, mode=2, allocated=rng.randint(1, 10) * SHARE))
             else:
                 rows.append(card_row(i, mode=1, allocated=M))
-        out.append(devices(f"node-{n:05d}", cards=cards, rows=rows))
+        out.append(
+            devices(f"node-{n:05d}", group_id=group_id, product=product, memory_mib=memory_mib, cards=cards, rows=rows)
+        )
     return out
 
 
-def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
+PENDING_LIMITS = {"nvidia.com/gpu": "9"}
+"""What the synthetic queue's Workloads ask: more whole cards than any node has."""
+
+
+def simulation_snapshot(
+    nodes: int,
+    *,
+    group_id: str = "a10g",
+    product: str = "NVIDIA A10G",
+    memory_mib: int = A10G_MIB,
+    pending: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """A whole cluster around the synthetic pool: Nodes advertising the keys of their ledger and their cards' credits,
     one admitted Workload per node whose Pod holds the node's taken cards by its allocation record (with the topology
-    annotation Kueue writes on it), and the pool's type, flavor, queues and check."""
+    annotation Kueue writes on it), the pool's type, flavor, queues and check, and a queue of Workloads asking
+    ``pending`` each."""
     from gpuctl.core import naming
     from gpuctl.core.capacity import node_allocatable
     from gpuctl.core.pins import node_fit_labels
     from testbed.factories import flavor, node, topology
 
-    cq = "gpustack--nvidia-a10g-linux-amd64"
+    akey = naming.accelerator_key("nvidia", group_id)
+    cq = f"gpustack--{akey}-linux-amd64"
+    fname = f"f-{group_id}"
     entrance = naming.queue_entrance(cq)
     objects: list[dict[str, Any]] = [
-        instancetype(),
-        flavor("f-a10g"),
+        instancetype(group_id=group_id, memory=f"{memory_mib}Mi"),
+        flavor(fname, akey),
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "Topology",
@@ -71,7 +95,7 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
                         "coveredResources": ["credits.gpustack.ai/nvidia"],
                         "flavors": [
                             {
-                                "name": "f-a10g",
+                                "name": fname,
                                 "resources": [
                                     {"name": "credits.gpustack.ai/nvidia", "nominalQuota": str(nodes * 8 * M)}
                                 ],
@@ -93,9 +117,9 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
         naming.LABEL_MANAGED: "true",
         naming.LABEL_OS: "linux",
         naming.LABEL_ARCH: "amd64",
-        naming.accelerator_label("nvidia-a10g"): "true",
+        naming.accelerator_label(akey): "true",
     }
-    for d in synthetic_devices(nodes):
+    for d in synthetic_devices(nodes, group_id=group_id, product=product, memory_mib=memory_mib):
         name = d["metadata"]["name"]
         keys = {**node_allocatable(parse_devices(d)), "credits.gpustack.ai/nvidia": 8 * M}
         objects.append(d)
@@ -111,7 +135,7 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
             continue
         accelerators = [{"id": r["id"], "mode": r["mode"], "allocated": r["allocated"]} for r in taken]
         record = {
-            "main": {"devices": {"groups": [{"id": "a10g", "manufacturer": "nvidia", "accelerators": accelerators}]}}
+            "main": {"devices": {"groups": [{"id": group_id, "manufacturer": "nvidia", "accelerators": accelerators}]}}
         }
         wname = f"w-{name}"
         objects.append(
@@ -162,7 +186,7 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
                             {
                                 "name": "main",
                                 "count": 1,
-                                "flavors": {"credits.gpustack.ai/nvidia": "f-a10g"},
+                                "flavors": {"credits.gpustack.ai/nvidia": fname},
                                 "topologyAssignment": topology([(name, 1)]),
                             }
                         ],
@@ -185,7 +209,9 @@ def simulation_snapshot(nodes: int) -> list[dict[str, Any]]:
                             "count": 1,
                             "template": {
                                 "spec": {
-                                    "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "9"}}}]
+                                    "containers": [
+                                        {"name": "main", "resources": {"limits": dict(pending or PENDING_LIMITS)}}
+                                    ]
                                 }
                             },
                         }

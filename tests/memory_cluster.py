@@ -38,6 +38,7 @@ def _kind_of(obj: JSON) -> Kind:
         kinds.KVCACHE_BACKEND,
         kinds.WORKLOAD_PRIORITY_CLASS,
         kinds.PRIORITY_CLASS,
+        kinds.EVENT,
     ):
         if k.matches(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))):
             return k

@@ -3,6 +3,9 @@
 The design binds the objects of a cluster together; a state built here keeps every binding, so a what-if answer on
 it can be checked against the rules rather than against an accident of the fixture:
 
+- each card is whole (reporting its manufacturer's logical slicing) or partitioned (reporting its model's geometry),
+  card by card (``State.node(..., partitioned=...)``), and each pool's InstanceType publishes the catalog its cards
+  sum to (the partitioned cards' profiles, the whole cards' slices), as the status writer does;
 - each card's ledger row (``Devices.status``) is what the allocation records of the Pods bound to its node hold: the
   units summed, one slice slot per slice, the records' mode, partitions at their placements and the profiles still
   free by the card's geometry;
@@ -15,11 +18,13 @@ it can be checked against the rules rather than against an accident of the fixtu
 
 The ledger rows and credits are computed here from the records, with the device manager's and Kueue's arithmetic
 written out (not by the code under test); only the keys a ledger advertises come from ``core.capacity``.
+:func:`overcommits` checks a simulated working copy against the same bindings: no card holds more than it can.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +32,17 @@ from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.units import PERCENT, SHARE, M
-from testbed.factories import A10G_MIB, H100_MIB, H100_PROFILES, container, devices, instancetype, physical_profiles
+from testbed.factories import (
+    A10G_MIB,
+    H100_MIB,
+    H100_PROFILES,
+    HYGON_BW_MIB,
+    HYGON_BW_PROFILES,
+    container,
+    devices,
+    instancetype,
+    physical_profiles,
+)
 
 JSON = dict[str, Any]
 NS = "team-a"
@@ -43,10 +58,28 @@ class Model:
     product: str
     memory_mib: int
     profiles: dict[str, tuple[int, int, tuple[int, ...], int, int]] = field(default_factory=dict, hash=False)
+    """The model's partition geometry (empty: it cannot be partitioned)."""
+    manufacturer: str = "nvidia"
 
     @property
     def key(self) -> str:
-        return naming.accelerator_key("nvidia", self.group_id)
+        return naming.accelerator_key(self.manufacturer, self.group_id)
+
+    @property
+    def base(self) -> str:
+        return naming.MANUFACTURERS[self.manufacturer].base
+
+    @property
+    def credits(self) -> str:
+        return naming.MANUFACTURERS[self.manufacturer].credits
+
+    @property
+    def slots(self) -> int:
+        return naming.MANUFACTURERS[self.manufacturer].slice_slots or 0
+
+    @property
+    def overcommit(self) -> bool:
+        return naming.MANUFACTURERS[self.manufacturer].cores_overcommit
 
     @property
     def pool(self) -> str:
@@ -63,6 +96,7 @@ class Model:
 
 A10G = Model("a10g", "NVIDIA A10G", A10G_MIB)
 H100 = Model("h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", H100_MIB, H100_PROFILES)
+HYGON = Model("bw", "Hygon BW", HYGON_BW_MIB, HYGON_BW_PROFILES, "hygon")
 BASE = "nvidia.com/gpu"
 
 
@@ -108,32 +142,32 @@ def units_of(model: Model, h: Hold) -> int:
 
 def limits_for(model: Model, holds: list[Hold]) -> dict[str, str]:
     """The requests of a Pod holding ``holds`` (all of one mode), folded as the Pod webhook folds them."""
-    mode = holds[0].mode
+    mode, base = holds[0].mode, model.base
     if mode == MODE_EXCLUSIVE:
-        return {BASE: str(len(holds))}
+        return {base: str(len(holds))}
     if mode == MODE_SHARED:
-        return {f"{BASE}.shared": str(len(holds))}
+        return {f"{base}.shared": str(len(holds))}
     if mode == MODE_SLICED:
         return {
-            f"{BASE}.sliced": "1",
-            f"{BASE}.sliced.units": str(units_of(model, holds[0])),
-            f"{BASE}.sliced.memory-percentage": str(holds[0].percent),
+            f"{base}.sliced": "1",
+            f"{base}.sliced.units": str(units_of(model, holds[0])),
+            f"{base}.sliced.memory-percentage": str(holds[0].percent),
         }
     return {
-        f"{BASE}.partitioned": "1",
-        f"{BASE}.partitioned.units": str(units_of(model, holds[0])),
-        f"{BASE}.partitioned.mig-{holds[0].profile}": "1",
+        f"{base}.partitioned": "1",
+        f"{base}.partitioned.units": str(units_of(model, holds[0])),
+        f"{base}.partitioned.mig-{holds[0].profile}": "1",
     }
 
 
-def credits_of(limits: dict[str, str], count: int = 1) -> int:
+def credits_of(limits: dict[str, str], count: int = 1, base: str = BASE) -> int:
     """Kueue's credits for Pods of these requests (its resource transformation, written out)."""
-    n = {k: int(v) for k, v in limits.items() if k.startswith(BASE)}
+    n = {k: int(v) for k, v in limits.items() if k.startswith(base)}
     per_pod = (
-        n.get(BASE, 0) * M
-        + n.get(f"{BASE}.shared", 0) * SHARE
-        + n.get(f"{BASE}.sliced.units", 0) * n.get(f"{BASE}.sliced", 0)
-        + n.get(f"{BASE}.partitioned.units", 0)
+        n.get(base, 0) * M
+        + n.get(f"{base}.shared", 0) * SHARE
+        + n.get(f"{base}.sliced.units", 0) * n.get(f"{base}.sliced", 0)
+        + n.get(f"{base}.partitioned.units", 0)
     )
     return per_pod * count
 
@@ -172,6 +206,8 @@ class State:
     preemption: str = "Never"
     """Every ClusterQueue's ``spec.preemption.withinClusterQueue``."""
     nodes: dict[str, tuple[Model, int]] = field(default_factory=dict)
+    partitioned: dict[str, frozenset[int]] = field(default_factory=dict)
+    """Node → its partitioned cards (a model with a geometry is partitioned on every card unless a node says)."""
     holders: list[_Holder] = field(default_factory=list)
     waiting: list[JSON] = field(default_factory=list)
     extra: list[JSON] = field(default_factory=list)
@@ -180,9 +216,17 @@ class State:
     namespace: str = NS
     topology: str = "hostname"
 
-    def node(self, name: str, cards: int, model: Model = A10G) -> State:
+    def node(self, name: str, cards: int, model: Model = A10G, *, partitioned: Iterable[int] | None = None) -> State:
+        """A node of ``cards`` cards of ``model``: partitioned (those ``partitioned`` names, else every one when the
+        model has a geometry) or whole."""
         self.nodes[name] = (model, cards)
+        chosen = range(cards) if partitioned is None and model.profiles else (partitioned or ())
+        self.partitioned[name] = frozenset(chosen)
+        assert not self.partitioned[name] or model.profiles, f"{model.key} has no partition geometry"
         return self
+
+    def card_partitioned(self, node: str, card: int) -> bool:
+        return card in self.partitioned.get(node, frozenset())
 
     def hold(
         self, name: str | None, node: str, holds: list[Hold], *, priority: int = 0, namespace: str | None = None
@@ -250,7 +294,7 @@ class State:
                 slices = sum(1 for h, _ in records if h.mode == MODE_SLICED)
                 if slices:
                     row["allocatedSlices"] = slices
-            if model.profiles:
+            if self.card_partitioned(node, i):
                 parts = [h for h, _ in records if h.mode == MODE_PARTITIONED]
                 taken = [(h.start, h.start + model.profiles[h.profile][1]) for h in parts]
                 counts: dict[str, int] = {}
@@ -261,8 +305,9 @@ class State:
                     {"name": n, "count": c} for n, c in free_profile_counts(model, taken).items()
                 ]
             rows.append(row)
-        return devices(
+        obj = devices(
             node,
+            manufacturer=model.manufacturer,
             group_id=model.group_id,
             product=model.product,
             memory_mib=model.memory_mib,
@@ -270,10 +315,17 @@ class State:
             rows=rows,
             profiles=physical_profiles(model.profiles) if model.profiles else None,
         )
+        for i, a in enumerate(obj["spec"]["groups"][0]["accelerators"]):
+            if not self.card_partitioned(node, i):  # a whole card reports its logical slicing, no geometry
+                a["status"] = {"logicalSliced": {"count": model.slots, "coresPercentageOvercommit": model.overcommit}}
+        return obj
 
     def _pool_objects(self, model: Model) -> list[JSON]:
         cards = sum(c for m, c in self.nodes.values() if m == model)
-        used = sum(credits_of(h.limits) for h in self.holders if h.model == model and h.name)
+        used = sum(credits_of(h.limits, base=model.base) for h in self.holders if h.model == model and h.name)
+        # The status writer's catalog: the pool's partitioned cards' profiles and its whole cards' slices, summed.
+        carved = sum(len(self.partitioned.get(n, ())) for n, (m, _) in self.nodes.items() if m == model)
+        profiles = [{**p, "count": p["count"] * carved} for p in physical_profiles(model.profiles)] if carved else None
         spec: JSON = {
             "namespaceSelector": {},
             "stopPolicy": "None",
@@ -281,13 +333,13 @@ class State:
             "preemption": {"withinClusterQueue": self.preemption},
             "resourceGroups": [
                 {
-                    "coveredResources": ["credits.gpustack.ai/nvidia"],
+                    "coveredResources": [model.credits],
                     "flavors": [
                         {
                             "name": model.flavor,
                             "resources": [
                                 {
-                                    "name": "credits.gpustack.ai/nvidia",
+                                    "name": model.credits,
                                     "nominalQuota": str(self.nominal.get(model.pool, cards) * M),
                                 }
                             ],
@@ -298,16 +350,14 @@ class State:
         }
         if self.check:
             spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK}]}
-        it = (
-            instancetype(
-                model.pool,
-                group_id=model.group_id,
-                memory="80Gi",
-                logical_count=0,
-                profiles=physical_profiles(model.profiles),
-            )
-            if model.profiles
-            else instancetype(model.pool, group_id=model.group_id)
+        whole_cards = cards - carved
+        it = instancetype(
+            model.pool,
+            manufacturer=model.manufacturer,
+            group_id=model.group_id,
+            memory=f"{model.memory_mib}Mi",
+            logical_count=whole_cards * model.slots,
+            profiles=profiles,
         )
         return [
             it,
@@ -323,7 +373,7 @@ class State:
                     "flavorsReservation": [
                         {
                             "name": model.flavor,
-                            "resources": [{"name": "credits.gpustack.ai/nvidia", "total": str(used)}],
+                            "resources": [{"name": model.credits, "total": str(used)}],
                         }
                     ]
                 },
@@ -361,7 +411,7 @@ class State:
                     "groups": [
                         {
                             "id": h.model.group_id,
-                            "manufacturer": "nvidia",
+                            "manufacturer": h.model.manufacturer,
                             "accelerators": [
                                 {
                                     "id": f"GPU-{x.card:04d}",
@@ -433,7 +483,7 @@ class State:
                         {
                             "name": "main",
                             "count": 1,
-                            "flavors": {"credits.gpustack.ai/nvidia": h.model.flavor},
+                            "flavors": {h.model.credits: h.model.flavor},
                             "topologyAssignment": {
                                 "levels": [naming.LABEL_HOSTNAME],
                                 "slices": [
@@ -473,7 +523,7 @@ class State:
         for name, (model, cards) in self.nodes.items():
             d = self._devices(name)
             keys = {k: str(v) for k, v in node_allocatable(parse_devices(d)).items()}
-            keys["credits.gpustack.ai/nvidia"] = str(cards * M)
+            keys[model.credits] = str(cards * M)
             out.append(d)
             out.append(
                 {
@@ -500,3 +550,63 @@ class State:
         for i, h in enumerate(self.holders):
             out += self._holder_objects(h, i)
         return out + self.waiting + self.extra
+
+
+def overcommits(sim: Any) -> list[str]:
+    """Every way a card's allocation records — of the Pods the state had and those a simulation placed — exceed the
+    card as its (possibly switched) capability describes it: two modes, more than M units, a whole card given twice,
+    more slices than its slots, two shares of one container, partitions that do not fit its geometry, or records in a
+    mode its capability does not serve (a partition on a whole card, a whole card, share or slice on a partitioned
+    one). Empty when every card holds."""
+    cards = {(node, c.id): c for node, d in sim.base_devices.items() for g in d.groups for c in g.cards}
+    records: dict[tuple[str, str], list[Any]] = {}
+    for p in sim.pods:
+        if p.finished or not p.node_name:
+            continue
+        for a in p.allocations:
+            records.setdefault((p.node_name, a.card_id), []).append((p, a))
+    out = []
+    for where, recs in sorted(records.items()):
+        card = cards.get(where)
+        if card is None:
+            out.append(f"{where}: records on a card the node does not have")
+            continue
+        modes = {a.mode for _, a in recs}
+        if len(modes) != 1:
+            out.append(f"{where}: held in modes {sorted(modes)}")
+            continue
+        mode = modes.pop()
+        if sum(a.allocated for _, a in recs) > M:
+            out.append(f"{where}: {sum(a.allocated for _, a in recs)} units")
+        if (mode == MODE_PARTITIONED) != card.partitioned:
+            out.append(f"{where}: mode {mode} on a {'partitioned' if card.partitioned else 'whole'} card")
+        if mode == MODE_EXCLUSIVE and len(recs) != 1:
+            out.append(f"{where}: a whole card given {len(recs)} times")
+        if mode == MODE_SLICED and len(recs) > card.logical_slots:
+            out.append(f"{where}: {len(recs)} slices on {card.logical_slots} slots")
+        if mode == MODE_SHARED:
+            held = [(p.namespace, p.name, a.container) for p, a in recs]
+            if len(held) != len(set(held)) or any(a.allocated != SHARE for _, a in recs):
+                out.append(f"{where}: shares {held}")
+        if mode == MODE_PARTITIONED and not _fits(card, [a.profile for _, a in recs]):
+            out.append(f"{where}: partitions {[a.profile for _, a in recs]} do not fit its geometry")
+    return out
+
+
+def _fits(card: Any, profiles: list[str]) -> bool:
+    """Whether these partitions can all sit on the card (every arrangement of its legal placements tried)."""
+    by_name = {p.name: p for p in card.profiles}
+    if any(name not in by_name for name in profiles):
+        return False
+
+    def place(rest: list[str], taken: list[tuple[int, int]]) -> bool:
+        if not rest:
+            return True
+        p = by_name[rest[0]]
+        return any(
+            place(rest[1:], [*taken, (pl.start, pl.end)])
+            for pl in p.placements
+            if all(pl.end <= a or b <= pl.start for a, b in taken)
+        )
+
+    return place(sorted(profiles, key=lambda n: -by_name[n].memory_slices), [])

@@ -54,6 +54,8 @@ def _names(ctx: Any, kind: str) -> list[str]:
         return [read.name_of(o) for o in source.list(kinds.INSTANCETYPE)]
     if kind == "profile":
         return sorted({p.name for t in read.instancetypes(source) for p in t.offered_profiles})
+    if kind == "node":
+        return sorted({read.name_of(o) for k in (kinds.NODE, kinds.DEVICES) for o in source.list(k)})
     if kind == "namespace":
         objs = source.list(kinds.NAMESPACE) if not spec.snapshot else []
         found = {read.name_of(o) for o in objs}
@@ -110,6 +112,10 @@ def complete_pods(ctx: typer.Context, incomplete: str) -> list[str]:
 
 def complete_profiles(ctx: typer.Context, incomplete: str) -> list[str]:
     return complete_names(ctx, "profile", incomplete)
+
+
+def complete_nodes(ctx: typer.Context, incomplete: str) -> list[str]:
+    return complete_names(ctx, "node", incomplete)
 
 
 def completer(kind: str) -> Callable[[typer.Context, str], list[str]]:

@@ -180,6 +180,9 @@ class Listing:
     failures: Sequence[tuple[str, str]] = ()
     """(where, message) of the parts of a read that failed (a fleet command's contexts): an error row each, an
     ``errors`` field in structured output, and exit 1 once everything else is printed."""
+    footer: Callable[[], str] | None = None
+    """Lines printed after a table (``table``, ``wide``): what the list adds up to, which structured formats carry
+    in ``extra``."""
 
 
 def with_metadata(listing: Listing, item: dict[str, Any]) -> dict[str, Any]:
@@ -352,7 +355,10 @@ def emit(listing: Listing, output: OutputSpec, *, stream: TextIO | None = None) 
                 [*r, ",".join(f"{k}={v}" for k, v in sorted(ref(item).labels.items())) or "<none>"] for r, item in pairs
             ]
         rows += _failure_rows(listing, columns, output.wide)
-        print_table(columns, rows, wide=output.wide, no_headers=output.no_headers, stream=out, empty=listing.empty)
+        if rows or listing.footer is None:  # with no row, a footer says what there is instead
+            print_table(columns, rows, wide=output.wide, no_headers=output.no_headers, stream=out, empty=listing.empty)
+        if listing.footer is not None:
+            out.write(listing.footer())
     if listing.failures:
         wheres = ", ".join(where for where, _ in listing.failures)
         raise RuntimeFailure(f"{len(listing.failures)} context(s) could not be read: {wheres}")

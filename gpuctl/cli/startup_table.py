@@ -57,10 +57,14 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                '  partitions     Show offered, carved and free partitions per profile.\n'
                '  workloads      List Workloads with the gate that holds each.\n'
                '  simulate       Show whether workloads would be admitted now, and where.\n'
+               '  plan           Plan card re-modes and node drains, each step proven by\n'
+               '                 simulation.\n'
                '  fragmentation  Show free capacity each request shape can use, and what is\n'
                '                 stranded.\n'
                "  queue          List pending Workloads in Kueue's order, with what each asks\n"
                '                 and waits on.\n'
+               "  usage          Show who holds what in each pool, in each mode's unit and in\n"
+               '                 card-equivalents.\n'
                '  diff           Show what changed between two snapshots, or a snapshot and\n'
                '                 the cluster.\n'
                '  top            Watch pools, queues and held Workloads live.\n'
@@ -134,6 +138,23 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                            '    gpuctl instancetype create a10g-12c128g --accelerator-group nvidia-a10g --unit-cpu 12 '
                            '--unit-ram 128Gi\n',
                            0],
+          'plan': ['out',
+                   'Usage: {prog} plan [OPTIONS] COMMAND [ARGS]...\n'
+                   '\n'
+                   '  Plan card re-modes and node drains, each step proven by simulation.\n'
+                   '\n'
+                   'Options:\n'
+                   '  -h, --help  Show this message and exit.\n'
+                   '\n'
+                   'Commands:\n'
+                   '  partitions  Show which cards to switch mode so the pending demand is\n'
+                   '              admitted.\n'
+                   '  drain       Show what draining nodes evicts and where each Workload goes.\n'
+                   '\n'
+                   '  Examples:\n'
+                   '    gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64\n'
+                   '    gpuctl plan drain h100-1 --exit-code\n',
+                   0],
           'rbac': ['out',
                    'Usage: {prog} rbac [OPTIONS] COMMAND [ARGS]...\n'
                    '\n'
@@ -214,10 +235,14 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
               '  partitions     Show offered, carved and free partitions per profile.\n'
               '  workloads      List Workloads with the gate that holds each.\n'
               '  simulate       Show whether workloads would be admitted now, and where.\n'
+              '  plan           Plan card re-modes and node drains, each step proven by\n'
+              '                 simulation.\n'
               '  fragmentation  Show free capacity each request shape can use, and what is\n'
               '                 stranded.\n'
               "  queue          List pending Workloads in Kueue's order, with what each asks\n"
               '                 and waits on.\n'
+              "  usage          Show who holds what in each pool, in each mode's unit and in\n"
+              '                 card-equivalents.\n'
               '  diff           Show what changed between two snapshots, or a snapshot and\n'
               '                 the cluster.\n'
               '  top            Watch pools, queues and held Workloads live.\n'
@@ -254,7 +279,8 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                   '\n'
                   "  What changed between two reads of a cluster: each pool's views\n"
                   '  (EX/SH/SL/PT/CPU, before → after), Workloads admitted, evicted, finished or\n'
-                  '  newly held (with the gate), and cards whose mode changed.\n'
+                  '  newly held (with the gate), cards whose mode changed, and the Events\n'
+                  '  recorded in between (new, or a series that grew).\n'
                   '\n'
                   'Arguments:\n'
                   "  A  A snapshot (file or directory), or 'live'.  [required]\n"
@@ -464,15 +490,16 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                   '  Write the objects every gpuctl command reads, one file per kind, in the\n'
                   '  snapshot format.\n'
                   '\n'
-                  '  Namespaced kinds are read from one namespace with -n, from all otherwise.\n'
-                  '  Secrets are never read; inline env values, credential-looking arguments,\n'
-                  '  annotation and label values, and last-applied configurations are redacted\n'
-                  '  unless --no-redact. The files are readable by their owner only (0600, in a\n'
-                  '  0700 directory), listed with their digests in DIR/.gpuctl-dump.json. DIR\n'
-                  '  must be empty or new; --overwrite replaces a previous dump, and only a\n'
-                  '  directory that holds exactly the files that dump wrote (anything else in it\n'
-                  '  is refused, by name). The new dump is written beside DIR and swapped in\n'
-                  '  whole: an interrupted dump leaves the old one as it was.\n'
+                  '  Namespaced kinds are read from one namespace with -n, from all otherwise,\n'
+                  '  and the newest 20,000 Events with them (what `explain workload --history`\n'
+                  '  reads back). Secrets are never read; inline env values, credential-looking\n'
+                  '  arguments, annotation and label values, and last-applied configurations are\n'
+                  '  redacted unless --no-redact. The files are readable by their owner only\n'
+                  '  (0600, in a 0700 directory), listed with their digests in DIR/.gpuctl-\n'
+                  '  dump.json. DIR must be empty or new; --overwrite replaces a previous dump,\n'
+                  '  and only a directory that holds exactly the files that dump wrote (anything\n'
+                  '  else in it is refused, by name). The new dump is written beside DIR and\n'
+                  '  swapped in whole: an interrupted dump leaves the old one as it was.\n'
                   '\n'
                   'Arguments:\n'
                   '  DIR  Where to write the snapshot (created if missing).  [required]\n'
@@ -655,7 +682,8 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
           'explain workload': 'Usage: {prog} explain workload [OPTIONS] [NAMESPACE/]NAME\n'
                               '\n'
                               '  The five gates for one Workload: passed, held, failed, not reached or\n'
-                              '  unknown, with evidence and a hint.\n'
+                              '  unknown, with evidence and a hint. With --history, its story from what the\n'
+                              "  cluster keeps (Events expire after the API server's --event-ttl).\n"
                               '\n'
                               'Arguments:\n'
                               '  [NAMESPACE/]NAME  The Workload.  [required]\n'
@@ -663,6 +691,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                               'Options:\n'
                               '  --exit-code                     Exit 3 when a gate holds the workload (0\n'
                               '                                  when it runs).\n'
+                              '  --history                       Also tell what happened since it was\n'
+                              "                                  submitted: its transitions, Kueue's, the\n"
+                              "                                  check's and its Pods' Events, oldest first,\n"
+                              '                                  with the time spent in each state.\n'
                               '  -o, --output <str>              table, wide, json, yaml, name,\n'
                               '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
                               '                                  custom-columns=SPEC, custom-columns-\n'
@@ -1583,6 +1615,163 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                         '    gpuctl partitions\n'
                         "    # Per card, with each carved instance's placement\n"
                         '    gpuctl partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64 --by-card\n',
+          'plan': 'Usage: {prog} plan [OPTIONS] COMMAND [ARGS]...\n'
+                  '\n'
+                  '  Plan card re-modes and node drains, each step proven by simulation.\n'
+                  '\n'
+                  'Options:\n'
+                  '  -h, --help  Show this message and exit.\n'
+                  '\n'
+                  'Commands:\n'
+                  '  partitions  Show which cards to switch mode so the pending demand is\n'
+                  '              admitted.\n'
+                  '  drain       Show what draining nodes evicts and where each Workload goes.\n'
+                  '\n'
+                  '  Examples:\n'
+                  '    gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64\n'
+                  '    gpuctl plan drain h100-1 --exit-code\n',
+          'plan drain': 'Usage: {prog} plan drain [OPTIONS] {NODE...}\n'
+                        '\n'
+                        '  What draining these nodes evicts, and where each evicted Workload goes now.\n'
+                        '\n'
+                        '  kubectl drain in the working copy: every node cordoned, then node by node\n'
+                        '  its Workloads, Pods outside Kueue and Instances evicted, and each Workload\n'
+                        '  queued again and simulated through all five gates on the nodes left: its new\n'
+                        '  node and cards, or the gate that holds it (--suggest: what would make room).\n'
+                        '  Nothing is written.\n'
+                        '\n'
+                        'Arguments:\n'
+                        '  NODE...  The nodes to drain, in order.  [required]\n'
+                        '\n'
+                        'Options:\n'
+                        '  --suggest                       For an evicted Workload with nowhere to go,\n'
+                        '                                  the smallest changes that would make room.\n'
+                        '  --exit-code                     Exit 3 when an evicted Workload would have\n'
+                        '                                  nowhere to go.\n'
+                        '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                        '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                        '                                  custom-columns=SPEC, custom-columns-\n'
+                        '                                  file=FILE.  [default: table]\n'
+                        '  --no-headers                    Print tables without their header row.\n'
+                        '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                        '                                  With -o jsonpath: a key the data lacks\n'
+                        '                                  prints nothing (else it is an error).\n'
+                        '                                  [default: allow-missing-template-keys]\n'
+                        '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                        '                                  directory of YAML/JSON) instead of a\n'
+                        '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                        '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                        '                                  $KUBECONFIG or ~/.kube/config).\n'
+                        '  --context <str>                 The kubeconfig context to use (views,\n'
+                        '                                  partitions, queue and fragmentation take\n'
+                        '                                  several).\n'
+                        '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                        '  --user <str>                    The kubeconfig user to use.\n'
+                        '  -s, --server <str>              The address of the API server.\n'
+                        '  --token <str>                   Bearer token for the API server.\n'
+                        '  --as <str>                      Username to impersonate for the operation.\n'
+                        '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                        "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                        '                                  name and issuer): the connection is not\n'
+                        '                                  secure.\n'
+                        '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                        '                                  server.\n'
+                        '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                        '  --client-key <str>              Path to a client key file for TLS.\n'
+                        "  --tls-server-name <str>         The server name to check the server's\n"
+                        '                                  certificate against (default: the host of\n'
+                        "                                  the server's address).\n"
+                        '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                        '                                  1m; default 30s).\n'
+                        '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                        "                                  context's, else default).\n"
+                        '  -A, --all-namespaces            Every namespace.\n'
+                        '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                        '  --field-selector <str>          Field selector, where the server supports it\n'
+                        '                                  (e.g. metadata.name=x).\n'
+                        '  -h, --help                      Show this message and exit.\n'
+                        '\n'
+                        '  Examples:\n'
+                        '    # What draining n7 evicts, and whether each Workload finds room elsewhere now\n'
+                        '    gpuctl plan drain n7\n'
+                        '\n'
+                        '    # In a maintenance script: exit 3 when one would have nowhere to go; what would make '
+                        'room\n'
+                        '    gpuctl plan drain n7 n8 --exit-code --suggest -o json\n',
+          'plan partitions': 'Usage: {prog} plan partitions [OPTIONS] [INSTANCETYPE]\n'
+                             '\n'
+                             '  Which cards of a pool to switch mode so its pending demand is admitted, each\n'
+                             '  step simulated.\n'
+                             '\n'
+                             '  The fewest switches between whole and partitioned that admit the most of the\n'
+                             "  queue's Workloads (or of --for), by each vendor's rule: per step the node\n"
+                             '  and cards, what must finish first, the views before and after and what it\n'
+                             '  admits. A layout that admits nothing more is listed as tried, never as a\n'
+                             '  step. Nothing is written.\n'
+                             '\n'
+                             'Arguments:\n'
+                             '  [INSTANCETYPE]  The pool (default: every accelerated pool with Workloads\n'
+                             '                  pending).\n'
+                             '\n'
+                             'Options:\n'
+                             "  --for <str>                     A demand instead of the queue's: PROFILE=N\n"
+                             '                                  partition instances (3g.40gb=4), ex=N whole\n'
+                             '                                  cards, sh=N shares, sl=N percent of slice\n'
+                             '                                  memory; one request each. Repeatable.\n'
+                             '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                             '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                             '                                  custom-columns=SPEC, custom-columns-\n'
+                             '                                  file=FILE.  [default: table]\n'
+                             '  --no-headers                    Print tables without their header row.\n'
+                             '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                             '                                  With -o jsonpath: a key the data lacks\n'
+                             '                                  prints nothing (else it is an error).\n'
+                             '                                  [default: allow-missing-template-keys]\n'
+                             '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                             '                                  directory of YAML/JSON) instead of a\n'
+                             '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                             '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                             '                                  $KUBECONFIG or ~/.kube/config).\n'
+                             '  --context <str>                 The kubeconfig context to use (views,\n'
+                             '                                  partitions, queue and fragmentation take\n'
+                             '                                  several).\n'
+                             '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                             '  --user <str>                    The kubeconfig user to use.\n'
+                             '  -s, --server <str>              The address of the API server.\n'
+                             '  --token <str>                   Bearer token for the API server.\n'
+                             '  --as <str>                      Username to impersonate for the operation.\n'
+                             '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                             "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                             '                                  name and issuer): the connection is not\n'
+                             '                                  secure.\n'
+                             '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                             '                                  server.\n'
+                             '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                             '  --client-key <str>              Path to a client key file for TLS.\n'
+                             "  --tls-server-name <str>         The server name to check the server's\n"
+                             '                                  certificate against (default: the host of\n'
+                             "                                  the server's address).\n"
+                             '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                             '                                  1m; default 30s).\n'
+                             '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                             "                                  context's, else default).\n"
+                             '  -A, --all-namespaces            Every namespace.\n'
+                             '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                             '  --field-selector <str>          Field selector, where the server supports it\n'
+                             '                                  (e.g. metadata.name=x).\n'
+                             '  -h, --help                      Show this message and exit.\n'
+                             '\n'
+                             '  Examples:\n'
+                             "    # Which cards to switch so the queue's Workloads are admitted, each step simulated\n"
+                             '    gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64\n'
+                             '\n'
+                             '    # For a demand of your own: four 3g.40gb instances and two whole cards; per card '
+                             'with -o wide\n'
+                             '    gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64 --for 3g.40gb=4 '
+                             '--for ex=2 -o wide\n'
+                             '\n'
+                             '    # Then simulate a manifest against one switch\n'
+                             '    gpuctl simulate -f job.yaml --set-mode h100-1/GPU-0003=partitioned\n',
           'queue': 'Usage: {prog} queue [OPTIONS] [CLUSTERQUEUE]...\n'
                    '\n'
                    "  The pending Workloads in Kueue's order: position, what each asks in its\n"
@@ -1808,6 +1997,11 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                       "                                  free), or 'auto': the fewest that admit\n"
                       '                                  every workload.\n'
                       '  --like <str>                    The node --add-nodes copies.\n'
+                      '  --set-mode <str>                As if these cards (NODE[/CARD], a card by id\n'
+                      '                                  or index) were switched to partitioned or\n'
+                      "                                  whole, free, by their vendor's rule:\n"
+                      '                                  NODE=MODE switches every card of the node.\n'
+                      '                                  Repeatable.\n'
                       '  --at-quota <str>                As if this ClusterQueue used all its nominal\n'
                       '                                  quota (lends nothing to its cohort).\n'
                       '                                  Repeatable.\n'
@@ -1925,6 +2119,74 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                  '\n'
                  '    # One frame, e.g. for a ticket\n'
                  '    gpuctl top --once --snapshot ./dump\n',
+          'usage': 'Usage: {prog} usage [OPTIONS] [INSTANCETYPE]...\n'
+                   '\n'
+                   "  What each owner holds in each pool, from the Pods' allocation records priced\n"
+                   '  against the ledgers: exclusive cards, shares, slices (and their percent of a\n'
+                   '  card), partitions by profile and CPU cores, then all of it in card-\n'
+                   '  equivalents by the credits fold. RESERVED is what admitted Workloads hold in\n'
+                   '  quota with no card allocated yet (held but not running). What the ledger\n'
+                   "  charges that no Pod's record names is the <none> owner (-A).\n"
+                   '\n'
+                   'Arguments:\n'
+                   '  [INSTANCETYPE]...  Pools (default: every one).\n'
+                   '\n'
+                   'Options:\n'
+                   '  --by <namespace|localqueue|clusterqueue|workload>\n'
+                   '                                  One row per namespace, localqueue,\n'
+                   '                                  clusterqueue or workload, and pool.\n'
+                   '                                  [default: namespace]\n'
+                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
+                   '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
+                   '                                  custom-columns=SPEC, custom-columns-\n'
+                   '                                  file=FILE.  [default: table]\n'
+                   '  --no-headers                    Print tables without their header row.\n'
+                   '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                   '                                  With -o jsonpath: a key the data lacks\n'
+                   '                                  prints nothing (else it is an error).\n'
+                   '                                  [default: allow-missing-template-keys]\n'
+                   '  --sort-by <str>                 Sort the list by a JSONPath expression (e.g.\n'
+                   '                                  .remaining).\n'
+                   '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                   '                                  directory of YAML/JSON) instead of a\n'
+                   '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                   '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                   '                                  $KUBECONFIG or ~/.kube/config).\n'
+                   '  --context <str>                 The kubeconfig context to use (views,\n'
+                   '                                  partitions, queue and fragmentation take\n'
+                   '                                  several).\n'
+                   '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                   '  --user <str>                    The kubeconfig user to use.\n'
+                   '  -s, --server <str>              The address of the API server.\n'
+                   '  --token <str>                   Bearer token for the API server.\n'
+                   '  --as <str>                      Username to impersonate for the operation.\n'
+                   '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                   "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                   '                                  name and issuer): the connection is not\n'
+                   '                                  secure.\n'
+                   '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                   '                                  server.\n'
+                   '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                   '  --client-key <str>              Path to a client key file for TLS.\n'
+                   "  --tls-server-name <str>         The server name to check the server's\n"
+                   '                                  certificate against (default: the host of\n'
+                   "                                  the server's address).\n"
+                   '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                   '                                  1m; default 30s).\n'
+                   '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                   "                                  context's, else default).\n"
+                   '  -A, --all-namespaces            Every namespace.\n'
+                   '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                   '  --field-selector <str>          Field selector, where the server supports it\n'
+                   '                                  (e.g. metadata.name=x).\n'
+                   '  -h, --help                      Show this message and exit.\n'
+                   '\n'
+                   '  Examples:\n'
+                   "    # Every namespace's holdings in every pool\n"
+                   '    gpuctl usage -A\n'
+                   '\n'
+                   '    # One pool, per LocalQueue of one namespace, as JSON for a chargeback script\n'
+                   '    gpuctl usage gpustack--nvidia-h100-linux-amd64 -n team-a --by localqueue -o json\n',
           'version': 'Usage: {prog} version [OPTIONS]\n'
                      '\n'
                      "  Print the client version (with --show-cluster, the API server's and the\n"
@@ -2336,8 +2598,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                             'partitions',
                             'workloads',
                             'simulate',
+                            'plan',
                             'fragmentation',
                             'queue',
+                            'usage',
                             'diff',
                             'top',
                             'doctor',
@@ -3449,6 +3713,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                             'multiple': False,
                                             'names': ['--exit-code'],
                                             'param': 'exit_code',
+                                            'takes_value': False},
+                                           {'complete': None,
+                                            'eager': False,
+                                            'multiple': False,
+                                            'names': ['--history'],
+                                            'param': 'history',
                                             'takes_value': False},
                                            {'complete': ['table',
                                                          'wide',
@@ -5898,6 +6168,325 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                       'names': ['-h', '--help'],
                                       'param': 'help',
                                       'takes_value': False}]},
+          'plan': {'arguments': [],
+                   'commands': ['partitions', 'drain'],
+                   'options': [{'complete': None,
+                                'eager': True,
+                                'multiple': False,
+                                'names': ['-h', '--help'],
+                                'param': 'help',
+                                'takes_value': False}]},
+          'plan drain': {'arguments': [{'complete': 'node', 'nargs': -1}],
+                         'commands': [],
+                         'options': [{'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--suggest'],
+                                      'param': 'suggest',
+                                      'takes_value': False},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--exit-code'],
+                                      'param': 'exit_code',
+                                      'takes_value': False},
+                                     {'complete': ['table',
+                                                   'wide',
+                                                   'json',
+                                                   'yaml',
+                                                   'name',
+                                                   'jsonpath=',
+                                                   'custom-columns='],
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--output', '-o'],
+                                      'param': 'output_format',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--no-headers'],
+                                      'param': 'no_headers',
+                                      'takes_value': False},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                      'param': 'allow_missing',
+                                      'takes_value': False},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--snapshot'],
+                                      'param': 'snapshot',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--kubeconfig'],
+                                      'param': 'kubeconfig',
+                                      'takes_value': True},
+                                     {'complete': 'context',
+                                      'eager': False,
+                                      'multiple': True,
+                                      'names': ['--context'],
+                                      'param': 'context',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--cluster'],
+                                      'param': 'cluster',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--user'],
+                                      'param': 'user',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--server', '-s'],
+                                      'param': 'server',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--token'],
+                                      'param': 'token',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--as'],
+                                      'param': 'as_user',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': True,
+                                      'names': ['--as-group'],
+                                      'param': 'as_groups',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--insecure-skip-tls-verify'],
+                                      'param': 'insecure_skip_tls_verify',
+                                      'takes_value': False},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--certificate-authority'],
+                                      'param': 'certificate_authority',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-certificate'],
+                                      'param': 'client_certificate',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--client-key'],
+                                      'param': 'client_key',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--tls-server-name'],
+                                      'param': 'tls_server_name',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--request-timeout'],
+                                      'param': 'request_timeout',
+                                      'takes_value': True},
+                                     {'complete': 'namespace',
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--namespace', '-n'],
+                                      'param': 'namespace',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--all-namespaces', '-A'],
+                                      'param': 'all_namespaces',
+                                      'takes_value': False},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--selector', '-l'],
+                                      'param': 'selector',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--field-selector'],
+                                      'param': 'field_selector',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': True,
+                                      'multiple': False,
+                                      'names': ['-h', '--help'],
+                                      'param': 'help',
+                                      'takes_value': False}]},
+          'plan partitions': {'arguments': [{'complete': 'instancetype', 'nargs': 1}],
+                              'commands': [],
+                              'options': [{'complete': None,
+                                           'eager': False,
+                                           'multiple': True,
+                                           'names': ['--for'],
+                                           'param': 'wanted',
+                                           'takes_value': True},
+                                          {'complete': ['table',
+                                                        'wide',
+                                                        'json',
+                                                        'yaml',
+                                                        'name',
+                                                        'jsonpath=',
+                                                        'custom-columns='],
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--output', '-o'],
+                                           'param': 'output_format',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--no-headers'],
+                                           'param': 'no_headers',
+                                           'takes_value': False},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--allow-missing-template-keys',
+                                                     '--no-allow-missing-template-keys'],
+                                           'param': 'allow_missing',
+                                           'takes_value': False},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--snapshot'],
+                                           'param': 'snapshot',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--kubeconfig'],
+                                           'param': 'kubeconfig',
+                                           'takes_value': True},
+                                          {'complete': 'context',
+                                           'eager': False,
+                                           'multiple': True,
+                                           'names': ['--context'],
+                                           'param': 'context',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--cluster'],
+                                           'param': 'cluster',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--user'],
+                                           'param': 'user',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--server', '-s'],
+                                           'param': 'server',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--token'],
+                                           'param': 'token',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--as'],
+                                           'param': 'as_user',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': True,
+                                           'names': ['--as-group'],
+                                           'param': 'as_groups',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--insecure-skip-tls-verify'],
+                                           'param': 'insecure_skip_tls_verify',
+                                           'takes_value': False},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--certificate-authority'],
+                                           'param': 'certificate_authority',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--client-certificate'],
+                                           'param': 'client_certificate',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--client-key'],
+                                           'param': 'client_key',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--tls-server-name'],
+                                           'param': 'tls_server_name',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--request-timeout'],
+                                           'param': 'request_timeout',
+                                           'takes_value': True},
+                                          {'complete': 'namespace',
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--namespace', '-n'],
+                                           'param': 'namespace',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--all-namespaces', '-A'],
+                                           'param': 'all_namespaces',
+                                           'takes_value': False},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--selector', '-l'],
+                                           'param': 'selector',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--field-selector'],
+                                           'param': 'field_selector',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': True,
+                                           'multiple': False,
+                                           'names': ['-h', '--help'],
+                                           'param': 'help',
+                                           'takes_value': False}]},
           'queue': {'arguments': [{'complete': 'instancetype', 'nargs': -1}],
                     'commands': [],
                     'options': [{'complete': None,
@@ -6418,6 +7007,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                     'names': ['--like'],
                                     'param': 'like',
                                     'takes_value': True},
+                                   {'complete': None,
+                                    'eager': False,
+                                    'multiple': True,
+                                    'names': ['--set-mode'],
+                                    'param': 'set_mode',
+                                    'takes_value': True},
                                    {'complete': 'instancetype',
                                     'eager': False,
                                     'multiple': True,
@@ -6708,6 +7303,158 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                'names': ['-h', '--help'],
                                'param': 'help',
                                'takes_value': False}]},
+          'usage': {'arguments': [{'complete': 'instancetype', 'nargs': -1}],
+                    'commands': [],
+                    'options': [{'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--by'],
+                                 'param': 'by',
+                                 'takes_value': True},
+                                {'complete': ['table', 'wide', 'json', 'yaml', 'name', 'jsonpath=', 'custom-columns='],
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--output', '-o'],
+                                 'param': 'output_format',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--no-headers'],
+                                 'param': 'no_headers',
+                                 'takes_value': False},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                 'param': 'allow_missing',
+                                 'takes_value': False},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--sort-by'],
+                                 'param': 'sort_by',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--snapshot'],
+                                 'param': 'snapshot',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--kubeconfig'],
+                                 'param': 'kubeconfig',
+                                 'takes_value': True},
+                                {'complete': 'context',
+                                 'eager': False,
+                                 'multiple': True,
+                                 'names': ['--context'],
+                                 'param': 'context',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--cluster'],
+                                 'param': 'cluster',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--user'],
+                                 'param': 'user',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--server', '-s'],
+                                 'param': 'server',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--token'],
+                                 'param': 'token',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--as'],
+                                 'param': 'as_user',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': True,
+                                 'names': ['--as-group'],
+                                 'param': 'as_groups',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--insecure-skip-tls-verify'],
+                                 'param': 'insecure_skip_tls_verify',
+                                 'takes_value': False},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--certificate-authority'],
+                                 'param': 'certificate_authority',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--client-certificate'],
+                                 'param': 'client_certificate',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--client-key'],
+                                 'param': 'client_key',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--tls-server-name'],
+                                 'param': 'tls_server_name',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--request-timeout'],
+                                 'param': 'request_timeout',
+                                 'takes_value': True},
+                                {'complete': 'namespace',
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--namespace', '-n'],
+                                 'param': 'namespace',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--all-namespaces', '-A'],
+                                 'param': 'all_namespaces',
+                                 'takes_value': False},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--selector', '-l'],
+                                 'param': 'selector',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--field-selector'],
+                                 'param': 'field_selector',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': True,
+                                 'multiple': False,
+                                 'names': ['-h', '--help'],
+                                 'param': 'help',
+                                 'takes_value': False}]},
           'version': {'arguments': [],
                       'commands': [],
                       'options': [{'complete': None,

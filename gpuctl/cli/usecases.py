@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
     from gpuctl.core.explain import Explanation
     from gpuctl.core.webhooks import WebhookContext
+    from gpuctl.core.workloads import Workload
 
 # ----------------------------------------------------------------------------------------------- views
 
@@ -121,7 +122,28 @@ def explained(source: "Source", namespace: str, name: str) -> "Explanation":
             where = position_of(w, line)
             if where is not None:
                 e = with_position(e, cq, where.position, where.total, where.ahead)
+        return _with_plan(source, w, e)
+
+
+def _with_plan(source: "Source", w: "Workload", e: "Explanation") -> "Explanation":
+    """A partition Workload held before it runs: the held gate's hint names the ``plan partitions`` that admits it,
+    when one does (simulated on the whole cluster, so only for a Workload that asks for a partition)."""
+    from dataclasses import replace
+
+    from gpuctl.cluster import read
+    from gpuctl.core.fit import podset_demands
+    from gpuctl.core.naming import Family
+    from gpuctl.core.plan import partition_hint
+    from gpuctl.core.simulate import Simulator
+
+    held = e.held_by
+    if held not in (1, 2, 3) or not any(d.family is Family.PARTITIONED for ps in w.podsets for d in podset_demands(ps)):
         return e
+    hint = partition_hint(Simulator(read.simulation_state(source)), w)
+    if not hint:
+        return e
+    gates = tuple(replace(g, hint=f"{g.hint}; {hint}" if g.hint else hint) if g.gate == held else g for g in e.gates)
+    return replace(e, gates=gates)
 
 
 # ----------------------------------------------------------------------------------------------- manifests

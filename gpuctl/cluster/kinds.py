@@ -52,6 +52,8 @@ CONFIGMAP = Kind("ConfigMap", "", "v1", "configmaps", True)
 DEPLOYMENT = Kind("Deployment", "apps", "v1", "deployments", True)
 LEASE = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
 EVENT = Kind("Event", "events.k8s.io", "v1", "events", True)
+CORE_EVENT = Kind("Event", "", "v1", "events", True)
+"""The same Events through the core API (``kubectl get events -o json`` writes these): read from snapshots."""
 # Written by ``gpuctl dump`` beside the objects: when the dump was taken (ages on a snapshot are measured from it).
 DUMP = Kind("Dump", "gpuctl.gpustack.ai", "v1", "dumps", False)
 

@@ -1,10 +1,13 @@
-"""What changed between two reads of a cluster: each pool's views, each Workload's state and gate, each card's mode."""
+"""What changed between two reads of a cluster: each pool's views, each Workload's state and gate, each card's mode,
+and the Events recorded in between."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from gpuctl.core.history import EventRecord
 
 VIEWS = ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned", "cpu")
 FIELDS = ("onceMaxRequest", "remaining", "capacity")
@@ -15,7 +18,7 @@ class Change:
     """One difference: what kind of object, which one, and what became of it."""
 
     kind: str
-    """``PoolView``, ``Workload`` or ``Card``."""
+    """``PoolView``, ``Workload``, ``Card`` or ``Event``."""
     name: str
     change: str
     before: Any
@@ -89,3 +92,26 @@ def card_changes(before: Mapping[tuple[str, str], str], after: Mapping[tuple[str
         if a != b:
             out.append(Change("Card", f"{node}/{card}", f"{a or 'absent'} → {b or 'absent'}", a, b))
     return out
+
+
+def event_changes(
+    before: Mapping[tuple[str, str], EventRecord], after: Mapping[tuple[str, str], EventRecord]
+) -> list[Change]:
+    """Events the second read holds that the first did not, or whose series grew: what was recorded between the two
+    reads, oldest first. (An Event only the first read holds expired in between; that is no change of the cluster.)"""
+    out = []
+    for key, b in sorted(after.items(), key=lambda kv: (kv[1].last, kv[0])):
+        a = before.get(key)
+        if a is not None and b.count <= a.count:
+            continue
+        what = f"{b.reason} on {b.regarding_kind.lower()} {_where(b)}: {b.note}"
+        if a is not None:
+            what += f" (again, x{b.count - a.count})"
+        elif b.count > 1:
+            what += f" (x{b.count})"
+        out.append(Change("Event", f"{key[0]}/{key[1]}", what, a.count if a else 0, b.count))
+    return out
+
+
+def _where(e: EventRecord) -> str:
+    return f"{e.regarding_namespace}/{e.regarding_name}" if e.regarding_namespace else e.regarding_name

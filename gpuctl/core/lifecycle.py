@@ -144,6 +144,9 @@ def phase_message(stop_policy: str, reservations_outstanding: bool) -> str:
 class StopDecision:
     stop: bool
     reason: str
+    cause: str = ""
+    """Why it stops, in one CamelCase word (the reason of the operator's Event): ``InstanceTypeGone``,
+    ``InstanceTypeDeleting`` or ``HoldAndDrain``."""
 
 
 def should_stop_instance(instancetype_exists: bool, instancetype_deleting: bool, stop_policy: str) -> StopDecision:
@@ -155,12 +158,12 @@ def should_stop_instance(instancetype_exists: bool, instancetype_deleting: bool,
     is over before ``Draining`` is ever observed.
     """
     if not instancetype_exists:
-        return StopDecision(True, "its instance type is gone")
+        return StopDecision(True, "its instance type is gone", "InstanceTypeGone")
     if instancetype_deleting:
-        return StopDecision(True, "its instance type is being deleted")
+        return StopDecision(True, "its instance type is being deleted", "InstanceTypeDeleting")
     policy = StopPolicy.read(stop_policy)
     if policy is StopPolicy.HOLD_AND_DRAIN:
-        return StopDecision(True, "its instance type's queue is draining (stopPolicy HoldAndDrain)")
+        return StopDecision(True, "its instance type's queue is draining (stopPolicy HoldAndDrain)", "HoldAndDrain")
     if policy is StopPolicy.HOLD:
         return StopDecision(
             False, "its instance type's queue is held (stopPolicy Hold): running instances keep running"

@@ -58,6 +58,24 @@ def fit_label_changes(current: Mapping[str, str], desired: Mapping[str, str]) ->
     return changes
 
 
+def _takes_pins(value: str | None) -> bool:
+    """Whether a fit label's value lets a pinned Workload land (the pin asks more than zero)."""
+    return value is not None and value.isdigit() and int(value) > 0
+
+
+def pin_transitions(current: Mapping[str, str], changes: Mapping[str, str | None]) -> tuple[list[str], list[str]]:
+    """The fit labels a change turns on (the node starts taking the Workloads pinned by it: from absent or ``0`` to
+    more) and off (from more to ``0`` or absent); a change of a count that stays above zero is neither."""
+    pinned, unpinned = [], []
+    for key, value in sorted(changes.items()):
+        before, after = _takes_pins(current.get(key)), _takes_pins(value)
+        if after and not before:
+            pinned.append(key)
+        elif before and not after:
+            unpinned.append(key)
+    return pinned, unpinned
+
+
 # ----------------------------------------------------------------------------------------------- the Workload pin
 
 

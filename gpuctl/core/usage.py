@@ -155,6 +155,8 @@ class PoolIndex:
     def __init__(self, instancetypes: Sequence[InstanceType], devices: Sequence[NodeDevices]) -> None:
         self.by_card: dict[tuple[str, str], _Where] = {}
         self.cpu_pools = {t.name for t in instancetypes if not t.acceleratable}
+        self.pools = {t.name for t in instancetypes}
+        """Every pool read: a reservation is counted in one of them only."""
         for t in sorted(instancetypes, key=lambda t: t.name):
             if not t.acceleratable:
                 continue
@@ -182,13 +184,23 @@ def _charges_cards(pod: Pod) -> bool:
 
 
 def pod_holdings(
-    pods: Iterable[Pod], index: PoolIndex, queues: Mapping[tuple[str, str], str]
+    pods: Iterable[Pod],
+    index: PoolIndex,
+    queues: Mapping[tuple[str, str], str],
+    workloads: Mapping[tuple[str, str], Workload] | None = None,
 ) -> tuple[list[Holding], dict[tuple[str, str, str], list[CardAllocation]]]:
-    """Each running Pod's grants, one holding per (Pod, pool); and every grant by ``(node, key, card id)``."""
+    """Each running Pod's grants, one holding per (Pod, pool); and every grant by ``(node, key, card id)``.
+
+    A Pod's queues are its Workload's when that Workload is known (the queue it was submitted to, the ClusterQueue
+    that admitted it); else the Pod's own queue label, through its LocalQueue."""
     out: list[Holding] = []
     claimed: dict[tuple[str, str, str], list[CardAllocation]] = {}
     for pod in pods:
-        owner = _owner(pod.namespace, pod.queue_name, pod.workload, queues)
+        w = workloads.get((pod.namespace, pod.workload)) if workloads and pod.workload else None
+        if w is not None:
+            owner = _owner(pod.namespace, w.queue_name or pod.queue_name, pod.workload, queues, w.cluster_queue)
+        else:
+            owner = _owner(pod.namespace, pod.queue_name, pod.workload, queues)
         if _charges_cards(pod):
             mine: dict[str, Holding] = {}
             for grant in pod.allocations:
@@ -257,7 +269,7 @@ def reserved_holdings(
             by_workload.setdefault((pod.namespace, pod.workload), []).append(pod)
     out: list[Holding] = []
     for w in workloads:
-        if not w.admitted or w.finished or not w.cluster_queue:
+        if not w.admitted or w.finished or w.cluster_queue not in index.pools:
             continue
         cpu_pool = w.cluster_queue in index.cpu_pools
         running: dict[str, int] = {}
@@ -302,8 +314,9 @@ def holdings(
     """Every holding of every owner in every pool: Pods' grants, unattributed ledger charges, reservations."""
     index = PoolIndex(instancetypes, devices)
     queues = _queues(local_queues)
-    held, claimed = pod_holdings(pods, index, queues)
-    return [*held, *unattributed_holdings(index, claimed), *reserved_holdings(workloads, pods, index, queues)]
+    known = {(w.namespace, w.name): w for w in workloads}
+    held, claimed = pod_holdings(pods, index, queues, known)
+    return [*held, *unattributed_holdings(index, claimed), *reserved_holdings(known.values(), pods, index, queues)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ class CachedInstanceType:
     record: InstanceType
     status: Mapping[str, Any]
     resource_version: str
+    uid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,10 @@ class CachedCheck:
 def _instancetype(obj: dict[str, Any]) -> CachedInstanceType:
     meta = obj.get("metadata") or {}
     return CachedInstanceType(
-        parse_instancetype(obj), dict(obj.get("status") or {}), str(meta.get("resourceVersion") or "")
+        parse_instancetype(obj),
+        dict(obj.get("status") or {}),
+        str(meta.get("resourceVersion") or ""),
+        str(meta.get("uid") or ""),
     )
 
 

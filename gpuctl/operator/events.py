@@ -88,6 +88,19 @@ class Regarding:
         return self.namespace or "default"
 
 
+class EventSink(Protocol):
+    """Where a controller records its decisions: an :class:`EventRecorder`, or :class:`DiscardEvents`."""
+
+    def record(self, regarding: Regarding, event_type: str, reason: str, action: str, note: str) -> None: ...
+
+
+class DiscardEvents:
+    """Records nothing: controllers built without a recorder (unit tests, ``--no-events``)."""
+
+    def record(self, regarding: Regarding, event_type: str, reason: str, action: str, note: str) -> None:
+        return None
+
+
 @dataclass(slots=True)
 class _Series:
     name: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import socket
 import sys
 import threading
 from typing import Any
@@ -66,6 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="reviews start only while the process stays under this share of its memory limit (default 0.55)",
     )
     p.add_argument("--no-controllers", action="store_true", help="serve webhooks only")
+    p.add_argument("--no-events", action="store_true", help="record no Kubernetes Events of the controllers' decisions")
     p.add_argument("--leader-elect", action="store_true", help="run the controllers only while holding the Lease")
     p.add_argument("--namespace", default="gpuctl-system", help="namespace of the leader Lease (default gpuctl-system)")
     p.add_argument(
@@ -126,6 +128,7 @@ def run(argv: list[str] | None = None) -> int:
     from gpuctl.cluster.live import Connection, LiveSource
     from gpuctl.operator.cache import WEBHOOK_KINDS, OperatorCache
     from gpuctl.operator.controllers import Controllers
+    from gpuctl.operator.events import EventRecorder
     from gpuctl.operator.leader import LeaderElector
     from gpuctl.operator.metrics import Metrics, gauge_family
     from gpuctl.operator.server import CertificateReloader, Limits, WebhookServer
@@ -143,7 +146,11 @@ def run(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     log = logging.getLogger("gpuctl.operator")
 
-    controllers = None if args.no_controllers else Controllers(cache, source, metrics, resync_seconds=args.resync)
+    # Events name this replica as the Pod it runs in (its host name), as client-go's recorders do.
+    events = None if args.no_controllers or args.no_events else EventRecorder(source, socket.gethostname())
+    controllers = (
+        None if args.no_controllers else Controllers(cache, source, metrics, resync_seconds=args.resync, events=events)
+    )
     elector = LeaderElector(source, args.namespace) if args.leader_elect and controllers else None
 
     def leading() -> bool:
@@ -233,6 +240,8 @@ def run(argv: list[str] | None = None) -> int:
         )
     if elector is not None:
         threading.Thread(target=elector.run, args=(stop,), name="leader-election", daemon=True).start()
+    if events is not None:
+        events.start(stop)
     if controllers is not None:
         controllers.start(stop, leading)
     stop.wait()

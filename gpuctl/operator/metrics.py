@@ -160,6 +160,25 @@ def pool_gauges(pools: Pools) -> Iterator[Any]:
     )
 
 
+def usage_families(
+    held: Mapping[tuple[str, str, str], float], reserved: Mapping[tuple[str, str], float]
+) -> Iterator[Any]:
+    """Who holds what, in card-equivalents by the credits fold (:func:`gpuctl.core.usage.usage_gauges`)."""
+    yield gauge_family(
+        "gpuctl_usage_card_equivalents",
+        "Card-equivalents held by running Pods, per namespace, InstanceType and mode (exclusive, shared, sliced, "
+        "partitioned); namespace empty for what the ledger charges to no Pod.",
+        ["namespace", "instancetype", "mode"],
+        (([ns, pool, mode], v) for (ns, pool, mode), v in sorted(held.items())),
+    )
+    yield gauge_family(
+        "gpuctl_usage_reserved_card_equivalents",
+        "Card-equivalents reserved by admitted Workloads whose Pods hold no allocation yet (held but idle).",
+        ["namespace", "instancetype"],
+        (([ns, pool], v) for (ns, pool), v in sorted(reserved.items())),
+    )
+
+
 def queue_gauges(
     workloads: Sequence[Workload],
     cluster_queues: Iterable[str],

@@ -102,6 +102,30 @@ def dashboard() -> dict[str, Any]:
             24,
             "ops",
         ),
+        _panel(
+            9,
+            "Card-hours per namespace (range of the dashboard)",
+            [
+                (
+                    f"sum by (namespace) (sum_over_time(gpuctl_usage_card_equivalents{{{POOL}}}[$__range:5m])) / 12",
+                    "{{namespace}}",
+                )
+            ],
+            0,
+            32,
+        ),
+        _panel(
+            10,
+            "Held but idle: cards reserved with nothing allocated",
+            [
+                (
+                    f"sum by (namespace) (gpuctl_usage_reserved_card_equivalents{{{POOL}}})",
+                    "{{namespace}}",
+                )
+            ],
+            12,
+            32,
+        ),
     ]
     return {
         "title": "gpuctl: GPU pools and queues",

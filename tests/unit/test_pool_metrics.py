@@ -67,9 +67,27 @@ def test_the_dashboard_and_the_alerts_read_only_metrics_the_operator_exports() -
 
     from gpuctl.operator.monitoring import alert_rules, dashboard
 
+    held = allocated("s0", "n1", {}, [("GPU-0000", 1, M)])
+    idle = workload("idle", [("main", 1, {"nvidia.com/gpu": "1"})], admitted=True, check_state="Ready")
     cluster = MemoryCluster(
-        pool({"n1": 2}, extra=[workload("w", [("main", 1, {"nvidia.com/gpu": "1"})], reserved=False, queue=ENTRANCE)])
+        pool(
+            {"n1": 2},
+            extra=[
+                workload("w", [("main", 1, {"nvidia.com/gpu": "1"})], reserved=False, queue=ENTRANCE),
+                held,
+                idle,
+            ],
+        )
     )
+    for o in cluster.objects.values():  # the ledger the device manager publishes for s0
+        if o["kind"] == "Devices":
+            o["status"]["groups"] = [
+                {
+                    "id": "a10g",
+                    "manufacturer": "nvidia",
+                    "accelerators": [card_row(0, mode=1, allocated=M), card_row(1)],
+                }
+            ]
     controllers = operator(cluster)
     controllers.get(StatusController).reconcile(CQ)
     controllers.metrics.observe("pod-accelerators", 0.01, True, False)
@@ -126,3 +144,24 @@ def test_workloads_held_counts_each_workloads_own_pods() -> None:
     assert set(grouped) == {f"{admitted.namespace}/w", f"{admitted.namespace}/x"}
     assert held_gate(admitted, grouped[admitted.key]) == 4  # its Pod is not bound
     assert held_gate(admitted, ()) is None
+
+
+def test_usage_gauges_are_what_each_namespace_holds_and_reserves_in_card_equivalents() -> None:
+    exclusive = allocated("whole", "n1", {}, [("GPU-0000", 1, M)])
+    slice_of = allocated("slice", "n1", {}, [("GPU-0001", 3, 3 * M // 10)])
+    slice_of["metadata"]["namespace"] = "team-b"
+    idle = workload("idle", [("main", 1, {"nvidia.com/gpu": "1"})], admitted=True, check_state="Ready")
+    objects = pool({"n1": 2}, extra=[exclusive, slice_of, idle])
+    for o in objects:
+        if o["kind"] == "Devices":
+            rows = [card_row(0, mode=1, allocated=M), card_row(1, mode=3, allocated=3 * M // 10, slices=1)]
+            o["status"]["groups"] = [{"id": "a10g", "manufacturer": "nvidia", "accelerators": rows}]
+    cluster = MemoryCluster(objects)
+    controllers = operator(cluster)
+    got = samples(controllers.metrics.render().decode())
+    usage = {k: v for k, v in got.items() if k[0].startswith("gpuctl_usage_")}
+    assert usage == {
+        ("gpuctl_usage_card_equivalents", (("instancetype", CQ), ("mode", "exclusive"), ("namespace", "team-a"))): 1.0,
+        ("gpuctl_usage_card_equivalents", (("instancetype", CQ), ("mode", "sliced"), ("namespace", "team-b"))): 0.3,
+        ("gpuctl_usage_reserved_card_equivalents", (("instancetype", CQ), ("namespace", "team-a"))): 1.0,
+    }

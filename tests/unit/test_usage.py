@@ -267,3 +267,21 @@ def test_the_gauges_are_the_namespace_rows_mode_by_mode() -> None:
     for r in summarise(found, By.NAMESPACE):
         for mode, eq in r.holding.equivalents.items():
             assert held[(r.name, r.pool, mode)] == equivalents(eq)
+
+
+def test_a_pods_queues_are_its_workloads_whatever_labels_the_pod_carries() -> None:
+    state = State().node("n1", 2).hold("w1", "n1", whole(0))
+    objects = state.objects()
+    for o in objects:
+        if o["kind"] == "Pod":
+            o["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name", None)  # a Pod the webhook never labelled
+    [row] = rows(objects, By.CLUSTERQUEUE)
+    assert (row.name, row.holding.cards) == (A10G.pool, 1)
+    [row] = rows(objects, By.LOCALQUEUE)
+    assert (row.namespace, row.name) == (NS, A10G.entrance)
+
+
+def test_a_reservation_is_counted_in_the_pools_read_only() -> None:
+    w = workload("w9", [("main", 1, {"nvidia.com/gpu": "1"})], admitted=True, check_state="Ready")
+    objects = [o for o in State().node("n1", 1).objects() if o["kind"] != "InstanceType"]
+    assert rows([*objects, w], By.WORKLOAD) == []  # its ClusterQueue is no pool read: nowhere to count it

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from gpuctl.cli.refs import ObjectRef
     from gpuctl.cluster.read import Source
     from gpuctl.core.diff import WorkloadState
+    from gpuctl.core.history import EventRecord
 
 LIVE = "live"
 COLUMNS = (Column("KIND"), Column("NAME"), Column("CHANGE"))
@@ -70,15 +71,25 @@ def _views(opened: "Source") -> dict[str, dict[str, Any]]:
     return {i["name"]: public(i) for i in compute_items(opened, [], None)}
 
 
+def _events(opened: "Source") -> dict[tuple[str, str], "EventRecord"]:
+    from gpuctl.cluster.events import read_events
+    from gpuctl.core.history import parse_event
+
+    return {(e.namespace, e.name): e for e in map(parse_event, read_events(opened)[0])}
+
+
 def _ref(change: dict[str, Any]) -> "ObjectRef":
     """The object a change is about: a pool's InstanceType, a Workload, a card's Devices."""
     from gpuctl.cli import refs
+    from gpuctl.cluster import kinds
 
     head, _, tail = str(change["name"]).partition("/")
     if change["kind"] == "Workload":
         return refs.workload(head, tail)
     if change["kind"] == "Card":
         return refs.devices(head)
+    if change["kind"] == "Event":
+        return refs.ObjectRef(kinds.EVENT, tail, head)
     return refs.instancetype(head)
 
 
@@ -105,9 +116,10 @@ def diff_command(
     output: OutputSpec,
 ) -> None:
     """What changed between two reads of a cluster: each pool's views (EX/SH/SL/PT/CPU, before → after), Workloads
-    admitted, evicted, finished or newly held (with the gate), and cards whose mode changed."""
+    admitted, evicted, finished or newly held (with the gate), cards whose mode changed, and the Events recorded in
+    between (new, or a series that grew)."""
     from gpuctl.cluster.bulk import bulk_allocation
-    from gpuctl.core.diff import card_changes, view_changes, workload_changes
+    from gpuctl.core.diff import card_changes, event_changes, view_changes, workload_changes
 
     with bulk_allocation():
         a, b = _open(before, source), _open(after, source)
@@ -115,6 +127,7 @@ def diff_command(
             *view_changes(_views(a), _views(b)),
             *workload_changes(_workload_states(a), _workload_states(b)),
             *card_changes(_cards(a), _cards(b)),
+            *event_changes(_events(a), _events(b)),
         ]
     render.emit(
         render.Listing(

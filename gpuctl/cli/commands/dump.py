@@ -217,7 +217,8 @@ def dump_command(
 ) -> None:
     """Write the objects every gpuctl command reads, one file per kind, in the snapshot format.
 
-    Namespaced kinds are read from one namespace with -n, from all otherwise. Secrets are never read; inline env
+    Namespaced kinds are read from one namespace with -n, from all otherwise, and the newest 20,000 Events with
+    them (what `explain workload --history` reads back). Secrets are never read; inline env
     values, credential-looking arguments, annotation and label values, and last-applied configurations are
     redacted unless --no-redact. The files are readable by their owner only (0600, in a 0700 directory), listed
     with their digests in DIR/.gpuctl-dump.json. DIR must be empty or new; --overwrite replaces a previous dump, and
@@ -228,6 +229,7 @@ def dump_command(
     import tempfile
 
     from gpuctl.cluster.errors import SourceError
+    from gpuctl.cluster.events import MAX_EVENTS, read_events
     from gpuctl.core.redaction import Redactor
 
     if fmt not in ("json", "yaml"):
@@ -268,6 +270,14 @@ def dump_command(
                     objs = [o for o in objs if keep_pod(o)]
                 written.append(_write_list(staging / f"{kind.plural}.{fmt}", objs, fmt, redactor))
                 progress.advance(task)
+            progress.update(task, description="reading events")
+            try:
+                events, left_out = read_events(live, namespace)
+                written.append(_write_list(staging / f"events.{fmt}", events, fmt, redactor))
+                if left_out:
+                    skipped.append(f"the {left_out} oldest events (a dump keeps the newest {MAX_EVENTS})")
+            except SourceError as exc:
+                skipped.append(f"events: {exc}")  # histories will say their record is incomplete
             found = []
             for kind, ns, name in dumped_objects():
                 try:

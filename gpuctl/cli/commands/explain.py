@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from gpuctl.cluster.kinds import Kind
     from gpuctl.cluster.read import Source
     from gpuctl.core.explain import Explanation
+    from gpuctl.core.history import History
 
 group(
     "explain",
@@ -69,14 +70,79 @@ def explain_workload_command(
         str, typer.Argument(metavar="[NAMESPACE/]NAME", help="The Workload.", autocompletion=complete_workloads)
     ],
     exit_code: ExitCodeOption = False,
+    history: Annotated[
+        bool,
+        typer.Option(
+            "--history",
+            help="Also tell what happened since it was submitted: its transitions, Kueue's, the check's and its "
+            "Pods' Events, oldest first, with the time spent in each state.",
+        ),
+    ] = False,
     *,
     source: SourceSpec,
     output: OutputSpec,
 ) -> None:
-    """The five gates for one Workload: passed, held, failed, not reached or unknown, with evidence and a hint."""
+    """The five gates for one Workload: passed, held, failed, not reached or unknown, with evidence and a hint.
+    With --history, its story from what the cluster keeps (Events expire after the API server's --event-ttl)."""
     opened = source.open()
     ns, name = _name_and_namespace(ref, kinds.WORKLOAD, source, opened)
-    _finish(explained(opened, ns, name), output, exit_code, kinds.WORKLOAD)
+    e = explained(opened, ns, name)
+    if not history:
+        _finish(e, output, exit_code, kinds.WORKLOAD)
+        return
+    story = workload_story(opened, ns, name)
+    render.emit_object(
+        e.to_dict() | story.to_dict(),
+        output,
+        lambda: explanation_text(e, wide=output.wide) + history_text(story),
+        ref=refs.ObjectRef(kinds.WORKLOAD, e.name, e.namespace),
+    )
+    if exit_code and e.held_by is not None:
+        raise AnswerNo("")
+
+
+def workload_story(source: "Source", namespace: str, name: str) -> "History":
+    """One Workload's history: its conditions, its Pods, and the Events of its namespace about either."""
+    import time
+
+    from gpuctl.cluster import read
+    from gpuctl.cluster.events import read_events
+    from gpuctl.core import naming
+    from gpuctl.core.history import parse_event, workload_history
+    from gpuctl.core.queueing import epoch_seconds
+
+    w = read.workload(source, namespace, name)
+    pods = [p for p in read.pods(source, namespace) if p.workload == name]
+    events = [parse_event(o) for o in read_events(source, namespace)[0]]
+    now = read.taken_at(source)
+    if now is None and getattr(source, "is_snapshot", False):
+        # A snapshot that does not say when it was taken ends at the newest time it holds.
+        seen = [w.created, *(c.last_transition for c in w.conditions.values()), *(ev.last for ev in events)]
+        now = max((t for s in seen if s and (t := epoch_seconds(s)) is not None), default=None)
+    return workload_history(
+        w,
+        events,
+        pods,
+        time.time() if now is None else now,
+        has_check=w.check(naming.NODE_DEVICES_CHECK) is not None,
+    )
+
+
+def history_text(story: "History") -> str:
+    """The story as a person reads it: one line per happening, the summary, and what the record may miss."""
+    out = ["", "History (oldest first):"]
+    rows = [["TIME", "GATE", "REASON", "MESSAGE"]]
+    for line in story.lines:
+        message = f"{line.about}: {line.message}" if line.about else line.message
+        if line.count > 1:
+            message += f" (x{line.count}, last {line.last})"
+        rows.append([line.time, str(line.gate) if line.gate else "-", line.reason, message])
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    out += ["  " + "   ".join(r[i].ljust(widths[i]) for i in range(3)) + "   " + r[3] for r in rows]
+    out.append(f"Summary: {story.summary}")
+    if story.incomplete:
+        out.append(f"Incomplete: {story.incomplete}")
+    return "\n".join(out) + "\n"
 
 
 def _as(e: "Explanation", kind: str, namespace: str, name: str) -> "Explanation":

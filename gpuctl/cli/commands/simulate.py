@@ -1,6 +1,7 @@
 """``gpuctl simulate -f FILE``: would these workloads be admitted now, where, and if not, what would make room?"""
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -90,9 +91,29 @@ def _existing(state: "ClusterState", refs: list[str], namespace: str) -> list["S
     return out
 
 
-def _scenario(simulator: "Simulator", without: list[str], drain: list[str], hold: list[str], namespace: str) -> None:
+def parse_set_mode(text: str) -> tuple[str, str | None, str]:
+    """``NODE[/CARD]=partitioned|whole`` → (node, card or None, mode)."""
+    from gpuctl.core.modes import MODES
+
+    target, sep, mode = text.partition("=")
+    node, _, card = target.partition("/")
+    if not sep or not node or mode not in MODES or (target.endswith("/") and not card):
+        raise UsageError(f"--set-mode {text!r}: give NODE=partitioned|whole or NODE/CARD=partitioned|whole")
+    return node, card or None, mode
+
+
+def _scenario(
+    simulator: "Simulator",
+    without: list[str],
+    drain: list[str],
+    hold: list[str],
+    namespace: str,
+    set_mode: Sequence[tuple[str, str | None, str]] = (),
+) -> None:
     if without:
         simulator.finish(["/".join(split_name(r, namespace)) for r in without])
+    for node, card, mode in set_mode:
+        simulator.set_mode(node, [card] if card else None, mode)
     for pool in refs.object_names(drain, kinds.INSTANCETYPE, what="simulate --drain"):
         simulator.stop(pool, "HoldAndDrain")
     for pool in refs.object_names(hold, kinds.INSTANCETYPE, what="simulate --hold"):
@@ -216,6 +237,15 @@ def simulate_command(
         ),
     ] = None,
     like: Annotated[str | None, typer.Option("--like", help="The node --add-nodes copies.", show_default=False)] = None,
+    set_mode: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set-mode",
+            help="As if these cards (NODE[/CARD], a card by id or index) were switched to partitioned or whole, free,"
+            " by their vendor's rule: NODE=MODE switches every card of the node. Repeatable.",
+            show_default=False,
+        ),
+    ] = None,
     at_quota: Annotated[
         list[str] | None,
         typer.Option(
@@ -251,6 +281,7 @@ def simulate_command(
             raise UsageError(f"--add-nodes {add_nodes!r}: give a number of nodes or 'auto'") from None
         if not 0 <= growth <= 100_000:
             raise UsageError(f"--add-nodes {growth}: give 0 to 100000 nodes, or 'auto'")
+    remodes = [parse_set_mode(t) for t in set_mode or []]
     opened = source.open()
     namespace = source.resolved_namespace(opened)
     submissions = _prioritised(opened, read_manifests(filenames or [], namespace))
@@ -266,7 +297,7 @@ def simulate_command(
             # A Workload simulated anew (by --workload or a manifest of the same name) leaves the state first.
             existing = {w.key for w in state.workloads}
             simulator.remove(s.key for s in submissions if s.kind == "Workload" and s.key in existing)
-            _scenario(simulator, list(without or []), drain or [], hold or [], namespace)
+            _scenario(simulator, list(without or []), drain or [], hold or [], namespace, remodes)
             note = ""
             grown_to: dict[str, Any] | None = None
             if add_nodes == "auto":

@@ -74,6 +74,7 @@ def with_added_nodes(state: ClusterState, count: int, like: str) -> ClusterState
                 base,
                 name=name,
                 labels={**base.labels, naming.LABEL_HOSTNAME: name},
+                unschedulable=False,  # a new node, even one shaped like a cordoned one
                 allocatable=advertised(base.allocatable, fresh),
                 capacity=advertised(base.capacity, fresh),
             )

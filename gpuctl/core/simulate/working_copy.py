@@ -1,7 +1,8 @@
 """The working copy the gates run on: the ledgers (two ways: with the simulated Pods allocated, and as the check
 reads them before Allocate records them), each node's room two ways (as Kueue's TAS counts it and as the scheduler
 does), the quota used per queue, flavor and resource, and the scenarios that change it (``finish``, ``stop``,
-``add_nodes``). Copies are cheap: records are immutable and shared, only the containers are copied.
+``add_nodes``, ``set_mode``, ``cordon``). Copies are cheap: records are immutable and shared, only the containers are
+copied.
 
 A node's keys and fit labels are its Node's own as read until the working copy changes its ledger; from then on
 they are computed from that ledger, as the device plugin and the operator would publish them.
@@ -15,9 +16,10 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any, TypeVar
 
-from gpuctl.core import naming
+from gpuctl.core import modes, naming
 from gpuctl.core.capacity import advertised, node_allocatable
 from gpuctl.core.fit import (
+    READY,
     FitContext,
     workloads_by_node,
 )
@@ -308,6 +310,82 @@ class WorkingCopy:
             self.ledgers[name] = self.check_ledgers[name] = grown.devices[name]
             self.free[name] = self.sched[name] = Room(self._allocatable(name), {})
             self.touched.add(name)
+        self.fit_context = self._context()
+
+    def set_mode(
+        self, node: str, cards: Sequence[str] | None, mode: str, known: modes.Catalog | None = None
+    ) -> list[modes.Switch]:
+        """The ``--set-mode NODE[/CARD]=partitioned|whole`` scenario: cards switch mode by their vendor's rule
+        (:mod:`gpuctl.core.modes`), free in the new one. Their capability and ledger rows change; the node's keys and
+        fit labels are recomputed from the new ledger, and every InstanceType of the node's pool publishes its new
+        catalog (offered profiles, logical slices), which the Pod webhook folds partitions by. Returns what switched
+        (nothing for cards already in ``mode``)."""
+        base, ledger = self.base_devices.get(node), self.ledgers.get(node)
+        if base is None or ledger is None:
+            raise ScenarioError(
+                f"--set-mode {node}: no node of that name has a Devices ledger (`gpuctl views --by-node` lists them)"
+            )
+        holders: dict[str, list[str]] = {}
+        for p in self.pods_by_node.get(node, ()):
+            for a in () if p.finished else p.allocations:
+                holders.setdefault(a.card_id, []).append(
+                    f"Workload {p.namespace}/{p.workload}" if p.workload else f"Pod {p.namespace}/{p.name}"
+                )
+        try:
+            done = modes.switches(
+                ledger,
+                cards,
+                mode,
+                known or modes.catalog(self.base_devices.values()),
+                holders=holders,
+                in_flight=self.starting_on(node),
+            )
+        except modes.ModeError as exc:
+            raise ScenarioError(f"--set-mode {exc}") from None
+        if not done:
+            return done
+        self.base_devices[node] = modes.remode(base, done)
+        if self.ledger_kind != "rebuilt":
+            self.ledgers[node] = modes.remode(ledger, done)
+            self.check_ledgers[node] = modes.remode(self.check_ledgers[node], done)
+        self.state = replace(
+            self.state,
+            devices={**self.state.devices, node: self.base_devices[node]},
+            instancetypes={n: modes.republished(it, base.labels, done) for n, it in self.state.instancetypes.items()},
+        )
+        self._refresh(node)
+        self.fit_context = self._context()
+        return done
+
+    def starting_on(self, node: str) -> list[str]:
+        """Workloads read as admitted (or Ready) on a node whose Pods there Allocate has not all recorded yet (none
+        told when the read holds no Pods: the published ledger is all there is)."""
+        if self.ledger_kind != "rebuilt":
+            return []
+        out = []
+        for w in self.by_node.get(node, ()):
+            if w.finished or (w.namespace, w.name) in self.simulated:
+                continue
+            check = w.check(naming.NODE_DEVICES_CHECK)
+            if not (w.admitted or (check is not None and check.state == READY)):
+                continue
+            for a in w.assignments:
+                for n, count in a.hostnames or ():
+                    if n == node and self.held.get((w.namespace, w.name, a.name, node), 0) < count:
+                        out.append(w.key)
+        return sorted(set(out))
+
+    def cordon(self, nodes: Iterable[str]) -> None:
+        """``kubectl cordon``: the nodes take no new Pod, and Kueue's TAS leaves them out of every placement."""
+        names = set(nodes)
+        cordoned = {n: replace(self.state.nodes[n], unschedulable=True) for n in names if n in self.state.nodes}
+        self.state = replace(self.state, nodes={**self.state.nodes, **cordoned})
+        for name in names - set(cordoned):  # a ledger without a Node: it leaves the rooms placement reads
+            self.free.pop(name, None)
+            self.sched.pop(name, None)
+        self.flavor_nodes = {}
+        self.candidates = {}
+        self.placements = {}
         self.fit_context = self._context()
 
     def pool_node(self, cluster_queue: str) -> str | None:

@@ -20,6 +20,7 @@ from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import Kind
 from gpuctl.cluster.live import ConflictError, NotFoundError
 from gpuctl.operator.cache import OperatorCache
+from gpuctl.operator.events import DiscardEvents, EventSink, Regarding
 from gpuctl.operator.metrics import Metrics
 from gpuctl.operator.workqueue import WorkQueue
 
@@ -95,14 +96,23 @@ class Controller:
     kind: Kind = kinds.NODE
     workers = 1
 
-    def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics) -> None:
+    def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics, events: EventSink | None = None) -> None:
         self.cache = cache
         self.source = source
         self.metrics = metrics
+        self.events: EventSink = events if events is not None else DiscardEvents()
+        """Where the decisions are recorded as Events (never waited on)."""
         self.queue: WorkQueue[str] = WorkQueue(self.name)
         self.heartbeat = time.monotonic()
         self.current: tuple[str, float] | None = None
         self.reconciled = 0
+
+    def record(self, regarding: Regarding, event_type: str, reason: str, action: str, note: str) -> None:
+        """Record a decision as an Event. A recorder that fails must never fail a reconcile that succeeded."""
+        try:
+            self.events.record(regarding, event_type, reason, action, note)
+        except Exception:
+            log.exception("%s: recording an Event failed", self.name)
 
     def watches(self) -> Iterable[Watch]:
         """The kinds whose events wake this controller, and the keys each event wakes."""

@@ -21,6 +21,7 @@ from gpuctl.core.pods import Pod, parse_pod
 from gpuctl.core.workloads import CheckState, Workload
 from gpuctl.operator.cache import OperatorCache, workload_nodes
 from gpuctl.operator.controllers.base import Controller, Watch, Writer, log, node_moved, now_rfc3339
+from gpuctl.operator.events import NORMAL, WARNING, EventSink, Regarding
 from gpuctl.operator.metrics import Metrics
 
 
@@ -31,8 +32,8 @@ class CheckController(Controller):
     name = "node-devices-check"
     kind = kinds.WORKLOAD
 
-    def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics) -> None:
-        super().__init__(cache, source, metrics)
+    def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics, events: EventSink | None = None) -> None:
+        super().__init__(cache, source, metrics, events)
         self.ready_written: dict[str, str] = {}
         """Workload key → uid of a Workload this controller answered Ready, until the cache shows it."""
         self.reserved_seen: dict[str, float] = {}
@@ -179,6 +180,13 @@ class CheckController(Controller):
         )
         self.metrics.wrote(self.name)
         log.info("workload %s: %s: %s", w.key, verdict.state, verdict.message)
+        self.record(
+            Regarding(kinds.WORKLOAD, w.name, w.namespace, w.uid),
+            NORMAL if verdict.state == READY else WARNING,
+            verdict.state,
+            "AdmissionCheck",
+            f"{naming.NODE_DEVICES_CHECK}: {verdict.message}",
+        )
 
     def owned_keys(self) -> Iterable[str]:
         with self.cache.lock:

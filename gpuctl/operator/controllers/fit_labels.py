@@ -1,4 +1,5 @@
 """The per-card fit labels on each managed Node (key: a Node), from its Devices; written only when they change.
+A label that turns a node on or off for the Workloads pinned by it is recorded as an Event on the Node.
 
 What wakes it: its Devices' and its own events.
 """
@@ -9,8 +10,9 @@ from collections.abc import Iterable
 
 from gpuctl.cluster import kinds
 from gpuctl.core import naming
-from gpuctl.core.pins import fit_label_changes, node_fit_labels
+from gpuctl.core.pins import fit_label_changes, node_fit_labels, pin_transitions
 from gpuctl.operator.controllers.base import Controller, Watch
+from gpuctl.operator.events import NORMAL, Regarding
 
 
 class FitLabelController(Controller):
@@ -36,3 +38,12 @@ class FitLabelController(Controller):
             return
         self.source.patch(kinds.NODE, key, {"metadata": {"labels": changes}})
         self.metrics.wrote(self.name)
+        pinned, unpinned = pin_transitions(node.labels, changes)
+        for reason, labels, what in (
+            ("NodePinned", pinned, "takes Workloads pinned by"),
+            ("NodeUnpinned", unpinned, "no longer takes Workloads pinned by"),
+        ):
+            if labels:
+                self.record(
+                    Regarding(kinds.NODE, key), NORMAL, reason, "UpdateFitLabels", f"{key} {what} {', '.join(labels)}"
+                )

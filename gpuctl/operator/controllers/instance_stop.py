@@ -15,6 +15,7 @@ from gpuctl.core.lifecycle import PlanRefused, plan_stop, should_stop_instance
 from gpuctl.core.workloads import ClusterQueue
 from gpuctl.operator.cache import CachedInstanceType
 from gpuctl.operator.controllers.base import Controller, Watch, log, split_key
+from gpuctl.operator.events import NORMAL, Regarding
 
 
 class InstanceStopController(Controller):
@@ -74,4 +75,12 @@ class InstanceStopController(Controller):
         self.metrics.wrote(self.name)
         log.info(
             "instance %s: stop instance as its instance type is gone, deleting, or draining (%s)", key, decision.reason
+        )
+        meta = raw.get("metadata") or {}
+        self.record(
+            Regarding(kinds.INSTANCE, name, namespace or "default", str(meta.get("uid") or "")),
+            NORMAL,
+            decision.cause,
+            "StopInstance",
+            f"spec.stop set: {decision.reason}",
         )

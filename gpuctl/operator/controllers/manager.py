@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from gpuctl.cluster.kinds import Kind
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers.base import Controller, Watch, Writer
+from gpuctl.operator.events import EventSink
 from gpuctl.operator.metrics import Metrics, workqueue_gauges
 
 C = TypeVar("C", bound=Controller)
@@ -50,10 +51,11 @@ class Controllers:
         *,
         resync_seconds: float = 300.0,
         stuck_after: float = 120.0,
+        events: EventSink | None = None,
     ) -> None:
         self.cache = cache
         self.metrics = metrics
-        self.all: tuple[Controller, ...] = tuple(cls(cache, source, metrics) for cls in controller_classes())
+        self.all: tuple[Controller, ...] = tuple(cls(cache, source, metrics, events) for cls in controller_classes())
         self.watching: dict[Kind, list[tuple[Controller, Watch]]] = {}
         """Kind → each controller's watch of it."""
         for c in self.all:

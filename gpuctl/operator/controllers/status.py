@@ -18,13 +18,18 @@ from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.lifecycle import instancetype_phase, phase_message
 from gpuctl.core.nodes import Node
 from gpuctl.core.queueing import cluster_queues_of, pending_order, pods_by_workload
+from gpuctl.core.usage import holdings, usage_gauges
 from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, pool_devices, views_to_status
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache
 from gpuctl.operator.controllers.base import Controller, Watch, Writer, node_moved
-from gpuctl.operator.metrics import Metrics, pool_gauges, queue_gauges
+from gpuctl.operator.events import NORMAL, EventSink, Regarding
+from gpuctl.operator.metrics import Metrics, pool_gauges, queue_gauges, usage_families
 
 FRAGMENTATION_TTL = 15.0
-"""Seconds a pool's fragmentation metrics are reused for (Prometheus scrapes every 15 to 60 s)."""
+"""Seconds a pool's fragmentation metrics, and the usage gauges, are reused for (Prometheus scrapes every 15 to
+60 s)."""
+
+UsageGauges = tuple[dict[tuple[str, str, str], float], dict[tuple[str, str], float]]
 
 
 class StatusController(Controller):
@@ -35,12 +40,14 @@ class StatusController(Controller):
     coalesce = 0.5
     """Seconds a ledger's or a Node's change waits before the pools it touches are written: a burst is one write."""
 
-    def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics) -> None:
-        super().__init__(cache, source, metrics)
+    def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics, events: EventSink | None = None) -> None:
+        super().__init__(cache, source, metrics, events)
         self.pools: dict[str, dict[str, Any]] = {}
         """The views last computed per InstanceType: the pool metrics read them."""
         self._fragmentation: dict[str, tuple[float, tuple[ViewFragmentation, ...]]] = {}
         """Per InstanceType: when its fragmentation was computed, and what it was."""
+        self._usage: tuple[float, UsageGauges] | None = None
+        """When the usage gauges were computed, and what they were."""
 
     # ------------------------------------------------------------------------------------------- what wakes it
 
@@ -112,6 +119,28 @@ class StatusController(Controller):
         self._fragmentation[name] = (now, result)
         return result
 
+    def usage(self) -> UsageGauges:
+        """Card-equivalents held per namespace, pool and mode, and reserved per namespace and pool: computed from
+        the cache when scraped, at most once every :data:`FRAGMENTATION_TTL` seconds."""
+        now = time.monotonic()
+        if self._usage is not None and now - self._usage[0] < FRAGMENTATION_TTL:
+            return self._usage[1]
+        with self.cache.lock:
+            instancetypes = [c.record for c in self.cache.instancetypes().values()]
+            devices = self.cache.all_devices()
+            pods = list(self.cache.store(kinds.POD).values())
+        result = usage_gauges(
+            holdings(
+                instancetypes,
+                devices,
+                pods,
+                self.cache.records(kinds.WORKLOAD),
+                self.cache.records(kinds.LOCALQUEUE),
+            )
+        )
+        self._usage = (now, result)
+        return result
+
     def _compute_fragmentation(self, name: str) -> tuple[ViewFragmentation, ...]:
         cached = self.cache.instancetypes().get(name)
         it = cached.record if cached is not None else None
@@ -143,12 +172,22 @@ class StatusController(Controller):
             subresource="status",
         )
         self.metrics.wrote(self.name)
+        phase, was = desired["phase"], cached.status.get("phase")
+        if phase != was:
+            self.record(
+                Regarding(kinds.INSTANCETYPE, key, uid=cached.uid),
+                NORMAL,
+                phase,
+                "UpdatePhase",
+                f"phase {was or '<none>'} -> {phase}: {desired['phaseMessage']}",
+            )
 
     def gauges(self) -> Iterable[Any]:
         """Per InstanceType and view, the views this writer published, free and stranded capacity and the
         fragmentation score; per ClusterQueue, pending Workloads, the head's age and Workloads held per gate."""
         pools = {name: (status, self.fragmentation(name)) for name, status in dict(self.pools).items()}
         yield from pool_gauges(pools)
+        yield from usage_families(*self.usage())
         yield from queue_gauges(
             self.cache.records(kinds.WORKLOAD),
             sorted(q.name for q in self.cache.records(kinds.CLUSTERQUEUE)),

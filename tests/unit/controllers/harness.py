@@ -7,6 +7,7 @@ from typing import Any
 from gpuctl.core import naming
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers import Controller, Controllers
+from gpuctl.operator.events import EventSink
 from gpuctl.operator.metrics import Metrics
 from testbed.factories import card_row, devices, flavor, instancetype, node, workload
 from tests.memory_cluster import MemoryCluster
@@ -16,7 +17,7 @@ A10G = "nvidia-a10g"
 A10G_TYPE = "gpustack--nvidia-a10g-linux-amd64"
 
 
-def cluster_with(*objects: dict[str, Any]) -> tuple[MemoryCluster, Controllers]:
+def cluster_with(*objects: dict[str, Any], events: EventSink | None = None) -> tuple[MemoryCluster, Controllers]:
     cluster = MemoryCluster(
         [
             instancetype(),
@@ -30,7 +31,7 @@ def cluster_with(*objects: dict[str, Any]) -> tuple[MemoryCluster, Controllers]:
     )
     cache = OperatorCache(cluster)
     cluster.feed(cache)
-    return cluster, Controllers(cache, cluster, Metrics())
+    return cluster, Controllers(cache, cluster, Metrics(), events=events)
 
 
 def drain(c: Controller, wait: float = 0.0) -> set[str]:
