@@ -1,5 +1,5 @@
-"""partitions, explain, workloads, completion, the generated files, and what each command decodes, on the bundled example
-snapshot."""
+"""partitions, explain, workloads, completion, the generated files, and what each command decodes, on the bundled
+example snapshot."""
 
 from __future__ import annotations
 
