@@ -900,7 +900,7 @@ NOTES = """Notes:
   flags are answered from a table generated from the command tree (`gpuctl.cli.startup`) without importing Typer,
   whose import alone takes longer than kubectl's whole `--help` here; the "whole app" row is a command that runs
   Typer, the command and the core.
-- Peak RSS: the views of a single InstanceType already hold about 22 MiB (the interpreter, Typer, every command
+- Peak RSS: the views of a single InstanceType already hold about 22 MiB (the interpreter, Typer, the command's
   module, the core); what the views add above it is what grows with the snapshot.
 - Commands compared in one row are run in turn, round after round (medians), so a change in the machine's load falls
   on all of them alike; the machine is shared, and absolute figures move by 2x between runs.
@@ -925,15 +925,18 @@ NOTES = """Notes:
 Each was profiled first (cProfile for time, tracemalloc for memory, CPU seconds where the machine was loaded), and
 the cause fixed where the profile put it.
 
-- **`workloads -A`, 5,000-node cluster snapshot: 5.1-7 s before, now about 1.4 s.** 4.1 s of a 9.6 s profile was
+- **`workloads -A`, 5,000-node cluster snapshot: 5.1-7 s before, now 1.0-1.6 s.** 4.1 s of a 9.6 s profile was
   `explain._own_pods`: each of 4,901 Workloads scanned all 4,891 Pods for its own. `check_inputs` now indexes the
   Pods by (namespace, Workload). The next costs were per-Workload work on shapes a cluster repeats: the quota book
   summed each Pod's requests with Fractions (0.20 s; now once per Pod shape, 0.05 s), gate 1 re-read every PodSet
   template (explaining all: 0.22 s; now once per PodSet shape, 0.09 s), and each Node, Pod and Workload was decoded
   twice, to check the snapshot and again for the read (about 14 us each; a command that reads them as records now
-  has them parsed as they are read). What remains is parsing (Pods 32 us, Workloads 22 us, Nodes 14 us each),
-  rebuilding 5,000 ledgers from the Pods (25 us each) and the explanations themselves: about twice `views`, whose
-  own time fell by as much (below).
+  has them parsed as they are read). Every node's ledger was then rebuilt from its Pods (170-200 ms of CPU) where
+  only the Workloads still waiting are judged at gate 3: each ledger is now rebuilt when a verdict first reads it
+  (25-40 ms). What remains beyond `views` is parsing what `views` never reads (Pods 25 us, Workloads 18 us, Nodes
+  11 us each: about 260 ms), the quota book and the explanations (about 150 ms) and the table: about twice `views`,
+  whose own time fell by half (below), so the 1.5x target is not met. Reading the Nodes and Devices only for the
+  nodes a verdict reads would take about 150 ms more; the rest is the records every explanation reads.
 - **`views -o json`, 5,000-node snapshot: peak RSS 49 MiB (4.9x the JSON), now 36 MiB (3.6x).** tracemalloc at the
   end of the read: the file was read whole, its bytes and its text held together (20 MiB) before the first item was
   decoded; 5,000 identical `Capability` records, one per node; and each node's own copies of the label strings (2.2
@@ -943,8 +946,12 @@ the cause fixed where the profile put it.
 - **`views -o json`, cluster snapshot: peak RSS 152 MiB (6.5x), now 58 MiB (2.5x); 0.9-1.3 s, now about 0.6 s.**
   Every object but the Devices was kept as a dict, about six times its JSON text; they are kept as their text, by
   kind, and `views` decodes only what it reads. Interning the strings a cluster's records repeat took the Nodes'
-  records from 13.4 to 5.1 MiB and `workloads -A`'s peak from 128 to 116 MiB: its records (23 MiB), the objects'
-  text (14 MiB) and the explanations are what keep it above 4x.
+  records from 13.4 to 5.1 MiB and `workloads -A`'s peak from 128 to 116 MiB; keeping no object of a kind parsed
+  into records as it is read, and rebuilding only the ledgers a verdict reads, to 80 MiB (3.5x).
+- **`usage`, `queue` and `fragmentation` on that snapshot decoded each Pod and Workload twice** (about 14 us each):
+  once to check the snapshot, again from the text kept for their read. Each now says first which kinds it reads as
+  records (`read.read_as_records`), as `workloads` does: 7-9 % of CPU and 25-30 MiB of peak RSS less. Their rows
+  are ratios against `views`, whose time on this snapshot fell from about 0.8 s to 0.5-0.7 s.
 - **Name completion: 250-460 ms, now about 30 ms after the first TAB.** A TAB ran the app (Typer and every command
   module, about 150 ms), then read the snapshot or imported the client and connected (350 ms and more), to print a
   few names. The names read are now kept (`gpuctl.cli.namecache`) and the start-up table, which knows what each
@@ -952,10 +959,10 @@ the cause fixed where the profile put it.
 - **Live reads: importing the client took 0.32-0.37 s of CPU, now 0.14-0.16 s.** `import kubernetes` loads about
   815 modules (every API class and every model); a read uses 13. The client's packages are now loaded without their
   initialisers (any other name runs them, so the whole client is there for whoever asks). What remains is in the
-  breakdown: the interpreter's own start, the app's imports (Typer and every command module), the client's own
-  dependencies (urllib3, the date parser its API client imports, requests and oauthlib for the kubeconfig's auth
-  providers: about 140 ms together), the kubeconfig and the TLS handshake, and the requests themselves (3 for
-  `views`, about 10 for `explain`, each a few ms on loopback).
+  breakdown: the interpreter's own start, the app's imports (Typer, the root group and the command's module), the
+  client's own dependencies (urllib3, the date parser its API client imports, requests and oauthlib for the
+  kubeconfig's auth providers: about 140 ms together), the kubeconfig and the TLS handshake, and the requests
+  themselves (3 for `views`, about 10 for `explain`, each a few ms on loopback).
 - **The plugin on each Python.** Run in turn, 12 rounds, the plugin's `views` took 0.31-0.35 s of CPU on 3.10, 3.11,
   3.12 and 3.13 alike; a version's first run compiles the sources (0.6-0.8 s on every version). A plugin shipped as
   one archive of one version's bytecode recompiles everything on every run of any other version; this one ships
