@@ -24,7 +24,10 @@ EXIT_STATUS: Final = """0   success.
 2   usage: flags or arguments that do not fit together.
 3   the answer is no where a script needs it: a denied dry-run, a held workload with --exit-code."""
 
-ENVIRONMENT: Final = """GPUCTL_SNAPSHOT
+ENVIRONMENT: Final = """GPUCTL_CACHE_DIR
+    Where shell completion keeps the names it read between TABs (default $XDG_CACHE_HOME/gpuctl/names, else
+    ~/.cache/gpuctl/names).
+GPUCTL_SNAPSHOT
     Read objects from this snapshot (a file or a directory) instead of a cluster, as --snapshot does.
 GPUCTL_SNAPSHOT_MAX_BYTES
     The largest snapshot file read (default 512 MiB).
@@ -152,6 +155,7 @@ def startup_table() -> dict[str, Any]:
     from gpuctl.cli.vendored import get_command
 
     tree: dict[str, Any] = {}
+    completes = _completion_probe()
     texts: dict[str, dict[str, Any]] = {"help": {}, "bare": {}}
     exceptions: dict[str, dict[str, dict[str, Any]]] = {"help_as": {}, "bare_as": {}}
 
@@ -172,11 +176,18 @@ def startup_table() -> dict[str, Any]:
                 "takes_value": not p.is_flag and not p.count,
                 "multiple": bool(p.multiple),
                 "eager": bool(p.is_eager),
+                "param": p.name,
+                "complete": completes(p, ctx) if not p.is_flag and not p.count else None,
             }
             for p in command.get_params(ctx)
             if p.param_type_name == "option" and not p.hidden
         ]
-        tree[path] = {"commands": names, "options": options}
+        arguments = [
+            {"nargs": p.nargs, "complete": completes(p, ctx)}
+            for p in command.get_params(ctx)
+            if p.param_type_name == "argument"
+        ]
+        tree[path] = {"commands": names, "options": options, "arguments": arguments}
         args = path.split()
         once("help", path, _run_app([*args, "--help"], PROG)[0], {p: _run_app([*args, "--help"], p)[0] for p in PROGS})
         if names:
@@ -192,6 +203,32 @@ def _bare(args: list[str], prog: str) -> list[Any]:
     """A group run without its subcommand: (stream, text, exit code)."""
     out, err, code = _run_app(args, prog)
     return ["err" if err else "out", err or out, code]
+
+
+def _completion_probe() -> Any:
+    """What a parameter's values complete from, found by asking its completion once: the kind of names it asks
+    :func:`gpuctl.cli.names.complete_names` for (names the cluster holds), the fixed list it answers, or None
+    (nothing of its own: the app answers)."""
+    from gpuctl.cli import names
+
+    def probe(param: Any, ctx: Any) -> Any:
+        if getattr(param, "_custom_shell_complete", None) is None:
+            return None
+        asked: list[str] = []
+        real = names.complete_names
+
+        def recorder(_ctx: Any, kind: str, _incomplete: str) -> list[str]:
+            asked.append(kind)
+            return []
+
+        names.complete_names = recorder  # type: ignore[assignment]
+        try:
+            values = [item.value for item in param.shell_complete(ctx, "")]
+        finally:
+            names.complete_names = real
+        return asked[0] if asked else values
+
+    return probe
 
 
 def startup_module() -> str:

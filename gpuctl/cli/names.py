@@ -74,11 +74,24 @@ def _names(ctx: Any, kind: str) -> list[str]:
 
 
 def complete_names(ctx: Any, kind: str, incomplete: str) -> list[str]:
-    """Candidates for a name being typed; none (never an error or a hang) when they cannot be read."""
+    """Candidates for a name being typed; none (never an error or a hang) when they cannot be read. What was read
+    is kept (:mod:`gpuctl.cli.namecache`) for the start-up table to answer the next TAB with."""
     try:
-        return [n for n in _names(ctx, kind) if n.startswith(incomplete)]
+        names = _names(ctx, kind)
     except Exception:  # noqa: BLE001 - completion must never break the shell
         return []
+    _remember(ctx, kind, names)
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def _remember(ctx: Any, kind: str, names: list[str]) -> None:
+    from gpuctl.cli import namecache
+
+    spec = _source(ctx)
+    values = {name: getattr(spec, name) for name in (*namecache.CONNECTION, "snapshot", "token", "namespace")}
+    ident = namecache.identity(kind, values, os.environ)
+    if ident is not None:
+        namecache.write(ident[0], names, os.environ)
 
 
 def complete_instancetypes(ctx: typer.Context, incomplete: str) -> list[str]:

@@ -20,6 +20,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing itself is not imported at start-up
     from typing import Any
 
+    Walked = tuple[str, set[str], dict[str, Any], int, dict[str, Any] | None]
+    """(command path, its flags given, every flag's value, its arguments given, the option awaiting a value)."""
+
 PROG = "{prog}"
 """Where the table's texts name the program (``gpuctl`` or ``kubectl gpuctl``): as long as ``gpuctl``, so the table's
 lines wrap where that program's do."""
@@ -84,7 +87,8 @@ def as_printed(answer: Any, prog: str) -> Any:
 
 
 def _complete(table: dict[str, Any], env: dict[str, str] | os._Environ[str]) -> Answer | None:
-    """bash's protocol (COMP_WORDS, COMP_CWORD): command names and flags, as click completes them."""
+    """bash's protocol (COMP_WORDS, COMP_CWORD): command names and flags, as click completes them, and the names
+    and values an argument or option completes from when :mod:`gpuctl.cli.namecache` holds them."""
     line = env.get("COMP_WORDS", "")
     if any(ch in line for ch in "\"'\\"):
         return None
@@ -96,12 +100,16 @@ def _complete(table: dict[str, Any], env: dict[str, str] | os._Environ[str]) -> 
     if cword < 1 or cword > len(words):
         return None
     args, incomplete = words[1:cword], (words[cword] if cword < len(words) else "")
-    resolved = _resolve(table["tree"], args)
-    if resolved is None or "=" in incomplete:
+    walked = _walk(table["tree"], args)
+    if walked is None or "=" in incomplete:
         return None
-    path, given = resolved
+    path, given, values, positionals, pending = walked
     node = table["tree"][path]
-    if incomplete.startswith("-"):
+    if pending is not None:
+        if incomplete.startswith("-"):
+            return None  # click completes flags there, for an option still waiting for its value: the app's call
+        names = _candidates(pending.get("complete"), values, env, incomplete)
+    elif incomplete.startswith("-"):
         names = [
             name
             for option in node["options"]
@@ -109,24 +117,30 @@ def _complete(table: dict[str, Any], env: dict[str, str] | os._Environ[str]) -> 
             for name in option["names"]
             if name.startswith(incomplete)
         ]
-    elif node["commands"] and (incomplete == "" or incomplete[0].isalnum()):
+    elif node["commands"]:
+        if incomplete and not incomplete[0].isalnum():
+            return None
         names = [c for c in node["commands"] if c.startswith(incomplete)]
     else:
-        return None  # an argument or an option's value: names from the cluster, the app's completion
-    return ("out", "\n".join(names) + "\n", 0)
+        names = _candidates(_argument(node, positionals), values, env, incomplete)
+    return None if names is None else ("out", "\n".join(names) + "\n", 0)
 
 
-def _resolve(tree: dict[str, Any], args: list[str]) -> tuple[str, set[str]] | None:
-    """The command the words so far lead to and the flags given to it; None where only parsing for real can tell (an
-    unknown flag, an eager one such as --version that acts while parsing, ``--``, a flag still waiting for its value,
-    a positional argument on a group)."""
+def _walk(tree: dict[str, Any], args: list[str]) -> Walked | None:
+    """The command the words so far lead to, the flags given to it, every flag's value as the app reads it (the
+    deepest command's own where it gives one, as a subcommand's value wins over its parent's), how many arguments
+    it was given, and the option whose value is being typed. None where only parsing for real can tell (an unknown
+    flag, an eager one such as --version that acts while parsing, ``--``, a positional argument on a group)."""
     path = ""
     given: set[str] = set()
-    expects_value = False
+    levels: list[dict[str, Any]] = [{}]
+    positionals = 0
+    pending: dict[str, Any] | None = None
     for word in args:
         node = tree[path]
-        if expects_value:
-            expects_value = False
+        if pending is not None:
+            _store(levels[-1], pending, word)
+            pending = None
             continue
         if word == "--":
             return None
@@ -136,14 +150,73 @@ def _resolve(tree: dict[str, Any], args: list[str]) -> tuple[str, set[str]] | No
             if option is None or option["eager"]:
                 return None
             given.update(option["names"])
-            expects_value = option["takes_value"] and "=" not in word
+            if option["takes_value"]:
+                if "=" in word:  # --flag=value; a short flag's value is what follows it (-n=x reads "=x")
+                    _store(levels[-1], option, word[len(name) + 1 :] if word.startswith("--") else word[len(name) :])
+                else:
+                    pending = option
+            else:
+                _store(levels[-1], option, True)
             continue
         child = f"{path} {word}".strip()
         if child in tree and word in node["commands"]:
-            path, given = child, set()
+            path, given, positionals = child, set(), 0
+            levels.append({})
         elif node["commands"]:
             return None
-    return None if expects_value else (path, given)
+        else:
+            positionals += 1
+    values: dict[str, Any] = {}
+    for level in levels:  # the deepest command's own value wins
+        values.update({k: v for k, v in level.items() if v})
+    return path, given, values, positionals, pending
+
+
+def _store(level: dict[str, Any], option: dict[str, Any], value: Any) -> None:
+    """A flag's value (of a repeated one, the last: the one a completion reads)."""
+    if option.get("param"):
+        level[option["param"]] = value
+
+
+def _argument(node: dict[str, Any], given: int) -> Any:
+    """What the argument being typed completes from: the first that still takes a value, as click picks it."""
+    for argument in node.get("arguments", ()):
+        if argument["nargs"] == -1:
+            return argument.get("complete")
+        if given < argument["nargs"]:
+            return argument.get("complete")
+        given -= argument["nargs"]
+    return None
+
+
+def _candidates(
+    completes: Any, values: dict[str, Any], env: dict[str, str] | os._Environ[str], incomplete: str
+) -> list[str] | None:
+    """Candidates from a fixed list, or from the names :mod:`gpuctl.cli.namecache` holds for this source; None
+    where the app must answer (nothing held, too old, or this is the process refreshing them)."""
+    if isinstance(completes, list):
+        return [c for c in completes if c.startswith(incomplete)]
+    if not isinstance(completes, str):
+        return None
+    from gpuctl.cli import namecache
+
+    if namecache.REFRESH_VAR in env:
+        return None
+    ident = namecache.identity(completes, values, env)
+    if ident is None:
+        return None
+    text, exact = ident
+    found = namecache.read(text, env)
+    if found is None:
+        return None
+    names, age, refreshing = found
+    if not exact:
+        if age > namecache.MAX_AGE:
+            return None
+        if age > namecache.FRESH and refreshing > namecache.REFRESH_RETRY:
+            namecache.mark_refreshing(text, env)
+            namecache.refresh_in_background(env)
+    return [n for n in names if n.startswith(incomplete)]
 
 
 def run() -> None:

@@ -153,7 +153,9 @@ class LiveSource:
     def _api(self) -> Any:
         if self._client is not None:
             return self._client
-        from kubernetes import client, config
+        from gpuctl.cluster.clientpackages import client_packages
+
+        client, config = client_packages()
 
         from gpuctl.cluster import kubeconfig
 
@@ -513,9 +515,9 @@ class LiveSource:
     def service_get(self, namespace: str, service: str, port: int, path: str, limit: int) -> tuple[int, str]:
         """GET ``path`` of a Service's HTTPS port through the API server's proxy: the status and at most ``limit``
         bytes of the body (a longer one is refused)."""
+        api = self._api()  # first: it loads the client's packages as the request path needs them
         from kubernetes.client.exceptions import ApiException
 
-        api = self._api()
         url = f"/api/v1/namespaces/{namespace}/services/https:{service}:{port}/proxy{path}"
         try:
             response = api.call_api(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from gpuctl.cluster import kinds
 from gpuctl.cluster.errors import NotFound, SourceError
@@ -14,7 +14,7 @@ from gpuctl.core import naming
 from gpuctl.core.explain import ExplainContext
 from gpuctl.core.fit import FitContext, check_inputs
 from gpuctl.core.instancetypes import InstanceType, parse_instancetype
-from gpuctl.core.ledger import LedgerError, Ledgers, NodeDevices, parse_devices, split_orphans
+from gpuctl.core.ledger import Capability, LedgerError, Ledgers, NodeDevices, parse_devices, split_orphans
 from gpuctl.core.nodes import Node, parse_node
 from gpuctl.core.pods import Pod, parse_pod
 from gpuctl.core.quota import QuotaBook, quota_book
@@ -34,6 +34,8 @@ from gpuctl.core.workloads import (
 
 if TYPE_CHECKING:
     from gpuctl.core.simulate import ClusterState
+
+T = TypeVar("T")
 
 
 class Source(Protocol):
@@ -119,9 +121,10 @@ def ledgers(source: Source, nodes: Collection[str] | None = None) -> Ledgers:
         read: list[NodeDevices] = records()
     else:
         read = []
+        capabilities: dict[Any, Capability] = {}
         for obj in source.list(kinds.DEVICES):
             try:
-                read.append(parse_devices(obj))
+                read.append(parse_devices(obj, capabilities))
             except LedgerError as exc:
                 raise SourceError(f"{source.describe()}: {exc}") from None
     return split_orphans(read, node_names(source) if nodes is None else nodes)
@@ -132,8 +135,27 @@ def devices(source: Source, nodes: Collection[str] | None = None) -> list[NodeDe
     return ledgers(source, nodes).served
 
 
+def read_as_records(source: Source, *wanted: Kind) -> None:
+    """Tell a source, before anything is read, which kinds the command reads as records (Nodes, Pods, Workloads): a
+    snapshot then parses each object as it reads it, and decodes it once."""
+    plan = getattr(source, "read_as_records", None)
+    if plan is not None:
+        plan({kind: PARSERS[kind] for kind in wanted})
+
+
+def _records(source: Source, kind: Kind, parse: Callable[[dict[str, Any]], T], namespace: str | None) -> list[T]:
+    """A kind's objects as records, from the source's own records where it keeps them."""
+    records = getattr(source, "records", None)
+    if records is not None:
+        found: list[T] = records(kind, parse, namespace)
+        return found
+    return [parse(o) for o in source.list(kind, namespace=namespace)]
+
+
 def nodes(source: Source, label_selector: str | None = None) -> list[Node]:
-    return [parse_node(o) for o in source.list(kinds.NODE, label_selector=label_selector)]
+    if label_selector:
+        return [parse_node(o) for o in source.list(kinds.NODE, label_selector=label_selector)]
+    return _records(source, kinds.NODE, parse_node, None)
 
 
 def cluster_queues(source: Source) -> dict[str, ClusterQueue]:
@@ -145,7 +167,7 @@ def flavors(source: Source) -> dict[str, ResourceFlavor]:
 
 
 def workloads(source: Source, namespace: str | None = None) -> list[Workload]:
-    return sorted((parse_workload(o) for o in source.list(kinds.WORKLOAD, namespace=namespace)), key=lambda w: w.key)
+    return sorted(_records(source, kinds.WORKLOAD, parse_workload, namespace), key=lambda w: w.key)
 
 
 def workload(source: Source, namespace: str, name: str) -> Workload:
@@ -159,7 +181,17 @@ def workload(source: Source, namespace: str, name: str) -> Workload:
 
 
 def pods(source: Source, namespace: str | None = None, label_selector: str | None = None) -> list[Pod]:
-    return [parse_pod(o) for o in source.list(kinds.POD, namespace=namespace, label_selector=label_selector)]
+    if label_selector:
+        return [parse_pod(o) for o in source.list(kinds.POD, namespace=namespace, label_selector=label_selector)]
+    return _records(source, kinds.POD, parse_pod, namespace)
+
+
+PARSERS: Mapping[Kind, Callable[[dict[str, Any]], Any]] = {
+    kinds.NODE: parse_node,
+    kinds.POD: parse_pod,
+    kinds.WORKLOAD: parse_workload,
+}
+"""The kinds a command may ask a source to keep as records (:func:`read_as_records`)."""
 
 
 def local_queue(source: Source, namespace: str, name: str) -> LocalQueue | None:
@@ -227,6 +259,7 @@ def admission_state(source: Source) -> AdmissionState:
 
     Gate 3's inputs come from :func:`gpuctl.core.fit.check_inputs`, the function the operator's check calls. Only a
     snapshot that holds no Pods at all keeps the published ledgers (and the explanation says so)."""
+    read_as_records(source, kinds.POD, kinds.WORKLOAD, kinds.NODE)
     all_pods = pods(source)
     pods_read = [p for p in all_pods if p.node_name or p.workload]
     queues = cluster_queues(source)
@@ -277,6 +310,7 @@ def simulation_state(
     from gpuctl.core.simulate import ClusterState
     from gpuctl.core.tas import parse_topology
 
+    read_as_records(source, kinds.POD, kinds.WORKLOAD, kinds.NODE)
     all_pods = pods(source)
     kept = [p for p in all_pods if p.node_name or p.workload]
     read_nodes = {n.name: n for n in nodes(source)}

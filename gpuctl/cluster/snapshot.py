@@ -9,19 +9,22 @@ object per kind, namespace and name. Each refusal is one line naming the file.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NamedTuple, TypeVar
 
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import DEVICES, Kind
 from gpuctl.cluster.selectors import selection
-from gpuctl.core.ledger import LedgerError, NodeDevices, parse_devices
+from gpuctl.core.ledger import Capability, LedgerError, NodeDevices, parse_devices
+
+T = TypeVar("T")
 
 SUFFIXES = (".json", ".yaml", ".yml")
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
@@ -148,103 +151,188 @@ def load_yaml_text(where: str, text: str) -> Any:
 
 def read_objects(path: Path) -> Iterator[dict[str, Any]]:
     """Every object of one file (``List`` items one by one)."""
+    for obj, _ in read_entries(path):
+        yield obj
+
+
+def read_entries(path: Path) -> Iterator[tuple[dict[str, Any], str | None]]:
+    """Every object of one file, with its own JSON text where the file holds it as it is (a JSON ``List``'s item
+    that names its kind), else None.
+
+    A JSON file is decoded through a window that slides over it (:class:`_JsonWindow`): neither its whole text nor a
+    tree of all its objects is ever held, so a large ``List`` costs about one item's memory beyond what is kept."""
     if path.suffix == ".json":
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            with path.open("rb") as f:
+                window = _JsonWindow(f, path)
+                if window.first_char() in ("{", "["):
+                    try:
+                        yield from _json_entries(window, path)
+                    except json.JSONDecodeError as exc:
+                        raise SourceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+                    except RecursionError:
+                        raise SourceError(f"{path}: nested too deep to be a Kubernetes object") from None
+                    except ValueError:  # an integer past Python's digit limit (json raises it bare)
+                        raise _too_many_digits(path) from None
+                    return
+                text = window.rest()
+        except OSError as exc:
             raise SourceError(f"{path}: cannot read: {exc}") from None
-        if text.lstrip().startswith(("{", "[")):
-            try:
-                yield from iter_json_objects(text, path)
-            except json.JSONDecodeError as exc:
-                raise SourceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-            except RecursionError:
-                raise SourceError(f"{path}: nested too deep to be a Kubernetes object") from None
-            except ValueError:  # an integer past Python's digit limit (json raises it bare)
-                raise _too_many_digits(path) from None
-            return
-    for doc in read_documents(path):
-        yield from flatten(doc, path)
+    else:
+        text = _read_text(path)
+    for doc in _yaml_documents(path, text):
+        for obj in flatten(doc, path):
+            yield obj, None
 
 
-def read_documents(path: Path) -> Iterator[Any]:
-    """Every top-level document of one file."""
+def _read_text(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(f"{path}: cannot read: {exc}") from None
-    if path.suffix == ".json":
-        stripped = text.lstrip()
-        if stripped.startswith(("{", "[")):
-            try:
-                yield json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise SourceError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-            except RecursionError:
-                raise SourceError(f"{path}: nested too deep to be a Kubernetes object") from None
-            except ValueError:
-                raise _too_many_digits(path) from None
-            return
-    yield from _yaml_documents(path, text)
 
 
 _SPACE = re.compile(r"[ \t\n\r]*")
+CHUNK = 1 << 18
+"""Bytes a JSON snapshot file is read by: the window over it holds about this much beyond the item being decoded."""
+_NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
+_POSITION = re.compile(r"position (\d+)(?:-(\d+))?")
 
 
-def iter_json_objects(text: str, path: Path) -> Iterator[dict[str, Any]]:
+class _JsonWindow:
+    """A JSON file's text, read a chunk at a time: values are decoded where they start (``pos``), the window is
+    extended when one runs past its end, and what lies before ``pos`` is dropped as more is read. Errors carry the
+    line numbers of the whole file."""
+
+    def __init__(self, f: BinaryIO, path: Path) -> None:
+        self._f = f
+        self._path = path
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._json = json.JSONDecoder()
+        self._read = 0
+        self._dropped_lines = 0
+        self.text = ""
+        self.pos = 0
+        self.eof = False
+
+    def more(self) -> bool:
+        """Read on (at least as much again as is pending, so a value spanning many chunks is decoded a bounded number
+        of times); False at the end of the file."""
+        if self.eof:
+            return False
+        raw = self._f.read(max(CHUNK, len(self.text) - self.pos))
+        try:
+            added = self._utf8.decode(raw, final=not raw)
+        except UnicodeDecodeError as exc:
+            offset = self._read
+            where = _POSITION.sub(
+                lambda m: f"position {int(m[1]) + offset}" + (f"-{int(m[2]) + offset}" if m[2] else ""), str(exc), 1
+            )
+            raise SourceError(f"{self._path}: cannot read: {where}") from None
+        self._read += len(raw)
+        self.eof = not raw
+        self._dropped_lines += self.text.count("\n", 0, self.pos)
+        self.text = self.text[self.pos :] + added
+        self.pos = 0
+        return True
+
+    def first_char(self) -> str:
+        """The first character that is not white space (as ``str.strip`` reads it), or "" for an empty file."""
+        while True:
+            rest = self.text[self.pos :].lstrip()
+            if rest:
+                return rest[0]
+            if not self.more():
+                return ""
+
+    def rest(self) -> str:
+        while self.more():
+            pass
+        return self.text[self.pos :]
+
+    def skip(self) -> None:
+        """Past JSON white space."""
+        while True:
+            match = _SPACE.match(self.text, self.pos)
+            self.pos = match.end() if match else self.pos
+            if self.pos < len(self.text) or not self.more():
+                return
+
+    def at(self, char: str) -> bool:
+        self.skip()
+        return self.text.startswith(char, self.pos)
+
+    def value(self) -> tuple[Any, int]:
+        """The value at ``pos`` and where it starts (``pos`` moves past it)."""
+        while True:
+            try:
+                value, end = self._json.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.more():
+                    continue
+                raise self.error(exc.msg, exc.pos) from None
+            # A number or literal the window ends in (or in its exponent) may go on in the next chunk.
+            tail = None if isinstance(value, dict | list | str) else _NUMBER_TAIL.match(self.text, end)
+            if tail is not None and tail.end() == len(self.text) and self.more():
+                continue
+            start, self.pos = self.pos, end
+            return value, start
+
+    def error(self, msg: str, pos: int | None = None) -> json.JSONDecodeError:
+        err = json.JSONDecodeError(msg, self.text, self.pos if pos is None else pos)
+        err.lineno += self._dropped_lines
+        return err
+
+
+def _json_entries(window: _JsonWindow, path: Path) -> Iterator[tuple[dict[str, Any], str | None]]:
     """The objects of one JSON document, a ``List``'s items decoded one at a time.
 
     A 5,000-node Devices list is then never held as one tree of dicts: each item can be turned into records and
-    dropped before the next is decoded.
-    """
-    decoder = json.JSONDecoder()
-
-    def skip(i: int) -> int:
-        match = _SPACE.match(text, i)
-        return match.end() if match else i
-
-    i = skip(0)
-    if not text.startswith("{", i):
-        yield from flatten(json.loads(text), path)
+    dropped before the next is decoded."""
+    window.skip()
+    if not window.at("{"):
+        for obj in flatten(json.loads(window.rest()), path):
+            yield obj, None
         return
     top: dict[str, Any] = {}
     waiting: list[dict[str, Any]] = []
-    i = skip(i + 1)
-    while not text.startswith("}", i):
-        key, i = decoder.raw_decode(text, i)
-        i = skip(i)
-        if not text.startswith(":", i):
-            raise json.JSONDecodeError("Expecting ':' delimiter", text, i)
-        i = skip(i + 1)
-        if key == "items" and text.startswith("[", i):
-            i = skip(i + 1)
-            while not text.startswith("]", i):
-                item, i = decoder.raw_decode(text, i)
+    streamed = False
+    window.pos += 1
+    while not window.at("}"):
+        key, _ = window.value()
+        if not window.at(":"):
+            raise window.error("Expecting ':' delimiter")
+        window.pos += 1
+        window.skip()
+        if key == "items" and window.at("["):
+            window.pos += 1
+            while not window.at("]"):
+                item, start = window.value()
                 if isinstance(item, dict) and "kind" not in item and "kind" not in top:
                     waiting.append(item)  # a typed list naming its kind after its items
                 else:
-                    yield from flatten({**top, "items": [item]} if "kind" in top else item, path)
-                i = skip(i)
-                if text.startswith(",", i):
-                    i = skip(i + 1)
-                elif not text.startswith("]", i):
-                    raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
-            i = skip(i + 1)
-            top["_streamed"] = True
+                    for obj in flatten({**top, "items": [item]} if "kind" in top else item, path):
+                        yield obj, window.text[start : window.pos] if obj is item else None
+                if window.at(","):
+                    window.pos += 1
+                elif not window.at("]"):
+                    raise window.error("Expecting ',' delimiter")
+            window.pos += 1
+            streamed = True
         else:
-            top[key], i = decoder.raw_decode(text, i)
-            i = skip(i)
-        if text.startswith(",", i):
-            i = skip(i + 1)
-        elif not text.startswith("}", i):
-            raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
-    if skip(i + 1) != len(text):
-        raise json.JSONDecodeError("Extra data", text, skip(i + 1))
-    if top.pop("_streamed", False):
-        if waiting:
-            yield from flatten({**top, "items": waiting}, path)
-        return
-    yield from flatten(top, path)
+            top[key], _ = window.value()
+        if window.at(","):
+            window.pos += 1
+        elif not window.at("}"):
+            raise window.error("Expecting ',' delimiter")
+    window.pos += 1
+    window.skip()
+    if window.pos != len(window.text):
+        raise window.error("Extra data")
+    documents = ({**top, "items": waiting},) if waiting else () if streamed else (top,)
+    for doc in documents:
+        for obj in flatten(doc, path):
+            yield obj, None
 
 
 def flatten(doc: Any, path: Path) -> Iterator[dict[str, Any]]:
@@ -316,6 +404,26 @@ def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     return group, str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", ""))
 
 
+class _Entry(NamedTuple):
+    """One object of a snapshot as kept between commands' reads: what a list filters by, and the object itself as
+    its JSON text (decoded again for each read: a fraction of the memory of its dicts) or, where the file does not
+    hold it as one JSON text, as read."""
+
+    api_version: str
+    namespace: Any
+    """``metadata.namespace`` as read, "default" when absent (what a read of one namespace compares)."""
+    name: Any
+    """``metadata.name`` as read."""
+    stored: str | dict[str, Any] | None
+    """None for an object parsed into a record as it was read (:meth:`SnapshotSource.read_as_records`)."""
+
+    def object(self) -> dict[str, Any]:
+        stored = self.stored
+        if stored is None:
+            raise ValueError("read from the files again")
+        return json.loads(stored) if isinstance(stored, str) else stored
+
+
 class SnapshotSource:
     """Objects read from snapshot files, grouped by kind."""
 
@@ -324,20 +432,30 @@ class SnapshotSource:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._objects: list[dict[str, Any]] | None = None
+        self._kinds: dict[tuple[str, str], list[_Entry]] | None = None
         self._devices: list[NodeDevices] = []
+        self._parsers: dict[Kind, Callable[[dict[str, Any]], Any]] = {}
+        self._records: dict[Kind, list[tuple[_Entry, Any]]] = {}
 
-    def _load(self) -> list[dict[str, Any]]:
-        """Every object but the Devices, which are parsed into records as they are read and not kept as dicts.
+    def read_as_records(self, parsers: Mapping[Kind, Callable[[dict[str, Any]], Any]]) -> None:
+        """Say, before the snapshot is read, which kinds the command reads as records: their objects are then parsed
+        as they are read (decoded once) and :meth:`records` answers from them."""
+        if self._kinds is None:
+            self._parsers.update(parsers)
+
+    def _load(self) -> dict[tuple[str, str], list[_Entry]]:
+        """Every object but the Devices, by (API group, kind); Devices are parsed into records as they are read and
+        not kept as objects.
 
         An object read twice (the same kind, namespace and name, in any API version) is refused: which copy a command
         would read is not for it to guess."""
-        if self._objects is None:
-            objects: list[dict[str, Any]] = []
+        if self._kinds is None:
+            by_kind: dict[tuple[str, str], list[_Entry]] = {}
             devices: list[NodeDevices] = []
+            capabilities: dict[Any, Capability] = {}
             seen: dict[tuple[str, str, str, str], Path] = {}
             for f in snapshot_files(self.path):
-                for obj in read_objects(f):
+                for obj, text in read_entries(f):
                     check_metadata(obj, f)
                     identity = _identity(obj)
                     first = seen.get(identity)
@@ -347,15 +465,27 @@ class SnapshotSource:
                         also = f" (also in {first})" if first != f else ""
                         raise SourceError(f"{f}: {kind} {where} appears twice{also}; a snapshot holds each object once")
                     seen[identity] = f
-                    if DEVICES.matches(obj.get("apiVersion", ""), obj.get("kind", "")):
+                    api_version = obj.get("apiVersion", "")
+                    if DEVICES.matches(api_version, obj.get("kind", "")):
                         try:
-                            devices.append(parse_devices(obj))
+                            devices.append(parse_devices(obj, capabilities))
                         except LedgerError as exc:
                             raise SourceError(f"{f}: {exc}") from None
-                    else:
-                        objects.append(obj)
-            self._objects, self._devices = objects, devices
-        return self._objects
+                        continue
+                    meta = obj.get("metadata") or {}
+                    namespace = meta.get("namespace", "default")
+                    planned = next((k for k in self._parsers if k.matches(api_version, identity[1])), None)
+                    entry = _Entry(
+                        sys.intern(api_version),  # a few API versions and namespaces, repeated by every object
+                        sys.intern(namespace) if type(namespace) is str else namespace,
+                        meta.get("name"),
+                        None if planned is not None else obj if text is None else text,
+                    )
+                    by_kind.setdefault(identity[:2], []).append(entry)
+                    if planned is not None:
+                        self._records.setdefault(planned, []).append((entry, self._parsers[planned](obj)))
+            self._kinds, self._devices = by_kind, devices
+        return self._kinds
 
     def device_records(self) -> list[NodeDevices]:
         """The Devices of the snapshot, as records."""
@@ -364,6 +494,50 @@ class SnapshotSource:
 
     def describe(self) -> str:
         return f"snapshot {self.path}"
+
+    def _entries(self, kind: Kind, namespace: str | None) -> list[_Entry]:
+        entries = self._load().get((kind.group, kind.kind), [])
+        return [
+            e
+            for e in entries
+            if kind.matches(e.api_version, kind.kind)
+            and (namespace is None or not kind.namespaced or e.namespace == namespace)
+        ]
+
+    def records(self, kind: Kind, parse: Callable[[dict[str, Any]], T], namespace: str | None = None) -> list[T]:
+        """A kind's objects (of one namespace, as :meth:`list` selects them) as records: those parsed while reading
+        when the kind was asked for beforehand (:meth:`read_as_records`), else parsed now."""
+        self._load()
+        if self._parsers.get(kind) is not parse:
+            return [parse(o) for o in self.list(kind, namespace=namespace)]
+        return [
+            r
+            for e, r in self._records.get(kind, [])
+            if namespace is None or not kind.namespaced or e.namespace == namespace
+        ]
+
+    def names(self, kind: Kind) -> list[str]:
+        """The names of a kind's objects (nothing decoded)."""
+        if kind is DEVICES:
+            return [d.node for d in self.device_records()]
+        return [str(e.name or "") for e in self._entries(kind, None)]
+
+    def _read_again(self, kind: Kind, namespace: str | None) -> list[dict[str, Any]]:
+        """A kind's objects read from the files again: Devices, and the kinds parsed into records as they were read
+        (:meth:`read_as_records`), are not kept as objects; the rare caller that wants them raw reads them so, once
+        the whole snapshot was checked."""
+        self._load()
+        read = (o for f in snapshot_files(self.path) for o in read_objects(f))
+        return [
+            o
+            for o in read
+            if kind.matches(o.get("apiVersion", ""), o.get("kind", ""))
+            and (
+                namespace is None
+                or not kind.namespaced
+                or (o.get("metadata") or {}).get("namespace", "default") == namespace
+            )
+        ]
 
     def list(
         self,
@@ -374,28 +548,17 @@ class SnapshotSource:
         field_selector: str | None = None,
     ) -> list[dict[str, Any]]:
         """The objects of a kind, selected as the API server would select them."""
-        out = []
         chosen = selection(kind, label_selector, field_selector) if label_selector or field_selector else None
-        if kind is DEVICES:
-            # Devices are kept as records; read their objects again for the rare caller that wants them raw (once
-            # the whole snapshot was checked).
-            self._load()
-            objects: Iterable[dict[str, Any]] = (o for f in snapshot_files(self.path) for o in read_objects(f))
+        entries = self._entries(kind, namespace)
+        if kind is DEVICES or any(e.stored is None for e in entries):
+            objects = self._read_again(kind, namespace)
         else:
-            objects = self._load()
-        for obj in objects:
-            if not kind.matches(obj.get("apiVersion", ""), obj.get("kind", "")):
-                continue
-            meta = obj.get("metadata") or {}
-            if namespace is not None and kind.namespaced and meta.get("namespace", "default") != namespace:
-                continue
-            if chosen is not None and not chosen.matches(obj):
-                continue
-            out.append(obj)
-        return out
+            objects = [e.object() for e in entries]
+        return objects if chosen is None else [o for o in objects if chosen.matches(o)]
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        for obj in self.list(kind, namespace=namespace):
-            if (obj.get("metadata") or {}).get("name") == name:
-                return obj
-        return None
+        for e in self._entries(kind, namespace):
+            if e.name == name and e.stored is not None:
+                return e.object()
+        found = [o for o in self.list(kind, namespace=namespace) if (o.get("metadata") or {}).get("name") == name]
+        return found[0] if found else None

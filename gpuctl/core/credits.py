@@ -45,12 +45,64 @@ def _add(total: dict[str, Fraction], extra: Mapping[str, Fraction]) -> None:
         total[k] = total.get(k, Fraction(0)) + v
 
 
+def resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What :func:`pod_requests` reads of a Pod spec, as a hashable key; None where a part is anything but the plain
+    data an API object holds (a map of text or whole numbers), which is then read uncached.
+
+    Thousands of Pods and Workloads of a cluster share a few shapes: each shape's requests are computed once."""
+    key: list[Any] = []
+    for section in ("initContainers", "containers"):
+        for c in _list(spec.get(section)):
+            if type(c) is not dict:
+                return None
+            resources = c.get("resources")
+            if resources is not None and type(resources) is not dict:
+                return None
+            parts: list[Any] = [section == "initContainers" and c.get("restartPolicy") == "Always"]
+            for part in ("limits", "requests"):
+                values = resources.get(part) if resources else None
+                if values is None:
+                    parts.append(())
+                    continue
+                if type(values) is not dict or len(values) > MEMO_CONTAINERS:
+                    return None
+                items = []
+                for k, v in values.items():
+                    if type(k) is not str or (type(v) is not str and type(v) is not int):
+                        return None
+                    items.append((k, v))
+                parts.append(tuple(sorted(items)))
+            key.append((section, *parts))
+            if len(key) > MEMO_CONTAINERS:
+                return None
+    return tuple(key)
+
+
+MEMO_CONTAINERS = 32
+"""The most containers (and resources per container) a memoised shape has: a key is kept as long as the process,
+so an outsized Pod is read uncached."""
+
+
+_MEMO_SIZE = 4096
+_POD_REQUESTS: dict[Any, dict[str, Fraction]] = {}
+
+
 def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     """A Pod's effective requests, as the scheduler and Kueue count them.
 
     The larger of (app containers + native sidecars) and, for each init container, itself plus the sidecars started
     before it.
     """
+    key = resources_key(spec)
+    got = _POD_REQUESTS.get(key) if key is not None else None
+    if got is None:
+        got = _pod_requests(spec)
+        if key is not None and len(_POD_REQUESTS) < _MEMO_SIZE:
+            _POD_REQUESTS[key] = got
+    return dict(got)
+
+
+def _pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     running: dict[str, Fraction] = {}
     sidecars: dict[str, Fraction] = {}
     init_peak: dict[str, Fraction] = {}

@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable, pod_shortfalls
+from gpuctl.core.credits import MEMO_CONTAINERS
 from gpuctl.core.fit import LEDGER_PUBLISHED, READY, RETRY, FitContext, Verdict, judge_workload
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.naming import Family
@@ -131,13 +132,72 @@ class ExplainContext:
 
 
 def _own_pods(w: Workload, ctx: ExplainContext) -> list[Pod]:
-    return sorted((p for p in ctx.pods if p.namespace == w.namespace and p.workload == w.name), key=lambda p: p.name)
+    return list(ctx.check.own_pods(w.namespace, w.name))
 
 
 # ----------------------------------------------------------------------------------------------- gate 1
 
 
+_GATE1: dict[tuple[Any, ...], Gate] = {}
+
+
 def gate1(w: Workload) -> Gate:
+    """Gate 1 depends only on the PodSets (names, counts, containers): the Workloads of a cluster share a few, so
+    each is judged once."""
+    key = _podsets_key(w)
+    got = _GATE1.get(key) if key is not None else None
+    if got is None:
+        got = _gate1(w)
+        if key is not None and len(_GATE1) < 4096:
+            _GATE1[key] = got
+    return got
+
+
+def _plain_map(value: Any) -> tuple[tuple[str, str, Any], ...] | None:
+    """A map of text to text or whole numbers as a key (with each value's type); None for anything else."""
+    if value is None:
+        return ()
+    if type(value) is not dict or len(value) > MEMO_CONTAINERS:
+        return None
+    out = []
+    for k, v in value.items():
+        if type(k) is not str or (type(v) is not str and type(v) is not int):
+            return None
+        out.append((k, type(v).__name__, v))
+    return tuple(sorted(out))
+
+
+def _podsets_key(w: Workload) -> tuple[Any, ...] | None:
+    """Everything gate 1 reads of a Workload's PodSets; None where a part is not plain data (judged uncached)."""
+    key: list[Any] = []
+    for ps in w.podsets:
+        containers: list[Any] = []
+        for section in ("initContainers", "containers"):
+            listed = ps.spec.get(section)
+            if listed is None:
+                continue
+            if type(listed) is not list:
+                return None
+            for c in listed:
+                if type(c) is not dict:
+                    return None
+                name, resources = c.get("name", ""), c.get("resources")
+                if (name is not None and type(name) is not str) or (
+                    resources is not None and type(resources) is not dict
+                ):
+                    return None
+                limits = _plain_map((resources or {}).get("limits"))
+                requests = _plain_map((resources or {}).get("requests"))
+                if limits is None or requests is None:
+                    return None
+                containers.append((section, name, c.get("restartPolicy") == "Always", limits, requests))
+        key.append((ps.name, ps.count, tuple(containers)))
+        if len(key) + len(containers) > MEMO_CONTAINERS:  # a key lives as long as the process: no outsized one
+            return None
+    return tuple(key)
+
+
+def _gate1(w: Workload) -> Gate:
     evidence: list[str] = []
     errors: list[str] = []
     unfolded: list[str] = []

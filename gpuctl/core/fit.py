@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gpuctl.core import naming
-from gpuctl.core.ledger import NO_COUNTS, Card, Group, Mode, NodeDevices
+from gpuctl.core.ledger import Card, Group, Mode, NodeDevices
 from gpuctl.core.naming import Family, KeyKind
 from gpuctl.core.nodes import Node
-from gpuctl.core.pods import CardAllocation, Pod
+from gpuctl.core.pods import Pod
+from gpuctl.core.rebuilt import RebuiltLedgers
 from gpuctl.core.units import PERCENT, SHARE, M, QuantityError, parse_quantity
 from gpuctl.core.workloads import PodSet, ResourceFlavor, Workload
 
@@ -447,6 +448,15 @@ class FitContext:
     """Pods allocated (or finished) per (namespace, Workload, PodSet, node); computed from ``pods`` when None."""
     by_node: Mapping[str, Sequence[Workload]] | None = None
     """The Workloads with a hostname-level assignment on each node (see :func:`workloads_by_node`); None to scan."""
+    by_workload: Mapping[tuple[str, str], Sequence[Pod]] | None = None
+    """Each Workload's own Pods by (namespace, Workload name), sorted by name (:func:`pods_by_workload`); None to
+    scan ``pods``."""
+
+    def own_pods(self, namespace: str, workload: str) -> Sequence[Pod]:
+        """The Pods of one Workload (its annotation names it), sorted by name."""
+        if self.by_workload is not None:
+            return self.by_workload.get((namespace, workload), ())
+        return sorted((p for p in self.pods if p.namespace == namespace and p.workload == workload), key=_pod_name)
 
     def held_pods(self, w: Workload, podset: str, node: str) -> int:
         held = self.held if self.held is not None else held_pod_counts(self.pods)
@@ -460,6 +470,22 @@ def workloads_by_node(workloads: Iterable[Workload]) -> dict[str, list[Workload]
     for w in workloads:
         for node in {n for a in w.assignments for n, _ in (a.hostnames or ())}:
             out.setdefault(node, []).append(w)
+    return out
+
+
+def _pod_name(p: Pod) -> str:
+    return p.name
+
+
+def pods_by_workload(pods: Iterable[Pod]) -> dict[tuple[str, str], list[Pod]]:
+    """Each Workload's Pods by (namespace, Workload name), sorted by name: explaining every Workload of a large
+    cluster reads its own Pods from here rather than scanning every Pod for each."""
+    out: dict[tuple[str, str], list[Pod]] = {}
+    for p in pods:
+        if p.workload:
+            out.setdefault((p.namespace, p.workload), []).append(p)
+    for owned in out.values():
+        owned.sort(key=_pod_name)
     return out
 
 
@@ -486,7 +512,8 @@ def check_inputs(
     """The check's inputs, the one way both the operator and the CLI build them.
 
     - Every node's ledger is rebuilt from the Pods bound to it with the device manager's aggregation (never the
-      published ``Devices.status``), from the same read as the held Pods, so no Pod is counted twice or missed.
+      published ``Devices.status``), from the same read as the held Pods, so no Pod is counted twice or missed;
+      each is rebuilt when a verdict first reads it (:class:`~gpuctl.core.rebuilt.RebuiltLedgers`).
     - Every Workload counts, whatever its ClusterQueue: two InstanceTypes (a derived and a custom one) can serve the
       same cards through different queues, so one queue's in-flight Workloads take room from the other's.
 
@@ -495,14 +522,7 @@ def check_inputs(
     """
     pods = tuple(pods)
     workloads = tuple(workloads)
-    if pods_read:
-        by_node: dict[str, list[Pod]] = {}
-        for p in pods:
-            if p.node_name:
-                by_node.setdefault(p.node_name, []).append(p)
-        ledgers = {d.node: rebuild_ledger(d, by_node.get(d.node, ())) for d in devices}
-    else:
-        ledgers = {d.node: d for d in devices}
+    ledgers: Mapping[str, NodeDevices] = RebuiltLedgers(devices, pods) if pods_read else {d.node: d for d in devices}
     return FitContext(
         flavors,
         ledgers,
@@ -512,6 +532,7 @@ def check_inputs(
         LEDGER_REBUILT if pods_read else LEDGER_PUBLISHED,
         held_pod_counts(pods),
         workloads_by_node(workloads),
+        pods_by_workload(pods),
     )
 
 
@@ -698,83 +719,3 @@ def _fit_demand(
             where = f" ({shown})" if tried else f" (flavor {flavor.name} selects no node with a Devices ledger)"
             return f"no node in the assigned flavor pool currently has {one.describe()} free for pod {i + 1}{where}; will retry as capacity frees"
     return charges
-
-
-# ----------------------------------------------------------------------------------------------- the ledger, rebuilt
-
-
-def rebuild_ledger(node: NodeDevices, pods: Iterable[Pod]) -> NodeDevices:
-    """The node's ledger as the device manager aggregates it from the allocation records of the Pods bound to it.
-
-    Finished Pods are not charged: the kubelet took their cards back.
-    """
-    per_card: dict[tuple[str, str, str], list[CardAllocation]] = {}
-    for p in pods:
-        if p.node_name != node.node or p.finished:
-            continue
-        for a in p.allocations:
-            per_card.setdefault((a.manufacturer, a.group, a.card_id), []).append(a)
-    groups = []
-    for g in node.groups:
-        cards = []
-        for c in g.cards:
-            records = per_card.get((g.manufacturer, g.id, c.id), [])
-            if not records:
-                # A card no Pod holds is free (built directly: thousands are rebuilt at once).
-                free_profiles = {p.name: p.count for p in c.profiles} if c.profiles else NO_COUNTS
-                cards.append(
-                    Card(c.id, c.index, c.capability, c.unhealthy, Mode.NONE, 0, M, 0, NO_COUNTS, free_profiles)
-                )
-                continue
-            modes = [Mode(r.mode) if 0 <= r.mode <= 5 else Mode.NONE for r in records]
-            mode = next((m for m in modes if m not in (Mode.NONE, Mode.VISIBILITY)), Mode.NONE)
-            allocated = min(M, sum(max(0, r.allocated) for r in records))
-            profiles: dict[str, int] = {}
-            for r in records:
-                if r.profile:
-                    profiles[r.profile] = profiles.get(r.profile, 0) + 1
-            remaining_profiles = _remaining_after(c, [r for r in records if r.profile]) if c.partitioned else {}
-            cards.append(
-                c._replace(
-                    mode=mode,
-                    allocated=allocated,
-                    remaining=M - allocated,
-                    allocated_slices=sum(1 for m in modes if m is Mode.SLICED),
-                    allocated_profiles=profiles,
-                    remaining_profiles=remaining_profiles,
-                    has_ledger=True,
-                )
-            )
-        groups.append(replace(g, cards=tuple(cards)))
-    return NodeDevices(node.node, node.labels, tuple(groups), node.resource_version)
-
-
-def _remaining_after(card: Card, carved: list[CardAllocation]) -> dict[str, int]:
-    """Per-profile free instances after carving, by geometry: instances sit where their records say, and those
-    whose record names no placement are packed at their lowest legal start."""
-    by_name = {p.name: p for p in card.profiles}
-    taken: list[tuple[int, int]] = [(s, s + n) for r in carved for s, n in r.placements if n > 0]
-    unplaced: dict[str, int] = {}
-    for r in carved:
-        if not any(n > 0 for _, n in r.placements):
-            unplaced[r.profile] = unplaced.get(r.profile, 0) + 1
-    for name, n in sorted(unplaced.items(), key=lambda x: -(by_name[x[0]].memory_slices if x[0] in by_name else 0)):
-        p = by_name.get(name)
-        if p is None:
-            continue
-        for pl in p.placements:
-            if n == 0:
-                break
-            if not any(pl.start < e and s < pl.end for s, e in taken):
-                taken.append((pl.start, pl.end))
-                n -= 1
-    out = {}
-    for p in card.profiles:
-        free = 0
-        chosen: list[tuple[int, int]] = list(taken)
-        for pl in p.placements:
-            if not any(pl.start < e and s < pl.end for s, e in chosen):
-                chosen.append((pl.start, pl.end))
-                free += 1
-        out[p.name] = min(free, p.count)
-    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from sys import intern
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -187,7 +188,7 @@ class Group:
     """``<manufacturer>-<group id>``: the model's node key."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "accelerator_key", naming.accelerator_key(self.manufacturer, self.id))
+        object.__setattr__(self, "accelerator_key", intern(naming.accelerator_key(self.manufacturer, self.id)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,12 +354,7 @@ def _capability(
     logical = _mapping(logical_raw, (*where, "logicalSliced"))
     physical = _mapping(physical_raw, (*where, "physicalSliced"))
     raw_profiles = physical.get("profiles")
-    key: Any = (
-        logical.get("count"),
-        logical.get("coresPercentageOvercommit"),
-        physical.get("count"),
-        repr(raw_profiles) if raw_profiles else None,
-    )
+    key: Any = _capability_key(logical, physical, manufacturer)
     try:
         cached = cache.get(key)
     except TypeError:  # an unhashable count: read uncached (the readers below refuse it, naming the field)
@@ -379,6 +375,17 @@ def _capability(
     if key is not None:
         cache[key] = capability
     return capability
+
+
+def _capability_key(logical: Mapping[str, Any], physical: Mapping[str, Any], manufacturer: str) -> Any:
+    """What a card's capability is read from (a profile's published name depends on its manufacturer)."""
+    raw_profiles = physical.get("profiles")
+    return (
+        logical.get("count"),
+        logical.get("coresPercentageOvercommit"),
+        physical.get("count"),
+        (repr(raw_profiles), manufacturer) if raw_profiles else None,
+    )
 
 
 _MODES = tuple(Mode)
@@ -429,13 +436,15 @@ def _card(
     )
 
 
-def parse_devices(obj: Mapping[str, Any]) -> NodeDevices:
+def parse_devices(obj: Mapping[str, Any], capabilities: dict[Any, Capability] | None = None) -> NodeDevices:
     """Read one ``Devices`` object (v1alpha1 or v1) into records.
 
-    Raises LedgerError with the offending field's path when the object's shape is wrong.
+    ``capabilities`` is a cache the caller keeps across the objects of one read, so that identical cards on every
+    node share one :class:`Capability` record. Raises LedgerError with the offending field's path when the object's
+    shape is wrong.
     """
     try:
-        return _parse_well_formed(obj)
+        return _parse_well_formed(obj, {} if capabilities is None else capabilities)
     except Exception:  # noqa: BLE001 - anything unusual takes the checked path, which names the field
         return _parse_checked(obj)
 
@@ -465,10 +474,11 @@ def _plain_int(value: Any) -> int:
     raise _Unusual
 
 
-def _parse_well_formed(obj: Mapping[str, Any]) -> NodeDevices:
+def _parse_well_formed(obj: Mapping[str, Any], cache: dict[Any, Capability]) -> NodeDevices:
     """The checked parser's result for a well-formed object, without its per-field bookkeeping.
 
-    Raises on anything it does not expect; parse_devices then falls back to the checked parser.
+    Raises on anything it does not expect; parse_devices then falls back to the checked parser. The strings many
+    nodes repeat (label keys and values, the group's names) are interned, so a large pool holds each once.
     """
     meta = obj["metadata"]
     name = meta["name"]
@@ -479,7 +489,6 @@ def _parse_well_formed(obj: Mapping[str, Any]) -> NodeDevices:
     rows: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
     for g in (obj.get("status") or _EMPTY).get("groups") or ():
         rows[(g["manufacturer"], g["id"])] = {a["id"]: a for a in g.get("accelerators") or ()}
-    cache: dict[Any, Capability] = {}
     groups: list[Group] = []
     none, visibility = Mode.NONE, Mode.VISIBILITY
     for gi, g in enumerate(obj["spec"]["groups"]):
@@ -491,29 +500,29 @@ def _parse_well_formed(obj: Mapping[str, Any]) -> NodeDevices:
         detail = g.get("acceleratorSlicedDetail") or _EMPTY
         ledger_rows = rows.get((mfr, gid), _EMPTY)
         cards = []
+        capability: Capability | None = None
+        catalog: Mapping[str, int] = NO_COUNTS
+        previous: Any = None
         for ai, a in enumerate(g["accelerators"]):
             status = a.get("status") or _EMPTY
-            logical = status.get("logicalSliced")
-            physical = status.get("physicalSliced")
-            if not logical and not physical:
-                logical = detail.get("logical")
-                physical = detail.get("physical")
-            logical = logical or _EMPTY
-            physical = physical or _EMPTY
-            raw_profiles = physical.get("profiles")
-            key = (
-                logical.get("count"),
-                logical.get("coresPercentageOvercommit"),
-                physical.get("count"),
-                repr(raw_profiles) if raw_profiles else None,
-            )
-            capability = cache.get(key)  # an unhashable count raises: the checked parser reads it
-            if capability is None:
-                where = ("Devices", "spec", "groups", gi, "accelerators", ai, "status")
-                capability = _capability(status, detail, mfr, where, cache)
-            catalog = (
-                MappingProxyType({p.name: p.count for p in capability.profiles}) if capability.profiles else NO_COUNTS
-            )
+            # The cards of a group mostly report the same status: the previous card's capability then stands.
+            if capability is None or (status is not previous and status != previous):
+                logical = status.get("logicalSliced")
+                physical = status.get("physicalSliced")
+                if not logical and not physical:
+                    logical = detail.get("logical")
+                    physical = detail.get("physical")
+                # An unhashable count raises: the checked parser reads it.
+                capability = cache.get(_capability_key(logical or _EMPTY, physical or _EMPTY, mfr))
+                if capability is None:
+                    where = ("Devices", "spec", "groups", gi, "accelerators", ai, "status")
+                    capability = _capability(status, detail, mfr, where, cache)
+                catalog = (
+                    MappingProxyType({p.name: p.count for p in capability.profiles})
+                    if capability.profiles
+                    else NO_COUNTS
+                )
+                previous = status
             card_id = a["id"]
             if type(card_id) is not str:
                 raise _Unusual
@@ -547,17 +556,22 @@ def _parse_well_formed(obj: Mapping[str, Any]) -> NodeDevices:
             )
         groups.append(
             Group(
-                gid,
-                mfr,
-                product,
+                intern(gid),
+                intern(mfr),
+                intern(product),
                 _plain_int(g.get("memory")),
                 tuple(cards),
-                family,
+                intern(family),
                 _plain_int(g.get("cores")),
-                str(g.get("computeCapability") or ""),
+                intern(str(g.get("computeCapability") or "")),
             )
         )
-    return NodeDevices(node=name, labels=dict(labels), groups=tuple(groups), resource_version=version)
+    return NodeDevices(
+        node=name,
+        labels={intern(k): intern(v) for k, v in labels.items()},
+        groups=tuple(groups),
+        resource_version=version,
+    )
 
 
 def _parse_checked(obj: Mapping[str, Any]) -> NodeDevices:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from sys import intern
 from typing import Any
 
 from gpuctl.core.units import QuantityError, parse_quantity
@@ -35,14 +36,30 @@ def _l(value: Any) -> list[Any]:
     return value if type(value) is list else []
 
 
+_AMOUNTS: dict[str, Fraction | int] = {}
+"""Amounts by their text: the Nodes of a pool repeat a few spellings (``110``, ``512Gi``) thousands of times."""
+
+
+def _amount(value: Any) -> Fraction | int:
+    """A quantity as an int when whole; raises QuantityError."""
+    if type(value) is str:
+        got = _AMOUNTS.get(value)
+        if got is not None:
+            return got
+    q = parse_quantity(value)
+    amount = q.numerator if q.denominator == 1 else q
+    if type(value) is str and len(_AMOUNTS) < 8192:
+        _AMOUNTS[value] = amount
+    return amount
+
+
 def _quantities(raw: Any) -> dict[str, Fraction | int]:
     out: dict[str, Fraction | int] = {}
     for k, v in _m(raw).items():
         try:
-            q = parse_quantity(v)
+            out[intern(str(k))] = _amount(v)
         except QuantityError:
             continue
-        out[str(k)] = q.numerator if q.denominator == 1 else q
     return out
 
 
@@ -53,7 +70,7 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
     ready = any(_m(c).get("type") == "Ready" and _m(c).get("status") == "True" for c in _l(status.get("conditions")))
     return Node(
         name=str(meta.get("name", "")),
-        labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},
+        labels={intern(str(k)): intern(str(v)) for k, v in _m(meta.get("labels")).items()},
         allocatable=_quantities(status.get("allocatable")),
         capacity=_quantities({"cpu": capacity["cpu"]}) if "cpu" in capacity else {},
         ready=ready,

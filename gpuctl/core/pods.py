@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from sys import intern
 from typing import Any
 
 from gpuctl.core import naming
@@ -88,6 +89,8 @@ def _int(value: Any) -> int:
 
 def parse_allocation_annotation(raw: str) -> tuple[CardAllocation, ...]:
     """The ``device.gpustack.ai/accelerator.allocated`` annotation: a JSON map keyed by container name."""
+    if not raw:
+        return ()
     try:
         data = json.loads(raw)
     except (TypeError, ValueError):
@@ -104,9 +107,9 @@ def parse_allocation_annotation(raw: str) -> tuple[CardAllocation, ...]:
                 )
                 out.append(
                     CardAllocation(
-                        container=str(container),
-                        manufacturer=str(g.get("manufacturer", "")),
-                        group=str(g.get("id", "")),
+                        container=intern(str(container)),
+                        manufacturer=intern(str(g.get("manufacturer", ""))),
+                        group=intern(str(g.get("id", ""))),
                         card_id=str(a.get("id", "")),
                         mode=_int(a.get("mode")),
                         allocated=_int(a.get("allocated")),
@@ -134,12 +137,12 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
     spec = _m(obj.get("spec"))
     status = _m(obj.get("status"))
     annotations = _m(meta.get("annotations"))
-    labels = {str(k): str(v) for k, v in _m(meta.get("labels")).items()}
+    labels = {intern(str(k)): intern(str(v)) for k, v in _m(meta.get("labels")).items()}
     return Pod(
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=intern(str(meta.get("namespace") or "default")),
         name=str(meta.get("name", "")),
-        node_name=str(spec.get("nodeName") or ""),
-        phase=str(status.get("phase") or ""),
+        node_name=intern(str(spec.get("nodeName") or "")),
+        phase=intern(str(status.get("phase") or "")),
         labels=labels,
         workload=str(annotations.get(naming.ANNOTATION_WORKLOAD) or ""),
         podset=labels.get(naming.LABEL_PODSET, ""),

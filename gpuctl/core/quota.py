@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from gpuctl.core import naming
-from gpuctl.core.credits import QuotaRoom, cards_text, pod_requests, quota_room, transform
+from gpuctl.core.credits import QuotaRoom, cards_text, pod_requests, quota_room, resources_key, transform
 from gpuctl.core.units import M
 from gpuctl.core.workloads import ClusterQueue, Workload
 
@@ -44,6 +44,19 @@ def quota_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     A Pod asking any transformed key of a manufacturer asks its credits, even when they come to 0 (a slice whose
     template carries no folded units): Kueue still assigns the queue's flavor to that zero request, so the Workload
     is placed by TAS and carries the check."""
+    key = resources_key(spec)
+    got = _QUOTA_REQUESTS.get(key) if key is not None else None
+    if got is None:
+        got = _quota_requests(spec)
+        if key is not None and len(_QUOTA_REQUESTS) < 4096:
+            _QUOTA_REQUESTS[key] = got
+    return dict(got)
+
+
+_QUOTA_REQUESTS: dict[Any, dict[str, Fraction]] = {}
+
+
+def _quota_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     raw = pod_requests(spec)
     out: dict[str, Fraction] = {k: Fraction(v) for k, v in transform(raw).items()}
     for k, v in raw.items():

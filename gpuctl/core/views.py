@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from gpuctl.core import naming
 from gpuctl.core.instancetypes import InstanceType
-from gpuctl.core.ledger import Card, NodeDevices
-from gpuctl.core.units import SHARES_PER_CARD
+from gpuctl.core.ledger import Card, Mode, NodeDevices
+from gpuctl.core.units import SHARES_PER_CARD, M
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +103,7 @@ def accelerator_views(pool: Iterable[NodeDevices], accelerator_key: str) -> tupl
             sliceable = capability.logical_slots > 0
             if sliceable:
                 sl_cap += 100
-            if card.free and card.allocated_slices == 0:
+            if card.mode is Mode.NONE and card.remaining >= M and not card.unhealthy and card.allocated_slices == 0:
                 # The common case, read once: a free card gives one whole card, all its shares, a whole slice.
                 ex_rem += 1
                 node_free += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from sys import intern
 from typing import Any
 
 from gpuctl.core import naming
@@ -49,12 +50,12 @@ def parse_conditions(raw: Any) -> dict[str, Condition]:
     out: dict[str, Condition] = {}
     for c in _l(raw):
         c = _m(c)
-        t = str(c.get("type", ""))
+        t = intern(str(c.get("type", "")))
         if t:
             out[t] = Condition(
                 t,
-                str(c.get("status", "")),
-                str(c.get("reason", "")),
+                intern(str(c.get("status", ""))),
+                intern(str(c.get("reason", ""))),
                 str(c.get("message", "")),
                 str(c.get("lastTransitionTime") or ""),
             )
@@ -232,7 +233,7 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         assignments.append(
             PodSetAssignment(
                 name=str(a.get("name") or "main"),
-                flavors={str(k): str(v) for k, v in _m(a.get("flavors")).items()},
+                flavors={intern(str(k)): intern(str(v)) for k, v in _m(a.get("flavors")).items()},
                 count=_int(a.get("count"), 0),
                 levels=levels,
                 domains=domains,
@@ -251,18 +252,18 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
     )
     active = spec.get("active")
     return Workload(
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=intern(str(meta.get("namespace") or "default")),
         name=str(meta.get("name", "")),
-        queue_name=str(spec.get("queueName") or ""),
+        queue_name=intern(str(spec.get("queueName") or "")),
         podsets=podsets,
         active=active is not False,
         conditions=parse_conditions(status.get("conditions")),
-        cluster_queue=str(admission.get("clusterQueue") or ""),
+        cluster_queue=intern(str(admission.get("clusterQueue") or "")),
         assignments=tuple(assignments),
         checks=checks,
         uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
-        labels={str(k): str(v) for k, v in _m(meta.get("labels")).items()},
+        labels={intern(str(k)): intern(str(v)) for k, v in _m(meta.get("labels")).items()},
         priority=_int(spec.get("priority")),
         created=str(meta.get("creationTimestamp") or ""),
         max_execution_seconds=_int(spec["maximumExecutionTimeSeconds"])

@@ -1,4 +1,5 @@
-"""partitions, explain, workloads, completion and the generated files, on the bundled example snapshot."""
+"""partitions, explain, workloads, completion, the generated files, and what each command decodes, on the bundled
+example snapshot."""
 
 from __future__ import annotations
 
@@ -202,3 +203,33 @@ def test_explain_on_a_snapshot_without_pods_says_it_judged_the_published_ledger(
     gate3 = json.loads(out)["gates"][2]
     assert gate3["check"]["state"] == "Retry"
     assert not any("published Devices ledgers" in e for e in gate3["evidence"])
+
+
+@pytest.mark.parametrize(
+    ("args", "records"),
+    [
+        (["workloads", "-A"], {"Pod", "Workload", "Node"}),
+        (["usage", "-A"], {"Pod", "Workload"}),
+        (["queue"], {"Pod", "Workload", "Node"}),
+        (["fragmentation"], {"Workload"}),
+    ],
+)
+def test_a_command_reading_a_kind_as_records_decodes_its_objects_once(
+    args: list[str], records: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kinds a command reads as records are parsed as the snapshot is read; none is decoded again from the
+    text the snapshot keeps."""
+    from gpuctl.cluster import snapshot
+
+    decoded: list[str] = []
+    real = snapshot._Entry.object
+
+    def counting(entry: snapshot._Entry) -> dict[str, object]:
+        obj = real(entry)
+        decoded.append(str(obj.get("kind")))
+        return obj
+
+    monkeypatch.setattr(snapshot._Entry, "object", counting)
+    code, _, err = run(*args, "-o", "json", "--snapshot", SNAPSHOT)
+    assert code == 0, err
+    assert not records & set(decoded), decoded

@@ -15,11 +15,11 @@ from kubernetes.client.rest import ApiException
 from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable
 from gpuctl.core.explain import pending_part
-from gpuctl.core.fit import rebuild_ledger
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.pins import node_fit_labels
 from gpuctl.core.pods import parse_pod
 from gpuctl.core.quota import quota_book
+from gpuctl.core.rebuilt import rebuild_ledger
 from gpuctl.core.units import M
 from gpuctl.core.workloads import parse_cluster_queue, parse_workload
 from testbed.factories import container

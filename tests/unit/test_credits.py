@@ -114,3 +114,52 @@ def test_quota_check_reports_shortfall_in_credits_and_cards() -> None:
     assert "short by 4800000 credits (3 cards)" in check.summary()
     [ok] = check_quota({"credits.gpustack.ai/nvidia": M}, nominal, used)
     assert ok.fits and ok.shortfall == 0
+
+
+def test_a_pod_shapes_requests_are_computed_once_and_handed_out_as_copies() -> None:
+    from gpuctl.core import credits
+    from gpuctl.core.credits import _pod_requests, pod_requests, resources_key
+
+    spec = {
+        "initContainers": [
+            {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "init", "resources": {"limits": {"cpu": "4", "memory": "1Gi"}}},
+        ],
+        "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 2, "cpu": "2"}}}],
+    }
+    first = pod_requests(spec)
+    assert first == _pod_requests(spec) and resources_key(spec) in credits._POD_REQUESTS
+    first["cpu"] = Fraction(99)  # a caller's copy
+    assert pod_requests(spec) == _pod_requests(spec)
+    # What the requests do not depend on (names, images) shares a shape; what they do depend on does not.
+    renamed = {**spec, "containers": [{**spec["containers"][0], "name": "other", "image": "x"}]}
+    assert resources_key(renamed) == resources_key(spec)
+    not_a_sidecar = {
+        **spec,
+        "initContainers": [{**spec["initContainers"][0], "restartPolicy": "Never"}, spec["initContainers"][1]],
+    }
+    assert resources_key(not_a_sidecar) != resources_key(spec)
+    assert pod_requests(not_a_sidecar) == _pod_requests(not_a_sidecar) != pod_requests(spec)
+    as_text = {**spec, "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "2", "cpu": "2"}}}]}
+    assert resources_key(as_text) != resources_key(spec) and pod_requests(as_text) == pod_requests(spec)
+
+
+def test_anything_but_plain_data_is_read_uncached() -> None:
+    from gpuctl.core import credits
+    from gpuctl.core.credits import _pod_requests, pod_requests, resources_key
+
+    for odd in (
+        {"containers": [{"resources": {"limits": {"cpu": 1.5}}}]},
+        {"containers": [{"resources": {"limits": {"cpu": True}}}]},
+        {"containers": [{"resources": {"limits": ["cpu"]}}]},
+        {"containers": [("not", "a", "map")]},
+        # Outsized shapes are not kept: a memo's key lives as long as the process.
+        {"containers": [{"resources": {"limits": {"cpu": "1"}}}] * (credits.MEMO_CONTAINERS + 1)},
+        {
+            "containers": [
+                {"resources": {"limits": {f"example.com/r{i}": "1" for i in range(credits.MEMO_CONTAINERS + 1)}}}
+            ]
+        },
+    ):
+        assert resources_key(odd) is None
+        assert pod_requests(odd) == _pod_requests(odd)

@@ -239,3 +239,34 @@ def test_json_shape() -> None:
     assert set(d) == {"kind", "namespace", "name", "heldBy", "gates"}
     assert [g["gate"] for g in d["gates"]] == [1, 2, 3, 4, 5]
     assert set(d["gates"][0]) == {"gate", "name", "verdict", "summary", "evidence", "hint"}
+
+
+def test_gate_1_is_judged_once_per_podset_shape_and_never_lent_to_another() -> None:
+    from gpuctl.core import explain
+
+    def shaped(name: str, resources: dict[str, Any], container: str = "main", count: int = 1) -> Any:
+        obj = workload(name, [("main", count, resources)])
+        obj["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["name"] = container
+        return parse_workload(obj)
+
+    # No folded units: the evidence names the container.
+    sliced = {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "40"}
+    broken = {"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "1"}  # two families: refused
+    shapes = [
+        shaped("a", sliced),
+        shaped("b", sliced, container="other"),
+        shaped("c", sliced, count=3),
+        shaped("d", broken),
+        shaped("e", {"nvidia.com/gpu": 1}),
+        shaped("f", {"nvidia.com/gpu": "1"}),
+    ]
+    explain._GATE1.clear()
+    judged = [explain.gate1(w) for w in shapes]
+    assert judged == [explain._gate1(w) for w in shapes]
+    assert len({explain._podsets_key(w) for w in shapes}) == len(shapes)
+    assert "container other" in " ".join(judged[1].evidence) and "count 3" in " ".join(judged[2].evidence)
+    assert judged[3].verdict == FAILED
+    # The same shape under another name shares the judgement; anything but plain data is judged uncached.
+    assert explain.gate1(shaped("g", sliced)) is judged[0]
+    odd = shaped("h", {"nvidia.com/gpu": 1.5})
+    assert explain._podsets_key(odd) is None and explain.gate1(odd) == explain._gate1(odd)

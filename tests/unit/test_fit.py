@@ -5,21 +5,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpuctl.core import naming
 from gpuctl.core.credits import check_quota, workload_credits
-from gpuctl.core.fit import READY, RETRY, FitContext, judge_workload, podset_demands, rebuild_ledger
+from gpuctl.core.fit import READY, RETRY, FitContext, check_inputs, judge_workload, podset_demands
 from gpuctl.core.ledger import NodeDevices, parse_devices
 from gpuctl.core.naming import Family
 from gpuctl.core.nodes import parse_node
 from gpuctl.core.pods import parse_pod
+from gpuctl.core.rebuilt import rebuild_ledger
 from gpuctl.core.units import M
 from gpuctl.core.workloads import parse_resource_flavor, parse_workload
 from testbed.factories import (
     bound_pod,
     card_row,
+    container,
     devices,
     flavor,
     h100_devices,
     node,
+    pod,
     workload,
 )
 
@@ -495,8 +499,6 @@ def test_the_shared_pin_and_the_verdict_agree_on_n() -> None:
 def test_in_flight_counts_whatever_the_cluster_queue() -> None:
     """A custom InstanceType's queue and a derived one serve the same cards: an admitted Workload of one holds them
     against the other, through the inputs both the operator and the CLI build."""
-    from gpuctl.core.fit import check_inputs
-
     custom = workload("custom", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [("node-x", 1)]}, admitted=True)
     custom["status"]["admission"]["clusterQueue"] = "a10g-custom"
     custom["spec"]["queueName"] = "gpustack-fnv64-d4c0e6cd72686015"
@@ -518,3 +520,53 @@ def test_the_check_rebuilds_every_ledger_from_the_pods_read() -> None:
     assert rebuilt.devices["node-x"].cards("nvidia-a10g")[0].remaining == M
     kept = check_inputs(FLAVORS, [published], None, [], [], pods_read=False)
     assert kept.ledger == LEDGER_PUBLISHED and kept.devices["node-x"] is published
+
+
+def test_each_workloads_own_pods_are_indexed_as_a_scan_finds_them() -> None:
+    def owned(ns: str, name: str, workload: str | None) -> Any:
+        obj = pod([container("main", {"cpu": "1"})], name=name, namespace=ns)
+        if workload:
+            obj["metadata"]["annotations"] = {naming.ANNOTATION_WORKLOAD: workload}
+        return parse_pod(obj)
+
+    pods = [
+        owned("a", "p2", "w"),
+        owned("b", "p1", "w"),
+        owned("a", "p1", "w"),
+        owned("a", "p3", "v"),
+        owned("a", "x", None),
+    ]
+    indexed = check_inputs({}, [], None, [], pods)
+    scanning = FitContext({}, {}, pods=tuple(pods))
+    for key in (("a", "w"), ("b", "w"), ("a", "v"), ("c", "w")):
+        assert list(indexed.own_pods(*key)) == list(scanning.own_pods(*key))
+    assert [p.name for p in indexed.own_pods("a", "w")] == ["p1", "p2"]
+
+
+def test_check_inputs_rebuild_each_ledger_when_a_verdict_first_reads_it(monkeypatch: Any) -> None:
+    import gpuctl.core.rebuilt as rebuilt
+
+    held = bound_pod(
+        "a-0",
+        "node-a",
+        {"nvidia.com/gpu": "1"},
+        workload_name="a",
+        allocations={"main": [{"id": "GPU-0000", "mode": 1, "allocated": M}]},
+    )
+    ledgers = [parse_devices(devices(n, cards=2)) for n in ("node-a", "node-b", "node-c")]
+    built: list[str] = []
+    real = rebuilt.rebuild_ledger
+
+    def counting(node: NodeDevices, pods: Any) -> NodeDevices:
+        built.append(node.node)
+        return real(node, pods)
+
+    monkeypatch.setattr(rebuilt, "rebuild_ledger", counting)
+    c = check_inputs(FLAVORS, ledgers, None, [], [parse_pod(held)])
+    assert built == [] and len(c.devices) == 3 and "node-b" in c.devices and "node-z" not in c.devices
+    a = c.devices["node-a"]
+    assert c.devices["node-a"] is a and built == ["node-a"]  # rebuilt once, kept
+    assert [card.free for card in a.cards("nvidia-a10g")] == [False, True]
+    assert a == real(ledgers[0], [parse_pod(held)])
+    assert c.devices.get("node-z") is None
+    assert sorted(c.devices) == ["node-a", "node-b", "node-c"] and built == ["node-a"]

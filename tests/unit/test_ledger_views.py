@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gpuctl.core.instancetypes import parse_instancetype
-from gpuctl.core.ledger import LedgerError, Mode, parse_devices
+from gpuctl.core.ledger import Capability, LedgerError, Mode, parse_devices
 from gpuctl.core.units import SHARE, M
 from gpuctl.core.views import View, accelerator_views, instancetype_views, pool_devices, views_to_status
 from testbed.factories import H100_PROFILES, card_row, devices, h100_devices, instancetype, physical_profiles
@@ -227,3 +229,22 @@ def test_cpu_pool_view() -> None:
     v = instancetype_views(it, [], node_cores=[16, 32, 24], cpu_reserved=4)
     assert v.cpu == View(32, 68, 72)
     assert v.accelerator == View(0, 0, 0)
+
+
+def test_identical_cards_of_a_whole_read_share_one_capability() -> None:
+    shared: dict[Any, Capability] = {}
+    a, b = (parse_devices(devices(n, cards=4), shared) for n in ("a", "b"))
+    capabilities = {id(c.capability) for d in (a, b) for c in d.groups[0].cards}
+    assert len(capabilities) == 1
+    # Shared or not, the records are the same.
+    assert (a, b) == (parse_devices(devices("a", cards=4)), parse_devices(devices("b", cards=4)))
+
+
+def test_a_shared_capability_is_never_lent_to_another_manufacturer() -> None:
+    """The same raw profiles publish under each manufacturer's own spelling (T-Head's ``4g48gb`` is ``4g.48gb``)."""
+    profiles = [{"name": "4g48gb", "memoryMib": 49152, "computeSlices": 4, "memorySlices": 4, "count": 2}]
+    shared: dict[Any, Capability] = {}
+    thead = parse_devices(devices("t", manufacturer="thead", group_id="ppu", profiles=profiles), shared)
+    nvidia = parse_devices(devices("n", manufacturer="nvidia", group_id="h100", profiles=profiles), shared)
+    assert [p.published for p in thead.groups[0].cards[0].profiles] == ["4g.48gb"]
+    assert [p.published for p in nvidia.groups[0].cards[0].profiles] == ["4g48gb"]

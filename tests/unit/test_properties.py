@@ -180,12 +180,24 @@ def test_admit_pod_answers_any_json(garbage: Any) -> None:
 def test_the_fast_ledger_reader_agrees_with_the_checked_one(raw: list[dict[str, Any]]) -> None:
     from gpuctl.core.ledger import _parse_checked, _parse_well_formed
 
+    shared: dict[Any, Any] = {}  # one read's capabilities, shared by its objects
     for d in raw:
         try:
-            fast = _parse_well_formed(d)
+            fast = _parse_well_formed(d, shared)
         except Exception:  # noqa: BLE001 - an unusual shape is the checked reader's to read
             continue
         assert fast == _parse_checked(d)
+
+
+def test_the_fast_ledger_reader_reads_the_common_shapes() -> None:
+    """The property above compares only what the fast reader reads: it must read the usual ledgers itself."""
+    from gpuctl.core.ledger import _parse_well_formed
+    from testbed.factories import card_row, devices, h100_devices
+
+    shared: dict[Any, Any] = {}
+    rows = [card_row(0), card_row(1, mode=3, allocated=160000, slices=1), card_row(2, mode=2, allocated=320000)]
+    for d in (devices("a", cards=4, rows=rows), devices("b", cards=4), h100_devices("c")):
+        _parse_well_formed(d, shared)
 
 
 @settings(max_examples=150, deadline=None)

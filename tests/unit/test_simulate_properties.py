@@ -23,8 +23,8 @@ from gpuctl.cluster import kinds, read
 from gpuctl.core import naming
 from gpuctl.core.capacity import node_capacity
 from gpuctl.core.explain import HELD, PASSED
-from gpuctl.core.fit import rebuild_ledger
 from gpuctl.core.ledger import parse_devices
+from gpuctl.core.rebuilt import rebuild_ledger
 from gpuctl.core.simulate import Outcome, Simulator
 from gpuctl.core.submissions import Submission, SubmittedPodSet
 from gpuctl.core.units import M

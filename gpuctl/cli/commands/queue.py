@@ -88,6 +88,8 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
     from gpuctl.core.submissions import resubmission
     from gpuctl.core.workloads import parse_local_queue
 
+    # The Pods and Nodes too: the simulation of what is pending reads them, and it is what `queue` is for.
+    read.read_as_records(source, kinds.WORKLOAD, kinds.POD, kinds.NODE)
     cluster_queues = read.cluster_queues(source)
     queues = sorted(names or cluster_queues)
     missing = [q for q in queues if q not in cluster_queues]

@@ -101,6 +101,7 @@ def usage_items(source: "Source", pools: list[str], by: By, namespace: str | Non
     from gpuctl.core.usage import holdings, summarise
     from gpuctl.core.workloads import parse_local_queue
 
+    read.read_as_records(source, kinds.POD, kinds.WORKLOAD)
     types = read.instancetypes(source)
     missing = sorted(set(pools) - {t.name for t in types})
     if missing:

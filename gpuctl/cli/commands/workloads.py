@@ -1,6 +1,6 @@
 """``gpuctl workloads``: the Workloads of a namespace (or all), with the gate that holds each."""
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -10,9 +10,6 @@ from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
 from gpuctl.cli.source import SourceSpec
 from gpuctl.cluster import kinds
-
-if TYPE_CHECKING:
-    from gpuctl.core.explain import Explanation
 
 WORKLOAD_COLUMNS = (
     Column("NAMESPACE"),
@@ -76,7 +73,6 @@ def workloads_command(
     from gpuctl.cluster import read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.core.explain import explain_workload
-    from gpuctl.core.workloads import Workload
 
     opened = source.open()
     ns = source.scope(opened)
@@ -86,7 +82,9 @@ def workloads_command(
             opened, kinds.WORKLOAD, namespace=ns, label_selector=source.selector, field_selector=source.field_selector
         )
         state = read.admission_state(opened)
-        results: list[tuple[Workload, Explanation]] = []
+        # Each explanation becomes its item at once: thousands of them are never held twice over.
+        labels: dict[str, dict[str, str]] = {}
+        items: list[dict[str, Any]] = []
         for w in state.workloads:
             if (ns is not None and w.namespace != ns) or (pool and state.cluster_queue_of(w) != pool):
                 continue
@@ -95,9 +93,9 @@ def workloads_command(
             e = explain_workload(w, state.context_for(w))
             if held and e.held_by is None:
                 continue
-            results.append((w, e))
-    labels = {w.key: dict(w.labels) for w, _ in results}
-    items = [e.to_dict() | {"queue": w.queue_name, "clusterQueue": w.cluster_queue} for w, e in results]
+            labels[w.key] = dict(w.labels)
+            items.append(e.to_dict() | {"queue": w.queue_name, "clusterQueue": w.cluster_queue})
+        del state  # the check's inputs: rebuilt ledgers of every node
     where = "in any namespace" if ns is None else f"in namespace {ns}"
     render.emit(
         render.Listing(

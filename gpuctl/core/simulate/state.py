@@ -11,11 +11,11 @@ from gpuctl.core.capacity import advertised
 from gpuctl.core.errors import InputError
 from gpuctl.core.fit import (
     FitContext,
-    rebuild_ledger,
 )
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.nodes import Node
+from gpuctl.core.rebuilt import rebuild_ledger
 from gpuctl.core.units import M
 from gpuctl.core.workloads import (
     AdmissionCheck,

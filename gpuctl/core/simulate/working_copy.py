@@ -21,13 +21,13 @@ from gpuctl.core.capacity import advertised, node_allocatable
 from gpuctl.core.fit import (
     READY,
     FitContext,
-    rebuild_ledger,
     workloads_by_node,
 )
 from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.pins import FIT_PREFIXES, node_fit_labels
 from gpuctl.core.pods import Pod
 from gpuctl.core.quota import QuotaBook, quota_book
+from gpuctl.core.rebuilt import rebuild_ledger
 from gpuctl.core.simulate.requests import PodRequests, RequestsBySpec, add_times
 from gpuctl.core.simulate.state import ClusterState, ScenarioError, with_added_nodes
 from gpuctl.core.tas import Amount, NodeRoom, Room, TasFailure, TasPlacement, node_selector, with_pod_slot
