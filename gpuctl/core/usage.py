@@ -79,8 +79,9 @@ class Holding:
     """Partition instances by profile, in the published spelling."""
     cpu: Fraction = ZERO
     """Cores requested by running Pods (CPU pools)."""
-    equivalents: dict[str, Fraction] = field(default_factory=dict)
-    """Card-equivalents per mode (``MODES``)."""
+    units: dict[str, int] = field(default_factory=dict)
+    """Card-equivalents per mode (``MODES``), in the ledger's units (``M`` to a card): integers, summed exactly and
+    fast; :attr:`equivalents` gives them as fractions of a card."""
     reserved: Fraction = ZERO
     """Card-equivalents reserved by admitted Workloads whose Pods hold no allocation yet."""
     reserved_cpu: Fraction = ZERO
@@ -89,8 +90,13 @@ class Holding:
     pods: int = 0
 
     @property
+    def equivalents(self) -> dict[str, Fraction]:
+        """Card-equivalents per mode."""
+        return {mode: Fraction(u, M) for mode, u in self.units.items()}
+
+    @property
     def card_equivalents(self) -> Fraction:
-        return sum(self.equivalents.values(), ZERO)
+        return Fraction(sum(self.units.values()), M)
 
     def add(self, other: Holding) -> None:
         self.cards += other.cards
@@ -100,8 +106,8 @@ class Holding:
         for name, n in other.partitions.items():
             self.partitions[name] = self.partitions.get(name, 0) + n
         self.cpu += other.cpu
-        for mode, eq in other.equivalents.items():
-            self.equivalents[mode] = self.equivalents.get(mode, ZERO) + eq
+        for mode, u in other.units.items():
+            self.units[mode] = self.units.get(mode, 0) + u
         self.reserved += other.reserved
         self.reserved_cpu += other.reserved_cpu
         self.reserved_workloads += other.reserved_workloads
@@ -109,37 +115,38 @@ class Holding:
         self.pods += other.pods
 
 
-def _charge(h: Holding, mode: str, eq: Fraction) -> None:
-    h.equivalents[mode] = h.equivalents.get(mode, ZERO) + eq
+def _charge(h: Holding, mode: str, units: int) -> None:
+    h.units[mode] = h.units.get(mode, 0) + units
 
 
-def partition_equivalent(card: Card | None, group: Group | None, profile: str) -> tuple[str, Fraction]:
-    """A partition's published profile name and its card-equivalents: the same-VRAM slice's units over M."""
+def partition_units(card: Card | None, group: Group | None, profile: str) -> tuple[str, int]:
+    """A partition's published profile name and its card-equivalent in units: the same-VRAM slice's units (``M`` to a
+    card)."""
     if card is not None and group is not None and group.memory_mib > 0:
         for p in card.profiles:
             if profile in (p.name, p.published):
-                return p.published, Fraction(min(partitioned_units(p.memory_mib, group.memory_mib), M), M)
-    return profile, ZERO
+                return p.published, min(partitioned_units(p.memory_mib, group.memory_mib), M)
+    return profile, 0
 
 
 def charge_grant(h: Holding, grant: CardAllocation, card: Card | None, group: Group | None) -> None:
     """Add one card grant of a Pod's allocation record to a holding."""
     if grant.mode == Mode.EXCLUSIVE:
         h.cards += 1
-        _charge(h, "exclusive", Fraction(1))
+        _charge(h, "exclusive", M)
     elif grant.mode == Mode.SHARED:
         units = max(grant.allocated, 0)
         h.shares += units // SHARE
-        _charge(h, "shared", Fraction(min(units, M), M))
+        _charge(h, "shared", min(units, M))
     elif grant.mode == Mode.SLICED:
         units = max(grant.allocated, 0)
         h.slices += 1
         h.slice_units += units
-        _charge(h, "sliced", Fraction(min(units, M), M))
+        _charge(h, "sliced", min(units, M))
     elif grant.mode == Mode.PARTITIONED:
-        name, eq = partition_equivalent(card, group, grant.profile)
+        name, units = partition_units(card, group, grant.profile)
         h.partitions[name] = h.partitions.get(name, 0) + 1
-        _charge(h, "partitioned", eq)
+        _charge(h, "partitioned", units)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,9 +231,11 @@ def unattributed_holdings(
     """What each pool's ledger charges beyond what the Pods' records name: one holding per pool, owner unknown."""
     out: dict[str, Holding] = {}
     for (node, key), where in sorted(index.by_card.items()):
+        h = out.get(where.pool)
+        if h is None:
+            h = out[where.pool] = Holding(where.pool, Owner())
         for card in where.group.cards:
             grants = claimed.get((node, key, card.id), ())
-            h = out.setdefault(where.pool, Holding(where.pool, Owner()))
             if card.mode is Mode.EXCLUSIVE and not any(g.mode == Mode.EXCLUSIVE for g in grants):
                 charge_grant(h, _grant(card, Mode.EXCLUSIVE, M), card, where.group)
             elif card.mode is Mode.SHARED:
@@ -239,7 +248,7 @@ def unattributed_holdings(
                 if left > 0:
                     h.slices += max(0, card.allocated_slices - len(mine))
                     h.slice_units += left
-                    _charge(h, "sliced", Fraction(min(left, M), M))
+                    _charge(h, "sliced", min(left, M))
             elif card.mode is Mode.PARTITIONED:
                 for p in card.profiles:
                     named = sum(1 for g in grants if g.profile in (p.name, p.published))
@@ -338,7 +347,7 @@ def summarise(items: Iterable[Holding], by: By, namespace: str | None = None) ->
         ns, name = h.owner.row_key(by)
         total = rows.get((ns, name, h.pool))
         if total is None:
-            rows[(ns, name, h.pool)] = replace(h, partitions=dict(h.partitions), equivalents=dict(h.equivalents))
+            rows[(ns, name, h.pool)] = replace(h, partitions=dict(h.partitions), units=dict(h.units))
         else:
             total.add(h)
     return [Row(ns, name, pool, rows[(ns, name, pool)]) for ns, name, pool in sorted(rows)]
@@ -359,13 +368,16 @@ def usage_gauges(
 ) -> tuple[dict[tuple[str, str, str], float], dict[tuple[str, str], float]]:
     """The operator's usage gauges: card-equivalents held per ``(namespace, pool, mode)``, and reserved per
     ``(namespace, pool)`` ("" namespace for what the ledger charges to no Pod)."""
-    held: dict[tuple[str, str, str], Fraction] = {}
+    held: dict[tuple[str, str, str], int] = {}
     reserved: dict[tuple[str, str], Fraction] = {}
     for h in items:
-        for mode, eq in h.equivalents.items():
+        for mode, u in h.units.items():
             k = (h.owner.namespace, h.pool, mode)
-            held[k] = held.get(k, ZERO) + eq
+            held[k] = held.get(k, 0) + u
         if h.reserved:
             r = (h.owner.namespace, h.pool)
             reserved[r] = reserved.get(r, ZERO) + h.reserved
-    return {k: equivalents(v) for k, v in held.items()}, {k: equivalents(v) for k, v in reserved.items()}
+    return (
+        {k: equivalents(Fraction(v, M)) for k, v in held.items()},
+        {k: equivalents(v) for k, v in reserved.items()},
+    )
