@@ -265,6 +265,36 @@ class GpuPool:
         self.created.append(("workloads", name, self.namespace))
         return name
 
+    def submit_job(self, name: str, limits: dict[str, str]) -> str:
+        """A suspended Job in the pool's queue (TAS at hostname), as a user submits one: Kueue's job integration
+        creates its Workload, and completes each eviction by suspending the Job and releasing its quota."""
+        client.BatchV1Api(self.api).create_namespaced_job(
+            self.namespace,
+            {
+                "metadata": {"name": name, "labels": {naming.LABEL_QUEUE_NAME: self.entrance}},
+                "spec": {
+                    "suspend": True,
+                    "template": {
+                        "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": naming.LABEL_HOSTNAME}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {"name": "main", "image": "gpuctl-it/none", "resources": {"limits": dict(limits)}}
+                            ],
+                        },
+                    },
+                },
+            },
+        )
+        self.created.append(("job", name, self.namespace))
+        return name
+
+    def workload_of_job(self, job: str) -> dict[str, Any] | None:
+        """The Workload Kueue made for a Job (its owner reference), or None while there is none."""
+        listed = self.objs.list_namespaced_custom_object(KUEUE, KV, self.namespace, "workloads")["items"]
+        mine = [w for w in listed if any(o.get("name") == job for o in w["metadata"].get("ownerReferences") or [])]
+        return dict(mine[0]) if mine else None
+
     def workload(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.objs.get_namespaced_custom_object(KUEUE, KV, self.namespace, "workloads", name)
         return result

@@ -197,41 +197,13 @@ def test_bulk_stop_reports_per_object(pool: GpuPool, control_plane: Any) -> None
 def test_drain_evicts_then_resume_admits_again(api: Any, test_namespace: str, control_plane: Any) -> None:
     from kubernetes import client
 
-    from gpuctl.core import naming
-
     pool = new_pool(api, test_namespace, check=False)
     try:
-        job = f"drain-me-{pool.group_id}"
-        client.BatchV1Api(api).create_namespaced_job(
-            test_namespace,
-            {
-                "metadata": {"name": job, "labels": {naming.LABEL_QUEUE_NAME: pool.entrance}},
-                "spec": {
-                    "suspend": True,
-                    "template": {
-                        "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": naming.LABEL_HOSTNAME}},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {
-                                    "name": "main",
-                                    "image": "gpuctl-it/none",
-                                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                                }
-                            ],
-                        },
-                    },
-                },
-            },
-        )
-        pool.created.append(("job", job, test_namespace))
+        job = pool.submit_job(f"drain-me-{pool.group_id}", {"nvidia.com/gpu": "1"})
 
         def admitted() -> bool:
-            wls = pool.objs.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", test_namespace, "workloads")[
-                "items"
-            ]
-            mine = [w for w in wls if any(o.get("name") == job for o in w["metadata"].get("ownerReferences") or [])]
-            return bool(mine) and (condition(mine[0], "Admitted") or {}).get("status") == "True"
+            mine = pool.workload_of_job(job)
+            return mine is not None and (condition(mine, "Admitted") or {}).get("status") == "True"
 
         wait_for("the Job's Workload admitted", admitted)
         code, out, err = gpuctl(control_plane, "drain", pool.name, "--wait", "--timeout", "1m")

@@ -65,39 +65,11 @@ def test_a_workload_held_at_the_check_admitted_then_drained_tells_its_story(
         for i in range(2):  # both cards hold a half slice: a two-card Workload waits at the check
             pool.allocated_pod(f"slice-{i}", node, [{"id": f"GPU-{i:04d}", "mode": 3, "allocated": M // 2}])
         # A Job, so Kueue's job integration completes each eviction (suspends it, releases the quota) and requeues.
-        job = f"story-{pool.group_id}"
-        client.BatchV1Api(api).create_namespaced_job(
-            test_namespace,
-            {
-                "metadata": {"name": job, "labels": {naming.LABEL_QUEUE_NAME: pool.entrance}},
-                "spec": {
-                    "suspend": True,
-                    "template": {
-                        "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": naming.LABEL_HOSTNAME}},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {
-                                    "name": "main",
-                                    "image": "gpuctl-it/none",
-                                    "resources": {"limits": {"nvidia.com/gpu": "2"}},
-                                }
-                            ],
-                        },
-                    },
-                },
-            },
-        )
-        pool.created.append(("job", job, test_namespace))
+        job = pool.submit_job(f"story-{pool.group_id}", {"nvidia.com/gpu": "2"})
 
         def workload_of_job() -> str | None:
-            listed = pool.objs.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", test_namespace, "workloads")
-            mine = [
-                w["metadata"]["name"]
-                for w in listed["items"]
-                if any(o.get("name") == job for o in w["metadata"].get("ownerReferences") or [])
-            ]
-            return mine[0] if mine else None
+            made = pool.workload_of_job(job)
+            return str(made["metadata"]["name"]) if made else None
 
         name = wait_for("Kueue creates the Job's Workload", workload_of_job)
 
