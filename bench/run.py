@@ -271,14 +271,20 @@ def bench_simulate(nodes: int) -> list[Row]:
             ready = Simulator(state)
             one = median_seconds(lambda: ready.copy().simulate(sub, commit=False), repeat=9)
         admitted = ready.simulate(sub, commit=False).admitted
-        views, _ = _median_run([gpuctl, "views", "-o", "json", "--snapshot", str(snap)], repeat=3)
-        whole, _ = _median_run(
-            [gpuctl, "simulate", "-f", str(Path(tmp) / "pod.json"), "-o", "json", "--snapshot", str(snap)], repeat=3
-        )
-        others = {
-            " ".join(command): _median_run([gpuctl, *command, "-o", "json", "--snapshot", str(snap)], repeat=3)[0]
-            for command in (("fragmentation",), ("queue",), ("usage", "-A"))
+        # Run in turn, round after round, so that a change in the machine's load falls on all of them alike.
+        pod = str(Path(tmp) / "pod.json")
+        commands = {
+            "views": ["views"],
+            "simulate": ["simulate", "-f", pod],
+            "fragmentation": ["fragmentation"],
+            "queue": ["queue"],
+            "usage -A": ["usage", "-A"],
         }
+        timed = _interleaved(
+            {name: [gpuctl, *args, "-o", "json", "--snapshot", str(snap)] for name, args in commands.items()}, repeat=3
+        )
+        views, whole = timed["views"][0], timed["simulate"][0]
+        others = {name: timed[name][0] for name in ("fragmentation", "queue", "usage -A")}
     rows = [
         Row(
             f"gpuctl {command} -o json, {nodes}-node snapshot (whole process)",

@@ -166,10 +166,11 @@ class Workload:
     """``metadata.creationTimestamp`` (RFC 3339)."""
     max_execution_seconds: int | None = None
     """``spec.maximumExecutionTimeSeconds``: Kueue evicts the Workload once it has run that long."""
+    key: str = field(init=False, repr=False, compare=False)
+    """``namespace/name``, made once (every index and set of Workloads is keyed by it)."""
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
     def _true(self, t: str) -> bool:
         c = self.conditions.get(t)
