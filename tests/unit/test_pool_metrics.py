@@ -142,8 +142,18 @@ def test_the_usage_and_queue_gauges_are_computed_again_only_when_what_they_read_
     status = controllers.get(StatusController)
     status.reconcile(CQ)
     calls: list[str] = []
+
+    def counting(name: str) -> Any:
+        compute = getattr(status, name)
+
+        def counted() -> Any:
+            calls.append(name)
+            return compute()
+
+        return counted
+
     for name in ("_compute_usage", "_compute_queues"):
-        monkeypatch.setattr(status, name, lambda f=getattr(status, name), n=name: calls.append(n) or f())
+        monkeypatch.setattr(status, name, counting(name))
     clock = [1000.0]
     monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
     controllers.metrics.render()
