@@ -10,10 +10,10 @@ through a counting TCP proxy, and measured:
 - the first resync settled (every work queue empty);
 - idle operator CPU and idle API traffic over a window after that;
 - RSS after the idle window and its peak;
-- a ``/metrics`` scrape (the first after the idle window recomputes the usage gauges and every pool's fragmentation);
 - the gate-3 verdict latency of 100 new Workloads: from just before the quota reservation is written to the moment a
   watch on Workloads sees the check's verdict (a watch cannot time the reservation itself: both events can arrive in
   one read);
+- a ``/metrics`` scrape after that (the first computes the usage, queue and pool gauges again: the Workloads changed);
 - fail-over: two replicas with ``--leader-elect``; once one leads and the other's cache is synced, the leader is
   killed (SIGKILL), a new Workload's quota is reserved at once, and the time from the kill to the check's verdict on
   it is measured (the standby must first see the Lease expire).
@@ -538,18 +538,19 @@ def measure_operator(cp: Any, pool: GpuPool, work: Path, tag: str) -> dict[str, 
         result["idle_cpu"] = (_cpu_seconds(op.pid) - cpu0) / elapsed * 100
         result["idle_traffic"] = (proxy.bytes - bytes0) / elapsed * 60 / 1e6
         result["rss"] = _status_kib(op.pid, "VmRSS") / 1024
-        # The first scrape after the idle window recomputes the usage gauges and every pool's fragmentation.
+        latencies = judge_new(cp, pool, f"new-{tag}-")
+        result["verdicts"] = len(latencies)
+        result["p50"] = statistics.median(latencies) if latencies else float("nan")
+        result["p99"] = quantile(latencies, 0.99)
+        result["max"] = max(latencies) if latencies else float("nan")
+        # The Workloads changed and the last scrape is more than the gauges' TTL ago: the first scrape computes the
+        # usage, queue and pool gauges again.
         scrapes = []
         for _ in range(3):
             t = time.monotonic()
             op.get("/metrics")
             scrapes.append(time.monotonic() - t)
         result["scrape"] = max(scrapes)
-        latencies = judge_new(cp, pool, f"new-{tag}-")
-        result["verdicts"] = len(latencies)
-        result["p50"] = statistics.median(latencies) if latencies else float("nan")
-        result["p99"] = quantile(latencies, 0.99)
-        result["max"] = max(latencies) if latencies else float("nan")
         result["peak_rss"] = _status_kib(op.pid, "VmHWM") / 1024
         print(
             f"  operator: verdicts p50 {result['p50']:.3f}s p99 {result['p99']:.3f}s max {result['max']:.3f}s, "

@@ -224,9 +224,11 @@ def unattributed_holdings(
     """What each pool's ledger charges beyond what the Pods' records name: one holding per pool, owner unknown."""
     out: dict[str, Holding] = {}
     for (node, key), where in sorted(index.by_card.items()):
+        h = out.get(where.pool)
+        if h is None:
+            h = out[where.pool] = Holding(where.pool, Owner())
         for card in where.group.cards:
             grants = claimed.get((node, key, card.id), ())
-            h = out.setdefault(where.pool, Holding(where.pool, Owner()))
             if card.mode is Mode.EXCLUSIVE and not any(g.mode == Mode.EXCLUSIVE for g in grants):
                 charge_grant(h, _grant(card, Mode.EXCLUSIVE, M), card, where.group)
             elif card.mode is Mode.SHARED:
@@ -276,20 +278,22 @@ def reserved_holdings(
         for pod in by_workload.get((w.namespace, w.name), ()):
             if _served(pod, cpu_pool):
                 running[pod.podset] = running.get(pod.podset, 0) + 1
-        h = Holding(w.cluster_queue, _owner(w.namespace, w.queue_name, w.name, queues, w.cluster_queue))
+        h: Holding | None = None
         for ps in w.podsets:
             a = w.assignment(ps.name)
             count = a.count if a is not None and a.count > 0 else ps.count
             waiting = max(0, count - running.get(ps.name, 0))
             if not waiting or count <= 0:
                 continue
+            if h is None:
+                h = Holding(w.cluster_queue, _owner(w.namespace, w.queue_name, w.name, queues, w.cluster_queue))
             usage = dict(a.usage) if a is not None and a.usage else _template_usage(ps.spec, count)
             credits = sum((v for k, v in usage.items() if k.startswith(naming.CREDITS_PREFIX)), ZERO)
             h.reserved += credits * waiting / count / M
             if cpu_pool:
                 h.reserved_cpu += usage.get("cpu", ZERO) * waiting / count
             h.reserved_pods += waiting
-        if h.reserved_pods and (h.reserved or h.reserved_cpu):
+        if h is not None and h.reserved_pods and (h.reserved or h.reserved_cpu):
             h.reserved_workloads = 1
             out.append(h)
     return out
