@@ -230,6 +230,10 @@ class OperatorCache:
         """How many events of each of these kinds the cache has applied: equal twice, nothing of them changed."""
         return tuple(self.generations[k] for k in kinds_)
 
+    def version(self, kind: Kind) -> str:
+        """The resourceVersion the kind's store is at ("" before its first list)."""
+        return self.informers[kind].resource_version
+
     def contact_age(self, kinds_: Iterable[Kind] | None = None) -> float:
         """Seconds since the least recently heard-from informer (of ``kinds_``, all by default) heard the API."""
         chosen = [self.informers[k] for k in kinds_] if kinds_ is not None else list(self.informers.values())

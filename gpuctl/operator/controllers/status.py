@@ -22,6 +22,7 @@ from gpuctl.core.nodes import Node
 from gpuctl.core.queueing import cluster_queues_of, pending_order, pods_by_workload
 from gpuctl.core.usage import holdings, usage_gauges
 from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, pool_devices, views_to_status
+from gpuctl.core.workloads import ClusterQueue
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache
 from gpuctl.operator.controllers.base import Controller, Watch, Writer, node_moved
 from gpuctl.operator.events import NORMAL, EventSink, Regarding
@@ -72,10 +73,15 @@ class StatusController(Controller):
             Watch(kinds.DEVICES, self._on_devices, delay=self.coalesce),
             Watch(kinds.NODE, self._on_node, delay=self.coalesce),
             Watch(kinds.INSTANCETYPE, lambda key, _old, _new: [key]),
-            Watch(
-                kinds.CLUSTERQUEUE, lambda key, _old, _new: [key] if key in self.cache.store(kinds.INSTANCETYPE) else []
-            ),
+            Watch(kinds.CLUSTERQUEUE, self._on_cluster_queue),
         )
+
+    def _on_cluster_queue(self, key: str, old: ClusterQueue | None, new: ClusterQueue | None) -> list[str]:
+        """The pool of its name, when what its status is written from changed (Kueue updates a queue's counts with
+        every reservation; recomputing a 20,000-node pool's views for each would hold up the check's verdicts)."""
+        if key not in self.cache.store(kinds.INSTANCETYPE):
+            return []
+        return [key] if queue_facts(old) != queue_facts(new) else []
 
     def _on_devices(self, _key: str, old: NodeDevices | None, new: NodeDevices | None) -> list[str]:
         """The accelerated pools of the ledger's card models."""
@@ -101,13 +107,14 @@ class StatusController(Controller):
     def desired_status(self, cached: CachedInstanceType) -> dict[str, Any]:
         it = cached.record
         cores: list[int] = []
-        reserved = 0
         queue = self.cache.cluster_queue(it.name)
         devices = self.cache.pool_devices(it.accelerator_group) if it.acceleratable else []
-        if not it.acceleratable:
+        _, policy, outstanding, reserved = queue_facts(queue)
+        if it.acceleratable:
+            reserved = 0  # cores reserved count in a CPU pool's views only
+        else:
             pool = it.pool_labels()
             cores = [n.cpu_cores for n in self.cache.nodes().values() if in_pool(n.labels, pool)]
-            reserved = queue.reserved.get("cpu", 0) if queue else 0
         status: dict[str, Any] = views_to_status(
             instancetype_views(it, devices, node_cores=cores, cpu_reserved=reserved)
         )
@@ -117,8 +124,6 @@ class StatusController(Controller):
             # Every accelerated type gets the pool's detail; fields this writer does not compute stay.
             status["detail"] = {**(cached.status.get("detail") or {}), **detail}
         status["entrance"] = naming.queue_entrance(it.name)
-        policy = queue.stop_policy if queue else "None"
-        outstanding = bool(queue and (queue.reserving or any(v for v in queue.reserved.values())))
         status["phase"] = instancetype_phase(policy, outstanding).value
         status["phaseMessage"] = phase_message(policy, outstanding)
         return status
@@ -226,3 +231,12 @@ class StatusController(Controller):
         yield from pool_gauges(pools)
         yield from usage_families(*self.usage())
         yield from queue_gauges(self.queues(), {name: frag for name, (_, frag) in pools.items()}, time.time())
+
+
+def queue_facts(queue: ClusterQueue | None) -> tuple[bool, str, bool, int]:
+    """What an InstanceType's status is written from its ClusterQueue: whether it exists, its stop policy, whether it
+    has reservations outstanding, and the cores it reserved (a CPU pool's views)."""
+    if queue is None:
+        return False, "None", False, 0
+    outstanding = bool(queue.reserving or any(v for v in queue.reserved.values()))
+    return True, queue.stop_policy, outstanding, queue.reserved.get("cpu", 0)
