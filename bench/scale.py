@@ -7,7 +7,7 @@ them. Then the operator is started (its Event recorder and usage gauges on, as d
 through a counting TCP proxy, and measured:
 
 - webhooks ready (``/readyz``) and cache synced after start;
-- the first resync settled (every work queue empty);
+- the first resync settled (every work queue empty, and the Events it recorded written);
 - idle operator CPU and idle API traffic over a window after that;
 - RSS after the idle window and its peak;
 - the gate-3 verdict latency of 100 new Workloads: from just before the quota reservation is written to the moment a
@@ -453,12 +453,14 @@ class Operator:
         return time.monotonic() - self.started
 
     def wait_settled(self, timeout: float = 7200.0) -> float:
-        """Seconds from the start until every work queue is empty on two scrapes 5 s apart (a scrape costs the
-        operator a pass over its cache, so they are as far apart as the answer's resolution allows)."""
+        """Seconds from the start until every work queue and the Event recorder's queue are empty on two scrapes 5 s
+        apart (a scrape can cost the operator a pass over its cache, so they are as far apart as the answer's
+        resolution allows)."""
         empty_before = False
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            empty = sum(_metric(self.get("/metrics")[1], "gpuctl_workqueue_depth{")) == 0
+            text = self.get("/metrics")[1]
+            empty = sum(_metric(text, "gpuctl_workqueue_depth{")) + sum(_metric(text, "gpuctl_events_queued ")) == 0
             if empty and empty_before:
                 return time.monotonic() - self.started
             empty_before = empty

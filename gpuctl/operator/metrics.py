@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpuctl.core.fragmentation import Shape, ViewFragmentation, demand_shapes
@@ -101,6 +101,26 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def counter_family(name: str, documentation: str, labels: list[str], values: Iterable[tuple[list[str], float]]) -> Any:
+    """A counter read off a count kept elsewhere (``name`` without ``_total``, which the exposition adds)."""
+    family = CounterMetricFamily(name, documentation, labels=labels)
+    for label_values, value in values:
+        family.add_metric(label_values, value)
+    return family
+
+
+def event_families(queued: int, recorded: int, aggregated: int, dropped: Mapping[str, int]) -> Iterator[Any]:
+    """The Event recorder: Events waiting to be written, and every occurrence by what became of it."""
+    yield gauge_family("gpuctl_events_queued", "Events (and series updates) waiting to be written.", [], [([], queued)])
+    outcomes = {"recorded": recorded, "aggregated": aggregated, **{f"dropped-{k}": v for k, v in dropped.items()}}
+    yield counter_family(
+        "gpuctl_events",
+        "Occurrences recorded: written, folded into a series, or dropped (rate-limited, queue-full, failed).",
+        ["outcome"],
+        (([outcome], float(n)) for outcome, n in sorted(outcomes.items())),
+    )
 
 
 def gauge_family(name: str, documentation: str, labels: list[str], values: Iterable[tuple[list[str], float]]) -> Any:
