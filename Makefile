@@ -74,7 +74,7 @@ dist: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run --write docs/benchmarks.md
 
-## bench-scale: the operator on the real control plane with pools of 1,000 and 5,000 nodes (not in CI; ~20 min)
+## bench-scale: the operator on the real control plane with pools of 5,000 and 20,000 nodes (not in CI; ~1.5 h)
 bench-scale: $(STAMP) testbin
 	$(BIN)/python -m bench.scale --write docs/benchmarks.md
 

@@ -2,8 +2,8 @@
 synthetic cluster (``testbed.synthetic.simulation_snapshot``): its peak resident memory as a share of its memory limit.
 
 The operator runs as its own process, with ``--memory-limit``, against an API server of the test's own that serves
-the synthetic cluster's lists (paged, as the real one pages them) and watches (a bookmark, then silence until the
-window ends) and accepts the controllers' writes. Loading 20,000 objects into a real API server takes minutes on a
+the synthetic cluster's lists (streamed as a watch's initial events, as the real one streams them, or paged) and
+watches (a bookmark, then silence until the window ends) and accepts the controllers' writes. Loading 20,000 objects into a real API server takes minutes on a
 shared machine; what is measured here is the operator's memory, which the API server's implementation does not enter.
 
 Then ``concurrency`` clients each send maximal reviews (6.9 MiB, under the 7 MiB body limit) at once, round after
@@ -148,7 +148,8 @@ class ClusterAPI:
                 self._send(handler, 200, json.dumps(obj).encode())
             return
         if query.get("watch") in ("1", "true"):
-            self._watch(handler, float(query.get("timeoutSeconds", "60")))
+            initial = self.collections[collection] if query.get("sendInitialEvents") == "true" else None
+            self._watch(handler, float(query.get("timeoutSeconds", "60")), initial)
             return
         items = self.collections[collection]
         node = query.get("fieldSelector", "").removeprefix("spec.nodeName=")
@@ -165,15 +166,30 @@ class ClusterAPI:
         )
         self._send(handler, 200, body)
 
-    def _watch(self, handler: Any, seconds: float) -> None:
+    def _watch(self, handler: Any, seconds: float, initial: list[tuple[dict[str, Any], bytes]] | None) -> None:
+        """A bookmark, then silence until the window ends; a streamed list (``initial``) first sends every object
+        as an ADDED event and ends them with the bookmark. Chunked, as the API server streams a watch (a client
+        reads each chunk as it comes)."""
+        handler.protocol_version = "HTTP/1.1"
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.send_header("Connection", "close")
         handler.end_headers()
-        bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "100"}}}
+
+        def chunk(data: bytes) -> None:
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+        bookmark: dict[str, Any] = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "100"}}}
         try:
-            handler.wfile.write(json.dumps(bookmark).encode() + b"\n")
+            if initial is not None:
+                for _, raw in initial:
+                    chunk(b'{"type":"ADDED","object":%s}\n' % raw)
+                bookmark["object"]["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+            chunk(json.dumps(bookmark).encode() + b"\n")
             handler.wfile.flush()
             self._closing.wait(seconds)
+            handler.wfile.write(b"0\r\n\r\n")
         except OSError:
             return
 

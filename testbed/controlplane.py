@@ -262,6 +262,9 @@ class ControlPlane:
     work_dir: Path
     bin_dir: Path
     with_kueue: bool = True
+    disabled_admission: tuple[str, ...] = ()
+    """Admission plugins switched off beyond ``ServiceAccount`` (a benchmark's pool of Nodes that no node lifecycle
+    controller would untaint: ``TaintNodesByCondition``)."""
 
     ca: CertificateAuthority = field(init=False)
     api_port: int = field(init=False, default=0)
@@ -447,7 +450,7 @@ class ControlPlane:
                 "--allow-privileged=true",
                 # No kube-controller-manager runs, so nothing would create the
                 # "default" ServiceAccount that this plugin requires for Pods.
-                "--disable-admission-plugins=ServiceAccount",
+                "--disable-admission-plugins=" + ",".join(("ServiceAccount", *self.disabled_admission)),
                 f"--requestheader-client-ca-file={self.ca_file}",
                 f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
                 "--requestheader-username-headers=X-Remote-User",
@@ -784,7 +787,11 @@ class ControlPlane:
             p.stop()
 
 
-def start_control_plane(work_dir: Path, bin_directory: Path, with_kueue: bool = True) -> ControlPlane:
-    cp = ControlPlane(work_dir=work_dir, bin_dir=bin_directory, with_kueue=with_kueue)
+def start_control_plane(
+    work_dir: Path, bin_directory: Path, with_kueue: bool = True, disabled_admission: tuple[str, ...] = ()
+) -> ControlPlane:
+    cp = ControlPlane(
+        work_dir=work_dir, bin_dir=bin_directory, with_kueue=with_kueue, disabled_admission=disabled_admission
+    )
     cp.start()
     return cp

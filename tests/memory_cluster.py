@@ -144,6 +144,7 @@ class MemoryCluster:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        not_older_than: str | None = None,
     ) -> list[dict[str, Any]]:
         wanted = dict(p.split("=", 1) for p in label_selector.split(",")) if label_selector else {}
         fields = dict(p.split("=", 1) for p in field_selector.split(",")) if field_selector else {}

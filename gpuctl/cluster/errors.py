@@ -15,3 +15,7 @@ class SelectorError(SourceError):
     """A label or field selector that cannot be read, or selects by a field the server cannot select by (exit 2)."""
 
     exit_code = EXIT_USAGE
+
+
+class RefusedError(SourceError):
+    """The API server refused a request as invalid (HTTP 400 or 422): what was asked is not served as asked."""

@@ -8,12 +8,14 @@ decoding thousands of objects into the client's typed models costs many times a 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpuctl.cluster.errors import SelectorError, SourceError
+from gpuctl.cluster.errors import RefusedError, SelectorError, SourceError
+from gpuctl.cluster.failures import cause as _cause
 from gpuctl.cluster.kinds import Kind
 
 PAGE_SIZE = 500
@@ -328,7 +330,7 @@ class LiveSource:
         if status == 400 and method == "GET" and ("selector" in message or "field label" in message):
             return SelectorError(message)
         if status == 422 or status == 400:
-            return SourceError(f"the API server refused the {verb}: {message}")
+            return RefusedError(f"the API server refused the {verb}: {message}")
         return SourceError(f"the API server answered {status} to {verb} {what}: {message or exc.reason}")
 
     # ------------------------------------------------------------------------------------------- reading
@@ -349,11 +351,17 @@ class LiveSource:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        not_older_than: str | None = None,
     ) -> list[dict[str, Any]]:
+        """Every object (pages joined); see :meth:`list_pages`."""
         return [
             item
             for page in self.list_pages(
-                kind, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+                kind,
+                namespace=namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                not_older_than=not_older_than,
             )
             for item in page.items
         ]
@@ -367,10 +375,16 @@ class LiveSource:
         field_selector: str | None = None,
         page_size: int = PAGE_SIZE,
         accept: str = "application/json",
+        not_older_than: str | None = None,
     ) -> Iterator[Page]:
         """The list page by page (``limit``/``continue``): each page's items and the list's resourceVersion, the point
         a watch resumes from. A page is decoded only when the caller asks for it, so a large list is never held whole.
-        Selectors are sent to the server, after the same check a snapshot makes (so both refuse one alike)."""
+        Selectors are sent to the server, after the same check a snapshot makes (so both refuse one alike).
+
+        By default the read is consistent (as of now): served from the API server's watch cache once it has caught up
+        with etcd, which right after a write takes it a progress notification (80-90 ms here). ``not_older_than``
+        (a resourceVersion the caller has seen) asks for a state at least that recent instead, which the watch cache
+        serves at once (``resourceVersionMatch=NotOlderThan``)."""
         if label_selector or field_selector:
             from gpuctl.cluster.selectors import selection
 
@@ -378,7 +392,7 @@ class LiveSource:
         first = True
         for version, path in self._paths(kind, namespace):
             try:
-                for page in self._pages(kind, path, label_selector, field_selector, page_size, accept):
+                for page in self._pages(kind, path, label_selector, field_selector, page_size, accept, not_older_than):
                     if first:
                         self._versions[kind.kind] = version
                         first = False
@@ -400,12 +414,15 @@ class LiveSource:
         field_selector: str | None,
         page_size: int,
         accept: str = "application/json",
+        not_older_than: str | None = None,
     ) -> Iterator[Page]:
         token = ""
         while True:
             query = [("limit", str(page_size))]
             if token:
                 query.append(("continue", token))
+            elif not_older_than:
+                query += [("resourceVersion", not_older_than), ("resourceVersionMatch", "NotOlderThan")]
             if label_selector:
                 query.append(("labelSelector", label_selector))
             if field_selector:
@@ -451,19 +468,73 @@ class LiveSource:
         :class:`SourceError`. ``opened`` receives the response, so another thread can close it to stop the watch.
         """
         _, path = next(self._paths(kind, namespace))
-        query = [
-            ("watch", "1"),
-            ("allowWatchBookmarks", "true"),
-            ("resourceVersion", resource_version),
-            ("timeoutSeconds", str(timeout_seconds)),
-        ]
+        query = [("resourceVersion", resource_version)]
+        response = self._call(
+            "GET",
+            path,
+            query=self._watch_query(query, label_selector, field_selector, timeout_seconds),
+            kind=kind,
+            read_timeout=timeout_seconds + 15.0,
+        )
+        yield from self._events(kind, response, opened)
+
+    def watch_list(
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = WATCH_SECONDS,
+        opened: Callable[[Any], None] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """The kind's objects streamed as a watch's initial events (``sendInitialEvents``, as client-go's reflector
+        lists): each object as an ADDED event, then a BOOKMARK annotated ``k8s.io/initial-events-end: "true"`` carrying
+        the list's resourceVersion, then the watch goes on until the window ends.
+
+        The API server sends them from its watch cache one object at a time, where a paginated list of a custom
+        resource is read from etcd page by page and costs the server several times as much. A server that does not
+        stream lists refuses the request (:class:`~gpuctl.cluster.errors.RefusedError`: its ``WatchList`` feature
+        off, or older than 1.27, which forbids ``resourceVersionMatch`` on a watch). A caller that stops reading
+        early closes the stream (its connection cannot be reused)."""
+        query = [("sendInitialEvents", "true"), ("resourceVersionMatch", "NotOlderThan"), ("resourceVersion", "")]
+        for version, path in self._paths(kind, namespace):
+            try:
+                response = self._call(
+                    "GET",
+                    path,
+                    query=self._watch_query(query, label_selector, field_selector, timeout_seconds),
+                    kind=kind,
+                    read_timeout=timeout_seconds + 15.0,
+                )
+            except SourceError as exc:
+                if str(exc) == _not_served(kind) and not isinstance(exc, NotFoundError):
+                    continue
+                raise
+            self._versions[kind.kind] = version
+            yield from self._events(kind, response, opened)
+            return
+        raise SourceError(_not_served(kind))
+
+    @staticmethod
+    def _watch_query(
+        query: builtins.list[tuple[str, str]],
+        label_selector: str | None,
+        field_selector: str | None,
+        timeout_seconds: int,
+    ) -> builtins.list[tuple[str, str]]:
+        out = [("watch", "1"), ("allowWatchBookmarks", "true"), *query, ("timeoutSeconds", str(timeout_seconds))]
         if label_selector:
-            query.append(("labelSelector", label_selector))
+            out.append(("labelSelector", label_selector))
         if field_selector:
-            query.append(("fieldSelector", field_selector))
-        response = self._call("GET", path, query=query, kind=kind, read_timeout=timeout_seconds + 15.0)
+            out.append(("fieldSelector", field_selector))
+        return out
+
+    def _events(self, kind: Kind, response: Any, opened: Callable[[Any], None] | None) -> Iterator[dict[str, Any]]:
+        """A watch response's events (an ERROR event raised), until its stream ends."""
         if opened is not None:
             opened(response)
+        ended = False
         try:
             for line in _lines(response, self._unreachable):
                 try:
@@ -478,7 +549,12 @@ class LiveSource:
                         raise WatchExpired(str(status.get("message") or "resourceVersion too old"))
                     raise SourceError(f"a watch of {_api_description(kind)} failed: {status.get('message') or status}")
                 yield event
+            ended = True
         finally:
+            if not ended:
+                # Not read to its end (stopped early, or failed): the connection holds the rest of the stream.
+                with contextlib.suppress(Exception):
+                    response.close()
             response.release_conn()
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
@@ -633,23 +709,33 @@ class Page:
 
 
 def _lines(response: Any, unreachable: Callable[[BaseException], SourceError]) -> Iterator[bytes]:
-    """The lines of a streamed response, each bounded by :data:`MAX_WATCH_LINE`."""
-    buffer = b""
+    """The lines of a streamed response, each bounded by :data:`MAX_WATCH_LINE` (read in one pass: a line spread over
+    many chunks is joined once)."""
+    parts: list[bytes] = []
+    size = 0
     try:
         for chunk in response.stream(65536, decode_content=True):
-            buffer += chunk
-            while b"\n" in buffer:
-                line, _, buffer = buffer.partition(b"\n")
+            if b"\n" not in chunk:
+                parts.append(chunk)
+                size += len(chunk)
+                if size > MAX_WATCH_LINE:
+                    raise SourceError("a watch event is larger than 64 MiB: the stream is broken")
+                continue
+            lines = (b"".join(parts) + chunk if parts else chunk).split(b"\n")
+            rest = lines.pop()
+            parts, size = ([rest], len(rest)) if rest else ([], 0)
+            for line in lines:
                 if line.strip():
                     yield line
-            if len(buffer) > MAX_WATCH_LINE:
+            if size > MAX_WATCH_LINE:
                 raise SourceError("a watch event is larger than 64 MiB: the stream is broken")
     except SourceError:
         raise
     except Exception as exc:  # noqa: BLE001 - a read timeout, a reset or a closed stream
         raise unreachable(exc) from None
-    if buffer.strip():
-        yield buffer
+    rest = b"".join(parts)
+    if rest.strip():
+        yield rest
 
 
 def _in_cluster() -> bool:
@@ -660,96 +746,3 @@ def _in_cluster() -> bool:
         and not os.environ.get("KUBECONFIG")
         and not os.path.exists(os.path.expanduser("~/.kube/config"))
     )
-
-
-def _cause(exc: BaseException, configuration: Any = None) -> str:
-    """The root cause of a failed connection in a few words (not urllib3's nested retry report); a certificate that
-    does not verify is named as kubectl names it."""
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        following = getattr(current, "reason", None)
-        if not isinstance(following, BaseException):
-            following = current.__cause__ or current.__context__
-        current = following
-    names = [type(e).__name__ for e in seen]
-    text = " ".join(str(e) for e in seen)
-    if "ConnectTimeoutError" in names or "connect timeout" in text.lower():
-        return "connect timed out (no answer from the address: a firewall, or the wrong host?)"
-    if "ReadTimeoutError" in names or "read timed out" in text.lower():
-        return "the server did not answer in time (--request-timeout)"
-    if "Connection refused" in text:
-        return "connection refused (nothing listens at that host and port)"
-    if "Name or service not known" in text or "nodename nor servname" in text or "Temporary failure in name" in text:
-        return "the host name does not resolve"
-    import ssl
-
-    failed = next((e for e in seen if isinstance(e, ssl.SSLCertVerificationError)), None)
-    if failed is not None:
-        return f"tls: failed to verify certificate: {_x509(failed, configuration)}"
-    if any("SSL" in n for n in names):
-        return f"TLS failed: {_first_line(seen[-1])}"
-    return _first_line(seen[-1])
-
-
-X509_UNKNOWN_AUTHORITY = frozenset({2, 18, 19, 20, 21})
-"""OpenSSL's verify codes for a chain no trusted CA signed (unable to get the issuer, self-signed, ...)."""
-
-
-def _x509(exc: Any, configuration: Any) -> str:
-    """An OpenSSL verification failure in Go's x509 words."""
-    code = int(getattr(exc, "verify_code", 0) or 0)
-    if code in X509_UNKNOWN_AUTHORITY:
-        return "x509: certificate signed by unknown authority"
-    if code in (9, 10):
-        return "x509: certificate has expired or is not yet valid"
-    if code in (62, 64) and configuration is not None:
-        named = _hostname_mismatch(configuration)
-        if named:
-            return named
-    return f"x509: {getattr(exc, 'verify_message', '') or _first_line(exc)}"
-
-
-def _hostname_mismatch(configuration: Any) -> str | None:
-    """Go's "certificate is valid for …, not …": the names the server's certificate holds, read by connecting again
-    with the same trust but without the name check."""
-    import ipaddress
-    import socket
-    import ssl
-    from urllib.parse import urlsplit
-
-    url = urlsplit(str(configuration.host))
-    host, port = url.hostname or "", url.port or 443
-    wanted = configuration.tls_server_name or host
-    try:
-        context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
-        context.check_hostname = False
-        if configuration.cert_file and configuration.key_file:
-            context.load_cert_chain(configuration.cert_file, configuration.key_file)
-        with (
-            socket.create_connection((host, port), timeout=5) as raw,
-            context.wrap_socket(raw, server_hostname=wanted) as tls,
-        ):
-            cert = tls.getpeercert() or {}
-    except (OSError, ValueError):
-        return None
-    sans: list[tuple[str, str]] = [
-        (str(pair[0]), str(pair[1])) for pair in cert.get("subjectAltName") or () if len(pair) == 2
-    ]
-    try:
-        ipaddress.ip_address(wanted)
-        ips = [value for kind, value in sans if kind == "IP Address"]
-        if not ips:
-            return f"x509: cannot validate certificate for {wanted} because it doesn't contain any IP SANs"
-        return f"x509: certificate is valid for {', '.join(ips)}, not {wanted}"
-    except ValueError:
-        dns = [value for kind, value in sans if kind == "DNS"]
-        if not dns:
-            return f"x509: certificate is not valid for any names, but wanted to match {wanted}"
-        return f"x509: certificate is valid for {', '.join(dns)}, not {wanted}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:300]

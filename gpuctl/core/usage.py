@@ -285,20 +285,22 @@ def reserved_holdings(
         for pod in by_workload.get((w.namespace, w.name), ()):
             if _served(pod, cpu_pool):
                 running[pod.podset] = running.get(pod.podset, 0) + 1
-        h = Holding(w.cluster_queue, _owner(w.namespace, w.queue_name, w.name, queues, w.cluster_queue))
+        h: Holding | None = None
         for ps in w.podsets:
             a = w.assignment(ps.name)
             count = a.count if a is not None and a.count > 0 else ps.count
             waiting = max(0, count - running.get(ps.name, 0))
             if not waiting or count <= 0:
                 continue
+            if h is None:
+                h = Holding(w.cluster_queue, _owner(w.namespace, w.queue_name, w.name, queues, w.cluster_queue))
             usage = dict(a.usage) if a is not None and a.usage else _template_usage(ps.spec, count)
             credits = sum((v for k, v in usage.items() if k.startswith(naming.CREDITS_PREFIX)), ZERO)
             h.reserved += credits * waiting / count / M
             if cpu_pool:
                 h.reserved_cpu += usage.get("cpu", ZERO) * waiting / count
             h.reserved_pods += waiting
-        if h.reserved_pods and (h.reserved or h.reserved_cpu):
+        if h is not None and h.reserved_pods and (h.reserved or h.reserved_cpu):
             h.reserved_workloads = 1
             out.append(h)
     return out

@@ -186,6 +186,8 @@ class OperatorCache:
         self.workloads_by_node: dict[str, set[str]] = {}
         self.devices_by_model: dict[str, set[str]] = {}
         self.instances_by_type: dict[str, set[str]] = {}
+        self.generations: dict[Kind, int] = dict.fromkeys(PARSERS, 0)
+        """Events applied per kind: what is computed from the cache can be reused while the kinds it read stay put."""
         self._webhook_version = 0
         self._webhook_context: tuple[int, WebhookContext] | None = None
         self._waiting = threading.Lock()
@@ -224,6 +226,14 @@ class OperatorCache:
     def wait_synced(self, timeout: float | None = None) -> bool:
         return all(informer.synced.wait(timeout) for informer in self.informers.values())
 
+    def generation(self, kinds_: Iterable[Kind]) -> tuple[int, ...]:
+        """How many events of each of these kinds the cache has applied: equal twice, nothing of them changed."""
+        return tuple(self.generations[k] for k in kinds_)
+
+    def version(self, kind: Kind) -> str:
+        """The resourceVersion the kind's store is at ("" before its first list)."""
+        return self.informers[kind].resource_version
+
     def contact_age(self, kinds_: Iterable[Kind] | None = None) -> float:
         """Seconds since the least recently heard-from informer (of ``kinds_``, all by default) heard the API."""
         chosen = [self.informers[k] for k in kinds_] if kinds_ is not None else list(self.informers.values())
@@ -233,6 +243,7 @@ class OperatorCache:
 
     def _handler(self, kind: Kind) -> Callable[[str, str, Any, Any], None]:
         def handle(event: str, key: str, old: Any, new: Any) -> None:
+            self.generations[kind] += 1
             self._index(kind, key, old, new)
             if kind in WEBHOOK_KINDS:
                 self._webhook_version += 1

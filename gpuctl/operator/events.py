@@ -243,6 +243,11 @@ class EventRecorder:
         with self._lock:
             return len(self._queue)
 
+    def counts(self) -> tuple[int, int, int, dict[str, int]]:
+        """Queued, recorded, aggregated, and dropped by why (the recorder's metrics)."""
+        with self._lock:
+            return len(self._queue), self.recorded, self.aggregated, dict(self.dropped)
+
     def run(self, stop: threading.Event) -> None:
         """Write queued Events until ``stop`` is set; heartbeat the open series."""
         while not stop.is_set():

@@ -15,6 +15,13 @@ from gpuctl.cluster.kinds import LEASE
 from gpuctl.cluster.live import ConflictError, LiveSource
 from gpuctl.core.naming import OPERATOR_NAME
 
+LEASE_SECONDS = 15
+"""How long a Lease holds without renewal: a standby takes over at most this long (plus a retry) after the leader
+stopped renewing."""
+RETRY_SECONDS = 2.0
+"""Seconds between two attempts to take or renew the Lease (client-go's retry period): the leader renews this often,
+and a standby notices an expired Lease at most this long after it expired."""
+
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
@@ -34,11 +41,19 @@ def _parse(text: str | None) -> datetime.datetime | None:
 
 
 class LeaderElector:
-    def __init__(self, source: LiveSource, namespace: str, name: str = OPERATOR_NAME, lease_seconds: int = 15) -> None:
+    def __init__(
+        self,
+        source: LiveSource,
+        namespace: str,
+        name: str = OPERATOR_NAME,
+        lease_seconds: int = LEASE_SECONDS,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
         self.source = source
         self.namespace = namespace
         self.name = name
         self.lease_seconds = lease_seconds
+        self.retry_seconds = min(retry_seconds, lease_seconds / 3)
         self.identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         self._renewed: datetime.datetime | None = None
 
@@ -93,7 +108,7 @@ class LeaderElector:
             return False
 
     def run(self, stop: threading.Event) -> None:
-        """Take and renew the Lease every third of its duration until stopped."""
+        """Take or renew the Lease every :data:`RETRY_SECONDS` (at most a third of its duration) until stopped."""
         while not stop.is_set():
             self.try_acquire()
-            stop.wait(max(0.5, self.lease_seconds / 3))
+            stop.wait(max(0.5, self.retry_seconds))

@@ -130,7 +130,7 @@ def run(argv: list[str] | None = None) -> int:
     from gpuctl.operator.controllers import Controllers
     from gpuctl.operator.events import EventRecorder
     from gpuctl.operator.leader import LeaderElector
-    from gpuctl.operator.metrics import Metrics, gauge_family
+    from gpuctl.operator.metrics import Metrics, event_families, gauge_family
     from gpuctl.operator.server import CertificateReloader, Limits, WebhookServer
 
     source = LiveSource(Connection(args.kubeconfig, args.context, args.request_timeout))
@@ -206,6 +206,9 @@ def run(argv: list[str] | None = None) -> int:
         ]
 
     metrics.gauge(cache_gauges)
+    if events is not None:
+        recorder = events
+        metrics.gauge(lambda: event_families(*recorder.counts()))
     certs = None if args.insecure_http else CertificateReloader(args.tls_cert, args.tls_key)
     from gpuctl.operator.memory import UNLIMITED_BUDGET, detect_memory_limit
 

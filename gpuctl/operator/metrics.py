@@ -11,10 +11,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpuctl.core.fragmentation import Shape, ViewFragmentation, demand_shapes
@@ -102,6 +103,26 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+def counter_family(name: str, documentation: str, labels: list[str], values: Iterable[tuple[list[str], float]]) -> Any:
+    """A counter read off a count kept elsewhere (``name`` without ``_total``, which the exposition adds)."""
+    family = CounterMetricFamily(name, documentation, labels=labels)
+    for label_values, value in values:
+        family.add_metric(label_values, value)
+    return family
+
+
+def event_families(queued: int, recorded: int, aggregated: int, dropped: Mapping[str, int]) -> Iterator[Any]:
+    """The Event recorder: Events waiting to be written, and every occurrence by what became of it."""
+    yield gauge_family("gpuctl_events_queued", "Events (and series updates) waiting to be written.", [], [([], queued)])
+    outcomes = {"recorded": recorded, "aggregated": aggregated, **{f"dropped-{k}": v for k, v in dropped.items()}}
+    yield counter_family(
+        "gpuctl_events",
+        "Occurrences recorded: written, folded into a series, or dropped (rate-limited, queue-full, failed).",
+        ["outcome"],
+        (([outcome], float(n)) for outcome, n in sorted(outcomes.items())),
+    )
+
+
 def gauge_family(name: str, documentation: str, labels: list[str], values: Iterable[tuple[list[str], float]]) -> Any:
     family = GaugeMetricFamily(name, documentation, labels=labels)
     for label_values, value in values:
@@ -179,34 +200,51 @@ def usage_families(
     )
 
 
-def queue_gauges(
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    """What the queue gauges say that does not change with the clock: per ClusterQueue its pending count and head,
+    and the Workloads held per ClusterQueue and gate."""
+
+    pending: Mapping[str, tuple[int, Workload | None]]
+    held: Mapping[tuple[str, str], int]
+
+
+def queue_state(
     workloads: Sequence[Workload],
     cluster_queues: Iterable[str],
     queue_of: Mapping[str, str],
     pods: Mapping[str, Sequence[Pod]],
-    fragmentation: Mapping[str, tuple[ViewFragmentation, ...]],
-    now: float,
+) -> QueueState:
+    """Per ClusterQueue its pending Workloads' count and head; Workloads held per queue and gate."""
+    pending: dict[str, tuple[int, Workload | None]] = {}
+    for cq in cluster_queues:
+        line = pending_order(workloads, queue_of, cq)
+        pending[cq] = (len(line), line[0] if line else None)
+    held: dict[tuple[str, str], int] = {}
+    for w in workloads:
+        cq = queue_of.get(w.key, "")
+        gate = held_gate(w, pods.get(w.key, ()))
+        if cq and gate is not None:
+            held[(cq, str(gate))] = held.get((cq, str(gate)), 0) + 1
+    return QueueState(pending, held)
+
+
+def queue_gauges(
+    state: QueueState, fragmentation: Mapping[str, tuple[ViewFragmentation, ...]], now: float
 ) -> Iterator[Any]:
     """Per ClusterQueue: pending Workloads, the head's age and whether fragmentation blocks it; Workloads held per
     queue and gate."""
     pending: list[tuple[list[str], float]] = []
     age: list[tuple[list[str], float]] = []
     blocked: list[tuple[list[str], float]] = []
-    held: dict[tuple[str, str], int] = {}
-    for cq in cluster_queues:
-        line = pending_order(workloads, queue_of, cq)
-        pending.append(([cq], float(len(line))))
-        if line:
-            joined = epoch_seconds(queue_timestamp(line[0]))
+    for cq, (count, head) in state.pending.items():
+        pending.append(([cq], float(count)))
+        if head is not None:
+            joined = epoch_seconds(queue_timestamp(head))
             age.append(([cq], max(0.0, now - joined) if joined is not None else 0.0))
-            shapes = demand_shapes(line[:1])
+            shapes = demand_shapes([head])
             frag = fragmentation.get(cq, ())
             blocked.append(([cq], 1.0 if shapes and _blocked(shapes[0], frag) else 0.0))
-    for w in workloads:
-        cq = queue_of.get(w.key, "")
-        gate = held_gate(w, pods.get(w.key, ()))
-        if cq and gate is not None:
-            held[(cq, str(gate))] = held.get((cq, str(gate)), 0) + 1
     yield gauge_family("gpuctl_queue_pending", "Pending Workloads per ClusterQueue.", ["cluster_queue"], pending)
     yield gauge_family(
         "gpuctl_queue_head_age_seconds",
@@ -224,7 +262,7 @@ def queue_gauges(
         "gpuctl_workloads_held",
         "Workloads held, per ClusterQueue and the gate that holds them.",
         ["cluster_queue", "gate"],
-        (([cq, gate], float(n)) for (cq, gate), n in sorted(held.items())),
+        (([cq, gate], float(n)) for (cq, gate), n in sorted(state.held.items())),
     )
 
 

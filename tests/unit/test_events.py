@@ -171,6 +171,36 @@ def test_a_full_queue_drops_and_counts() -> None:
     assert len(sink.created) == 3
 
 
+def test_the_recorders_metrics_say_what_waits_and_what_became_of_each_occurrence() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpuctl.operator.metrics import Metrics, event_families
+
+    sink, clock = Sink(), Clock()
+    rec = recorder(sink, clock, queue_size=3)
+    for i in range(5):
+        rec.record(Regarding(kinds.WORKLOAD, f"w{i}", "team-a"), *RETRY)
+    rec.record(Regarding(kinds.WORKLOAD, "w0", "team-a"), *RETRY)  # a repeat: folded into its series
+    metrics = Metrics()
+    metrics.gauge(lambda: event_families(*rec.counts()))
+
+    def read() -> dict[tuple[str, str], float]:
+        return {
+            (s.name, s.labels.get("outcome", "")): s.value
+            for f in text_string_to_metric_families(metrics.render().decode())
+            for s in f.samples
+            if s.name.startswith("gpuctl_events")
+        }
+
+    before = read()
+    assert before[("gpuctl_events_queued", "")] == 3
+    assert before[("gpuctl_events_total", "dropped-queue-full")] == 2
+    assert before[("gpuctl_events_total", "aggregated")] == 1
+    rec.drain()
+    after = read()
+    assert after[("gpuctl_events_queued", "")] == 0 and after[("gpuctl_events_total", "recorded")] == 3
+
+
 def test_a_long_note_is_cut_to_what_the_api_server_accepts() -> None:
     sink, clock = Sink(), Clock()
     rec = recorder(sink, clock)

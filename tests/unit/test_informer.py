@@ -272,3 +272,75 @@ def test_a_server_that_closes_every_watch_at_once_costs_almost_no_cpu(tmp_path: 
     assert watches <= 6, watches
     assert cpu / wall < 0.01, f"{100 * cpu / wall:.1f} % CPU"
     assert informer.early_ends >= 3
+
+
+class Streaming(Scripted):
+    """A server that streams lists: each ``watch_list`` plays the next stream (events, then an outcome)."""
+
+    def __init__(self, streams: list[tuple[list[dict[str, Any]], Exception | None]], *args: Any) -> None:
+        super().__init__(*args)
+        self.streams = streams
+        self.stream_calls = 0
+
+    def watch_list(self, kind: Any, **_: Any) -> Iterator[dict[str, Any]]:
+        self.stream_calls += 1
+        events, outcome = self.streams.pop(0) if self.streams else ([], None)
+        if outcome is not None and not events:
+            raise outcome
+        yield from events
+        if outcome is not None:
+            raise outcome
+
+
+def end_of_initial_events(rv: str) -> dict[str, Any]:
+    return {
+        "type": "BOOKMARK",
+        "object": {"metadata": {"resourceVersion": rv, "annotations": {"k8s.io/initial-events-end": "true"}}},
+    }
+
+
+def test_a_streamed_list_fills_the_store_and_the_watch_resumes_from_its_end_bookmark() -> None:
+    from gpuctl.cluster.errors import RefusedError
+
+    follows = [{"type": "ADDED", "object": obj("late", "99")}]
+    source = Streaming(
+        [
+            (
+                [
+                    {"type": "ADDED", "object": obj("a", "3", 1)},
+                    {"type": "ADDED", "object": obj("b", "2", 2)},
+                    end_of_initial_events("5"),
+                    *follows,  # the stream goes on as a watch: the informer closes it and watches from "5"
+                ],
+                None,
+            ),
+            ([], RefusedError("the API server refused the list: resourceVersionMatch is forbidden for watch")),
+        ],
+        [[obj("a", "6", 1), obj("b", "7", 3)]],
+        [([], WatchExpired("too old"))],
+    )
+    events: list[tuple[str, str, Any, Any]] = []
+    informer: Informer[Any] = Informer(source, kinds.NODE, lambda o: o["value"], handler=recording(events))
+    run_until(informer, source, lambda: informer.relists >= 1 and informer.store.get("b") == 3)
+    assert [(e, k) for e, k, _, _ in events][:2] == [("ADDED", "a"), ("ADDED", "b")]
+    assert source.watch_from[0] == "5" and "late" not in informer.store
+    # The second list (after the 410) was refused as a stream: by pages from then on.
+    assert source.stream_calls == 2 and source.list_calls == 1 and informer.streaming is False
+    assert informer.synced.is_set()
+
+
+def test_a_stream_that_never_ends_its_initial_events_is_listed_by_pages() -> None:
+    source = Streaming([([{"type": "ADDED", "object": obj("a", "3", 1)}], None)], [[obj("a", "4", 2)]], [])
+    informer: Informer[Any] = Informer(source, kinds.NODE, lambda o: o["value"])
+    informer.relist()
+    assert informer.store == {"a": 2} and informer.resource_version == "4" and not informer.streaming
+    informer.relist()
+    assert source.stream_calls == 1 and source.list_calls == 2
+
+
+def test_a_server_that_ignores_the_streamed_list_is_listed_by_pages_at_its_first_bookmark() -> None:
+    plain = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "4"}}}
+    source = Streaming([([plain, {"type": "ADDED", "object": obj("x", "5")}], None)], [[obj("a", "4", 2)]], [])
+    informer: Informer[Any] = Informer(source, kinds.NODE, lambda o: o["value"])
+    informer.relist()
+    assert informer.store == {"a": 2} and not informer.streaming and source.list_calls == 1

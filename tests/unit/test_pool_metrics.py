@@ -123,7 +123,48 @@ def test_fragmentation_is_computed_once_per_pool_within_its_ttl_however_often_it
     assert calls == [CQ]
     clock[0] += module.FRAGMENTATION_TTL
     controllers.metrics.render()
+    assert calls == [CQ]  # past its TTL, but nothing it reads changed: not computed again
+    cluster.put(workload("late", [("main", 1, {"nvidia.com/gpu": "1"})], reserved=False, queue=ENTRANCE))
+    controllers.metrics.render()
     assert calls == [CQ, CQ]
+    cluster.put(workload("later", [("main", 1, {"nvidia.com/gpu": "1"})], reserved=False, queue=ENTRANCE))
+    controllers.metrics.render()
+    assert calls == [CQ, CQ]  # changed again, but within the TTL of the last computation
+
+
+def test_the_usage_and_queue_gauges_are_computed_again_only_when_what_they_read_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuctl.operator.controllers import status as module
+
+    cluster = MemoryCluster(pool({"n1": 8}))
+    controllers = operator(cluster)
+    status = controllers.get(StatusController)
+    status.reconcile(CQ)
+    calls: list[str] = []
+
+    def counting(name: str) -> Any:
+        compute = getattr(status, name)
+
+        def counted() -> Any:
+            calls.append(name)
+            return compute()
+
+        return counted
+
+    for name in ("_compute_usage", "_compute_queues"):
+        monkeypatch.setattr(status, name, counting(name))
+    clock = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    controllers.metrics.render()
+    assert sorted(calls) == ["_compute_queues", "_compute_usage"]
+    clock[0] += module.FRAGMENTATION_TTL
+    controllers.metrics.render()
+    assert len(calls) == 2
+    cluster.put(workload("late", [("main", 1, {"nvidia.com/gpu": "1"})], reserved=False, queue=ENTRANCE))
+    before = samples(controllers.metrics.render().decode())
+    assert len(calls) == 4
+    assert before[("gpuctl_queue_pending", (("cluster_queue", CQ),))] == 1
 
 
 def test_workloads_held_counts_each_workloads_own_pods() -> None:

@@ -37,6 +37,7 @@ class Writer(Protocol):
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        not_older_than: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
     def patch(

@@ -65,6 +65,7 @@ class Controllers:
         self.stuck_after = stuck_after
         self._threads: list[threading.Thread] = []
         self._was_leading = False
+        self._synced = False
         cache.listeners.append(self.on_event)
         metrics.gauge(self._gauges)
 
@@ -73,13 +74,25 @@ class Controllers:
         return next(c for c in self.all if isinstance(c, cls))
 
     def on_event(self, kind: Kind, event: str, key: str, old: Any, new: Any) -> None:
-        """Pass one applied cache event to the watches of its kind (called under the cache lock: only queues keys)."""
+        """Pass one applied cache event to the watches of its kind (called under the cache lock: only queues keys).
+
+        Until the whole cache holds its first lists, nothing is queued: the first resync, once it does, goes over
+        every key anyway, so the tens of thousands of keys the first lists wake would only stand in the queue ahead
+        of the changes that follow (a new reservation judged after every admitted Workload was looked at again)."""
+        synced = self._synced or self._check_synced()
         for controller, watch in self.watching.get(kind, ()):
-            for woken in watch.keys(key, old, new):
+            woken = watch.keys(key, old, new)  # called even so: a watch may note what it saw (the check's clock)
+            if not synced:
+                continue
+            for k in woken:
                 if watch.delay:
-                    controller.queue.add_after(woken, watch.delay)
+                    controller.queue.add_after(k, watch.delay)
                 else:
-                    controller.queue.add(woken)
+                    controller.queue.add(k)
+
+    def _check_synced(self) -> bool:
+        self._synced = self.cache.synced()  # it stays set through re-lists
+        return self._synced
 
     # ------------------------------------------------------------------------------------------- running
 

@@ -8,10 +8,12 @@ ClusterQueue's or its own events. It also publishes the pool and queue gauges, f
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from gpuctl.cluster import kinds
+from gpuctl.cluster.kinds import Kind
 from gpuctl.core import naming
 from gpuctl.core.fragmentation import ViewFragmentation, demand_shapes, pool_fragmentation, reference_shapes
 from gpuctl.core.ledger import NodeDevices
@@ -20,16 +22,31 @@ from gpuctl.core.nodes import Node
 from gpuctl.core.queueing import cluster_queues_of, pending_order, pods_by_workload
 from gpuctl.core.usage import holdings, usage_gauges
 from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, pool_devices, views_to_status
+from gpuctl.core.workloads import ClusterQueue
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache
 from gpuctl.operator.controllers.base import Controller, Watch, Writer, node_moved
 from gpuctl.operator.events import NORMAL, EventSink, Regarding
-from gpuctl.operator.metrics import Metrics, pool_gauges, queue_gauges, usage_families
+from gpuctl.operator.metrics import Metrics, QueueState, pool_gauges, queue_gauges, queue_state, usage_families
 
 FRAGMENTATION_TTL = 15.0
-"""Seconds a pool's fragmentation metrics, and the usage gauges, are reused for (Prometheus scrapes every 15 to
-60 s)."""
+"""Seconds a pool's fragmentation metrics, the usage gauges and the queue gauges are reused for (Prometheus scrapes
+every 15 to 60 s); past it they are computed again only if the kinds they read changed."""
 
 UsageGauges = tuple[dict[tuple[str, str, str], float], dict[tuple[str, str], float]]
+T = TypeVar("T")
+
+FRAGMENTATION_READS = (kinds.INSTANCETYPE, kinds.DEVICES, kinds.NODE, kinds.WORKLOAD, kinds.LOCALQUEUE)
+USAGE_READS = (kinds.INSTANCETYPE, kinds.DEVICES, kinds.NODE, kinds.POD, kinds.WORKLOAD, kinds.LOCALQUEUE)
+QUEUE_READS = (kinds.WORKLOAD, kinds.CLUSTERQUEUE, kinds.LOCALQUEUE, kinds.POD)
+
+
+@dataclass(frozen=True, slots=True)
+class Computed(Generic[T]):
+    """A figure computed from the cache: when, from which generation of the kinds it read, and what it was."""
+
+    at: float
+    inputs: tuple[int, ...]
+    value: T
 
 
 class StatusController(Controller):
@@ -44,10 +61,10 @@ class StatusController(Controller):
         super().__init__(cache, source, metrics, events)
         self.pools: dict[str, dict[str, Any]] = {}
         """The views last computed per InstanceType: the pool metrics read them."""
-        self._fragmentation: dict[str, tuple[float, tuple[ViewFragmentation, ...]]] = {}
-        """Per InstanceType: when its fragmentation was computed, and what it was."""
-        self._usage: tuple[float, UsageGauges] | None = None
-        """When the usage gauges were computed, and what they were."""
+        self._fragmentation: dict[str, Computed[tuple[ViewFragmentation, ...]]] = {}
+        """Per InstanceType: its fragmentation as last computed."""
+        self._usage: Computed[UsageGauges] | None = None
+        self._queues: Computed[QueueState] | None = None
 
     # ------------------------------------------------------------------------------------------- what wakes it
 
@@ -56,10 +73,15 @@ class StatusController(Controller):
             Watch(kinds.DEVICES, self._on_devices, delay=self.coalesce),
             Watch(kinds.NODE, self._on_node, delay=self.coalesce),
             Watch(kinds.INSTANCETYPE, lambda key, _old, _new: [key]),
-            Watch(
-                kinds.CLUSTERQUEUE, lambda key, _old, _new: [key] if key in self.cache.store(kinds.INSTANCETYPE) else []
-            ),
+            Watch(kinds.CLUSTERQUEUE, self._on_cluster_queue),
         )
+
+    def _on_cluster_queue(self, key: str, old: ClusterQueue | None, new: ClusterQueue | None) -> list[str]:
+        """The pool of its name, when what its status is written from changed (Kueue updates a queue's counts with
+        every reservation; recomputing a 20,000-node pool's views for each would hold up the check's verdicts)."""
+        if key not in self.cache.store(kinds.INSTANCETYPE):
+            return []
+        return [key] if queue_facts(old) != queue_facts(new) else []
 
     def _on_devices(self, _key: str, old: NodeDevices | None, new: NodeDevices | None) -> list[str]:
         """The accelerated pools of the ledger's card models."""
@@ -85,13 +107,14 @@ class StatusController(Controller):
     def desired_status(self, cached: CachedInstanceType) -> dict[str, Any]:
         it = cached.record
         cores: list[int] = []
-        reserved = 0
         queue = self.cache.cluster_queue(it.name)
         devices = self.cache.pool_devices(it.accelerator_group) if it.acceleratable else []
-        if not it.acceleratable:
+        _, policy, outstanding, reserved = queue_facts(queue)
+        if it.acceleratable:
+            reserved = 0  # cores reserved count in a CPU pool's views only
+        else:
             pool = it.pool_labels()
             cores = [n.cpu_cores for n in self.cache.nodes().values() if in_pool(n.labels, pool)]
-            reserved = queue.reserved.get("cpu", 0) if queue else 0
         status: dict[str, Any] = views_to_status(
             instancetype_views(it, devices, node_cores=cores, cpu_reserved=reserved)
         )
@@ -101,35 +124,41 @@ class StatusController(Controller):
             # Every accelerated type gets the pool's detail; fields this writer does not compute stay.
             status["detail"] = {**(cached.status.get("detail") or {}), **detail}
         status["entrance"] = naming.queue_entrance(it.name)
-        policy = queue.stop_policy if queue else "None"
-        outstanding = bool(queue and (queue.reserving or any(v for v in queue.reserved.values())))
         status["phase"] = instancetype_phase(policy, outstanding).value
         status["phaseMessage"] = phase_message(policy, outstanding)
         return status
 
+    def _reuse(self, last: Computed[T] | None, reads: Iterable[Kind], compute: Callable[[], T]) -> Computed[T]:
+        """``last`` while it is younger than :data:`FRAGMENTATION_TTL` or none of the kinds it read changed since;
+        else computed again (the generation is read first, so a change while computing is seen next time)."""
+        now = time.monotonic()
+        inputs = self.cache.generation(reads)
+        if last is not None and (now - last.at < FRAGMENTATION_TTL or last.inputs == inputs):
+            return last
+        return Computed(now, inputs, compute())
+
     def fragmentation(self, name: str) -> tuple[ViewFragmentation, ...]:
         """A pool's free and stranded capacity against its pending shapes: computed when the metrics are scraped,
-        never on the reconcile path (a ledger moves far more often than Prometheus scrapes), and at most once per
-        pool every :data:`FRAGMENTATION_TTL` seconds however often it is scraped."""
-        now = time.monotonic()
-        hit = self._fragmentation.get(name)
-        if hit is not None and now - hit[0] < FRAGMENTATION_TTL:
-            return hit[1]
-        result = self._compute_fragmentation(name)
-        self._fragmentation[name] = (now, result)
-        return result
+        never on the reconcile path (a ledger moves far more often than Prometheus scrapes), at most once per pool
+        every :data:`FRAGMENTATION_TTL` seconds however often it is scraped, and not again while its inputs stay."""
+        last = self._reuse(
+            self._fragmentation.get(name), FRAGMENTATION_READS, lambda: self._compute_fragmentation(name)
+        )
+        self._fragmentation[name] = last
+        return last.value
 
     def usage(self) -> UsageGauges:
         """Card-equivalents held per namespace, pool and mode, and reserved per namespace and pool: computed from
-        the cache when scraped, at most once every :data:`FRAGMENTATION_TTL` seconds."""
-        now = time.monotonic()
-        if self._usage is not None and now - self._usage[0] < FRAGMENTATION_TTL:
-            return self._usage[1]
+        the cache when scraped, like the fragmentation."""
+        self._usage = self._reuse(self._usage, USAGE_READS, self._compute_usage)
+        return self._usage.value
+
+    def _compute_usage(self) -> UsageGauges:
         with self.cache.lock:
             instancetypes = [c.record for c in self.cache.instancetypes().values()]
             devices = self.cache.all_devices()
             pods = list(self.cache.store(kinds.POD).values())
-        result = usage_gauges(
+        return usage_gauges(
             holdings(
                 instancetypes,
                 devices,
@@ -138,8 +167,21 @@ class StatusController(Controller):
                 self.cache.records(kinds.LOCALQUEUE),
             )
         )
-        self._usage = (now, result)
-        return result
+
+    def queues(self) -> QueueState:
+        """Per ClusterQueue the pending count and head, and the Workloads held per gate: computed like the
+        fragmentation (the head's age is read off the clock at each scrape)."""
+        self._queues = self._reuse(self._queues, QUEUE_READS, self._compute_queues)
+        return self._queues.value
+
+    def _compute_queues(self) -> QueueState:
+        workloads = self.cache.records(kinds.WORKLOAD)
+        return queue_state(
+            workloads,
+            sorted(q.name for q in self.cache.records(kinds.CLUSTERQUEUE)),
+            cluster_queues_of(workloads, self.cache.records(kinds.LOCALQUEUE)),
+            pods_by_workload(self.cache.records(kinds.POD)),
+        )
 
     def _compute_fragmentation(self, name: str) -> tuple[ViewFragmentation, ...]:
         cached = self.cache.instancetypes().get(name)
@@ -188,11 +230,13 @@ class StatusController(Controller):
         pools = {name: (status, self.fragmentation(name)) for name, status in dict(self.pools).items()}
         yield from pool_gauges(pools)
         yield from usage_families(*self.usage())
-        yield from queue_gauges(
-            self.cache.records(kinds.WORKLOAD),
-            sorted(q.name for q in self.cache.records(kinds.CLUSTERQUEUE)),
-            self._queue_of(),
-            pods_by_workload(self.cache.records(kinds.POD)),
-            {name: frag for name, (_, frag) in pools.items()},
-            time.time(),
-        )
+        yield from queue_gauges(self.queues(), {name: frag for name, (_, frag) in pools.items()}, time.time())
+
+
+def queue_facts(queue: ClusterQueue | None) -> tuple[bool, str, bool, int]:
+    """What an InstanceType's status is written from its ClusterQueue: whether it exists, its stop policy, whether it
+    has reservations outstanding, and the cores it reserved (a CPU pool's views)."""
+    if queue is None:
+        return False, "None", False, 0
+    outstanding = bool(queue.reserving or any(v for v in queue.reserved.values()))
+    return True, queue.stop_policy, outstanding, queue.reserved.get("cpu", 0)

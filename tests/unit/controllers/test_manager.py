@@ -99,3 +99,31 @@ def test_a_new_module_in_the_package_is_a_new_controller(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert "node-notes" in seen["names"] and seen["woken"] == ["node-z"]
+
+
+def test_the_first_lists_queue_nothing_and_the_first_resync_queues_every_owned_key() -> None:
+    from gpuctl.operator.cache import OperatorCache
+    from gpuctl.operator.controllers import Controllers
+    from gpuctl.operator.controllers.check import CheckController
+    from gpuctl.operator.controllers.fit_labels import FitLabelController
+    from gpuctl.operator.metrics import Metrics
+    from tests.unit.controllers.harness import pending
+
+    cluster, _ = cluster_with(pending("waits", "node-x"), pending("also", "node-y"))
+    cache = OperatorCache(cluster)
+    controllers = Controllers(cache, cluster, Metrics())  # listening before the first lists, as when started
+    informers = list(cache.informers.values())
+    for informer in informers[:-1]:
+        informer.relist()
+    assert not cache.synced()
+    assert [c.name for c in controllers.all if drain(c)] == []  # the lists' events woke keys, none queued
+    check = controllers.get(CheckController)
+    assert set(check.reserved_seen) == {"team-a/waits", "team-a/also"}  # what the watches saw is kept
+    informers[-1].relist()
+    cluster.feed(cache)
+    assert cache.synced()
+    controllers.resync()
+    assert drain(check) == {"team-a/waits", "team-a/also"}
+    assert drain(controllers.get(FitLabelController)) == {"node-x", "node-y"}
+    cluster.put(pending("later", "node-x"))  # once synced, events queue their keys
+    assert drain(check) == {"team-a/later"}

@@ -59,3 +59,29 @@ def test_an_instancetype_wakes_itself_and_a_queue_its_pool() -> None:
     assert drain(status) == {A10G_TYPE}
     cluster.put(cluster_queue("team-b-cq"))  # no pool of that name
     assert drain(status, DUE) == set()
+
+
+def test_a_queue_wakes_its_pool_only_when_what_the_status_is_written_from_changes() -> None:
+    cluster, controllers = cluster_with(cluster_queue(A10G_TYPE))
+    status = controllers.get(StatusController)
+    drain(status, DUE)
+
+    def queue(stop: str = "None", reserving: int = 1, pending: int = 0) -> dict[str, object]:
+        return {
+            **cluster_queue(A10G_TYPE),
+            "spec": {"stopPolicy": stop},
+            "status": {
+                "reservingWorkloads": reserving,
+                "pendingWorkloads": pending,
+                "flavorsReservation": [
+                    {"name": "f-a10g", "resources": [{"name": "credits.gpustack.ai/nvidia", "total": str(reserving)}]}
+                ],
+            },
+        }
+
+    cluster.put(queue(reserving=1))
+    assert drain(status) == {A10G_TYPE}  # reservations outstanding now: its phase may move
+    cluster.put(queue(reserving=2, pending=3))  # Kueue's counts move with every reservation: the status does not
+    assert drain(status, DUE) == set()
+    cluster.put(queue(stop="HoldAndDrain", reserving=2))
+    assert drain(status) == {A10G_TYPE}
