@@ -11,6 +11,7 @@ import datetime
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,15 +21,16 @@ from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import Kind
 from gpuctl.cluster.live import ConflictError, NotFoundError
 from gpuctl.operator.cache import OperatorCache
-from gpuctl.operator.events import DiscardEvents, EventSink, Regarding
+from gpuctl.operator.events import DiscardEvents, EventSink, EventWriter, Regarding
 from gpuctl.operator.metrics import Metrics
 from gpuctl.operator.workqueue import WorkQueue
 
 log = logging.getLogger("gpuctl.operator")
 
 
-class Writer(Protocol):
-    """The API calls controllers make (a :class:`~gpuctl.cluster.live.LiveSource`)."""
+class Writer(EventWriter, Protocol):
+    """The API calls controllers make (a :class:`~gpuctl.cluster.live.LiveSource`): the recorder's create and patch,
+    and a list."""
 
     def list(
         self,
@@ -39,24 +41,6 @@ class Writer(Protocol):
         field_selector: str | None = None,
         not_older_than: str | None = None,
     ) -> list[dict[str, Any]]: ...
-
-    def patch(
-        self,
-        kind: Kind,
-        name: str,
-        body: Any,
-        *,
-        namespace: str | None = None,
-        patch_type: str = ...,
-        subresource: str | None = None,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        force: bool = False,
-    ) -> dict[str, Any]: ...
-
-    def create(
-        self, kind: Kind, body: dict[str, Any], *, namespace: str | None = None, dry_run: bool = False
-    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +70,7 @@ def split_key(key: str) -> tuple[str | None, str]:
     return (ns or None), name
 
 
-class Controller:
+class Controller(ABC):
     """A work queue, the watches that fill it, and the reconcile of one key.
 
     A subclass names itself (``name``, the label of its metrics and threads), says which kind its keys are (``kind``,
@@ -115,12 +99,13 @@ class Controller:
         except Exception:
             log.exception("%s: recording an Event failed", self.name)
 
+    @abstractmethod
     def watches(self) -> Iterable[Watch]:
         """The kinds whose events wake this controller, and the keys each event wakes."""
-        raise NotImplementedError
 
+    @abstractmethod
     def reconcile(self, key: str) -> None:
-        raise NotImplementedError
+        """Bring one key to its desired state: read the cache, decide with the core, write only a difference."""
 
     def owned_keys(self) -> Iterable[str]:
         """Every key this controller owns, from the cache (the resync)."""
