@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from gpuctl.cluster import kinds
@@ -233,6 +233,7 @@ class AdmissionState:
     """Gate 3's inputs, built as the operator's check builds them (every Workload, ledgers rebuilt from Pods)."""
     quota: QuotaBook
     """Every queue's quota and usage, as ``simulate`` starts from."""
+    _contexts: dict[tuple[str, str, str], ExplainContext] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def workloads(self) -> Sequence[Workload]:
@@ -243,15 +244,20 @@ class AdmissionState:
         return w.cluster_queue or (lq.cluster_queue if lq else "")
 
     def context_for(self, w: Workload) -> ExplainContext:
-        cq = self.cluster_queue_of(w)
-        return ExplainContext(
-            local_queue=self.local_queues.get((w.namespace, w.queue_name)),
-            cluster_queue=self.cluster_queues.get(cq),
-            instancetype=self.instancetypes.get(cq),
-            admission_check=self.check,
-            check=self.inputs,
-            quota=self.quota,
-        )
+        """What explains ``w``: one context for all the Workloads of a LocalQueue (and admitting ClusterQueue)."""
+        key = (w.namespace, w.queue_name, w.cluster_queue)
+        found = self._contexts.get(key)
+        if found is None:
+            cq = self.cluster_queue_of(w)
+            found = self._contexts[key] = ExplainContext(
+                local_queue=self.local_queues.get((w.namespace, w.queue_name)),
+                cluster_queue=self.cluster_queues.get(cq),
+                instancetype=self.instancetypes.get(cq),
+                admission_check=self.check,
+                check=self.inputs,
+                quota=self.quota,
+            )
+        return found
 
 
 def admission_state(source: Source) -> AdmissionState:

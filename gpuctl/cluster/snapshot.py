@@ -454,6 +454,8 @@ class SnapshotSource:
             devices: list[NodeDevices] = []
             capabilities: dict[Any, Capability] = {}
             seen: dict[tuple[str, str, str, str], Path] = {}
+            plans: dict[tuple[Any, str], tuple[list[_Entry], Callable[[dict[str, Any]], Any] | None, list[Any] | None]]
+            plans = {}
             for f in snapshot_files(self.path):
                 for obj, text in read_entries(f):
                     check_metadata(obj, f)
@@ -474,16 +476,26 @@ class SnapshotSource:
                         continue
                     meta = obj.get("metadata") or {}
                     namespace = meta.get("namespace", "default")
-                    planned = next((k for k in self._parsers if k.matches(api_version, identity[1])), None)
+                    # What becomes of an object follows from its API version and kind: found once for each pair.
+                    typed = (api_version, identity[1])
+                    plan = plans.get(typed)
+                    if plan is None:
+                        planned = next((k for k in self._parsers if k.matches(*typed)), None)
+                        plan = plans[typed] = (
+                            by_kind.setdefault(identity[:2], []),
+                            None if planned is None else self._parsers[planned],
+                            None if planned is None else self._records.setdefault(planned, []),
+                        )
+                    entries, parse, records = plan
                     entry = _Entry(
                         sys.intern(api_version),  # a few API versions and namespaces, repeated by every object
                         sys.intern(namespace) if type(namespace) is str else namespace,
                         meta.get("name"),
-                        None if planned is not None else obj if text is None else text,
+                        None if parse is not None else obj if text is None else text,
                     )
-                    by_kind.setdefault(identity[:2], []).append(entry)
-                    if planned is not None:
-                        self._records.setdefault(planned, []).append((entry, self._parsers[planned](obj)))
+                    entries.append(entry)
+                    if parse is not None and records is not None:
+                        records.append((entry, parse(obj)))
             self._kinds, self._devices = by_kind, devices
         return self._kinds
 

@@ -63,6 +63,22 @@ def _quantities(raw: Any) -> dict[str, Fraction | int]:
     return out
 
 
+_ALLOCATABLE: dict[tuple[tuple[str, str], ...], Mapping[str, Fraction | int]] = {}
+"""Allocatable maps by their text: the Nodes of a pool share a few (records are read-only, so one map serves all)."""
+
+
+def _allocatable(raw: Any) -> Mapping[str, Fraction | int]:
+    if type(raw) is not dict or len(raw) > 64 or not all(type(v) is str for v in raw.values()):
+        return _quantities(raw)  # only maps of text are shared (1 and True are equal keys, not equal quantities)
+    key = tuple(raw.items())
+    got = _ALLOCATABLE.get(key)
+    if got is None:
+        got = _quantities(raw)
+        if len(_ALLOCATABLE) < 4096:
+            _ALLOCATABLE[key] = got
+    return got
+
+
 def parse_node(obj: Mapping[str, Any]) -> Node:
     meta = _m(obj.get("metadata"))
     status = _m(obj.get("status"))
@@ -71,7 +87,7 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
     return Node(
         name=str(meta.get("name", "")),
         labels={intern(str(k)): intern(str(v)) for k, v in _m(meta.get("labels")).items()},
-        allocatable=_quantities(status.get("allocatable")),
+        allocatable=_allocatable(status.get("allocatable")),
         capacity=_quantities({"cpu": capacity["cpu"]}) if "cpu" in capacity else {},
         ready=ready,
         unschedulable=bool(_m(obj.get("spec")).get("unschedulable", False)),

@@ -10,7 +10,7 @@ from sys import intern
 from typing import Any
 
 from gpuctl.core import naming
-from gpuctl.core.credits import pod_requests
+from gpuctl.core.credits import pod_requests, resources_key
 from gpuctl.core.workloads import Condition, parse_conditions
 
 
@@ -84,37 +84,54 @@ TOPOLOGY_ANNOTATIONS = (
 
 def _int(value: Any) -> int:
     """An integer field of an allocation record; anything else reads as 0 (Pod annotations are user-writable)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return value if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)) else 0
+
+
+_NOTHING: Mapping[str, Any] = {}
+_decode_json = json.JSONDecoder().decode
 
 
 def parse_allocation_annotation(raw: str) -> tuple[CardAllocation, ...]:
-    """The ``device.gpustack.ai/accelerator.allocated`` annotation: a JSON map keyed by container name."""
+    """The ``device.gpustack.ai/accelerator.allocated`` annotation: a JSON map keyed by container name.
+
+    Read once per Pod of a cluster, so each level is looked at once and each container's and group's names are made
+    once for all of its cards."""
     if not raw:
         return ()
     try:
-        data = json.loads(raw)
+        data = _decode_json(raw)
     except (TypeError, ValueError):
         return ()
     out: list[CardAllocation] = []
     for container, record in _m(data).items():
-        for g in _l(_m(_m(record).get("devices")).get("groups")):
-            g = _m(g)
-            for a in _l(g.get("accelerators")):
-                a = _m(a)
-                placements = tuple(
-                    (_int(_m(p).get("start")), _int(_m(p).get("length")))
-                    for p in _l(a.get("allocatedPhysicalPlacements"))
+        groups = _m(_m(record).get("devices")).get("groups")
+        if type(groups) is not list:
+            continue
+        name = intern(str(container))
+        for g in groups:
+            g = g if type(g) is dict else _m(g)
+            accelerators = g.get("accelerators")
+            if type(accelerators) is not list or not accelerators:
+                continue
+            manufacturer, group = intern(str(g.get("manufacturer", ""))), intern(str(g.get("id", "")))
+            for a in accelerators:
+                a = a if type(a) is dict else _m(a)
+                physical = a.get("allocatedPhysicalPlacements")
+                placements = (
+                    tuple((_int(_m(p).get("start")), _int(_m(p).get("length"))) for p in physical)
+                    if type(physical) is list
+                    else ()
                 )
                 out.append(
                     CardAllocation(
-                        container=intern(str(container)),
-                        manufacturer=intern(str(g.get("manufacturer", ""))),
-                        group=intern(str(g.get("id", ""))),
-                        card_id=str(a.get("id", "")),
-                        mode=_int(a.get("mode")),
-                        allocated=_int(a.get("allocated")),
-                        profile=str(a.get("allocatedPhysicalProfile") or ""),
-                        placements=placements,
+                        name,
+                        manufacturer,
+                        group,
+                        str(a.get("id", "")),
+                        _int(a.get("mode")),
+                        _int(a.get("allocated")),
+                        str(a.get("allocatedPhysicalProfile") or ""),
+                        placements,
                     )
                 )
     return tuple(out)
@@ -132,12 +149,33 @@ def _accelerator_containers(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+_SHAPES: dict[Any, tuple[Mapping[str, Fraction], tuple[str, ...]]] = {}
+"""A Pod spec's requests and accelerator containers by what they are read from: a cluster's Pods share a few."""
+
+
+def _shape(spec: Mapping[str, Any]) -> tuple[Mapping[str, Fraction], tuple[str, ...]]:
+    """The Pod's effective requests and the containers that ask for an accelerator."""
+    resources = resources_key(spec)
+    key = None
+    if resources is not None:
+        names = tuple(c.get("name") for section in ("initContainers", "containers") for c in _l(spec.get(section)))
+        if all(n is None or type(n) is str for n in names):
+            key = (resources, names)
+    got = _SHAPES.get(key) if key is not None else None
+    if got is None:
+        got = (pod_requests(spec), _accelerator_containers(spec))
+        if key is not None and len(_SHAPES) < 4096:
+            _SHAPES[key] = got
+    return got
+
+
 def parse_pod(obj: Mapping[str, Any]) -> Pod:
     meta = _m(obj.get("metadata"))
     spec = _m(obj.get("spec"))
     status = _m(obj.get("status"))
     annotations = _m(meta.get("annotations"))
     labels = {intern(str(k)): intern(str(v)) for k, v in _m(meta.get("labels")).items()}
+    requests, accelerator_containers = _shape(spec)
     return Pod(
         namespace=intern(str(meta.get("namespace") or "default")),
         name=str(meta.get("name", "")),
@@ -146,9 +184,9 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
         labels=labels,
         workload=str(annotations.get(naming.ANNOTATION_WORKLOAD) or ""),
         podset=labels.get(naming.LABEL_PODSET, ""),
-        accelerator_containers=_accelerator_containers(spec),
+        accelerator_containers=accelerator_containers,
         allocations=parse_allocation_annotation(str(annotations.get(naming.ANNOTATION_ALLOCATED) or "")),
-        requests=pod_requests(spec),
+        requests=requests,
         reason=str(status.get("reason") or ""),
         message=str(status.get("message") or ""),
         conditions=parse_conditions(status.get("conditions")),

@@ -21,6 +21,8 @@ def _l(value: Any) -> list[Any]:
 
 
 def _int(value: Any, default: int = 0) -> int:
+    if type(value) is int:
+        return value
     if isinstance(value, bool):
         return default
     if isinstance(value, int):
@@ -48,8 +50,10 @@ class Condition:
 
 def parse_conditions(raw: Any) -> dict[str, Condition]:
     out: dict[str, Condition] = {}
-    for c in _l(raw):
-        c = _m(c)
+    if not raw or not isinstance(raw, list):
+        return out
+    for c in raw:
+        c = c if type(c) is dict else _m(c)
         t = intern(str(c.get("type", "")))
         if t:
             out[t] = Condition(
@@ -99,28 +103,35 @@ class PodSetAssignment:
 
 def decode_topology(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[TopologyDomain, ...]]:
     """A TopologyAssignment as levels and domains: Kueue v1beta2's compressed ``slices`` or v1beta1's ``domains``."""
+    if not raw:
+        return (), ()
     levels = tuple(str(x) for x in _l(raw.get("levels")))
     domains: list[TopologyDomain] = []
     for d in _l(raw.get("domains")):
         d = _m(d)
         domains.append(TopologyDomain(tuple(str(v) for v in _l(d.get("values"))), _int(d.get("count"))))
     for s in _l(raw.get("slices")):
-        s = _m(s)
+        s = s if type(s) is dict else _m(s)
         n = _int(s.get("domainCount"))
         per_level: list[list[str]] = []
         for lv in _l(s.get("valuesPerLevel")):
-            lv = _m(lv)
-            if lv.get("universal") is not None:
-                per_level.append([str(lv["universal"])] * n)
+            lv = lv if type(lv) is dict else _m(lv)
+            universal = lv.get("universal")
+            if universal is not None:
+                per_level.append([str(universal)] * n)
             else:
                 ind = _m(lv.get("individual"))
                 prefix, suffix = str(ind.get("prefix") or ""), str(ind.get("suffix") or "")
                 per_level.append([f"{prefix}{r}{suffix}" for r in _l(ind.get("roots"))])
         counts_raw = _m(s.get("podCounts"))
-        if counts_raw.get("universal") is not None:
-            counts = [_int(counts_raw["universal"])] * n
+        universal = counts_raw.get("universal")
+        if universal is not None:
+            counts = [_int(universal)] * n
         else:
             counts = [_int(c) for c in _l(counts_raw.get("individual"))]
+        if n == 1 and counts and all(per_level):  # one domain (a Pod set on one node): the usual slice
+            domains.append(TopologyDomain(tuple(level[0] for level in per_level), counts[0]))
+            continue
         for i in range(n):
             values = tuple(level[i] for level in per_level if i < len(level))
             domains.append(TopologyDomain(values, counts[i] if i < len(counts) else 0))
@@ -146,6 +157,14 @@ class CheckState:
     last_transition: str = ""
 
 
+_FLAGS = (
+    ("quota_reserved", "QuotaReserved"),
+    ("admitted", "Admitted"),
+    ("evicted", "Evicted"),
+    ("finished", "Finished"),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     namespace: str
@@ -168,29 +187,20 @@ class Workload:
     """``spec.maximumExecutionTimeSeconds``: Kueue evicts the Workload once it has run that long."""
     key: str = field(init=False, repr=False, compare=False)
     """``namespace/name``, made once (every index and set of Workloads is keyed by it)."""
+    quota_reserved: bool = field(init=False, repr=False, compare=False)
+    """The ``QuotaReserved`` condition is true (this and the three below are read from the conditions once: every
+    gate and queue asks them again)."""
+    admitted: bool = field(init=False, repr=False, compare=False)
+    evicted: bool = field(init=False, repr=False, compare=False)
+    finished: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
-
-    def _true(self, t: str) -> bool:
-        c = self.conditions.get(t)
-        return c is not None and c.true
-
-    @property
-    def quota_reserved(self) -> bool:
-        return self._true("QuotaReserved")
-
-    @property
-    def admitted(self) -> bool:
-        return self._true("Admitted")
-
-    @property
-    def evicted(self) -> bool:
-        return self._true("Evicted")
-
-    @property
-    def finished(self) -> bool:
-        return self._true("Finished")
+        set_field = object.__setattr__
+        set_field(self, "key", f"{self.namespace}/{self.name}")
+        conditions = self.conditions
+        for flag, kind in _FLAGS:
+            c = conditions.get(kind)
+            set_field(self, flag, c is not None and c.status == "True")
 
     def check(self, name: str) -> CheckState | None:
         for c in self.checks:
@@ -208,69 +218,68 @@ class Workload:
 _NO_LABELS: Mapping[str, str] = {}
 
 
-def _template_labels(template: Any) -> Mapping[str, str]:
-    labels = _m(_m(_m(template).get("metadata")).get("labels"))
+def _template_labels(template: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = _m(_m(template.get("metadata")).get("labels"))
     return {str(k): str(v) for k, v in labels.items()} if labels else _NO_LABELS
+
+
+def _podset(raw: Any) -> PodSet:
+    p = raw if type(raw) is dict else _m(raw)
+    template = _m(p.get("template"))
+    return PodSet(
+        str(p.get("name") or "main"), _int(p.get("count"), 1), _m(template.get("spec")), _template_labels(template)
+    )
+
+
+def _assignment(raw: Any) -> PodSetAssignment:
+    a = raw if type(raw) is dict else _m(raw)
+    levels, domains = decode_topology(_m(a.get("topologyAssignment")))
+    usage = a.get("resourceUsage")
+    return PodSetAssignment(
+        str(a.get("name") or "main"),
+        {intern(str(k)): intern(str(v)) for k, v in _m(a.get("flavors")).items()},
+        _int(a.get("count"), 0),
+        levels,
+        domains,
+        {str(k): q for k, v in _m(usage).items() if (q := _quantity(v)) is not None} if usage else {},
+    )
+
+
+def _check_state(raw: Any) -> CheckState:
+    c = raw if type(raw) is dict else _m(raw)
+    requeue = c.get("requeueAfterSeconds")
+    return CheckState(
+        str(c.get("name", "")),
+        str(c.get("state", "")),
+        str(c.get("message", "")),
+        requeue if isinstance(requeue, int) else None,
+        str(c.get("lastTransitionTime") or ""),
+    )
 
 
 def parse_workload(obj: Mapping[str, Any]) -> Workload:
     meta = _m(obj.get("metadata"))
     spec = _m(obj.get("spec"))
     status = _m(obj.get("status"))
-    podsets = tuple(
-        PodSet(
-            str(_m(p).get("name") or "main"),
-            _int(_m(p).get("count"), 1),
-            _m(_m(_m(p).get("template")).get("spec")),
-            _template_labels(_m(p).get("template")),
-        )
-        for p in _l(spec.get("podSets"))
-    )
     admission = _m(status.get("admission"))
-    assignments = []
-    for a in _l(admission.get("podSetAssignments")):
-        a = _m(a)
-        levels, domains = decode_topology(_m(a.get("topologyAssignment")))
-        assignments.append(
-            PodSetAssignment(
-                name=str(a.get("name") or "main"),
-                flavors={intern(str(k)): intern(str(v)) for k, v in _m(a.get("flavors")).items()},
-                count=_int(a.get("count"), 0),
-                levels=levels,
-                domains=domains,
-                usage={str(k): q for k, v in _m(a.get("resourceUsage")).items() if (q := _quantity(v)) is not None},
-            )
-        )
-    checks = tuple(
-        CheckState(
-            str(_m(c).get("name", "")),
-            str(_m(c).get("state", "")),
-            str(_m(c).get("message", "")),
-            _m(c).get("requeueAfterSeconds") if isinstance(_m(c).get("requeueAfterSeconds"), int) else None,
-            str(_m(c).get("lastTransitionTime") or ""),
-        )
-        for c in _l(status.get("admissionChecks"))
-    )
-    active = spec.get("active")
+    labels = meta.get("labels")
+    limit = spec.get("maximumExecutionTimeSeconds")
     return Workload(
         namespace=intern(str(meta.get("namespace") or "default")),
         name=str(meta.get("name", "")),
         queue_name=intern(str(spec.get("queueName") or "")),
-        podsets=podsets,
-        active=active is not False,
+        podsets=tuple(_podset(p) for p in _l(spec.get("podSets"))),
+        active=spec.get("active") is not False,
         conditions=parse_conditions(status.get("conditions")),
         cluster_queue=intern(str(admission.get("clusterQueue") or "")),
-        assignments=tuple(assignments),
-        checks=checks,
+        assignments=tuple(_assignment(a) for a in _l(admission.get("podSetAssignments"))),
+        checks=tuple(_check_state(c) for c in _l(status.get("admissionChecks"))),
         uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
-        labels={intern(str(k)): intern(str(v)) for k, v in _m(meta.get("labels")).items()},
+        labels={intern(str(k)): intern(str(v)) for k, v in _m(labels).items()} if labels else {},
         priority=_int(spec.get("priority")),
         created=str(meta.get("creationTimestamp") or ""),
-        max_execution_seconds=_int(spec["maximumExecutionTimeSeconds"])
-        if isinstance(spec.get("maximumExecutionTimeSeconds"), int)
-        and not isinstance(spec.get("maximumExecutionTimeSeconds"), bool)
-        else None,
+        max_execution_seconds=limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
     )
 
 

@@ -164,7 +164,7 @@ def test_with_a_5000_node_cache_the_worst_mix_keeps_the_operator_under_60_percen
     sent = sum(result.outcomes.values()) + len(result.failures)
     assert sent == 2 * len(MIX) and not result.failures, result.failures[:3]
     assert result.exit_code is None, "the operator died under the reviews"
-    assert result.baseline > 100 << 20, "the 5,000-node cache is loaded"
+    assert result.baseline > 80 << 20, "the 5,000-node cache is loaded"
     assert result.fraction < 0.6, f"peak {result.peak >> 20} MiB of {LIMIT >> 20} MiB"
     # Not by refusing everything: the reviews that fit were judged, the others answered as retryable or too costly.
     assert result.outcomes.get("judged", 0) >= len(SHAPES), result.outcomes
