@@ -515,6 +515,29 @@ def judge_new(cp: Any, pool: GpuPool, prefix: str, count: int = VERDICTS) -> lis
     return latencies
 
 
+VERDICT_HISTOGRAM = "gpuctl_check_verdict_latency_seconds"
+"""The operator's own share of a verdict: from its cache seeing the reservation to its write of the check state."""
+
+
+def _buckets(text: str, name: str) -> dict[float, int]:
+    """A histogram's cumulative bucket counts by upper bound, from a scrape."""
+    out: dict[float, int] = {}
+    for line in text.splitlines():
+        if line.startswith(name + "_bucket{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            out[float(bound)] = int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+def bucket_quantile(cumulative: dict[float, int], q: float) -> float:
+    """The upper bound of the bucket holding the ``q`` quantile (NaN for an empty histogram)."""
+    total = cumulative.get(math.inf, 0)
+    if total <= 0:
+        return float("nan")
+    rank = math.ceil(q * total)
+    return next(bound for bound, count in sorted(cumulative.items()) if count >= rank)
+
+
 def quantile(values: list[float], q: float) -> float:
     """The nearest-rank quantile (p99 of 100 values is the 99th smallest)."""
     if not values:
@@ -534,6 +557,7 @@ def measure_operator(cp: Any, pool: GpuPool, work: Path, tag: str) -> dict[str, 
         print(f"  operator: ready {result['ready']:.1f}s, synced {result['synced']:.1f}s", file=sys.stderr)
         result["settled"] = op.wait_settled()
         print(f"  operator: first resync settled {result['settled']:.0f}s", file=sys.stderr)
+        before = _buckets(op.get("/metrics")[1], VERDICT_HISTOGRAM)  # scraped before the idle window, not in it
         cpu0, bytes0, t0 = _cpu_seconds(op.pid), proxy.bytes, time.monotonic()
         time.sleep(IDLE_WINDOW)
         elapsed = time.monotonic() - t0
@@ -550,9 +574,13 @@ def measure_operator(cp: Any, pool: GpuPool, work: Path, tag: str) -> dict[str, 
         scrapes = []
         for _ in range(3):
             t = time.monotonic()
-            op.get("/metrics")
+            text = op.get("/metrics")[1]
             scrapes.append(time.monotonic() - t)
         result["scrape"] = max(scrapes)
+        after = _buckets(text, VERDICT_HISTOGRAM)
+        own = {bound: after.get(bound, 0) - before.get(bound, 0) for bound in after}
+        result["own_p50"] = bucket_quantile(own, 0.5)
+        result["own_p99"] = bucket_quantile(own, 0.99)
         result["peak_rss"] = _status_kib(op.pid, "VmHWM") / 1024
         print(
             f"  operator: verdicts p50 {result['p50']:.3f}s p99 {result['p99']:.3f}s max {result['max']:.3f}s, "
@@ -647,6 +675,13 @@ def checks(r: dict[str, Any]) -> list[tuple[str, bool]]:
     ]
 
 
+def _own(r: dict[str, Any]) -> str:
+    """The operator's own share of the verdicts, where the run measured it."""
+    if math.isnan(r.get("own_p99", math.nan)):
+        return ""
+    return f"; the operator's own: p50 <= {r['own_p50']:g} s, p99 <= {r['own_p99']:g} s"
+
+
 def render(results: list[dict[str, Any]]) -> str:
     lines = [
         BEGIN,
@@ -667,7 +702,7 @@ def render(results: list[dict[str, Any]]) -> str:
     for r in results:
         lines.append(
             f"| {r['nodes']:,} | {r['ready']:.1f} s | {r['synced']:.1f} s | {r['settled']:.0f} s | "
-            f"p50 {r['p50']:.3f} s, p99 {r['p99']:.3f} s, max {r['max']:.3f} s ({r['verdicts']} verdicts) | "
+            f"p50 {r['p50']:.3f} s, p99 {r['p99']:.3f} s, max {r['max']:.3f} s ({r['verdicts']} verdicts){_own(r)} | "
             f"{r['idle_cpu']:.1f} % | {r['idle_traffic']:.3f} MB/min | {r['rss']:.0f} MiB ({r['peak_rss']:.0f} MiB) | "
             f"{r['scrape']:.2f} s | {r['failover']:.1f} s (Lease taken over after {r['took_over']:.1f} s) |"
         )

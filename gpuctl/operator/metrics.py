@@ -25,7 +25,8 @@ from gpuctl.core.workloads import Workload
 from gpuctl.operator.workqueue import WorkQueue
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-VERDICT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+VERDICT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+"""Fine below the 0.2 s a verdict is meant to take, so a scrape tells the operator's share of it."""
 
 
 class _Gauges(Collector):
