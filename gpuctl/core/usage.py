@@ -10,7 +10,7 @@ hold no allocation yet (quota held, nothing running) are counted beside, from Ku
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from fractions import Fraction
@@ -23,7 +23,7 @@ from gpuctl.core.ledger import Card, Group, Mode, NodeDevices
 from gpuctl.core.pods import CardAllocation, Pod
 from gpuctl.core.requests import partitioned_units
 from gpuctl.core.units import PERCENT, SHARE, M
-from gpuctl.core.views import pool_devices
+from gpuctl.core.views import in_pool
 from gpuctl.core.workloads import LocalQueue, Workload
 
 ZERO = Fraction(0)
@@ -156,24 +156,19 @@ class _Where:
     cards: Mapping[str, Card]
 
 
-class PoolIndex:
-    """Which pool each node's accelerator model belongs to, and the cards to price grants against."""
-
-    def __init__(self, instancetypes: Sequence[InstanceType], devices: Sequence[NodeDevices]) -> None:
-        self.by_card: dict[tuple[str, str], _Where] = {}
-        self.cpu_pools = {t.name for t in instancetypes if not t.acceleratable}
-        self.pools = {t.name for t in instancetypes}
-        """Every pool read: a reservation is counted in one of them only."""
-        for t in sorted(instancetypes, key=lambda t: t.name):
-            if not t.acceleratable:
-                continue
-            for d in pool_devices(devices, t):
-                g = d.group(t.accelerator_group)
-                if g is not None and (d.node, g.accelerator_key) not in self.by_card:
-                    self.by_card[(d.node, g.accelerator_key)] = _Where(t.name, g, {c.id: c for c in g.cards})
-
-    def where(self, node: str, grant: CardAllocation) -> _Where | None:
-        return self.by_card.get((node, naming.accelerator_key(grant.manufacturer, grant.group)))
+def _node_pools(d: NodeDevices | None, accelerated: Sequence[tuple[str, str, Mapping[str, str]]]) -> dict[str, _Where]:
+    """A node's accelerator models, each in the first pool (by name) whose labels its ledger carries, with the cards
+    to price grants against."""
+    found: dict[str, _Where] = {}
+    if d is None:
+        return found
+    for pool, group_key, selector in accelerated:
+        if not in_pool(d.labels, selector):
+            continue
+        g = d.group(group_key)
+        if g is not None and g.accelerator_key not in found:
+            found[g.accelerator_key] = _Where(pool, g, {c.id: c for c in g.cards})
+    return found
 
 
 def _queues(local_queues: Iterable[LocalQueue]) -> dict[tuple[str, str], str]:
@@ -190,58 +185,56 @@ def _charges_cards(pod: Pod) -> bool:
     return bool(pod.allocations) and bool(pod.node_name) and not pod.finished
 
 
-def pod_holdings(
-    pods: Iterable[Pod],
-    index: PoolIndex,
+def _pod_holdings(
+    pod: Pod,
+    w: Workload | None,
+    where: Mapping[str, _Where],
+    cpu_pools: Collection[str],
     queues: Mapping[tuple[str, str], str],
-    workloads: Mapping[tuple[str, str], Workload] | None = None,
-) -> tuple[list[Holding], dict[tuple[str, str, str], list[CardAllocation]]]:
-    """Each running Pod's grants, one holding per (Pod, pool); and every grant by ``(node, key, card id)``.
+    claimed: dict[tuple[str, str], list[CardAllocation]],
+) -> list[Holding]:
+    """A Pod's grants on its node, one holding per pool (each grant also noted in ``claimed`` by ``(key, card id)``).
 
     A Pod's queues are its Workload's when that Workload is known (the queue it was submitted to, the ClusterQueue
     that admitted it); else the Pod's own queue label, through its LocalQueue."""
-    out: list[Holding] = []
-    claimed: dict[tuple[str, str, str], list[CardAllocation]] = {}
-    for pod in pods:
-        w = workloads.get((pod.namespace, pod.workload)) if workloads and pod.workload else None
-        if w is not None:
-            owner = _owner(pod.namespace, w.queue_name or pod.queue_name, pod.workload, queues, w.cluster_queue)
-        else:
-            owner = _owner(pod.namespace, pod.queue_name, pod.workload, queues)
-        if _charges_cards(pod):
-            mine: dict[str, Holding] = {}
-            for grant in pod.allocations:
-                where = index.where(pod.node_name, grant)
-                if where is None:
-                    continue
-                claimed.setdefault((pod.node_name, where.group.accelerator_key, grant.card_id), []).append(grant)
-                h = mine.setdefault(where.pool, Holding(where.pool, owner, pods=1))
-                charge_grant(h, grant, where.cards.get(grant.card_id), where.group)
-            out.extend(mine.values())
-        elif pod.node_name and not pod.finished and owner.cluster_queue in index.cpu_pools:
-            cpu = pod.requests.get("cpu", ZERO)
-            if cpu:
-                out.append(Holding(owner.cluster_queue, owner, cpu=cpu, pods=1))
-    return out, claimed
+    if w is not None:
+        owner = _owner(pod.namespace, w.queue_name or pod.queue_name, pod.workload, queues, w.cluster_queue)
+    else:
+        owner = _owner(pod.namespace, pod.queue_name, pod.workload, queues)
+    if _charges_cards(pod):
+        mine: dict[str, Holding] = {}
+        for grant in pod.allocations:
+            found = where.get(naming.accelerator_key(grant.manufacturer, grant.group))
+            if found is None:
+                continue
+            claimed.setdefault((found.group.accelerator_key, grant.card_id), []).append(grant)
+            h = mine.setdefault(found.pool, Holding(found.pool, owner, pods=1))
+            charge_grant(h, grant, found.cards.get(grant.card_id), found.group)
+        return list(mine.values())
+    if pod.node_name and not pod.finished and owner.cluster_queue in cpu_pools:
+        cpu = pod.requests.get("cpu", ZERO)
+        if cpu:
+            return [Holding(owner.cluster_queue, owner, cpu=cpu, pods=1)]
+    return []
 
 
-def unattributed_holdings(
-    index: PoolIndex, claimed: Mapping[tuple[str, str, str], Sequence[CardAllocation]]
+def _unattributed(
+    where: Mapping[str, _Where], claimed: Mapping[tuple[str, str], Sequence[CardAllocation]]
 ) -> list[Holding]:
-    """What each pool's ledger charges beyond what the Pods' records name: one holding per pool, owner unknown."""
+    """What a node's ledger charges beyond what its Pods' records name: one holding per pool, owner unknown."""
     out: dict[str, Holding] = {}
-    for (node, key), where in sorted(index.by_card.items()):
-        h = out.get(where.pool)
+    for key, found in sorted(where.items()):
+        h = out.get(found.pool)
         if h is None:
-            h = out[where.pool] = Holding(where.pool, Owner())
-        for card in where.group.cards:
-            grants = claimed.get((node, key, card.id), ())
+            h = out[found.pool] = Holding(found.pool, Owner())
+        for card in found.group.cards:
+            grants = claimed.get((key, card.id), ())
             if card.mode is Mode.EXCLUSIVE and not any(g.mode == Mode.EXCLUSIVE for g in grants):
-                charge_grant(h, _grant(card, Mode.EXCLUSIVE, M), card, where.group)
+                charge_grant(h, _grant(card, Mode.EXCLUSIVE, M), card, found.group)
             elif card.mode is Mode.SHARED:
                 left = card.allocated - sum(g.allocated for g in grants if g.mode == Mode.SHARED)
                 if left > 0:
-                    charge_grant(h, _grant(card, Mode.SHARED, left), card, where.group)
+                    charge_grant(h, _grant(card, Mode.SHARED, left), card, found.group)
             elif card.mode is Mode.SLICED:
                 mine = [g for g in grants if g.mode == Mode.SLICED]
                 left = card.allocated - sum(g.allocated for g in mine)
@@ -253,7 +246,7 @@ def unattributed_holdings(
                 for p in card.profiles:
                     named = sum(1 for g in grants if g.profile in (p.name, p.published))
                     for _ in range(card.allocated_profiles.get(p.name, 0) - named):
-                        charge_grant(h, _grant(card, Mode.PARTITIONED, 0, p.name), card, where.group)
+                        charge_grant(h, _grant(card, Mode.PARTITIONED, 0, p.name), card, found.group)
     return [h for h in out.values() if h.card_equivalents or h.cards or h.shares or h.slices or h.partitions]
 
 
@@ -268,42 +261,41 @@ def _served(pod: Pod, cpu_pool: bool) -> bool:
     return bool(pod.node_name) and (cpu_pool or pod.held)
 
 
-def reserved_holdings(
-    workloads: Iterable[Workload], pods: Iterable[Pod], index: PoolIndex, queues: Mapping[tuple[str, str], str]
-) -> list[Holding]:
-    """Per admitted, unfinished Workload: what Kueue reserved for its Pods that hold no allocation yet."""
-    by_workload: dict[tuple[str, str], list[Pod]] = {}
+def _reserved(
+    w: Workload,
+    pods: Iterable[Pod],
+    pools: Collection[str],
+    cpu_pools: Collection[str],
+    queues: Mapping[tuple[str, str], str],
+) -> Holding | None:
+    """What Kueue reserved for an admitted, unfinished Workload's Pods that hold no allocation yet (None for
+    nothing)."""
+    if not w.admitted or w.finished or w.cluster_queue not in pools:
+        return None
+    cpu_pool = w.cluster_queue in cpu_pools
+    running: dict[str, int] = {}
     for pod in pods:
-        if pod.workload:
-            by_workload.setdefault((pod.namespace, pod.workload), []).append(pod)
-    out: list[Holding] = []
-    for w in workloads:
-        if not w.admitted or w.finished or w.cluster_queue not in index.pools:
+        if _served(pod, cpu_pool):
+            running[pod.podset] = running.get(pod.podset, 0) + 1
+    h: Holding | None = None
+    for ps in w.podsets:
+        a = w.assignment(ps.name)
+        count = a.count if a is not None and a.count > 0 else ps.count
+        waiting = max(0, count - running.get(ps.name, 0))
+        if not waiting or count <= 0:
             continue
-        cpu_pool = w.cluster_queue in index.cpu_pools
-        running: dict[str, int] = {}
-        for pod in by_workload.get((w.namespace, w.name), ()):
-            if _served(pod, cpu_pool):
-                running[pod.podset] = running.get(pod.podset, 0) + 1
-        h: Holding | None = None
-        for ps in w.podsets:
-            a = w.assignment(ps.name)
-            count = a.count if a is not None and a.count > 0 else ps.count
-            waiting = max(0, count - running.get(ps.name, 0))
-            if not waiting or count <= 0:
-                continue
-            if h is None:
-                h = Holding(w.cluster_queue, _owner(w.namespace, w.queue_name, w.name, queues, w.cluster_queue))
-            usage = dict(a.usage) if a is not None and a.usage else _template_usage(ps.spec, count)
-            credits = sum((v for k, v in usage.items() if k.startswith(naming.CREDITS_PREFIX)), ZERO)
-            h.reserved += credits * waiting / count / M
-            if cpu_pool:
-                h.reserved_cpu += usage.get("cpu", ZERO) * waiting / count
-            h.reserved_pods += waiting
-        if h is not None and h.reserved_pods and (h.reserved or h.reserved_cpu):
-            h.reserved_workloads = 1
-            out.append(h)
-    return out
+        if h is None:
+            h = Holding(w.cluster_queue, _owner(w.namespace, w.queue_name, w.name, queues, w.cluster_queue))
+        usage = dict(a.usage) if a is not None and a.usage else _template_usage(ps.spec, count)
+        credits = sum((v for k, v in usage.items() if k.startswith(naming.CREDITS_PREFIX)), ZERO)
+        h.reserved += credits * waiting / count / M
+        if cpu_pool:
+            h.reserved_cpu += usage.get("cpu", ZERO) * waiting / count
+        h.reserved_pods += waiting
+    if h is not None and h.reserved_pods and (h.reserved or h.reserved_cpu):
+        h.reserved_workloads = 1
+        return h
+    return None
 
 
 def _template_usage(spec: Mapping[str, Any], count: int) -> dict[str, Fraction]:
@@ -315,19 +307,103 @@ def _template_usage(spec: Mapping[str, Any], count: int) -> dict[str, Fraction]:
     return out
 
 
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+class UsageMemo:
+    """What :func:`holdings` found for each node and each Workload, reused while the records it was found from are
+    the same objects: a cache replaces a record that changes and never edits one, so recomputing a large cluster's
+    usage reads again only the nodes whose ledger, Pods or their Workloads changed. Its holdings are read, never
+    added to (``summarise`` sums copies)."""
+
+    __slots__ = ("_nodes", "_queues", "_reserved", "_types")
+
+    def __init__(self) -> None:
+        self._types: tuple[tuple[str, bool, str, tuple[tuple[str, str], ...]], ...] = ()
+        self._queues: dict[tuple[str, str], str] = {}
+        self._nodes: dict[str, tuple[tuple[object, ...], list[Holding]]] = {}
+        self._reserved: dict[tuple[str, str], tuple[tuple[object, ...], Holding | None]] = {}
+
+    def holdings(
+        self,
+        instancetypes: Sequence[InstanceType],
+        devices: Sequence[NodeDevices],
+        pods: Sequence[Pod],
+        workloads: Mapping[tuple[str, str], Workload],
+        queues: dict[tuple[str, str], str],
+    ) -> list[Holding]:
+        # What a holding reads of the pools: their names, kinds, card models and labels (a status write makes a new
+        # InstanceType record, and changes none of them).
+        types = tuple(
+            sorted(
+                (t.name, t.acceleratable, t.accelerator_group, tuple(sorted(t.pool_labels().items())))
+                for t in instancetypes
+            )
+        )
+        if types != self._types or queues != self._queues:
+            self._nodes, self._reserved = {}, {}
+            self._types, self._queues = types, queues
+        accelerated = [(name, group, dict(labels)) for name, acceleratable, group, labels in types if acceleratable]
+        cpu_pools = {name for name, acceleratable, _, _ in types if not acceleratable}
+        pools = {name for name, _, _, _ in types}
+        ledger = {d.node: d for d in devices}
+        on_node: dict[str, list[Pod]] = {}
+        by_workload: dict[tuple[str, str], list[Pod]] = {}
+        for pod in pods:
+            if pod.node_name:
+                on_node.setdefault(pod.node_name, []).append(pod)
+            if pod.workload:
+                by_workload.setdefault((pod.namespace, pod.workload), []).append(pod)
+        out: list[Holding] = []
+        nodes: dict[str, tuple[tuple[object, ...], list[Holding]]] = {}
+        for node in sorted(ledger.keys() | on_node.keys()):
+            d = ledger.get(node)
+            mine = on_node.get(node, [])
+            owners = [workloads.get((p.namespace, p.workload)) if p.workload else None for p in mine]
+            read = (d, *mine, *owners)
+            last = self._nodes.get(node)
+            if last is not None and _same(last[0], read):
+                found = last[1]
+            else:
+                where = _node_pools(d, accelerated)
+                claimed: dict[tuple[str, str], list[CardAllocation]] = {}
+                found = [
+                    h
+                    for p, w in zip(mine, owners, strict=True)
+                    for h in _pod_holdings(p, w, where, cpu_pools, queues, claimed)
+                ]
+                found += _unattributed(where, claimed)
+            nodes[node] = (read, found)
+            out.extend(found)
+        reserved: dict[tuple[str, str], tuple[tuple[object, ...], Holding | None]] = {}
+        for key, w in sorted(workloads.items()):
+            mine = by_workload.get(key, [])
+            read = (w, *mine)
+            last_reserved = self._reserved.get(key)
+            if last_reserved is not None and _same(last_reserved[0], read):
+                h = last_reserved[1]
+            else:
+                h = _reserved(w, mine, pools, cpu_pools, queues)
+            reserved[key] = (read, h)
+            if h is not None:
+                out.append(h)
+        self._nodes, self._reserved = nodes, reserved
+        return out
+
+
 def holdings(
     instancetypes: Sequence[InstanceType],
     devices: Sequence[NodeDevices],
     pods: Sequence[Pod],
     workloads: Iterable[Workload] = (),
     local_queues: Iterable[LocalQueue] = (),
+    memo: UsageMemo | None = None,
 ) -> list[Holding]:
-    """Every holding of every owner in every pool: Pods' grants, unattributed ledger charges, reservations."""
-    index = PoolIndex(instancetypes, devices)
-    queues = _queues(local_queues)
+    """Every holding of every owner in every pool, node by node: Pods' grants, what the ledger charges beyond them
+    (unattributed), then reservations. ``memo`` keeps what each node and Workload came to for the next call."""
     known = {(w.namespace, w.name): w for w in workloads}
-    held, claimed = pod_holdings(pods, index, queues, known)
-    return [*held, *unattributed_holdings(index, claimed), *reserved_holdings(known.values(), pods, index, queues)]
+    return (memo or UsageMemo()).holdings(instancetypes, devices, pods, known, _queues(local_queues))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.lifecycle import instancetype_phase, phase_message
 from gpuctl.core.nodes import Node
 from gpuctl.core.queueing import cluster_queues_of, pending_order, pods_by_workload
-from gpuctl.core.usage import holdings, usage_gauges
+from gpuctl.core.usage import UsageMemo, holdings, usage_gauges
 from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, pool_devices, views_to_status
 from gpuctl.core.workloads import ClusterQueue
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache
@@ -64,6 +64,8 @@ class StatusController(Controller):
         self._fragmentation: dict[str, Computed[tuple[ViewFragmentation, ...]]] = {}
         """Per InstanceType: its fragmentation as last computed."""
         self._usage: Computed[UsageGauges] | None = None
+        self._usage_memo = UsageMemo()
+        """Each node's and Workload's holdings from the last computation: a scrape reads again only what changed."""
         self._queues: Computed[QueueState] | None = None
 
     # ------------------------------------------------------------------------------------------- what wakes it
@@ -165,6 +167,7 @@ class StatusController(Controller):
                 pods,
                 self.cache.records(kinds.WORKLOAD),
                 self.cache.records(kinds.LOCALQUEUE),
+                self._usage_memo,
             )
         )
 
