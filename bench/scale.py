@@ -12,7 +12,8 @@ through a counting TCP proxy, and measured:
 - RSS after the idle window and its peak;
 - the gate-3 verdict latency of 100 new Workloads: from just before the quota reservation is written to the moment a
   watch on Workloads sees the check's verdict (a watch cannot time the reservation itself: both events can arrive in
-  one read);
+  one read); beside it the operator's own share (its latency histogram, from its cache seeing the reservation to its
+  write of the check state) and the CPU each process of the machine spent while the verdicts were timed;
 - a ``/metrics`` scrape after that (the first computes the usage, queue and pool gauges again: the Workloads changed);
 - fail-over: two replicas with ``--leader-elect``; once one leads and the other's cache is synced, the leader is
   killed (SIGKILL), a new Workload's quota is reserved at once, and the time from the kill to the check's verdict on
@@ -318,6 +319,13 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _cpu_of(cp: Any, op: Operator) -> dict[str, float]:
+    """CPU seconds so far of each control-plane process and of the operator (what shares the machine's cores)."""
+    pids = {p.name: p.pid for p in cp.processes if p.pid}
+    pids["operator"] = op.pid
+    return {name: _cpu_seconds(pid) for name, pid in pids.items()}
+
+
 def _status_kib(pid: int, field: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -564,7 +572,10 @@ def measure_operator(cp: Any, pool: GpuPool, work: Path, tag: str) -> dict[str, 
         result["idle_cpu"] = (_cpu_seconds(op.pid) - cpu0) / elapsed * 100
         result["idle_traffic"] = (proxy.bytes - bytes0) / elapsed * 60 / 1e6
         result["rss"] = _status_kib(op.pid, "VmRSS") / 1024
+        busy0, v0 = _cpu_of(cp, op), time.monotonic()
         latencies = judge_new(cp, pool, f"new-{tag}-")
+        busy1, spent = _cpu_of(cp, op), time.monotonic() - v0
+        result["busy"] = {name: (busy1[name] - busy0.get(name, 0.0)) / spent * 100 for name in busy1}
         result["verdicts"] = len(latencies)
         result["p50"] = statistics.median(latencies) if latencies else float("nan")
         result["p99"] = quantile(latencies, 0.99)
@@ -675,6 +686,15 @@ def checks(r: dict[str, Any]) -> list[tuple[str, bool]]:
     ]
 
 
+def _busy(r: dict[str, Any]) -> str:
+    """What kept the cores busy while the verdicts were timed, where the run measured it."""
+    busy = r.get("busy")
+    if not busy:
+        return ""
+    parts = ", ".join(f"{name} {share:.0f} %" for name, share in sorted(busy.items(), key=lambda kv: -kv[1]))
+    return f" While the verdicts were timed, CPU of one core: {parts}."
+
+
 def _own(r: dict[str, Any]) -> str:
     """The operator's own share of the verdicts, where the run measured it."""
     if math.isnan(r.get("own_p99", math.nan)):
@@ -721,6 +741,7 @@ def render(results: list[dict[str, Any]]) -> str:
             f"- {r['nodes']:,} nodes: built in {setup['nodes']:.0f} s (Nodes and ledgers) + {setup['pods']:.0f} s "
             f"({r['nodes'] * PODS_PER_NODE:,} Pods and Workloads); the kube-apiserver then held "
             f"{r['apiserver_rss']:.1f} GiB; the standby's cache synced {r['standby_synced']:.0f} s after its start."
+            + _busy(r)
         )
     for nodes, before in BEFORE.items():
         if any(r["nodes"] == nodes for r in results):
