@@ -86,19 +86,20 @@ def test_outside_the_fence_the_api_server_refuses_the_operators_account(
     node = ["node", pool.nodes[0]]
     instance = ["instance", "fenced-instance", "-n", pool.namespace]
     pool.instance("fenced-instance", phase="Running")
-    # The policies take effect once the API server has compiled them: wait for the first refusal.
-    outputs: list[str] = []
+    # Each policy takes effect once the API server has compiled it (each on its own): wait for its first refusal.
+    for target, message in ((node, NODE_MESSAGE), (instance, INSTANCE_MESSAGE)):
+        outputs: list[str] = []
 
-    def refused_once() -> bool:
-        # A new value each time: a patch that changes nothing is not an update, and no policy sees it.
-        body = {"metadata": {"labels": {"team": f"x{len(outputs)}"}}}
-        outputs.append(patch(control_plane, fenced, *node, body=body)[1])
-        return NODE_MESSAGE in outputs[-1]
+        def refused_once(target: list[str] = target, message: str = message, outputs: list[str] = outputs) -> bool:
+            # A new value each time: a patch that changes nothing is not an update, and no policy sees it.
+            body = {"metadata": {"labels": {"team": f"x{len(outputs)}"}}}
+            outputs.append(patch(control_plane, fenced, *target, body=body)[1])
+            return message in outputs[-1]
 
-    try:
-        wait_for("the fence to take effect", refused_once, timeout=30)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}: kubectl said {outputs[-3:]}") from None
+        try:
+            wait_for(f"the fence of {target[0]}s to take effect", refused_once, timeout=30)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: kubectl said {outputs[-3:]}") from None
     refused = [
         (node, {"metadata": {"labels": {naming.LABEL_MANAGED: None}}}, NODE_MESSAGE),
         (node, {"metadata": {"annotations": {"example.com/x": "y"}}}, NODE_MESSAGE),
