@@ -87,7 +87,6 @@ def _int(value: Any) -> int:
     return value if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)) else 0
 
 
-_NOTHING: Mapping[str, Any] = {}
 _decode_json = json.JSONDecoder().decode
 
 

@@ -129,9 +129,6 @@ def decode_topology(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[Topo
             counts = [_int(universal)] * n
         else:
             counts = [_int(c) for c in _l(counts_raw.get("individual"))]
-        if n == 1 and counts and all(per_level):  # one domain (a Pod set on one node): the usual slice
-            domains.append(TopologyDomain(tuple(level[0] for level in per_level), counts[0]))
-            continue
         for i in range(n):
             values = tuple(level[i] for level in per_level if i < len(level))
             domains.append(TopologyDomain(values, counts[i] if i < len(counts) else 0))
