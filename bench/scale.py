@@ -746,6 +746,11 @@ def render(results: list[dict[str, Any]]) -> str:
     for nodes, before in BEFORE.items():
         if any(r["nodes"] == nodes for r in results):
             lines.append(f"- Before the watch cache, at {nodes:,} nodes: {before}.")
+    lines.append(
+        "- The counting proxy forwards each segment as it arrives (`TCP_NODELAY`). With Nagle's algorithm on, a "
+        "request's second segment waited for the API server's delayed ACK, up to 40 ms on each operator call it "
+        "carried: at 20,000 nodes that run measured verdict p50 0.147 s, p99 0.470 s, a first resync of 721 s."
+    )
     lines.append(END)
     return "\n".join(lines) + "\n"
 
