@@ -454,7 +454,7 @@ class SnapshotSource:
             devices: list[NodeDevices] = []
             capabilities: dict[Any, Capability] = {}
             seen: dict[tuple[str, str, str, str], Path] = {}
-            plans: dict[tuple[Any, str], tuple[list[_Entry], Callable[[dict[str, Any]], Any] | None, list[Any] | None]]
+            plans: dict[tuple[Any, str], tuple[list[_Entry], tuple[Callable[[dict[str, Any]], Any], list[Any]] | None]]
             plans = {}
             for f in snapshot_files(self.path):
                 for obj, text in read_entries(f):
@@ -483,18 +483,20 @@ class SnapshotSource:
                         planned = next((k for k in self._parsers if k.matches(*typed)), None)
                         plan = plans[typed] = (
                             by_kind.setdefault(identity[:2], []),
-                            None if planned is None else self._parsers[planned],
-                            None if planned is None else self._records.setdefault(planned, []),
+                            None
+                            if planned is None
+                            else (self._parsers[planned], self._records.setdefault(planned, [])),
                         )
-                    entries, parse, records = plan
+                    entries, as_record = plan
                     entry = _Entry(
                         sys.intern(api_version),  # a few API versions and namespaces, repeated by every object
                         sys.intern(namespace) if type(namespace) is str else namespace,
                         meta.get("name"),
-                        None if parse is not None else obj if text is None else text,
+                        None if as_record is not None else obj if text is None else text,
                     )
                     entries.append(entry)
-                    if parse is not None and records is not None:
+                    if as_record is not None:
+                        parse, records = as_record
                         records.append((entry, parse(obj)))
             self._kinds, self._devices = by_kind, devices
         return self._kinds
