@@ -316,8 +316,12 @@ def emit(listing: Listing, output: OutputSpec, *, stream: TextIO | None = None) 
     from gpuctl.cli.errors import RuntimeFailure, UsageError
 
     out = stream or sys.stdout
-    items = sorted_items([with_metadata(listing, i) for i in listing.items], output.sort_by)
     fmt = output.format
+    # A table shows no metadata: its items take it only when --sort-by may read it.
+    if output.tabular and not output.sort_by:
+        items = listing.items
+    else:
+        items = sorted_items([with_metadata(listing, i) for i in listing.items], output.sort_by)
     if fmt == "json":
         print_json(as_list(listing, items), stream=out)
     elif fmt == "yaml":

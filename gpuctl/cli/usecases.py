@@ -142,7 +142,7 @@ def _with_plan(source: "Source", w: "Workload", e: "Explanation") -> "Explanatio
     hint = partition_hint(Simulator(read.simulation_state(source)), w)
     if not hint:
         return e
-    gates = tuple(replace(g, hint=f"{g.hint}; {hint}" if g.hint else hint) if g.gate == held else g for g in e.gates)
+    gates = tuple(g._replace(hint=f"{g.hint}; {hint}" if g.hint else hint) if g.gate == held else g for g in e.gates)
     return replace(e, gates=gates)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from gpuctl.core.simulate import ClusterState
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 class Source(Protocol):
@@ -133,6 +134,81 @@ def ledgers(source: Source, nodes: Collection[str] | None = None) -> Ledgers:
 def devices(source: Source, nodes: Collection[str] | None = None) -> list[NodeDevices]:
     """The ledgers the existing Nodes serve: what every view, partition count, fit and simulation reads."""
     return ledgers(source, nodes).served
+
+
+class ParsedOnRead(Mapping[str, T]):
+    """Records by name, each parsed from its object the first time it is read: explaining the Workloads of a large
+    cluster reads the Nodes and ledgers of the few that wait, and parses only those. Names and membership cost no
+    parse; reading every value parses every object (once)."""
+
+    __slots__ = ("_objects", "_parse", "_parsed")
+
+    def __init__(self, objects: Mapping[str, S], parse: Callable[[S], T]) -> None:
+        self._objects = objects
+        self._parse = parse
+        self._parsed: dict[str, T] = {}
+
+    def __getitem__(self, name: str) -> T:
+        found = self._parsed.get(name)
+        if found is None:
+            found = self._parsed[name] = self._parse(self._objects[name])
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._objects)
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._objects
+
+
+def read_on_demand(source: Source, *wanted: Kind) -> None:
+    """Tell a source, before anything is read, that the command parses only the objects of these kinds it reads
+    (:func:`node_map`, :func:`ledger_map`): a snapshot then keeps their text instead of parsing them all."""
+    plan = getattr(source, "read_on_demand", None)
+    if plan is not None:
+        plan(*wanted)
+
+
+def _kept(source: Source, kind: Kind) -> dict[str, Callable[[], dict[str, Any]]] | None:
+    """A cluster-scoped kind's objects by name, each as the function that decodes it, where the source keeps them
+    undecoded (:func:`read_on_demand`)."""
+    loaders = getattr(source, "loaders", None)
+    found: dict[str, Callable[[], dict[str, Any]]] | None = loaders(kind) if loaders is not None else None
+    return found
+
+
+def _of_nodes(objects: Mapping[str, S], nodes: Collection[str]) -> Mapping[str, S]:
+    """The objects named after an existing Node; all of them when no Node was read (see ``split_orphans``)."""
+    return objects if not nodes else {n: o for n, o in objects.items() if n in nodes}
+
+
+def node_map(source: Source) -> Mapping[str, Node]:
+    """The Nodes by name, each parsed when first read."""
+    kept = _kept(source, kinds.NODE)
+    if kept is None:
+        return ParsedOnRead({name_of(o): o for o in source.list(kinds.NODE)}, parse_node)
+    return ParsedOnRead(kept, lambda load: parse_node(load()))
+
+
+def ledger_map(source: Source, nodes: Collection[str]) -> Mapping[str, NodeDevices]:
+    """The ledgers the existing Nodes serve (as :func:`devices` selects them), by node, each parsed when first read
+    (a malformed one is refused then)."""
+    kept = _kept(source, kinds.DEVICES)
+    if kept is None and getattr(source, "device_records", None) is not None:
+        return {d.node: d for d in devices(source, nodes)}  # parsed as they were read
+
+    def parse(obj: dict[str, Any]) -> NodeDevices:
+        try:
+            return parse_devices(obj)
+        except LedgerError as exc:
+            raise SourceError(f"{source.describe()}: {exc}") from None
+
+    if kept is None:
+        return ParsedOnRead(_of_nodes({name_of(o): o for o in source.list(kinds.DEVICES)}, nodes), parse)
+    return ParsedOnRead(_of_nodes(kept, nodes), lambda load: parse(load()))
 
 
 def read_as_records(source: Source, *wanted: Kind) -> None:
@@ -265,12 +341,13 @@ def admission_state(source: Source) -> AdmissionState:
 
     Gate 3's inputs come from :func:`gpuctl.core.fit.check_inputs`, the function the operator's check calls. Only a
     snapshot that holds no Pods at all keeps the published ledgers (and the explanation says so)."""
-    read_as_records(source, kinds.POD, kinds.WORKLOAD, kinds.NODE)
+    read_as_records(source, kinds.POD, kinds.WORKLOAD)
+    read_on_demand(source, kinds.NODE, kinds.DEVICES)
     all_pods = pods(source)
     pods_read = [p for p in all_pods if p.node_name or p.workload]
     queues = cluster_queues(source)
     read_workloads = workloads(source)
-    read_nodes = {n.name: n for n in nodes(source)}
+    read_nodes = node_map(source)
     return AdmissionState(
         local_queues={(q.namespace, q.name): q for q in (parse_local_queue(o) for o in source.list(kinds.LOCALQUEUE))},
         cluster_queues=queues,
@@ -279,7 +356,7 @@ def admission_state(source: Source) -> AdmissionState:
         # Bound Pods feed the ledgers, node usage and held counts; owned ones gates 4 and 5.
         inputs=check_inputs(
             flavors(source),
-            devices(source, read_nodes),
+            ledger_map(source, read_nodes),
             read_nodes or None,
             read_workloads,
             pods_read,

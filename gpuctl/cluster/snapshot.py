@@ -306,9 +306,14 @@ def _json_entries(window: _JsonWindow, path: Path) -> Iterator[tuple[dict[str, A
         window.skip()
         if key == "items" and window.at("["):
             window.pos += 1
+            top_kind = top.get("kind")
+            listed = "kind" not in top or (type(top_kind) is str and top_kind.endswith("List"))
             while not window.at("]"):
                 item, start = window.value()
-                if isinstance(item, dict) and "kind" not in item and "kind" not in top:
+                kind = item.get("kind") if type(item) is dict else None
+                if listed and type(kind) is str and not kind.endswith("List") and type(item.get("apiVersion")) is str:
+                    yield item, window.text[start : window.pos]  # an object, as flatten gives it
+                elif isinstance(item, dict) and "kind" not in item and "kind" not in top:
                     waiting.append(item)  # a typed list naming its kind after its items
                 else:
                     for obj in flatten({**top, "items": [item]} if "kind" in top else item, path):
@@ -436,12 +441,21 @@ class SnapshotSource:
         self._devices: list[NodeDevices] = []
         self._parsers: dict[Kind, Callable[[dict[str, Any]], Any]] = {}
         self._records: dict[Kind, list[tuple[_Entry, Any]]] = {}
+        self._devices_on_demand = False
 
     def read_as_records(self, parsers: Mapping[Kind, Callable[[dict[str, Any]], Any]]) -> None:
         """Say, before the snapshot is read, which kinds the command reads as records: their objects are then parsed
         as they are read (decoded once) and :meth:`records` answers from them."""
         if self._kinds is None:
             self._parsers.update(parsers)
+
+    def read_on_demand(self, *wanted: Kind) -> None:
+        """Say, before the snapshot is read, that the command parses only the objects of these kinds it reads: their
+        text is kept (the Devices too, otherwise parsed as they are read) and :meth:`loaders` hands them out."""
+        if self._kinds is None:
+            self._devices_on_demand = self._devices_on_demand or DEVICES in wanted
+            for kind in wanted:
+                self._parsers.pop(kind, None)
 
     def _load(self) -> dict[tuple[str, str], list[_Entry]]:
         """Every object but the Devices, by (API group, kind); Devices are parsed into records as they are read and
@@ -468,7 +482,7 @@ class SnapshotSource:
                         raise SourceError(f"{f}: {kind} {where} appears twice{also}; a snapshot holds each object once")
                     seen[identity] = f
                     api_version = obj.get("apiVersion", "")
-                    if DEVICES.matches(api_version, obj.get("kind", "")):
+                    if not self._devices_on_demand and DEVICES.matches(api_version, obj.get("kind", "")):
                         try:
                             devices.append(parse_devices(obj, capabilities))
                         except LedgerError as exc:
@@ -504,7 +518,26 @@ class SnapshotSource:
     def device_records(self) -> list[NodeDevices]:
         """The Devices of the snapshot, as records."""
         self._load()
+        if self._devices_on_demand and not self._devices:
+            self._devices = [self._device_record(e.object()) for e in self._entries(DEVICES, None)]
         return self._devices
+
+    def _device_record(self, obj: dict[str, Any]) -> NodeDevices:
+        try:
+            return parse_devices(obj)
+        except LedgerError as exc:
+            raise SourceError(f"{self.describe()}: {exc}") from None
+
+    def loaders(self, kind: Kind) -> dict[str, Callable[[], dict[str, Any]]] | None:
+        """Each object of a cluster-scoped kind, by name, as the function that decodes it from its kept text; None
+        where the kind's objects are not kept so (parsed as they were read: :meth:`read_on_demand`)."""
+        self._load()
+        if kind is DEVICES and not self._devices_on_demand:
+            return None
+        entries = self._entries(kind, None)
+        if any(e.stored is None for e in entries):
+            return None
+        return {str(e.name or ""): e.object for e in entries}
 
     def describe(self) -> str:
         return f"snapshot {self.path}"
@@ -532,7 +565,7 @@ class SnapshotSource:
 
     def names(self, kind: Kind) -> list[str]:
         """The names of a kind's objects (nothing decoded)."""
-        if kind is DEVICES:
+        if kind is DEVICES and not self._devices_on_demand:
             return [d.node for d in self.device_records()]
         return [str(e.name or "") for e in self._entries(kind, None)]
 

@@ -78,6 +78,16 @@ def resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return tuple(key)
 
 
+def template_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """:func:`resources_key` with each container's name (as written: a missing name and a null one differ): what a
+    Pod template's shape is read for, its requests and which containers ask what; None as for resources_key."""
+    resources = resources_key(spec)
+    if resources is None:
+        return None
+    names = tuple(c.get("name", "") for section in ("initContainers", "containers") for c in _list(spec.get(section)))
+    return (resources, names) if all(n is None or type(n) is str for n in names) else None
+
+
 MEMO_CONTAINERS = 32
 """The most containers (and resources per container) a memoised shape has: a key is kept as long as the process,
 so an outsized Pod is read uncached."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable, pod_shortfalls
@@ -22,7 +22,7 @@ from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.naming import Family
 from gpuctl.core.pins import has_fit_pin
 from gpuctl.core.pods import Pod
-from gpuctl.core.quota import QuotaBook, flavor_quotas, quota_book, quota_requests
+from gpuctl.core.quota import QuotaBook, flavor_quotas, podset_quota_requests, quota_book
 from gpuctl.core.requests import pod_containers, validate_request_rules
 from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, LocalQueue, Workload
 
@@ -50,8 +50,10 @@ GATE2_PARTS = {QUOTA: "Kueue quota", TAS_PLACEMENT: "Kueue TAS placement", STRIC
 ahead of it that cannot be admitted."""
 
 
-@dataclass(frozen=True, slots=True)
-class Gate:
+class Gate(NamedTuple):
+    """One gate's verdict on a Workload (a named tuple, as the parsed records it is built for thousands of times:
+    :class:`gpuctl.core.workloads.Condition`)."""
+
     gate: int
     verdict: str
     summary: str
@@ -153,47 +155,15 @@ def gate1(w: Workload) -> Gate:
     return got
 
 
-def _plain_map(value: Any) -> tuple[tuple[str, str, Any], ...] | None:
-    """A map of text to text or whole numbers as a key (with each value's type); None for anything else."""
-    if value is None:
-        return ()
-    if type(value) is not dict or len(value) > MEMO_CONTAINERS:
-        return None
-    out = []
-    for k, v in value.items():
-        if type(k) is not str or (type(v) is not str and type(v) is not int):
-            return None
-        out.append((k, type(v).__name__, v))
-    return tuple(sorted(out))
-
-
 def _podsets_key(w: Workload) -> tuple[Any, ...] | None:
     """Everything gate 1 reads of a Workload's PodSets; None where a part is not plain data (judged uncached)."""
-    key: list[Any] = []
+    if len(w.podsets) > MEMO_CONTAINERS:  # a key lives as long as the process: no outsized one
+        return None
+    key = []
     for ps in w.podsets:
-        containers: list[Any] = []
-        for section in ("initContainers", "containers"):
-            listed = ps.spec.get(section)
-            if listed is None:
-                continue
-            if type(listed) is not list:
-                return None
-            for c in listed:
-                if type(c) is not dict:
-                    return None
-                name, resources = c.get("name", ""), c.get("resources")
-                if (name is not None and type(name) is not str) or (
-                    resources is not None and type(resources) is not dict
-                ):
-                    return None
-                limits = _plain_map((resources or {}).get("limits"))
-                requests = _plain_map((resources or {}).get("requests"))
-                if limits is None or requests is None:
-                    return None
-                containers.append((section, name, c.get("restartPolicy") == "Always", limits, requests))
-        key.append((ps.name, ps.count, tuple(containers)))
-        if len(key) + len(containers) > MEMO_CONTAINERS:  # a key lives as long as the process: no outsized one
+        if ps.shape is None:
             return None
+        key.append((ps.name, ps.count, ps.shape))
     return tuple(key)
 
 
@@ -250,7 +220,7 @@ def _quota_evidence(w: Workload, cq: ClusterQueue, book: QuotaBook) -> tuple[lis
     lines: list[str] = []
     taken: dict[tuple[str, str], Fraction] = {}
     for ps in w.podsets:
-        wanted = {r: v * ps.count for r, v in quota_requests(ps.spec).items()}
+        wanted = {r: v * ps.count for r, v in podset_quota_requests(ps).items()}
         tried = flavor_quotas(book, cq, wanted, taken=taken)
         for fq in tried:
             lines.extend(fq.lines)
@@ -522,7 +492,7 @@ def with_position(
     line = f"position {position} of {total} in ClusterQueue {cluster_queue}" + (
         f"; ahead: {', '.join(needing)}{more}" if ahead else "; first in line"
     )
-    gates = tuple(replace(g, evidence=(*g.evidence, line)) if g.gate == 2 else g for g in e.gates)
+    gates = tuple(g._replace(evidence=(*g.evidence, line)) if g.gate == 2 else g for g in e.gates)
     queue = {
         "clusterQueue": cluster_queue,
         "position": position,

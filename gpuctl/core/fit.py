@@ -11,9 +11,10 @@ The fit is greedy and deterministic (nodes by name, cards by index): it may repo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import Any, TypeVar
 
 from gpuctl.core import naming
 from gpuctl.core.ledger import Card, Group, Mode, NodeDevices
@@ -500,9 +501,42 @@ def held_pod_counts(pods: Iterable[Pod]) -> dict[tuple[str, str, str, str], int]
     return out
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class OnFirstRead(Mapping[K, V]):
+    """A mapping made the first time it is read: an index over every Pod or Workload that only some verdicts read
+    (explaining a cluster's admitted Workloads reads none)."""
+
+    __slots__ = ("_made", "_make")
+
+    def __init__(self, make: Callable[[], Mapping[K, V]]) -> None:
+        self._make = make
+        self._made: Mapping[K, V] | None = None
+
+    def _mapping(self) -> Mapping[K, V]:
+        made = self._made
+        if made is None:
+            made = self._made = self._make()
+        return made
+
+    def __getitem__(self, key: K) -> V:
+        return self._mapping()[key]
+
+    def get(self, key: K, default: Any = None) -> Any:
+        return self._mapping().get(key, default)
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
+
+
 def check_inputs(
     flavors: Mapping[str, ResourceFlavor],
-    devices: Iterable[NodeDevices],
+    devices: Mapping[str, NodeDevices] | Iterable[NodeDevices],
     nodes: Mapping[str, Node] | None,
     workloads: Iterable[Workload],
     pods: Iterable[Pod],
@@ -510,6 +544,8 @@ def check_inputs(
     pods_read: bool = True,
 ) -> FitContext:
     """The check's inputs, the one way both the operator and the CLI build them.
+
+    ``devices`` are the ledgers, or the ledgers by node (a mapping may parse each when it is first read).
 
     - Every node's ledger is rebuilt from the Pods bound to it with the device manager's aggregation (never the
       published ``Devices.status``), from the same read as the held Pods, so no Pod is counted twice or missed;
@@ -522,7 +558,8 @@ def check_inputs(
     """
     pods = tuple(pods)
     workloads = tuple(workloads)
-    ledgers: Mapping[str, NodeDevices] = RebuiltLedgers(devices, pods) if pods_read else {d.node: d for d in devices}
+    published = devices if isinstance(devices, Mapping) else {d.node: d for d in devices}
+    ledgers: Mapping[str, NodeDevices] = RebuiltLedgers(published, pods) if pods_read else published
     return FitContext(
         flavors,
         ledgers,
@@ -530,8 +567,8 @@ def check_inputs(
         tuple(workloads),
         pods,
         LEDGER_REBUILT if pods_read else LEDGER_PUBLISHED,
-        held_pod_counts(pods),
-        workloads_by_node(workloads),
+        OnFirstRead(lambda: held_pod_counts(pods)),
+        OnFirstRead(lambda: workloads_by_node(workloads)),
         pods_by_workload(pods),
     )
 

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from sys import intern
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuctl.core import naming
-from gpuctl.core.credits import pod_requests, resources_key
+from gpuctl.core.credits import pod_requests, template_key
 from gpuctl.core.workloads import Condition, parse_conditions
 
 
@@ -22,8 +22,7 @@ def _l(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-@dataclass(frozen=True, slots=True)
-class CardAllocation:
+class CardAllocation(NamedTuple):
     """One card a container was given, as its allocation record names it."""
 
     container: str
@@ -154,12 +153,7 @@ _SHAPES: dict[Any, tuple[Mapping[str, Fraction], tuple[str, ...]]] = {}
 
 def _shape(spec: Mapping[str, Any]) -> tuple[Mapping[str, Fraction], tuple[str, ...]]:
     """The Pod's effective requests and the containers that ask for an accelerator."""
-    resources = resources_key(spec)
-    key = None
-    if resources is not None:
-        names = tuple(c.get("name") for section in ("initContainers", "containers") for c in _l(spec.get(section)))
-        if all(n is None or type(n) is str for n in names):
-            key = (resources, names)
+    key = template_key(spec)
     got = _SHAPES.get(key) if key is not None else None
     if got is None:
         got = (pod_requests(spec), _accelerator_containers(spec))

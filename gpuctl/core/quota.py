@@ -9,7 +9,7 @@ says so with both numbers, so neither command hides which one it judged by.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 from gpuctl.core import naming
 from gpuctl.core.credits import QuotaRoom, cards_text, pod_requests, quota_room, resources_key, transform
 from gpuctl.core.units import M
-from gpuctl.core.workloads import ClusterQueue, Workload
+from gpuctl.core.workloads import ClusterQueue, PodSet, Workload
 
 UsageKey = tuple[str, str, str]
 """(ClusterQueue, flavor, resource)."""
@@ -44,16 +44,25 @@ def quota_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     A Pod asking any transformed key of a manufacturer asks its credits, even when they come to 0 (a slice whose
     template carries no folded units): Kueue still assigns the queue's flavor to that zero request, so the Workload
     is placed by TAS and carries the check."""
-    key = resources_key(spec)
+    return dict(_memoised(spec, resources_key(spec)))
+
+
+def podset_quota_requests(ps: PodSet) -> Mapping[str, Fraction]:
+    """:func:`quota_requests` of one Pod of a PodSet, read once per template shape (shared: the caller only reads
+    it)."""
+    return _memoised(ps.spec, ps.shape[0] if ps.shape is not None else None)
+
+
+_QUOTA_REQUESTS: dict[Any, dict[str, Fraction]] = {}
+
+
+def _memoised(spec: Mapping[str, Any], key: Any) -> dict[str, Fraction]:
     got = _QUOTA_REQUESTS.get(key) if key is not None else None
     if got is None:
         got = _quota_requests(spec)
         if key is not None and len(_QUOTA_REQUESTS) < 4096:
             _QUOTA_REQUESTS[key] = got
-    return dict(got)
-
-
-_QUOTA_REQUESTS: dict[Any, dict[str, Fraction]] = {}
+    return got
 
 
 def _quota_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
@@ -77,9 +86,11 @@ def amount_text(resource: str, value: Fraction | int) -> str:
     return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
 
 
-def workload_usage(w: Workload, requests: Any = quota_requests) -> dict[UsageKey, Fraction]:
+def workload_usage(
+    w: Workload, requests: Callable[[PodSet], Mapping[str, Any]] = podset_quota_requests
+) -> dict[UsageKey, Fraction]:
     """What a reserved Workload takes of its ClusterQueue's quota, per flavor and resource (empty when it holds no
-    reservation). ``requests`` maps a Pod spec to its quota requests (callers memoise it)."""
+    reservation). ``requests`` maps a PodSet to one Pod's quota requests (callers memoise it)."""
     out: dict[UsageKey, Fraction] = {}
     if not w.quota_reserved or w.finished or not w.cluster_queue:
         return out
@@ -88,7 +99,7 @@ def workload_usage(w: Workload, requests: Any = quota_requests) -> dict[UsageKey
         if a is None:
             continue
         count = a.count or ps.count
-        for resource, value in requests(ps.spec).items():
+        for resource, value in requests(ps).items():
             flavor = a.flavors.get(resource)
             if flavor:
                 key = (w.cluster_queue, flavor, resource)
@@ -141,7 +152,9 @@ class QuotaBook:
 
 
 def quota_book(
-    queues: Mapping[str, ClusterQueue], workloads: Iterable[Workload], requests: Any = quota_requests
+    queues: Mapping[str, ClusterQueue],
+    workloads: Iterable[Workload],
+    requests: Callable[[PodSet], Mapping[str, Any]] = podset_quota_requests,
 ) -> QuotaBook:
     """The books of every queue: each one's reported usage where its status has one, else its Workloads' sum."""
     counted: dict[UsageKey, Fraction] = {}

@@ -19,8 +19,8 @@ class RebuiltLedgers(Mapping[str, NodeDevices]):
 
     __slots__ = ("_built", "_devices", "_pods")
 
-    def __init__(self, devices: Iterable[NodeDevices], pods: Iterable[Pod]) -> None:
-        self._devices = {d.node: d for d in devices}
+    def __init__(self, devices: Mapping[str, NodeDevices], pods: Iterable[Pod]) -> None:
+        self._devices = devices
         self._pods: dict[str, list[Pod]] = {}
         for p in pods:
             if p.node_name:

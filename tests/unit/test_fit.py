@@ -570,3 +570,31 @@ def test_check_inputs_rebuild_each_ledger_when_a_verdict_first_reads_it(monkeypa
     assert a == real(ledgers[0], [parse_pod(held)])
     assert c.devices.get("node-z") is None
     assert sorted(c.devices) == ["node-a", "node-b", "node-c"] and built == ["node-a"]
+    # Given the ledgers by node (a read that parses each when it is first read), the check reads them so.
+    by_node = {d.node: d for d in ledgers}
+    assert check_inputs(FLAVORS, by_node, None, [], [parse_pod(held)]).devices["node-b"] == by_node["node-b"]
+
+
+def test_the_indexes_only_some_verdicts_read_are_made_when_first_read(monkeypatch: Any) -> None:
+    import gpuctl.core.fit as fit
+
+    made: list[str] = []
+    for name in ("held_pod_counts", "workloads_by_node"):
+        real = getattr(fit, name)
+        monkeypatch.setattr(fit, name, lambda xs, real=real, name=name: made.append(name) or real(xs))
+    held = bound_pod(
+        "a-0",
+        "node-x",
+        {"nvidia.com/gpu": "1"},
+        workload_name="a",
+        allocations={"main": [{"id": "GPU-0000", "mode": 1, "allocated": M}]},
+    )
+    w = workload("a", [("main", 1, {"nvidia.com/gpu": "1"})], hosts={"main": [("node-x", 1)]}, admitted=True)
+    c = check_inputs(FLAVORS, [parse_devices(one_card())], None, [parse_workload(w)], [parse_pod(held)])
+    assert made == []
+    assert c.held is not None and dict(c.held) == {("team-a", "a", "main", "node-x"): 1} and len(c.held) == 1
+    assert c.by_node is not None and [x.key for x in c.by_node["node-x"]] == ["team-a/a"]
+    assert c.by_node.get("node-y") is None and list(c.by_node) == ["node-x"]
+    assert sorted(made) == ["held_pod_counts", "workloads_by_node"]
+    assert c.held.get(("x", "y", "z", "w")) is None and c.by_node.get("node-x") is not None
+    assert len(made) == 2  # each made once

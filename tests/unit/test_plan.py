@@ -277,7 +277,7 @@ def test_overcommits_catches_a_record_its_card_cannot_serve() -> None:
 
     [pod] = [p for p in sim.pods if p.workload == "a"]
     record = pod.allocations[0]
-    sim.pods.append(replace(pod, name="b", allocations=(replace(record, mode=4, profile="3g.40gb"),)))
+    sim.pods.append(replace(pod, name="b", allocations=(record._replace(mode=4, profile="3g.40gb"),)))
     sim.pods.append(replace(pod, name="c"))
     found = overcommits(sim)
     assert any("held in modes [1, 4]" in f for f in found)

@@ -85,3 +85,35 @@ def test_a_workloads_condition_flags_follow_its_conditions() -> None:
     assert w.key == "team-a/w"
     done = replace(w, conditions={"Finished": Condition("Finished", "True")})
     assert (done.quota_reserved, done.evicted, done.finished) == (False, False, True)
+
+
+def test_a_missing_container_name_and_a_null_one_are_two_shapes() -> None:
+    gpu = {"nvidia.com/gpu": "1"}
+    unnamed = parse_pod(_pod([{"resources": {"limits": gpu}}]))
+    null = parse_pod(_pod([{"name": None, "resources": {"limits": gpu}}]))
+    assert unnamed.accelerator_containers == ("",) and null.accelerator_containers == ("None",)
+
+
+def test_podsets_of_one_shape_share_their_key_and_differ_from_any_other() -> None:
+    def workload(*containers: dict[str, Any]) -> Any:
+        template = {"spec": {"containers": list(containers)}}
+        return parse_workload(
+            {"metadata": {"name": "w"}, "spec": {"podSets": [{"name": "main", "count": 2, "template": template}]}}
+        )
+
+    gpu = {"nvidia.com/gpu": "1"}
+    [a] = workload(_container("main", gpu)).podsets
+    [b] = workload(_container("main", gpu)).podsets
+    assert a.shape is not None and a.shape == b.shape and a == b
+    others = [
+        workload(_container("other", gpu)),
+        workload(_container("main", {"nvidia.com/gpu": 1})),
+        workload(_container("main", {"nvidia.com/gpu": "2"})),
+        workload({"resources": {"limits": gpu}}),
+        workload({"name": None, "resources": {"limits": gpu}}),
+        workload(_container("main", gpu), _container("side", {"cpu": "1"})),
+    ]
+    shapes = [w.podsets[0].shape for w in others]
+    assert a.shape not in shapes and len(set(shapes)) == len(shapes)
+    # What is not plain data has no shape: it is read uncached.
+    assert workload(_container("main", {"nvidia.com/gpu": 1.5})).podsets[0].shape is None

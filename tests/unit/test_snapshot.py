@@ -209,3 +209,51 @@ def test_kinds_asked_for_beforehand_are_parsed_as_they_are_read(tmp_path: Path) 
     # Once read, a plan comes too late and changes nothing.
     planned.read_as_records({kinds.NODE: counting})
     assert planned.records(kinds.NODE, counting) == [] and parsed == ["p1", "p2"]
+
+
+def test_nodes_and_ledgers_read_on_demand_are_parsed_when_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuctl.cluster import read
+    from gpuctl.core import ledger
+
+    bad = devices("b")
+    bad["spec"]["groups"] = 7
+    items = [node("a"), node("b"), devices("a"), bad, devices("gone")]
+    write(tmp_path, "c.json", json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    parsed: list[str] = []
+    real = ledger.parse_devices
+
+    def counting(obj: dict[str, object], capabilities: object = None) -> ledger.NodeDevices:
+        parsed.append(str(obj["metadata"]["name"]))  # type: ignore[index]
+        return real(obj)
+
+    monkeypatch.setattr(read, "parse_devices", counting)
+    source = SnapshotSource(tmp_path)
+    read.read_on_demand(source, kinds.NODE, kinds.DEVICES)
+    nodes = read.node_map(source)
+    ledgers = read.ledger_map(source, nodes)
+    # Names and membership cost no parse; an orphan (its Node gone) is not served.
+    assert list(nodes) == ["a", "b"] and list(ledgers) == ["a", "b"] and "gone" not in ledgers and parsed == []
+    assert ledgers["a"] == real(devices("a")) and ledgers["a"] is ledgers["a"] and parsed == ["a"]
+    assert nodes["b"].name == "b"
+    # A malformed ledger is refused, in one line naming it, when a command reads it.
+    with pytest.raises(SourceError, match=rf"^snapshot {tmp_path}: Devices b: spec\.groups: expected a list"):
+        ledgers["b"]
+    # Read as records, the names and every ledger are still there (the malformed one refused).
+    assert source.names(kinds.DEVICES) == ["a", "b", "gone"]
+    with pytest.raises(SourceError, match=r"Devices b: spec\.groups"):
+        source.device_records()
+
+    # A source that only lists (a live cluster) parses each listed ledger when it is read.
+    class Listed:
+        def describe(self) -> str:
+            return "cluster x"
+
+        def list(self, kind: kinds.Kind, **_: object) -> list[dict[str, object]]:
+            return [o for o in items if o["kind"] == kind.kind]
+
+    parsed.clear()
+    live = read.ledger_map(Listed(), {"a", "b"})  # type: ignore[arg-type]
+    assert list(live) == ["a", "b"] and parsed == [] and live["a"].node == "a" and parsed == ["a"]
+    with pytest.raises(SourceError, match=r"^cluster x: Devices b: spec\.groups"):
+        live["b"]
+    assert [n.name for n in read.node_map(Listed()).values()] == ["a", "b"]  # type: ignore[arg-type]

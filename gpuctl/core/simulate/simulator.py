@@ -137,7 +137,7 @@ class Simulator(Reservation, Placement):
             evidence.append("the Workload webhook pinned each PodSet to nodes whose fit label says one card fits")
         w = _workload_record(sub, wobj)
         g = gate1(w)
-        return sub, w, replace(g, evidence=tuple(evidence) + g.evidence)
+        return sub, w, g._replace(evidence=tuple(evidence) + g.evidence)
 
     def simulate(self, sub: Submission, *, commit: bool = True, preempt: bool = True) -> Outcome:
         """Run one submission through the gates; when admitted (and ``commit``), place it for the next one.
@@ -160,7 +160,7 @@ class Simulator(Reservation, Placement):
             return outcome([g1, g2])
         blocked = self._behind_strict_head(w, cq, sub)
         if blocked is not None:
-            return outcome([g1, replace(blocked, evidence=g2.evidence + blocked.evidence)], cluster_queue=cq.name)
+            return outcome([g1, blocked._replace(evidence=g2.evidence + blocked.evidence)], cluster_queue=cq.name)
         got = self._reserve(w, cq, sub)
         books = tuple(self.book.differences(cq.name))
         if isinstance(got, Unreserved) and got.part == QUOTA and preempt:
@@ -175,7 +175,7 @@ class Simulator(Reservation, Placement):
                     for v in victims
                 )
                 gates = tuple(
-                    replace(g, evidence=(*lines, *g.evidence)) if g.gate == 2 else g for g in after.explanation.gates
+                    g._replace(evidence=(*lines, *g.evidence)) if g.gate == 2 else g for g in after.explanation.gates
                 )
                 return replace(
                     after,

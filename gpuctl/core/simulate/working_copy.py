@@ -86,7 +86,7 @@ class WorkingCopy:
         self.placements: dict[tuple[Any, ...], TasPlacement | TasFailure] = {}
         """TAS's answer per (candidates, Pods, one Pod's requests, topology), until the working copy changes."""
         """Flavor → the Ready, schedulable nodes carrying its labels (fit labels are not among them)."""
-        self.book: QuotaBook = quota_book(state.cluster_queues, self.workloads, lambda spec: self.requests(spec).quota)
+        self.book: QuotaBook = quota_book(state.cluster_queues, self.workloads, lambda ps: self.requests(ps.spec).quota)
         """Each queue's quota and usage as read: its status's report where it has one (what Kueue admits against),
         else its reserved Workloads' sum."""
         self.usage: dict[tuple[str, str, str], Fraction] = dict(self.book.usage)
