@@ -50,15 +50,32 @@ def resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
     data an API object holds (a map of text or whole numbers), which is then read uncached.
 
     Thousands of Pods and Workloads of a cluster share a few shapes: each shape's requests are computed once."""
+    return _containers_key(spec, None)
+
+
+def template_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """:func:`resources_key` with each container's name (as written: a missing name and a null one differ): what a
+    Pod template's shape is read for, its requests and which containers ask what; None as for resources_key."""
+    names: list[Any] = []
+    resources = _containers_key(spec, names)
+    return None if resources is None else (resources, tuple(names))
+
+
+def _containers_key(spec: Mapping[str, Any], names: list[Any] | None) -> tuple[Any, ...] | None:
     key: list[Any] = []
     for section in ("initContainers", "containers"):
         for c in _list(spec.get(section)):
             if type(c) is not dict:
                 return None
+            if names is not None:
+                name = c.get("name", "")
+                if name is not None and type(name) is not str:
+                    return None
+                names.append(name)
             resources = c.get("resources")
             if resources is not None and type(resources) is not dict:
                 return None
-            parts: list[Any] = [section == "initContainers" and c.get("restartPolicy") == "Always"]
+            parts: list[Any] = [section, section == "initContainers" and c.get("restartPolicy") == "Always"]
             for part in ("limits", "requests"):
                 values = resources.get(part) if resources else None
                 if values is None:
@@ -66,26 +83,14 @@ def resources_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
                     continue
                 if type(values) is not dict or len(values) > MEMO_CONTAINERS:
                     return None
-                items = []
                 for k, v in values.items():
                     if type(k) is not str or (type(v) is not str and type(v) is not int):
                         return None
-                    items.append((k, v))
-                parts.append(tuple(sorted(items)))
-            key.append((section, *parts))
+                parts.append(tuple(sorted(values.items())))
+            key.append(tuple(parts))
             if len(key) > MEMO_CONTAINERS:
                 return None
     return tuple(key)
-
-
-def template_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """:func:`resources_key` with each container's name (as written: a missing name and a null one differ): what a
-    Pod template's shape is read for, its requests and which containers ask what; None as for resources_key."""
-    resources = resources_key(spec)
-    if resources is None:
-        return None
-    names = tuple(c.get("name", "") for section in ("initContainers", "containers") for c in _list(spec.get(section)))
-    return (resources, names) if all(n is None or type(n) is str for n in names) else None
 
 
 MEMO_CONTAINERS = 32

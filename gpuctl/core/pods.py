@@ -169,6 +169,7 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
     annotations = _m(meta.get("annotations"))
     labels = {intern(str(k)): intern(str(v)) for k, v in _m(meta.get("labels")).items()}
     requests, accelerator_containers = _shape(spec)
+    gates = _l(spec.get("schedulingGates"))
     return Pod(
         namespace=intern(str(meta.get("namespace") or "default")),
         name=str(meta.get("name", "")),
@@ -183,7 +184,7 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
         reason=str(status.get("reason") or ""),
         message=str(status.get("message") or ""),
         conditions=parse_conditions(status.get("conditions")),
-        scheduling_gates=tuple(str(_m(g).get("name", "")) for g in _l(spec.get("schedulingGates"))),
+        scheduling_gates=tuple(str(_m(g).get("name", "")) for g in gates) if gates else (),
         deleting=bool(meta.get("deletionTimestamp")),
-        topology_annotated=any(k in annotations for k in TOPOLOGY_ANNOTATIONS),
+        topology_annotated=not annotations.keys().isdisjoint(TOPOLOGY_ANNOTATIONS),
     )
