@@ -912,6 +912,9 @@ NOTES = """Notes:
   module, the core); what the views add above it is what grows with the snapshot.
 - Commands compared in one row are run in turn, round after round (medians), so a change in the machine's load falls
   on all of them alike; the machine is shared, and absolute figures move by 2x between runs.
+- Rows timed inside the benchmark's own process (views core, gate-3 verdicts, simulate after the read) are the CPU
+  time the work takes, the median of several runs: its wall time would also count the time other processes of the
+  shared machine hold the cores. Whole-process rows are wall times.
 - The cluster snapshot is the simulation's (`simulation_snapshot`): 5,000 Nodes with their Devices, a Running Pod
   holding each node's taken cards and its admitted Workload, the pool's queues, and 10 Workloads waiting. `views`
   reads the Devices and the Nodes' names; `workloads -A` reads and explains everything.
@@ -933,30 +936,28 @@ NOTES = """Notes:
 Each was profiled first (cProfile for time, tracemalloc for memory, CPU seconds where the machine was loaded), and
 the cause fixed where the profile put it.
 
-- **`workloads -A`, 5,000-node cluster snapshot: 5.1-7 s before, now 1.0-1.6 s.** 4.1 s of a 9.6 s profile was
+- **`workloads -A`, 5,000-node cluster snapshot: 5.1-7 s before, now 0.7-0.8 s.** 4.1 s of a 9.6 s profile was
   `explain._own_pods`: each of 4,901 Workloads scanned all 4,891 Pods for its own. `check_inputs` now indexes the
   Pods by (namespace, Workload). The next costs were per-Workload work on shapes a cluster repeats: the quota book
-  summed each Pod's requests with Fractions (0.20 s; now once per Pod shape, 0.05 s), gate 1 re-read every PodSet
-  template (explaining all: 0.22 s; now once per PodSet shape, 0.09 s), and each Node, Pod and Workload was decoded
-  twice, to check the snapshot and again for the read (about 14 us each; a command that reads them as records now
-  has them parsed as they are read). Every node's ledger was then rebuilt from its Pods (170-200 ms of CPU) where
-  only the Workloads still waiting are judged at gate 3: each ledger is now rebuilt when a verdict first reads it
-  (25-40 ms). What remains beyond `views` is parsing what `views` never reads (Pods 25 us, Workloads 18 us, Nodes
-  11 us each: about 260 ms), the quota book and the explanations (about 150 ms) and the table: about twice `views`,
-  whose own time fell by half (below), so the 1.5x target is not met. Reading the Nodes and Devices only for the
-  nodes a verdict reads would take about 150 ms more; the rest is the records every explanation reads.
-- **`workloads -A` against `views` on that snapshot: 1.79x the instructions of `views`, now 1.55x; in time
-  1.7-2.2x from run to run.** Instructions are counted by callgrind (the same on every run; here one process's CPU
-  time moves by a quarter between runs of the same command, so a 13 % cut in instructions is within that). Timed inside the read, each parser's own time as the snapshot is read, a Pod costs 45 us, a Workload 39 us
-  and a Node 21 us: 1.7-1.8 times what the same parsers take on objects already in memory. A frozen dataclass sets each
-  field through `object.__setattr__` (about 130 ns a field against 25 ns for a plain one), so the parsers now build
-  fewer records and look each level of an object up once: a Pod spec's requests and accelerator containers are read
-  once per shape (container names included), a Node's allocatable map once per spelling, a Workload's four
-  condition flags once as it is parsed instead of on each of the 49,000 times the gates ask them, the snapshot finds
-  once per API version and kind what becomes of an object, and one explanation context serves every Workload of a
-  LocalQueue. What remains beyond `views`: parsing what `views` never reads (about 0.5 s of CPU in the read), the
-  explanations (0.15 s), the check's inputs and the quota book (0.1 s). The next step is to parse the Devices
-  (0.19-0.26 s) and the Nodes (0.11 s) only for the nodes a gate reads; `workloads -A` reads few of them.
+  summed each Pod's requests with Fractions (0.20 s; now once per Pod shape), gate 1 re-read every PodSet template
+  (0.22 s; now once per PodSet shape), each Node, Pod and Workload was decoded twice, to check the snapshot and
+  again for the read (about 14 us each; a command that reads them as records now has them parsed as they are
+  read), and every node's ledger was rebuilt from its Pods (170-200 ms of CPU) where only the Workloads still
+  waiting are judged at gate 3 (each ledger is now rebuilt when a verdict first reads it).
+- **`workloads -A` against `views` on that snapshot: 1.9x, now 1.35-1.45x.** Timed inside one process, function
+  by function (CPU, the same machine, the version before and this one in turn): the read parsed all 5,000 Devices
+  (90-100 ms) and Nodes (50-60 ms), and explaining the admitted Workloads reads none of them; the check's inputs
+  indexed the held Pods and the Workloads by node (20 ms) for verdicts that never run. The Nodes and ledgers are
+  now records by name, each parsed when first read (`read.node_map`, `read.ledger_map`: a snapshot keeps their
+  text), and the two indexes are made when a verdict first reads them; a malformed ledger is refused, in one line,
+  when it is read. A frozen dataclass sets each field through `object.__setattr__` (about 130 ns a field against
+  25 ns for a plain one): the records built for every object and every gate (conditions, check states, topology
+  domains, a Pod's cards, each of a Workload's five gate verdicts) are named tuples, built several times faster. A
+  PodSet's shape key is made once as it is parsed, and gate 1 and the quota book key on it (each made its own
+  before); a table's items no longer get the metadata only structured output shows. Pods 99-114 ms, now 71-73;
+  Workloads 88-102, now 82-85 (their shape key moved here); explanations 86, now 63-74; quota book 37, now 27;
+  table 34-40, now 20-28; the check's inputs 23, now 5. What remains beyond `views` is parsing the Pods and
+  Workloads every explanation reads, the explanations and the table.
 - **`views -o json`, 5,000-node snapshot: peak RSS 49 MiB (4.9x the JSON), now 36 MiB (3.6x).** tracemalloc at the
   end of the read: the file was read whole, its bytes and its text held together (20 MiB) before the first item was
   decoded; 5,000 identical `Capability` records, one per node; and each node's own copies of the label strings (2.2

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -14,6 +14,7 @@ from gpuctl.core import naming
 from gpuctl.core.explain import ExplainContext
 from gpuctl.core.fit import FitContext, check_inputs
 from gpuctl.core.instancetypes import InstanceType, parse_instancetype
+from gpuctl.core.lazy import MadeOnRead
 from gpuctl.core.ledger import Capability, LedgerError, Ledgers, NodeDevices, parse_devices, split_orphans
 from gpuctl.core.nodes import Node, parse_node
 from gpuctl.core.pods import Pod, parse_pod
@@ -136,34 +137,6 @@ def devices(source: Source, nodes: Collection[str] | None = None) -> list[NodeDe
     return ledgers(source, nodes).served
 
 
-class ParsedOnRead(Mapping[str, T]):
-    """Records by name, each parsed from its object the first time it is read: explaining the Workloads of a large
-    cluster reads the Nodes and ledgers of the few that wait, and parses only those. Names and membership cost no
-    parse; reading every value parses every object (once)."""
-
-    __slots__ = ("_objects", "_parse", "_parsed")
-
-    def __init__(self, objects: Mapping[str, S], parse: Callable[[S], T]) -> None:
-        self._objects = objects
-        self._parse = parse
-        self._parsed: dict[str, T] = {}
-
-    def __getitem__(self, name: str) -> T:
-        found = self._parsed.get(name)
-        if found is None:
-            found = self._parsed[name] = self._parse(self._objects[name])
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._objects)
-
-    def __len__(self) -> int:
-        return len(self._objects)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._objects
-
-
 def read_on_demand(source: Source, *wanted: Kind) -> None:
     """Tell a source, before anything is read, that the command parses only the objects of these kinds it reads
     (:func:`node_map`, :func:`ledger_map`): a snapshot then keeps their text instead of parsing them all."""
@@ -189,8 +162,9 @@ def node_map(source: Source) -> Mapping[str, Node]:
     """The Nodes by name, each parsed when first read."""
     kept = _kept(source, kinds.NODE)
     if kept is None:
-        return ParsedOnRead({name_of(o): o for o in source.list(kinds.NODE)}, parse_node)
-    return ParsedOnRead(kept, lambda load: parse_node(load()))
+        listed = {name_of(o): o for o in source.list(kinds.NODE)}
+        return MadeOnRead(listed, lambda name: parse_node(listed[name]))
+    return MadeOnRead(kept, lambda name: parse_node(kept[name]()))
 
 
 def ledger_map(source: Source, nodes: Collection[str]) -> Mapping[str, NodeDevices]:
@@ -207,8 +181,10 @@ def ledger_map(source: Source, nodes: Collection[str]) -> Mapping[str, NodeDevic
             raise SourceError(f"{source.describe()}: {exc}") from None
 
     if kept is None:
-        return ParsedOnRead(_of_nodes({name_of(o): o for o in source.list(kinds.DEVICES)}, nodes), parse)
-    return ParsedOnRead(_of_nodes(kept, nodes), lambda load: parse(load()))
+        listed = _of_nodes({name_of(o): o for o in source.list(kinds.DEVICES)}, nodes)
+        return MadeOnRead(listed, lambda name: parse(listed[name]))
+    served = _of_nodes(kept, nodes)
+    return MadeOnRead(served, lambda name: parse(served[name]()))
 
 
 def read_as_records(source: Source, *wanted: Kind) -> None:

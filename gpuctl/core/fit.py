@@ -11,17 +11,17 @@ The fit is greedy and deterministic (nodes by name, cards by index): it may repo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any, TypeVar
 
 from gpuctl.core import naming
+from gpuctl.core.lazy import OnFirstRead
 from gpuctl.core.ledger import Card, Group, Mode, NodeDevices
 from gpuctl.core.naming import Family, KeyKind
 from gpuctl.core.nodes import Node
 from gpuctl.core.pods import Pod
-from gpuctl.core.rebuilt import RebuiltLedgers
+from gpuctl.core.rebuilt import rebuilt_ledgers
 from gpuctl.core.units import PERCENT, SHARE, M, QuantityError, parse_quantity
 from gpuctl.core.workloads import PodSet, ResourceFlavor, Workload
 
@@ -501,39 +501,6 @@ def held_pod_counts(pods: Iterable[Pod]) -> dict[tuple[str, str, str, str], int]
     return out
 
 
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class OnFirstRead(Mapping[K, V]):
-    """A mapping made the first time it is read: an index over every Pod or Workload that only some verdicts read
-    (explaining a cluster's admitted Workloads reads none)."""
-
-    __slots__ = ("_made", "_make")
-
-    def __init__(self, make: Callable[[], Mapping[K, V]]) -> None:
-        self._make = make
-        self._made: Mapping[K, V] | None = None
-
-    def _mapping(self) -> Mapping[K, V]:
-        made = self._made
-        if made is None:
-            made = self._made = self._make()
-        return made
-
-    def __getitem__(self, key: K) -> V:
-        return self._mapping()[key]
-
-    def get(self, key: K, default: Any = None) -> Any:
-        return self._mapping().get(key, default)
-
-    def __iter__(self) -> Iterator[K]:
-        return iter(self._mapping())
-
-    def __len__(self) -> int:
-        return len(self._mapping())
-
-
 def check_inputs(
     flavors: Mapping[str, ResourceFlavor],
     devices: Mapping[str, NodeDevices] | Iterable[NodeDevices],
@@ -549,7 +516,7 @@ def check_inputs(
 
     - Every node's ledger is rebuilt from the Pods bound to it with the device manager's aggregation (never the
       published ``Devices.status``), from the same read as the held Pods, so no Pod is counted twice or missed;
-      each is rebuilt when a verdict first reads it (:class:`~gpuctl.core.rebuilt.RebuiltLedgers`).
+      each is rebuilt when a verdict first reads it (:func:`~gpuctl.core.rebuilt.rebuilt_ledgers`).
     - Every Workload counts, whatever its ClusterQueue: two InstanceTypes (a derived and a custom one) can serve the
       same cards through different queues, so one queue's in-flight Workloads take room from the other's.
 
@@ -559,7 +526,7 @@ def check_inputs(
     pods = tuple(pods)
     workloads = tuple(workloads)
     published = devices if isinstance(devices, Mapping) else {d.node: d for d in devices}
-    ledgers: Mapping[str, NodeDevices] = RebuiltLedgers(published, pods) if pods_read else published
+    ledgers: Mapping[str, NodeDevices] = rebuilt_ledgers(published, pods) if pods_read else published
     return FitContext(
         flavors,
         ledgers,

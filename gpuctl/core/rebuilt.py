@@ -3,44 +3,24 @@ gate 3 and ``simulate`` judge against when the published ledger may be behind th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
+from gpuctl.core.lazy import MadeOnRead
 from gpuctl.core.ledger import NO_COUNTS, Card, Mode, NodeDevices
 from gpuctl.core.pods import CardAllocation, Pod
 from gpuctl.core.units import M
 
 
-class RebuiltLedgers(Mapping[str, NodeDevices]):
+def rebuilt_ledgers(devices: Mapping[str, NodeDevices], pods: Iterable[Pod]) -> Mapping[str, NodeDevices]:
     """Every node's ledger rebuilt from the Pods bound to it (:func:`rebuild_ledger`), each the first time it is
-    asked for: explaining every Workload of a large cluster judges gate 3 for the few that wait, and reads only
-    their nodes' ledgers. Rebuilding is deterministic, so two threads asking for one node at once get equal
-    ledgers."""
-
-    __slots__ = ("_built", "_devices", "_pods")
-
-    def __init__(self, devices: Mapping[str, NodeDevices], pods: Iterable[Pod]) -> None:
-        self._devices = devices
-        self._pods: dict[str, list[Pod]] = {}
-        for p in pods:
-            if p.node_name:
-                self._pods.setdefault(p.node_name, []).append(p)
-        self._built: dict[str, NodeDevices] = {}
-
-    def __getitem__(self, node: str) -> NodeDevices:
-        built = self._built.get(node)
-        if built is None:
-            built = self._built[node] = rebuild_ledger(self._devices[node], self._pods.get(node, ()))
-        return built
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._devices)
-
-    def __len__(self) -> int:
-        return len(self._devices)
-
-    def __contains__(self, node: object) -> bool:
-        return node in self._devices
+    read: explaining every Workload of a large cluster judges gate 3 for the few that wait, and reads only their
+    nodes' ledgers."""
+    bound: dict[str, list[Pod]] = {}
+    for p in pods:
+        if p.node_name:
+            bound.setdefault(p.node_name, []).append(p)
+    return MadeOnRead(devices, lambda node: rebuild_ledger(devices[node], bound.get(node, ())))
 
 
 def rebuild_ledger(node: NodeDevices, pods: Iterable[Pod]) -> NodeDevices:
