@@ -917,7 +917,8 @@ NOTES = """Notes:
   shared machine hold the cores. Whole-process rows are wall times.
 - The cluster snapshot is the simulation's (`simulation_snapshot`): 5,000 Nodes with their Devices, a Running Pod
   holding each node's taken cards and its admitted Workload, the pool's queues, and 10 Workloads waiting. `views`
-  reads the Devices and the Nodes' names; `workloads -A` reads and explains everything.
+  reads the Devices and the Nodes' names; `workloads -A` reads every Pod and Workload and explains each, reading
+  the Nodes and Devices of the nodes a gate judges.
 - Name completion rows: the first TAB starts the app and reads the snapshot or the cluster; the TABs after are
   answered from what it read (`gpuctl.cli.namecache`), the median of 9.
 - Live rows run against `make cluster` (started by the benchmark in a directory of its own): the breakdown is
