@@ -459,7 +459,7 @@ class SnapshotSource:
 
     def _load(self) -> dict[tuple[str, str], list[_Entry]]:
         """Every object but the Devices, by (API group, kind); Devices are parsed into records as they are read and
-        not kept as objects.
+        not kept as objects, unless the command reads them on demand (:meth:`read_on_demand`: kept as the rest).
 
         An object read twice (the same kind, namespace and name, in any API version) is refused: which copy a command
         would read is not for it to guess."""
