@@ -3,8 +3,16 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The control plane the integration tests and `make cluster` run, by name (hack/cluster/matrix) or by versions:
+#   make test CLUSTER=floor      make test K8S=1.36.3 KUEUE=0.19.2      (default: primary)
+CLUSTER ?=
+K8S ?=
+KUEUE ?=
+export GPUCTL_CLUSTER := $(or $(GPUCTL_CLUSTER),$(CLUSTER))
+export GPUCTL_K8S := $(or $(GPUCTL_K8S),$(K8S))
+export GPUCTL_KUEUE := $(or $(GPUCTL_KUEUE),$(KUEUE))
 
-.PHONY: help demo test unit lint bench bench-scale venv clean testbin image image-test docs cluster cluster-down dist
+.PHONY: help demo test test-matrix unit lint bench bench-scale venv clean testbin image image-test docs cluster cluster-down dist
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV)
@@ -40,6 +48,14 @@ testbin:
 ## test: lint, then every test suite (unit, CLI, integration on a real control plane)
 test: lint testbin
 	$(BIN)/python -m pytest -q tests
+
+## test-matrix: the integration suite on every tested control plane (floor, primary, edge, primary-v1beta2)
+test-matrix: $(STAMP)
+	@set -e; for c in $$(hack/cluster/build.sh --list); do \
+	  echo "== test-matrix: $$c"; \
+	  GPUCTL_CLUSTER=$$c GPUCTL_K8S= GPUCTL_KUEUE= hack/cluster/build.sh >/dev/null; \
+	  GPUCTL_CLUSTER=$$c GPUCTL_K8S= GPUCTL_KUEUE= $(BIN)/python -m pytest -q tests/integration; \
+	done
 
 ## unit: the fast suites only
 unit: $(STAMP)

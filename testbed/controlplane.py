@@ -33,7 +33,9 @@ from pathlib import Path
 import yaml
 
 from gpuctl.core.credits import kueue_resources_config
+from testbed import versions as versions_mod
 from testbed.pki import CertificateAuthority, KeyPair, service_account_keypair
+from testbed.versions import ClusterVersions
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_DIR = REPO_ROOT / "hack" / "cluster"
@@ -74,16 +76,16 @@ def go_available() -> bool:
     return shutil.which("go") is not None
 
 
-def module_version(wrapper: str, module: str) -> str:
-    """The version of ``module`` pinned in ``hack/cluster/<wrapper>/go.mod``."""
-    text = (CLUSTER_DIR / wrapper / "go.mod").read_text()
-    m = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", text, re.MULTILINE)
-    if not m:
-        raise ControlPlaneError(f"{module} not found in hack/cluster/{wrapper}/go.mod")
-    return m.group(1)
+def chosen_versions() -> ClusterVersions:
+    """The control plane the environment chooses (``GPUCTL_CLUSTER``, or ``GPUCTL_K8S``/``GPUCTL_KUEUE``)."""
+    try:
+        return versions_mod.chosen()
+    except LookupError as exc:
+        raise ControlPlaneError(str(exc)) from exc
 
 
 def bin_dir() -> Path:
+    """The chosen combination's bin dir (build.sh reads the same environment)."""
     out = subprocess.run(
         ["bash", str(BUILD_SH), "--print-dir"], check=True, capture_output=True, text=True
     ).stdout.strip()
@@ -107,9 +109,8 @@ def build_binaries(log_path: Path) -> Path:
 
 
 @functools.cache
-def kueue_crd_dir() -> Path:
-    """Kueue's CRD bases in the Go module cache (downloaded if needed)."""
-    version = module_version("kueue", "sigs.k8s.io/kueue")
+def kueue_crd_dir(version: str) -> Path:
+    """Kueue ``version``'s CRD bases in the Go module cache (downloaded if needed)."""
     candidates = []
     if os.environ.get("GOMODCACHE"):
         candidates.append(Path(os.environ["GOMODCACHE"]))
@@ -126,7 +127,7 @@ def kueue_crd_dir() -> Path:
         raise ControlPlaneUnavailable(f"Kueue {version} CRDs not in the Go module cache and 'go' not found")
     out = subprocess.run(
         ["go", "mod", "download", "-json", f"sigs.k8s.io/kueue@{version}"],
-        cwd=CLUSTER_DIR / "kueue",
+        cwd=CLUSTER_DIR / "kueue" / version,
         capture_output=True,
         text=True,
         env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOWORK": "off"},
@@ -265,6 +266,8 @@ class ControlPlane:
     disabled_admission: tuple[str, ...] = ()
     """Admission plugins switched off beyond ``ServiceAccount`` (a benchmark's pool of Nodes that no node lifecycle
     controller would untaint: ``TaintNodesByCondition``)."""
+    versions: ClusterVersions = field(default_factory=chosen_versions)
+    """Which tested combination this is (its binaries are ``bin_dir``'s); it decides the version-specific settings."""
 
     ca: CertificateAuthority = field(init=False)
     api_port: int = field(init=False, default=0)
@@ -461,6 +464,7 @@ class ControlPlane:
                 "--enable-aggregator-routing=true",
                 "--profiling=false",
                 "--v=1",
+                *self._apiserver_version_flags(),
             ],
             self.logs_dir / "kube-apiserver.log",
         )
@@ -522,6 +526,17 @@ class ControlPlane:
         finally:
             api.close()
 
+    def _apiserver_version_flags(self) -> list[str]:
+        flags: list[str] = []
+        if self.versions.kubernetes_minor >= (1, 37):
+            # From 1.37 the API server refuses to start when the endpoint it would reconcile into the `kubernetes`
+            # Service is a loopback address; nothing here routes through that Service.
+            flags.append("--endpoint-reconciler-type=none")
+        if self.versions.workload_aware_scheduling:
+            # The core Workload (`scheduling.k8s.io/v1beta1 workloads`): beta and off by default in 1.37.
+            flags += ["--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1beta1=true"]
+        return flags
+
     @staticmethod
     def aggregate_cluster_roles(api) -> int:
         """Fill in aggregated ClusterRoles (view, edit, admin, ...) once.
@@ -571,7 +586,7 @@ class ControlPlane:
             )
         if not self.with_kueue:
             return crds
-        crd_dir = kueue_crd_dir()
+        crd_dir = kueue_crd_dir(self.versions.kueue)
         # The CRDs Kueue's kustomization patches with a conversion webhook.
         kustomization = (crd_dir / "kustomization.yaml").read_text()
         converted = set(re.findall(r"^- path: patches/webhook_in_(\w+)\.yaml", kustomization, re.MULTILINE))
@@ -579,6 +594,9 @@ class ControlPlane:
             for doc in yaml.safe_load_all(path.read_text()):
                 if not doc:
                     continue
+                if not self.versions.kueue_serves_v1beta1:
+                    # As Kueue 0.20 ships them: v1beta1 no longer served; the conversion stanza stays.
+                    doc["spec"]["versions"] = [v for v in doc["spec"]["versions"] if v["name"] != "v1beta1"]
                 if doc["spec"]["names"]["plural"] in converted:
                     doc["spec"]["conversion"] = {
                         "strategy": "Webhook",
@@ -620,7 +638,7 @@ class ControlPlane:
 
         core = client.CoreV1Api(api)
         adm = client.AdmissionregistrationV1Api(api)
-        crd_dir = kueue_crd_dir()
+        crd_dir = kueue_crd_dir(self.versions.kueue)
 
         core.create_namespace({"metadata": {"name": KUEUE_NAMESPACE}})
 
@@ -673,11 +691,7 @@ class ControlPlane:
             "manageJobsWithoutQueueName": False,
             "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
             # As the design deploys it: queue names are never copied onto Pod labels; TAS is on.
-            "featureGates": {
-                "AssignQueueLabelsForPods": False,
-                "TopologyAwareScheduling": True,
-                "VisibilityOnDemand": True,
-            },
+            "featureGates": self._kueue_feature_gates(),
             "visibilityServer": {"bindAddress": self.host_address, "bindPort": self.visibility_port},
             # As deployed: every accelerator key folds into credits.gpustack.ai/<manufacturer>.
             "resources": kueue_resources_config(),
@@ -734,6 +748,14 @@ class ControlPlane:
         wait_until("Kueue webhooks to answer", webhook_round_trip, timeout=START_TIMEOUT, watch=watch, interval=0.2)
         self._aggregate_visibility(api, watch)
 
+    def _kueue_feature_gates(self) -> dict[str, bool]:
+        gates = {"AssignQueueLabelsForPods": False, "TopologyAwareScheduling": True, "VisibilityOnDemand": True}
+        if self.versions.kueue_minor >= (0, 19):
+            # Pending reasons as tokens (beta, off by default in 0.19, on by default later): what users of 0.19 turn on
+            # and what Kueue 0.20 writes. The floor keeps the message-only reasons.
+            gates["UnadmittedWorkloadsObservability"] = True
+        return gates
+
     def _aggregate_visibility(self, api, watch: list[Process]) -> None:
         """Serve Kueue's visibility API through the API server, as its manifests do in a cluster: a Service whose
         EndpointSlice names Kueue's visibility port on this machine, and the APIServices pointing at it."""
@@ -759,7 +781,7 @@ class ControlPlane:
             },
         )
         registration = client.ApiregistrationV1Api(api)
-        for version in ("v1beta1", "v1beta2"):
+        for version in ("v1beta1", "v1beta2") if self.versions.kueue_serves_v1beta1 else ("v1beta2",):
             registration.create_api_service(
                 {
                     "metadata": {"name": f"{version}.visibility.kueue.x-k8s.io"},
@@ -791,7 +813,11 @@ def start_control_plane(
     work_dir: Path, bin_directory: Path, with_kueue: bool = True, disabled_admission: tuple[str, ...] = ()
 ) -> ControlPlane:
     cp = ControlPlane(
-        work_dir=work_dir, bin_dir=bin_directory, with_kueue=with_kueue, disabled_admission=disabled_admission
+        work_dir=work_dir,
+        bin_dir=bin_directory,
+        with_kueue=with_kueue,
+        disabled_admission=disabled_admission,
+        versions=chosen_versions(),
     )
     cp.start()
     return cp

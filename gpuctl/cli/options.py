@@ -9,13 +9,16 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from gpuctl.cli.errors import UsageError, command_path
 from gpuctl.cli.names import completer
 from gpuctl.cli.source import SourceSpec, parse_duration
+
+if TYPE_CHECKING:
+    from gpuctl.core.versions import KueueVersion
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -153,6 +156,30 @@ WaitTimeoutOption = Annotated[
     str, typer.Option("--timeout", help="How long to wait with --wait: a duration such as 90s or 10m.")
 ]
 """--timeout of the waiting writes; read with ``wait_seconds``."""
+
+
+KueueVersionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kueue-version",
+        help="Decide as this Kueue release would (e.g. 0.17, v0.19.2) instead of the one the cluster or snapshot "
+        "tells (its manager's image, the dump's record, its CRDs).",
+        show_default=False,
+    ),
+]
+"""A what-if's Kueue; read with ``kueue_version``."""
+
+
+def kueue_version(text: str | None) -> KueueVersion | None:
+    """``--kueue-version``: the Kueue whose decisions to reproduce, in place of the one the source tells."""
+    from gpuctl.core.versions import KueueVersion, parse_version
+
+    if text is None:
+        return None
+    parsed = parse_version(text) if text.lstrip("v")[:1].isdigit() else None
+    if parsed is None:
+        raise UsageError(f"--kueue-version {text!r}: give a Kueue release such as 0.17 or v0.19.2")
+    return KueueVersion(parsed, "--kueue-version")
 
 
 def wait_seconds(text: str) -> float:

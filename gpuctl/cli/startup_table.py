@@ -1648,6 +1648,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                         '                                  the smallest changes that would make room.\n'
                         '  --exit-code                     Exit 3 when an evicted Workload would have\n'
                         '                                  nowhere to go.\n'
+                        '  --kueue-version <str>           Decide as this Kueue release would (e.g.\n'
+                        '                                  0.17, v0.19.2) instead of the one the\n'
+                        "                                  cluster or snapshot tells (its manager's\n"
+                        "                                  image, the dump's record, its CRDs).\n"
                         '  -o, --output <str>              table, wide, json, yaml, name,\n'
                         '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
                         '                                  custom-columns=SPEC, custom-columns-\n'
@@ -1718,6 +1722,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                              '                                  partition instances (3g.40gb=4), ex=N whole\n'
                              '                                  cards, sh=N shares, sl=N percent of slice\n'
                              '                                  memory; one request each. Repeatable.\n'
+                             '  --kueue-version <str>           Decide as this Kueue release would (e.g.\n'
+                             '                                  0.17, v0.19.2) instead of the one the\n'
+                             "                                  cluster or snapshot tells (its manager's\n"
+                             "                                  image, the dump's record, its CRDs).\n"
                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
                              '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
                              '                                  custom-columns=SPEC, custom-columns-\n'
@@ -2006,6 +2014,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                       '                                  quota (lends nothing to its cohort).\n'
                       '                                  Repeatable.\n'
                       '  --exit-code                     Exit 3 when a workload would be held.\n'
+                      '  --kueue-version <str>           Decide as this Kueue release would (e.g.\n'
+                      '                                  0.17, v0.19.2) instead of the one the\n'
+                      "                                  cluster or snapshot tells (its manager's\n"
+                      "                                  image, the dump's record, its CRDs).\n"
                       '  -o, --output <str>              table, wide, json, yaml, name,\n'
                       '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
                       '                                  custom-columns=SPEC, custom-columns-\n'
@@ -6190,6 +6202,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                       'names': ['--exit-code'],
                                       'param': 'exit_code',
                                       'takes_value': False},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--kueue-version'],
+                                      'param': 'kueue_version',
+                                      'takes_value': True},
                                      {'complete': ['table',
                                                    'wide',
                                                    'json',
@@ -6341,6 +6359,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                            'multiple': True,
                                            'names': ['--for'],
                                            'param': 'wanted',
+                                           'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': False,
+                                           'names': ['--kueue-version'],
+                                           'param': 'kueue_version',
                                            'takes_value': True},
                                           {'complete': ['table',
                                                         'wide',
@@ -7025,6 +7049,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                     'names': ['--exit-code'],
                                     'param': 'exit_code',
                                     'takes_value': False},
+                                   {'complete': None,
+                                    'eager': False,
+                                    'multiple': False,
+                                    'names': ['--kueue-version'],
+                                    'param': 'kueue_version',
+                                    'takes_value': True},
                                    {'complete': ['table',
                                                  'wide',
                                                  'json',

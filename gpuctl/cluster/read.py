@@ -35,6 +35,7 @@ from gpuctl.core.workloads import (
 
 if TYPE_CHECKING:
     from gpuctl.core.simulate import ClusterState
+    from gpuctl.core.versions import KueueVersion
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -362,10 +363,13 @@ def simulation_state(
     *,
     read_workloads: Sequence[Workload] | None = None,
     read_cluster_queues: Mapping[str, ClusterQueue] | None = None,
+    kueue: KueueVersion | None = None,
 ) -> ClusterState:
     """Everything the simulator reads, parsed once: queues, pools, flavors, topologies, Nodes, ledgers, Workloads
-    and the Pods bound to nodes or owned by a Workload; gate 3's inputs built as :func:`admission_state` builds them.
+    and the Pods bound to nodes or owned by a Workload; gate 3's inputs built as :func:`admission_state` builds them;
+    the Kueue version whose decisions are reproduced (read from the source unless given).
     Workloads and ClusterQueues a command has already read are passed in rather than parsed again."""
+    from gpuctl.cluster.versions import kueue_version
     from gpuctl.core.simulate import ClusterState
     from gpuctl.core.tas import parse_topology
 
@@ -392,4 +396,5 @@ def simulation_state(
             kept,
             pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
         ),
+        kueue=kueue if kueue is not None else kueue_version(source),
     )

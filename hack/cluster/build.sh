@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Build the integration-test control plane (etcd, kube-apiserver, Kueue manager)
-# from the pinned Go wrapper modules next to this script.
+# Build a tested control plane (etcd, kube-apiserver, kubectl, Kueue manager) from the pinned Go wrapper modules
+# next to this script. Which one is chosen by name from hack/cluster/matrix:
 #
-#   hack/cluster/build.sh               build whatever is missing; last stdout line = bin dir
-#   hack/cluster/build.sh --print-dir   print the bin dir only (no build)
+#   GPUCTL_CLUSTER=floor|primary|edge   the combination's name (default: primary)
+#   GPUCTL_K8S=1.36.3 GPUCTL_KUEUE=0.19.2   or by versions (either may be left out); must match one row
+#
+#   hack/cluster/build.sh               build whatever is missing; last stdout line = the combination's bin dir
+#   hack/cluster/build.sh --print-dir   print that bin dir only (no build)
+#   hack/cluster/build.sh --print-name  print the chosen combination's name and versions (name k8s etcd kueue extras)
+#   hack/cluster/build.sh --list        print every combination's name
 #   hack/cluster/build.sh --force       rebuild even if the binaries exist
-#   hack/cluster/build.sh etcd ...      build only the named binaries
-#                                       (etcd, kube-apiserver, kubectl, kueue, krew)
+#   hack/cluster/build.sh etcd ...      build only the named binaries (etcd, kube-apiserver, kubectl, kueue, krew)
 #   hack/cluster/build.sh --print-dir krew   print the krew bin dir only
 #
-# Binaries land in ${GPUCTL_TESTBIN:-$HOME/.cache/gpuctl/testbin}/<versions>/;
-# krew (kubectl-krew, built only when named) in .../krew-<version>/.
+# Each binary is built once per version into ${GPUCTL_TESTBIN:-$HOME/.cache/gpuctl/testbin}/<component>-<version>/;
+# a combination's bin dir holds links to its four binaries, so combinations that share a version share its build.
+# krew (kubectl-krew, built only when named) lands in .../krew-<version>/.
 # Progress and timings go to stderr; stdout carries only the bin dir, so
 # callers can use: BIN_DIR=$(hack/cluster/build.sh | tail -n1)
 set -euo pipefail
@@ -18,39 +23,58 @@ set -euo pipefail
 src="${BASH_SOURCE[0]}"
 [[ "$src" == */* ]] || src="./$src"
 HERE="$(cd "${src%/*}" && pwd)"
+MATRIX="$HERE/matrix"
 
-# Version of module $2 required by the wrapper go.mod $1 (single source of truth).
-modver() {
-  awk -v m="$2" '($1 == m && $2 ~ /^v/) {print $2; exit} ($1 == "require" && $2 == m) {print $3; exit}' "$1"
-}
+force=0
+print_dir=0
+print_name=0
+targets=()
+for arg in "$@"; do
+  case "$arg" in
+    --print-dir) print_dir=1 ;;
+    --print-name) print_name=1 ;;
+    --list) awk '!/^#/ && NF {print $1}' "$MATRIX"; exit 0 ;;
+    --force) force=1 ;;
+    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    etcd|kube-apiserver|kubectl|kueue|krew) targets+=("$arg") ;;
+    *) echo "build.sh: unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
 
-K8S_VERSION="$(modver "$HERE/kubernetes/go.mod" k8s.io/kubernetes)"
-ETCD_VERSION="$(modver "$HERE/etcd/go.mod" go.etcd.io/etcd/server/v3)"
-KUEUE_VERSION="$(modver "$HERE/kueue/go.mod" sigs.k8s.io/kueue)"
-KREW_VERSION="$(modver "$HERE/krew/go.mod" sigs.k8s.io/krew)"
-for v in K8S_VERSION ETCD_VERSION KUEUE_VERSION KREW_VERSION; do
-  if [[ -z "${!v}" ]]; then
-    echo "build.sh: cannot read $v from the wrapper go.mod files" >&2
+# The chosen row: by name, else by versions, else primary.
+want_name="${GPUCTL_CLUSTER:-}"
+want_k8s="${GPUCTL_K8S:-}"; want_k8s="${want_k8s#v}"
+want_kueue="${GPUCTL_KUEUE:-}"; want_kueue="${want_kueue#v}"
+if [[ -z "$want_name" && -z "$want_k8s" && -z "$want_kueue" ]]; then want_name=primary; fi
+row="$(awk -v n="$want_name" -v k="$want_k8s" -v q="$want_kueue" '
+  /^#/ || !NF {next}
+  (n == "" || $1 == n) && (k == "" || $2 == "v" k) && (q == "" || $4 == "v" q) {print; exit}' "$MATRIX")"
+if [[ -z "$row" ]]; then
+  echo "build.sh: no tested control plane matches name='${want_name}' kubernetes='${want_k8s}' kueue='${want_kueue}';" \
+       "choose one of: $(awk '!/^#/ && NF {printf "%s (%s + Kueue %s) ", $1, $2, $4}' "$MATRIX")" >&2
+  exit 2
+fi
+read -r NAME K8S_VERSION ETCD_VERSION KUEUE_VERSION EXTRAS <<<"$row"
+KREW_VERSION="$(ls "$HERE/krew")"
+
+if [[ $print_name -eq 1 ]]; then
+  echo "$NAME $K8S_VERSION $ETCD_VERSION $KUEUE_VERSION $EXTRAS"
+  exit 0
+fi
+for dir in "kubernetes/$K8S_VERSION" "etcd/$ETCD_VERSION" "kueue/$KUEUE_VERSION" "krew/$KREW_VERSION"; do
+  if [[ ! -f "$HERE/$dir/go.mod" ]]; then
+    echo "build.sh: hack/cluster/$dir/go.mod is missing (write it with hack/cluster/pin.sh)" >&2
     exit 2
   fi
 done
 
 BIN_ROOT="${GPUCTL_TESTBIN:-$HOME/.cache/gpuctl/testbin}"
-BIN_DIR="$BIN_ROOT/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kueue-${KUEUE_VERSION}"
+BIN_DIR="$BIN_ROOT/${NAME}_k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kueue-${KUEUE_VERSION}"
+K8S_DIR="$BIN_ROOT/kubernetes-${K8S_VERSION}"
+ETCD_DIR="$BIN_ROOT/etcd-${ETCD_VERSION}"
+KUEUE_DIR="$BIN_ROOT/kueue-${KUEUE_VERSION}"
 KREW_DIR="$BIN_ROOT/krew-${KREW_VERSION}"
 
-force=0
-print_dir=0
-targets=()
-for arg in "$@"; do
-  case "$arg" in
-    --print-dir) print_dir=1 ;;
-    --force) force=1 ;;
-    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    etcd|kube-apiserver|kubectl|kueue|krew) targets+=("$arg") ;;
-    *) echo "build.sh: unknown argument: $arg" >&2; exit 2 ;;
-  esac
-done
 if [[ $print_dir -eq 1 ]]; then
   if [[ "${targets[*]:-}" == "krew" ]]; then echo "$KREW_DIR"; else echo "$BIN_DIR"; fi
   exit 0
@@ -64,12 +88,12 @@ if ! command -v go >/dev/null 2>&1; then
   exit 127
 fi
 
-mkdir -p "$BIN_DIR" "$KREW_DIR"
-trap 'rm -f "$BIN_DIR"/*.tmp.$$ "$KREW_DIR"/*.tmp.$$' EXIT
+mkdir -p "$BIN_DIR" "$K8S_DIR" "$ETCD_DIR" "$KUEUE_DIR" "$KREW_DIR"
+trap 'rm -f "$K8S_DIR"/*.tmp.$$ "$ETCD_DIR"/*.tmp.$$ "$KUEUE_DIR"/*.tmp.$$ "$KREW_DIR"/*.tmp.$$' EXIT
 
-# Serialise concurrent invocations (e.g. parallel test sessions).
+# Serialise concurrent invocations (e.g. parallel test sessions, or two combinations sharing a build).
 if command -v flock >/dev/null 2>&1; then
-  exec 9>"$BIN_DIR/.build.lock"
+  exec 9>"$BIN_ROOT/.build.lock"
   flock 9
 fi
 
@@ -93,10 +117,9 @@ k8s_ldflags() {
   echo "$flags"
 }
 
-# build NAME MODULE_DIR PACKAGE LDFLAGS [OUT_DIR]
+# build NAME MODULE_DIR PACKAGE LDFLAGS OUT_DIR
 build() {
-  local name="$1" moddir="$2" pkg="$3" ldflags="$4"
-  local out="${5:-$BIN_DIR}/$name"
+  local name="$1" moddir="$2" pkg="$3" ldflags="$4" out="$5/$1"
   if [[ $force -eq 0 && -x "$out" ]]; then
     echo "build.sh: $name: up to date ($out)" >&2
     return 0
@@ -114,28 +137,31 @@ build() {
   echo "build.sh: $name: built in $((end - start))s" >&2
 }
 
+# link NAME DIR: the combination's bin dir points at the version's binary.
+link() { ln -sfn "$2/$1" "$BIN_DIR/$1"; }
+
 total_start=$(date +%s)
+echo "build.sh: $NAME: Kubernetes $K8S_VERSION, etcd $ETCD_VERSION, Kueue $KUEUE_VERSION" >&2
 for t in "${targets[@]}"; do
   case "$t" in
     etcd)
-      build etcd "$HERE/etcd" go.etcd.io/etcd/server/v3 \
-        "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_VERSION}"
+      build etcd "$HERE/etcd/$ETCD_VERSION" go.etcd.io/etcd/server/v3 \
+        "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_VERSION}" "$ETCD_DIR"
+      link etcd "$ETCD_DIR"
       ;;
-    kube-apiserver)
-      build kube-apiserver "$HERE/kubernetes" k8s.io/kubernetes/cmd/kube-apiserver \
-        "$(k8s_ldflags "$K8S_VERSION")"
-      ;;
-    kubectl)
-      build kubectl "$HERE/kubernetes" k8s.io/kubernetes/cmd/kubectl \
-        "$(k8s_ldflags "$K8S_VERSION")"
+    kube-apiserver|kubectl)
+      build "$t" "$HERE/kubernetes/$K8S_VERSION" "k8s.io/kubernetes/cmd/$t" "$(k8s_ldflags "$K8S_VERSION")" "$K8S_DIR"
+      link "$t" "$K8S_DIR"
       ;;
     kueue)
-      build kueue "$HERE/kueue" sigs.k8s.io/kueue/cmd/kueue \
-        "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${KUEUE_VERSION} -X sigs.k8s.io/kueue/pkg/version.GitCommit=${KUEUE_VERSION} -X sigs.k8s.io/kueue/pkg/version.BuildDate=${BUILD_DATE}"
+      build kueue "$HERE/kueue/$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue \
+        "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${KUEUE_VERSION} -X sigs.k8s.io/kueue/pkg/version.GitCommit=${KUEUE_VERSION} -X sigs.k8s.io/kueue/pkg/version.BuildDate=${BUILD_DATE}" \
+        "$KUEUE_DIR"
+      link kueue "$KUEUE_DIR"
       ;;
     krew)
       # kubectl finds plugins by name on PATH: the binary is kubectl-krew.
-      build kubectl-krew "$HERE/krew" sigs.k8s.io/krew/cmd/krew \
+      build kubectl-krew "$HERE/krew/$KREW_VERSION" sigs.k8s.io/krew/cmd/krew \
         "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=${KREW_VERSION} -X sigs.k8s.io/krew/internal/version.gitCommit=${KREW_VERSION}" \
         "$KREW_DIR"
       ;;

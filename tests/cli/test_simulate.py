@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -71,22 +72,30 @@ def test_one_admitted_pod_gives_explains_object_with_its_placement() -> None:
 def test_several_manifests_run_in_sequence_and_give_a_list(tmp_path: Path) -> None:
     path = tmp_path / "three.yaml"
     path.write_text("\n---\n".join(whole_cards(n, 1) for n in ("first", "second", "third")))
-    code, out, _ = run("-f", str(path), "-o", "json", "--exit-code")
+    code, out, _ = run("-f", str(path), "-o", "json", "--exit-code", "--kueue-version", "0.17")
     data = json.loads(out)
-    assert data["kind"] == "List"
+    assert data["kind"] == "List" and data["kueue"] == {"version": "v0.17.0", "source": "--kueue-version"}
+
+    def placed(items: list[dict[str, Any]]) -> list[tuple[str, bool, list[str]]]:
+        return [(i["name"], i["admitted"], [n["name"] for n in i.get("placement", {}).get("nodes", [])]) for i in items]
+
     # The queue has two cards of quota left. TAS puts the first on a10g-1: the fewest free raw keys that hold it.
-    # The first's Pod carries Kueue's topology annotation, so TAS never counts its keys: a10g-1 still sorts first
-    # for the second, but the credits it charges no longer fit there, and Kueue sets it aside on every try.
-    placed = [
-        (i["name"], i["admitted"], [n["name"] for n in i.get("placement", {}).get("nodes", [])]) for i in data["items"]
-    ]
-    assert placed == [("first", True, ["a10g-1"]), ("second", False, []), ("third", False, [])]
+    # On Kueue 0.17 the first's Pod carries Kueue's topology annotation, so TAS never counts its keys: a10g-1 still
+    # sorts first for the second, but the credits it charges no longer fit there, and Kueue sets it aside on every try.
+    assert placed(data["items"]) == [("first", True, ["a10g-1"]), ("second", False, []), ("third", False, [])]
     second = data["items"][1]["gates"][1]
     assert second["part"] == "tas-placement" and second["summary"].endswith(
         "no longer fits after processing another workload"
     )
     assert any("on a10g-1 by their raw requests" in line for line in second["evidence"])
     assert code == 3  # --exit-code: one would be held
+    # The snapshot's own Kueue (its manager's image: v0.19.2) charges the first's raw keys: a10g-1 is full for the
+    # second, which goes to a10g-2; the third finds no quota left.
+    code, out, _ = run("-f", str(path), "-o", "json", "--exit-code")
+    data = json.loads(out)
+    assert data["kueue"]["version"] == "v0.19.2" and "kueue-controller-manager" in data["kueue"]["source"]
+    assert placed(data["items"]) == [("first", True, ["a10g-1"]), ("second", True, ["a10g-2"]), ("third", False, [])]
+    assert data["items"][2]["gates"][1]["part"] == "quota" and code == 3
 
 
 def test_stdin_and_suggest(tmp_path: Path) -> None:
@@ -103,10 +112,15 @@ def test_scenarios_change_the_answer(tmp_path: Path) -> None:
     path = tmp_path / "three.json"
     path.write_text(whole_cards("three", 3))
     assert json.loads(run("-f", str(path), "-o", "json", "--without", "team-a/batch")[1])["admitted"] is True
-    # Three cards with one more node: TAS still picks a10g-2 by its raw keys (an admitted Workload's Pods are
-    # charged credits, not keys), where the check holds it. Four cards fit no node of the pool: the new one takes it.
-    grown = json.loads(run("-f", str(path), "-o", "json", "--add-nodes", "1", "--like", "a10g-2")[1])
+    # Three cards with one more node: Kueue 0.17's TAS still picks a10g-2 by its raw keys (an admitted Workload's
+    # Pods are charged credits, not keys), where the check holds it; the snapshot's Kueue 0.19 counts the keys the
+    # admitted Workload holds and takes the new node. Four cards fit no node of the pool: the new one takes it.
+    grown = json.loads(
+        run("-f", str(path), "-o", "json", "--add-nodes", "1", "--like", "a10g-2", "--kueue-version", "0.17")[1]
+    )
     assert grown["heldBy"] == 3 and "a10g-2 has 2 free of 4" in grown["gates"][2]["summary"]
+    grown = json.loads(run("-f", str(path), "-o", "json", "--add-nodes", "1", "--like", "a10g-2")[1])
+    assert grown["admitted"] and [n["name"] for n in grown["placement"]["nodes"]] == ["a10g-2-sim-1"]
     wide = tmp_path / "four.json"
     wide.write_text(whole_cards("four", 4))
     assert json.loads(run("-f", str(wide), "-o", "json", "--add-nodes", "1", "--like", "a10g-2")[1])["admitted"] is True

@@ -16,6 +16,7 @@ from gpuctl.core.submissions import ManifestError, Submission, SubmittedPodSet, 
 from gpuctl.core.suggest import unblockers
 from gpuctl.core.tas import NodeRoom, TasPlacement, TopologyRequest, place
 from gpuctl.core.units import M
+from gpuctl.core.versions import KueueVersion
 from testbed.factories import bound_pod, container, devices, flavor, instancetype, node, pod, topology
 from tests.memory_cluster import MemoryCluster
 
@@ -140,8 +141,12 @@ def pool(
     return objects + (extra or [])
 
 
-def state_of(objects: list[JSON]) -> ClusterState:
-    return read.simulation_state(MemoryCluster(objects))
+KUEUE_017 = KueueVersion((0, 17, 0), "test")
+KUEUE_019 = KueueVersion((0, 19, 2), "test")
+
+
+def state_of(objects: list[JSON], kueue: KueueVersion | None = None) -> ClusterState:
+    return read.simulation_state(MemoryCluster(objects), kueue=kueue)
 
 
 def submit(name: str, limits: dict[str, str], count: int = 1, queue: str = ENTRANCE, priority: int = 0) -> Submission:
@@ -404,19 +409,28 @@ def test_without_drain_and_add_nodes_change_the_answer() -> None:
     drained.stop(CQ, "HoldAndDrain")
     assert drained.simulate(want).explanation.held_by == 2  # drained: it admits nothing new
     assert not any(w.key == f"{NS}/big" for w in drained.workloads)  # and what it admitted is evicted
-    # A node like n1 does not help: TAS counts an admitted Workload's Pods by the credits they are charged, not by
-    # the raw keys, so n1 still looks free to it and sorts first; the credits it lacks then hold the Workload.
-    grown = Simulator(state)
+    # On Kueue 0.17 a node like n1 does not help: TAS counts an admitted Workload's Pods by the credits they are
+    # charged, not by the raw keys, so n1 still looks free to it and sorts first; the credits it lacks then hold the
+    # Workload. From 0.18 TAS charges the raw keys: n1 looks full and the new node takes the Workload.
+    grown = Simulator(state_of(pool({"n1": 4}, nominal_cards=8, extra=[admitted_workload("big", 4, 5)]), KUEUE_017))
     grown.add_nodes(1, "n1")
     again = grown.simulate(want)
     assert again.explanation.held_by == 2
     assert gate(again, 2)["summary"].endswith("Workload no longer fits after processing another workload")
+    grown = Simulator(state_of(pool({"n1": 4}, nominal_cards=8, extra=[admitted_workload("big", 4, 5)]), KUEUE_019))
+    grown.add_nodes(1, "n1")
+    again = grown.simulate(want)
+    assert again.admitted and [n.name for n in again.placement] == ["n1-sim-1"]
     with pytest.raises(ScenarioError, match="no such Workload"):
         Simulator(state).finish([f"{NS}/nope"])
-    # The suggestions, each proven: the Workload that would have to finish; more nodes are tried, and say why not.
-    found = unblockers(Simulator(state), want, held)
+    # The suggestions, each proven: the Workload that would have to finish; on 0.17 more nodes are tried, and say
+    # why not; from 0.18 one more node admits it.
+    old = state_of(pool({"n1": 4}, nominal_cards=8, extra=[admitted_workload("big", 4, 5)]), KUEUE_017)
+    found = unblockers(Simulator(old), want, Simulator(old).simulate(want))
     assert {u.kind: u for u in found.found}["finish"].workloads == (f"{NS}/big",)
     assert "add-nodes" not in {u.kind for u in found.found} and "add-nodes" in {t.kind for t in found.tried}
+    found = unblockers(Simulator(state), want, held)
+    assert {u.kind for u in found.found} == {"finish", "add-nodes"}
 
 
 def test_more_nodes_admit_what_the_pools_cards_held_by_pods_cannot() -> None:

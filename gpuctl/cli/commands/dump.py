@@ -288,7 +288,13 @@ def dump_command(
                 if obj is not None:
                     found.append(obj)
             written.append(_write_list(staging / f"deployment.{fmt}", found, fmt, redactor))
-            written.append(_write_list(staging / f"dump.{fmt}", [dump_record(taken, live.describe())], fmt, None))
+            progress.update(task, description="reading versions")
+            from gpuctl.cluster.versions import kubernetes_version, kueue_version
+            from gpuctl.core.versions import version_text
+
+            kubernetes, _ = kubernetes_version(live)
+            record = dump_record(taken, live.describe(), version_text(kubernetes), kueue_version(live).to_dict())
+            written.append(_write_list(staging / f"dump.{fmt}", [record], fmt, None))
         _write_manifest(staging, redactor)
         kept = _swap_in(staging, target, directory)
     finally:
@@ -305,17 +311,24 @@ def dump_command(
         sys.stderr.write(f"warning: files appeared in the previous dump while this one was read: kept it at {kept}\n")
 
 
-def dump_record(taken: str, source: str) -> dict[str, Any]:
-    """The dump's own record: when it started reading (every age on the snapshot is measured from it) and from
-    where."""
+def dump_record(
+    taken: str, source: str, kubernetes: str | None = None, kueue: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The dump's own record: when it started reading (every age on the snapshot is measured from it), from where,
+    and the Kubernetes and Kueue versions it was taken from (what-ifs on the snapshot follow that Kueue)."""
     from gpuctl.cluster import kinds
 
-    return {
+    record: dict[str, Any] = {
         "apiVersion": kinds.DUMP.api_version,
         "kind": kinds.DUMP.kind,
         "metadata": {"name": "dump", "creationTimestamp": taken},
         "source": source,
     }
+    if kubernetes is not None:
+        record["kubernetesVersion"] = kubernetes
+    if kueue is not None:
+        record["kueueVersion"] = kueue
+    return record
 
 
 def _check_target(directory: Path, overwrite: bool, shown: Path) -> None:

@@ -8,6 +8,8 @@ import typer
 from gpuctl.cli import refs, render
 from gpuctl.cli.errors import AnswerNo, UsageError
 from gpuctl.cli.names import complete_instancetypes, complete_nodes
+from gpuctl.cli.options import KueueVersionOption
+from gpuctl.cli.options import kueue_version as read_kueue_version
 from gpuctl.cli.registry import OutputFlags, SourceFlags, command, group
 from gpuctl.cli.render import Column, OutputSpec
 from gpuctl.cli.source import SourceSpec
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from gpuctl.core.instancetypes import InstanceType
     from gpuctl.core.plan import DrainPlan, PartitionPlan
     from gpuctl.core.simulate import Simulator
+    from gpuctl.core.versions import KueueVersion
 
 group(
     "plan",
@@ -98,7 +101,11 @@ def _entrance_namespace(sim: "Simulator", pool: str, namespace: str | None) -> t
 
 
 def partition_plans(
-    source: "Source", pools: list[str], wanted: list[str], namespace: str | None
+    source: "Source",
+    pools: list[str],
+    wanted: list[str],
+    namespace: str | None,
+    kueue: "KueueVersion | None" = None,
 ) -> tuple[list["PartitionPlan"], dict[str, dict[str, str]]]:
     """Each pool's plan, and every Node's labels (the ``metadata`` of the steps)."""
     from gpuctl.cluster import read
@@ -113,7 +120,7 @@ def partition_plans(
     if specs and len(pools) != 1:
         raise UsageError("--for asks a demand of one pool: name the pool (gpuctl plan partitions POOL --for ...)")
     with bulk_allocation():
-        base = Simulator(read.simulation_state(source))
+        base = Simulator(read.simulation_state(source, kueue=kueue))
         known = modes.catalog(base.base_devices.values())
         chosen = pools or sorted(
             n
@@ -239,6 +246,7 @@ def partitions_command(
             show_default=False,
         ),
     ] = None,
+    kueue_version: KueueVersionOption = None,
     *,
     source: SourceSpec,
     output: OutputSpec,
@@ -250,7 +258,9 @@ def partitions_command(
     it admits. A layout that admits nothing more is listed as tried, never as a step. Nothing is written."""
     names = refs.object_names([pool] if pool else [], kinds.INSTANCETYPE, what="plan partitions")
     opened = source.open()
-    plans, labels = partition_plans(opened, names, list(wanted or []), source.namespace)
+    plans, labels = partition_plans(
+        opened, names, list(wanted or []), source.namespace, read_kueue_version(kueue_version)
+    )
     items = [s.to_dict() for p in plans for s in p.steps]
     listing = render.Listing(
         "PlanStep",
@@ -369,6 +379,7 @@ def drain_command(
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 3 when an evicted Workload would have nowhere to go.")
     ] = False,
+    kueue_version: KueueVersionOption = None,
     *,
     source: SourceSpec,
     output: OutputSpec,
@@ -390,7 +401,7 @@ def drain_command(
         raise UsageError("a node is named twice: give each node once")
     opened = source.open()
     with bulk_allocation():
-        sim = Simulator(read.simulation_state(opened))
+        sim = Simulator(read.simulation_state(opened, kueue=read_kueue_version(kueue_version)))
         try:
             instances = [parse_instance(o) for o in opened.list(kinds.INSTANCE)]
         except SourceError as exc:

@@ -10,6 +10,8 @@ import typer
 from gpuctl.cli import refs, render
 from gpuctl.cli.errors import AnswerNo, UsageError
 from gpuctl.cli.names import complete_instancetypes, complete_workloads
+from gpuctl.cli.options import KueueVersionOption
+from gpuctl.cli.options import kueue_version as read_kueue_version
 from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import OutputSpec
 from gpuctl.cli.source import SourceSpec
@@ -142,7 +144,7 @@ def _item(outcome: "Outcome", found: "Suggestions | None") -> dict[str, Any]:
     return item
 
 
-def _text(results: list[tuple["Outcome", "Suggestions | None"]], wide: bool, note: str) -> str:
+def _text(results: list[tuple["Outcome", "Suggestions | None"]], wide: bool, note: str, kueue: str) -> str:
     parts = [note] if note else []
     for outcome, found in results:
         e = outcome.explanation
@@ -160,7 +162,7 @@ def _text(results: list[tuple["Outcome", "Suggestions | None"]], wide: bool, not
         for t in found.tried if found else ():
             text += f"  tried ({t.kind}): {t.why}\n"
         parts.append(text)
-    return "\n".join(parts)
+    return "\n".join(parts) + kueue + "\n"
 
 
 @command(
@@ -255,6 +257,7 @@ def simulate_command(
         ),
     ] = None,
     exit_code: Annotated[bool, typer.Option("--exit-code", help="Exit 3 when a workload would be held.")] = False,
+    kueue_version: KueueVersionOption = None,
     *,
     source: SourceSpec,
     output: OutputSpec,
@@ -282,11 +285,12 @@ def simulate_command(
         if not 0 <= growth <= 100_000:
             raise UsageError(f"--add-nodes {growth}: give 0 to 100000 nodes, or 'auto'")
     remodes = [parse_set_mode(t) for t in set_mode or []]
+    kueue = read_kueue_version(kueue_version)
     opened = source.open()
     namespace = source.resolved_namespace(opened)
     submissions = _prioritised(opened, read_manifests(filenames or [], namespace))
     with bulk_allocation():
-        state = read.simulation_state(opened)
+        state = read.simulation_state(opened, kueue=kueue)
         submissions = _existing(state, workload or [], namespace) + submissions
         try:
             if like is not None and like not in state.devices:
@@ -327,6 +331,7 @@ def simulate_command(
         payload = {"apiVersion": "v1", "kind": "List", "items": items}
         if grown_to is not None:
             payload["addNodes"] = grown_to
-    render.emit_object(payload, output, lambda: _text(results, output.wide, note))
+    payload["kueue"] = state.kueue.to_dict()
+    render.emit_object(payload, output, lambda: _text(results, output.wide, note, state.kueue.describe()))
     if exit_code and any(not o.admitted for o, _ in results):
         raise AnswerNo("")

@@ -161,10 +161,10 @@ class Reservation(WorkingCopy):
                         reasons.append(placed.message)
                         placement_failed = True
                         continue
-                    short_charge = self._charges_fit(placed.hosts, requests_of(ps.spec).charge, reserved)
+                    short_charge = self._charges_fit(placed.hosts, self._charge(requests_of(ps.spec)), reserved)
                     if short_charge:
-                        # TAS placed the Pods by their raw requests; what Kueue charges them (credits, not the raw
-                        # keys) does not fit the node beside the Workloads placed there. Kueue's own words:
+                        # TAS placed the Pods by their raw requests; what Kueue 0.17 charges them (credits, not the
+                        # raw keys) does not fit the node beside the Workloads placed there. Kueue's own words:
                         reasons.append(NO_LONGER_FITS)
                         reserved.evidence.append(short_charge)
                         placement_failed = True

@@ -17,6 +17,7 @@ from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.nodes import Node
 from gpuctl.core.rebuilt import rebuild_ledger
 from gpuctl.core.units import M
+from gpuctl.core.versions import UNKNOWN_KUEUE, KueueVersion
 from gpuctl.core.workloads import (
     AdmissionCheck,
     ClusterQueue,
@@ -48,6 +49,8 @@ class ClusterState:
     check: FitContext
     """Gate 3's inputs, built by :func:`gpuctl.core.fit.check_inputs` as the operator builds them: every Workload,
     the Pods read, and each node's ledger rebuilt from the Pods bound to it."""
+    kueue: KueueVersion = UNKNOWN_KUEUE
+    """The Kueue whose decisions are reproduced (its version decides how TAS counts a node's room)."""
 
     @property
     def workloads(self) -> Sequence[Workload]:

@@ -75,6 +75,8 @@ class WorkingCopy:
         self.sched: dict[str, Room] = {}
         """Each node's room as the scheduler and kubelet count it."""
         self.requests = RequestsBySpec()
+        self.tas_raw = state.kueue.tas_charges_raw_requests
+        """TAS charges an admitted Workload's raw requests (Kueue 0.18+), not its quota usage (0.17)."""
         self.touched: set[str] = set()
         """Nodes whose ledger the simulation changed: their keys and fit labels are recomputed from it."""
         self._init_room()
@@ -155,11 +157,16 @@ class WorkingCopy:
                 out.extend((per_pod, node, pods) for node, pods in hosts)
         return out
 
+    def _charge(self, per_pod: PodRequests) -> Mapping[str, Amount]:
+        """What TAS charges a node for one Pod of an admitted Workload: its raw requests and a ``pods`` slot on Kueue
+        0.18 and later (whatever flavor placed it); its quota usage (credits, not the raw accelerator keys) on 0.17."""
+        return per_pod.slot if self.tas_raw else per_pod.charge
+
     def _init_room(self) -> None:
         """Each node's room two ways: as Kueue's TAS counts it, its allocatable less the bound Pods that carry no
-        topology annotation (their raw requests) and the Workloads TAS placed there (what their quota charges:
-        credits, not the raw accelerator keys), and as the scheduler counts it, less every Pod's raw requests (a
-        placed Workload's Pods whether or not they exist yet)."""
+        topology annotation (their raw requests) and the Workloads TAS placed there (:meth:`_charge`), and as the
+        scheduler counts it, less every Pod's raw requests (a placed Workload's Pods whether or not they exist
+        yet)."""
         self.tas_usage: dict[str, dict[str, list[PodRequests]]] = {}
         self.tas_workloads: set[tuple[str, str]] = set()
         charged: dict[str, dict[str, Amount]] = {}
@@ -170,7 +177,7 @@ class WorkingCopy:
                 self.tas_workloads.add((w.namespace, w.name))
             for per_pod, node, pods in placed:  # nothing is shared yet: built in place
                 self.tas_usage.setdefault(node, {}).setdefault(w.key, []).extend([per_pod] * pods)
-                add_times(charged.setdefault(node, {}), per_pod.charge, pods)
+                add_times(charged.setdefault(node, {}), self._charge(per_pod), pods)
                 add_times(asked.setdefault(node, {}), per_pod.slot, pods)
         for node, pods_there in self.pods_by_node.items():
             for p in pods_there:
@@ -206,7 +213,7 @@ class WorkingCopy:
         asked: dict[str, Amount] = {}
         for requests in self.tas_usage.get(node, {}).values():
             for r in requests:
-                add_times(charged, r.charge, 1)
+                add_times(charged, self._charge(r), 1)
                 add_times(asked, r.slot, 1)
         for p in self.pods_by_node.get(node, ()):
             self._count_pod(p, charged, asked)
