@@ -15,16 +15,19 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from gpuctl.core import naming
+from gpuctl.core import pending as pending_reasons
 from gpuctl.core.capacity import node_allocatable, pod_shortfalls
 from gpuctl.core.credits import MEMO_CONTAINERS
 from gpuctl.core.fit import LEDGER_PUBLISHED, READY, RETRY, FitContext, Verdict, judge_workload
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.naming import Family
+from gpuctl.core.pending import QUOTA, TAS_PLACEMENT
 from gpuctl.core.pins import has_fit_pin
 from gpuctl.core.pods import Pod
-from gpuctl.core.quota import QuotaBook, flavor_quotas, podset_quota_requests, quota_book
+from gpuctl.core.quota import QuotaBook, amount_text, flavor_quotas, podset_quota_requests, quota_book
 from gpuctl.core.requests import pod_containers, validate_request_rules
-from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, LocalQueue, Workload
+from gpuctl.core.units import QuantityError, parse_quantity
+from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, Condition, LocalQueue, Workload
 
 PASSED = "passed"
 HELD = "held"
@@ -42,12 +45,9 @@ GATE_NAMES = {
     4: "scheduler / kubelet",
     5: "device-plugin allocator",
 }
-QUOTA = "quota"
-TAS_PLACEMENT = "tas-placement"
-STRICT_ORDER = "strict-fifo"
-GATE2_PARTS = {QUOTA: "Kueue quota", TAS_PLACEMENT: "Kueue TAS placement", STRICT_ORDER: "Kueue StrictFIFO order"}
-"""What of gate 2 holds a Workload: Kueue's quota, its topology-aware placement, or (in a StrictFIFO queue) a head
-ahead of it that cannot be admitted."""
+GATE2_PARTS = pending_reasons.PARTS
+"""What of gate 2 holds a Workload: Kueue's quota, its topology-aware placement, (in a StrictFIFO queue) a head
+ahead of it that cannot be admitted, or what else Kueue's pending reason names (:mod:`gpuctl.core.pending`)."""
 
 
 class Gate(NamedTuple):
@@ -205,15 +205,6 @@ def _gate1(w: Workload) -> Gate:
 # ----------------------------------------------------------------------------------------------- gate 2
 
 
-def pending_part(message: str) -> str:
-    """Which half of gate 2 a Kueue pending message names: its quota or its TAS placement ("" for neither)."""
-    if "insufficient unused quota" in message or "insufficient quota" in message:
-        return QUOTA
-    if 'topology "' in message or "excluded:" in message or "no longer fits" in message:
-        return TAS_PLACEMENT
-    return ""
-
-
 def _quota_evidence(w: Workload, cq: ClusterQueue, book: QuotaBook) -> tuple[list[str], list[str]]:
     """Per PodSet, the flavors Kueue tries with their quota room (as ``simulate`` prints them), and for the first
     PodSet no flavor has the quota for, what it lacks."""
@@ -233,6 +224,123 @@ def _quota_evidence(w: Workload, cq: ClusterQueue, book: QuotaBook) -> tuple[lis
             for resource, value in wanted.items():
                 taken[(fits.flavor, resource)] = taken.get((fits.flavor, resource), Fraction(0)) + value
     return lines, []
+
+
+def _preempting_for(w: Workload, ctx: ExplainContext) -> list[str]:
+    """The Workloads Kueue is evicting to make room for ``w``: their eviction names its UID."""
+    if not w.uid:
+        return []
+    marker = f"(UID: {w.uid}"
+    out = []
+    for other in ctx.check.workloads:
+        for kind in ("Preempted", "Evicted"):
+            c = other.conditions.get(kind)
+            if c is not None and c.true and marker in c.message:
+                out.append(other.key)
+                break
+    return sorted(out)
+
+
+def _pods_not_ready(w: Workload, ctx: ExplainContext) -> list[str]:
+    """Admitted Workloads whose Pods are not all ready: with ``waitForPodsReady.blockAdmission`` Kueue admits
+    nothing else until they are."""
+    out = []
+    for other in ctx.check.workloads:
+        if other.key == w.key or other.finished or not other.admitted:
+            continue
+        ready = other.conditions.get("PodsReady")
+        if ready is None or not ready.true:
+            out.append(other.key + (f" ({ready.reason}: {ready.message})" if ready and ready.message else ""))
+    return sorted(out)
+
+
+def _over_max(message: str) -> str:
+    """By how much Kueue's ``ExceedsMaxQuota`` request is over the most the queue can ever have, in words."""
+    figures = pending_reasons.max_quota(message)
+    if figures is None:
+        return ""
+    try:
+        asked = parse_quantity(figures.previous) + parse_quantity(figures.current)
+        most = parse_quantity(figures.maximum)
+    except QuantityError:
+        return ""
+    return (
+        f"{amount_text(figures.resource, asked - most)} of {figures.resource} over the most flavor {figures.flavor} "
+        f"can ever give it ({amount_text(figures.resource, most)})"
+    )
+
+
+def _held_by_kueue(held: pending_reasons.Pending, w: Workload, ctx: ExplainContext, evidence: list[str]) -> Gate | None:
+    """The answer each of Kueue's pending reasons means, beyond quota and placement (None: not one of those)."""
+    part = held.part
+    said = held.message or f"QuotaReserved is False ({held.reason})"
+    if part == pending_reasons.EXCEEDS_MAX_QUOTA:
+        over = _over_max(held.message)
+        return Gate(
+            2,
+            HELD,
+            said,
+            tuple(evidence + ([f"asks {over}"] if over else [])),
+            "waiting never admits it: the request is larger than this queue (with what its cohort may lend) can ever "
+            "hold; lower the request or split it, or raise the queue's quota",
+            part=part,
+        )
+    if part == pending_reasons.PREEMPTING:
+        victims = _preempting_for(w, ctx)
+        return Gate(
+            2,
+            HELD,
+            said,
+            tuple(evidence + ([f"being evicted for it: {', '.join(victims)}"] if victims else [])),
+            (f"Kueue is evicting {', '.join(victims)} for it" if victims else "Kueue is evicting Workloads for it")
+            + "; it is admitted once their Pods are gone",
+            part=part,
+        )
+    if part == pending_reasons.PODS_READY:
+        blocking = _pods_not_ready(w, ctx)
+        return Gate(
+            2,
+            HELD,
+            said,
+            tuple(evidence + ([f"admitted, Pods not ready: {', '.join(blocking)}"] if blocking else [])),
+            "Kueue's waitForPodsReady.blockAdmission admits nothing until every admitted Workload's Pods are ready"
+            + (f": {blocking[0].split(' ')[0]} first" if blocking else ""),
+            part=part,
+        )
+    if part == pending_reasons.PREEMPTION_GATED or w.conditions.get("BlockedOnPreemptionGates", _NO_COND).true:
+        closed = w.closed_preemption_gates
+        return Gate(
+            2,
+            HELD,
+            f"Kueue needs to preempt for it, and its preemption gate {', '.join(closed) or '(unnamed)'} is closed",
+            tuple(evidence),
+            "the controller that owns the gate opens it (Concurrent Admission opens one Variant's at a time, "
+            "MultiKueue the worker's); nothing is preempted until then",
+            part=pending_reasons.PREEMPTION_GATED,
+        )
+    if part == pending_reasons.ADMISSION_GATED:
+        return Gate(2, HELD, said, tuple(evidence), "the controller named in the annotation lifts the gate", part=part)
+    if part == pending_reasons.SUSPENDED:
+        return Gate(2, HELD, said, tuple(evidence), "`gpuctl doctor` says why the queue is inactive", part=part)
+    if part == pending_reasons.MISCONFIGURED:
+        return Gate(2, HELD, said, tuple(evidence), "`gpuctl doctor` checks the queues and their pools", part=part)
+    if part == pending_reasons.NO_FLAVOR:
+        return Gate(
+            2,
+            HELD,
+            said,
+            tuple(evidence),
+            "no flavor of the queue can take these Pods as they ask: change the request, tolerations or selectors",
+            part=part,
+        )
+    if part == pending_reasons.ON_HOLD:
+        return Gate(
+            2, HELD, said, tuple(evidence), "its owner holds it (a Job or StatefulSet scaled to zero)", part=part
+        )
+    return None
+
+
+_NO_COND = Condition("", "", "")
 
 
 def gate2(w: Workload, ctx: ExplainContext) -> Gate:
@@ -255,6 +363,9 @@ def gate2(w: Workload, ctx: ExplainContext) -> Gate:
             if cond.message
             else f"QuotaReserved={cond.status} ({cond.reason})"
         )
+    blocked = w.conditions.get("BlockedOnPreemptionGates")
+    if blocked is not None and blocked.true:
+        evidence.append(f"BlockedOnPreemptionGates=True ({blocked.reason}): {blocked.message}")
     cq = ctx.cluster_queue
     book = ctx.quota if ctx.quota is not None else quota_book({cq.name: cq} if cq else {}, ())
     if cq is not None:
@@ -266,6 +377,16 @@ def gate2(w: Workload, ctx: ExplainContext) -> Gate:
         )
     if not w.active:
         return Gate(2, HELD, "the Workload is deactivated", tuple(evidence), "set spec.active=true to queue it again")
+    lq = ctx.local_queue
+    if lq.stop_policy in ("Hold", "HoldAndDrain"):
+        return Gate(
+            2,
+            HELD,
+            f"LocalQueue {lq.namespace}/{lq.name} is on {lq.stop_policy}: it admits nothing",
+            tuple(evidence),
+            f"kubectl -n {lq.namespace} patch localqueues.kueue.x-k8s.io {lq.name} --type merge "
+            '-p \'{"spec":{"stopPolicy":"None"}}\' puts it back in service',
+        )
     if cq is None:
         return Gate(2, UNKNOWN, f"ClusterQueue {ctx.local_queue.cluster_queue} is not readable", tuple(evidence))
     if cq.stop_policy in ("Hold", "HoldAndDrain"):
@@ -276,10 +397,25 @@ def gate2(w: Workload, ctx: ExplainContext) -> Gate:
             tuple(evidence),
             f"`gpuctl resume {cq.name}` puts the pool back in service",
         )
+    held = pending_reasons.pending(cond)
+    special = _held_by_kueue(held, w, ctx, evidence)
+    if special is not None:
+        return special
     lines, short = _quota_evidence(w, cq, book)
     evidence[1:1] = lines
     kueue = cond.message if cond is not None and not cond.true else ""
-    part = pending_part(kueue)
+    part = held.part
+    if part == TAS_PLACEMENT and held.by_token:
+        # Kueue's token says even an empty pool would not place the Pods: quota elsewhere does not matter.
+        return Gate(
+            2,
+            HELD,
+            kueue,
+            tuple(evidence),
+            "TAS finds no node that could hold the Pods even if every admitted Workload were gone: change the "
+            "request, selectors or Pods per node, or add nodes; `gpuctl simulate --workload` tries each",
+            part=TAS_PLACEMENT,
+        )
     if short or part == QUOTA:
         return Gate(
             2,
@@ -298,6 +434,16 @@ def gate2(w: Workload, ctx: ExplainContext) -> Gate:
             "the quota fits; no node of the flavor has room for the Pods as TAS counts it (capacity keys, fit labels, "
             "selectors): `gpuctl simulate --workload` shows what would make room",
             part=TAS_PLACEMENT,
+        )
+    if part == pending_reasons.EVALUATING:
+        return Gate(
+            2,
+            HELD,
+            kueue or "in Kueue's queue, not tried yet",
+            tuple(evidence),
+            "Kueue has not tried it yet (or its checks failed and it waits its turn again); its place in line is in "
+            "`gpuctl queue`",
+            part=part,
         )
     return Gate(
         2,

@@ -192,6 +192,11 @@ class Workload:
     """``metadata.creationTimestamp`` (RFC 3339)."""
     max_execution_seconds: int | None = None
     """``spec.maximumExecutionTimeSeconds``: Kueue evicts the Workload once it has run that long."""
+    preemption_gates: tuple[tuple[str, str], ...] = ()
+    """``spec.preemptionGates`` with each one's position (``Open`` or ``Closed``) from its status; a gate the status
+    does not mention yet is closed."""
+    variant_of: str = ""
+    """Concurrent Admission: the parent Workload (same namespace) this Variant was made for (its controller owner)."""
     key: str = field(init=False, repr=False, compare=False)
     """``namespace/name``, made once (every index and set of Workloads is keyed by it)."""
     quota_reserved: bool = field(init=False, repr=False, compare=False)
@@ -208,6 +213,15 @@ class Workload:
         for flag, kind in _FLAGS:
             c = conditions.get(kind)
             set_field(self, flag, c is not None and c.status == "True")
+
+    @property
+    def closed_preemption_gates(self) -> tuple[str, ...]:
+        return tuple(name for name, position in self.preemption_gates if position != "Open")
+
+    @property
+    def concurrent_parent(self) -> bool:
+        """Concurrent Admission: a parent Workload, whose Variants hold quota and are judged in its place."""
+        return self.labels.get(CONCURRENT_PARENT_LABEL) == "true"
 
     def check(self, name: str) -> CheckState | None:
         for c in self.checks:
@@ -264,6 +278,32 @@ def _check_state(raw: Any) -> CheckState:
     )
 
 
+CONCURRENT_PARENT_LABEL = "kueue.x-k8s.io/concurrent-admission-parent"
+
+
+def _preemption_gates(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    gates = [str(_m(g).get("name") or "") for g in _l(spec.get("preemptionGates"))]
+    if not gates:
+        return ()
+    positions = {
+        str(_m(g).get("name") or ""): str(_m(g).get("position") or "") for g in _l(status.get("preemptionGates"))
+    }
+    return tuple((g, positions.get(g) or "Closed") for g in gates if g)
+
+
+def _controller_workload(meta: Mapping[str, Any]) -> str:
+    """The Workload that controls this one (a Concurrent Admission Variant's parent), "" for none."""
+    for ref in _l(meta.get("ownerReferences")):
+        r = _m(ref)
+        if (
+            r.get("kind") == "Workload"
+            and r.get("controller") is True
+            and str(r.get("apiVersion", "")).startswith("kueue.x-k8s.io/")
+        ):
+            return str(r.get("name") or "")
+    return ""
+
+
 def parse_workload(obj: Mapping[str, Any]) -> Workload:
     meta = _m(obj.get("metadata"))
     spec = _m(obj.get("spec"))
@@ -287,6 +327,8 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         priority=_int(spec.get("priority")),
         created=str(meta.get("creationTimestamp") or ""),
         max_execution_seconds=limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
+        preemption_gates=_preemption_gates(spec, status) if "preemptionGates" in spec else (),
+        variant_of=_controller_workload(meta) if "ownerReferences" in meta else "",
     )
 
 
@@ -450,14 +492,18 @@ class LocalQueue:
     namespace: str
     name: str
     cluster_queue: str
+    stop_policy: str = "None"
+    """``spec.stopPolicy``: ``Hold`` or ``HoldAndDrain`` stop the LocalQueue's Workloads from being admitted."""
 
 
 def parse_local_queue(obj: Mapping[str, Any]) -> LocalQueue:
     meta = _m(obj.get("metadata"))
+    spec = _m(obj.get("spec"))
     return LocalQueue(
         str(meta.get("namespace") or "default"),
         str(meta.get("name", "")),
-        str(_m(obj.get("spec")).get("clusterQueue") or ""),
+        str(spec.get("clusterQueue") or ""),
+        str(spec.get("stopPolicy") or "None"),
     )
 
 

@@ -14,8 +14,8 @@ from kubernetes.client.rest import ApiException
 
 from gpuctl.core import naming
 from gpuctl.core.capacity import node_allocatable
-from gpuctl.core.explain import pending_part
 from gpuctl.core.ledger import parse_devices
+from gpuctl.core.pending import message_part
 from gpuctl.core.pins import node_fit_labels
 from gpuctl.core.pods import parse_pod
 from gpuctl.core.quota import quota_book
@@ -314,7 +314,7 @@ def real_class(cluster: Cluster, name: str, waiting: bool) -> tuple[Any, ...]:
             and message
             and not any(t in message for t in TRANSIENT)
         ):
-            return ("pending", pending_part(message) or message)
+            return ("pending", message_part(message) or message)
         return None
 
     if waiting:

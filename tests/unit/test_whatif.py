@@ -9,7 +9,8 @@ from typing import Any
 
 from gpuctl.cluster import read
 from gpuctl.core import naming
-from gpuctl.core.explain import NOT_APPLICABLE, QUOTA, TAS_PLACEMENT, explain_workload
+from gpuctl.core.explain import NOT_APPLICABLE, explain_workload
+from gpuctl.core.pending import QUOTA, TAS_PLACEMENT
 from gpuctl.core.preemption import may_preempt
 from gpuctl.core.queueing import CREATION, order_key, pending_order, queue_timestamp
 from gpuctl.core.simulate import Simulator

@@ -13,10 +13,9 @@ from gpuctl.core import naming, preemption
 from gpuctl.core.explain import (
     HELD,
     PASSED,
-    QUOTA,
-    TAS_PLACEMENT,
     Gate,
 )
+from gpuctl.core.pending import QUOTA, TAS_PLACEMENT
 from gpuctl.core.quota import amount_text, flavor_quotas
 from gpuctl.core.simulate.requests import add_times, quota_of, requests_of
 from gpuctl.core.simulate.working_copy import WorkingCopy

@@ -16,8 +16,6 @@ from gpuctl.core.explain import (
     HELD,
     NOT_APPLICABLE,
     PASSED,
-    QUOTA,
-    STRICT_ORDER,
     Explanation,
     Gate,
     gate1,
@@ -26,6 +24,7 @@ from gpuctl.core.fit import (
     READY,
     judge_workload,
 )
+from gpuctl.core.pending import QUOTA, STRICT_ORDER
 from gpuctl.core.pins import PinContext
 from gpuctl.core.queueing import STRICT_FIFO, order_key, pending
 from gpuctl.core.simulate.outcome import Outcome, not_reached, placement_of
