@@ -709,7 +709,7 @@ def bench_local_cluster(_nodes: int) -> list[Row]:
                 "views": ([str(gpuctl), "views"], [kubectl, "get", "instancetypes"], ["views", kc]),
                 f"explain workload {workload}": (
                     [str(gpuctl), "explain", "workload", workload],
-                    [kubectl, "get", "workloads", "-n", namespace, name],
+                    [kubectl, "get", "workloads.kueue.x-k8s.io", "-n", namespace, name],
                     ["explain", kc, workload],
                 ),
             }

@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuctl.cluster import kinds
 from gpuctl.cluster.kinds import Kind
+from gpuctl.cluster.versions import CRD
 
 JSON = dict[str, Any]
 
@@ -39,6 +40,9 @@ def _kind_of(obj: JSON) -> Kind:
         kinds.WORKLOAD_PRIORITY_CLASS,
         kinds.PRIORITY_CLASS,
         kinds.EVENT,
+        kinds.DEPLOYMENT,
+        kinds.CONFIGMAP,
+        CRD,
     ):
         if k.matches(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))):
             return k

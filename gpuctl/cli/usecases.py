@@ -115,6 +115,8 @@ def explained(source: "Source", namespace: str, name: str) -> "Explanation":
     with bulk_allocation():
         w = read.workload(source, namespace, name)
         state = read.admission_state(source)
+        # A Concurrent Admission parent is explained as its family: the Variant standing for it.
+        w = next((x for x in state.workloads if x.key == w.key), w)
         e = explain_workload(w, state.context_for(w))
         cq = state.cluster_queue_of(w)
         if pending(w) and cq:

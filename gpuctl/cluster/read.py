@@ -20,6 +20,7 @@ from gpuctl.core.nodes import Node, parse_node
 from gpuctl.core.pods import Pod, parse_pod
 from gpuctl.core.quota import QuotaBook, quota_book
 from gpuctl.core.submissions import PriorityClasses, parse_priority_classes
+from gpuctl.core.variants import folded
 from gpuctl.core.workloads import (
     AdmissionCheck,
     ClusterQueue,
@@ -212,7 +213,19 @@ def nodes(source: Source, label_selector: str | None = None) -> list[Node]:
 
 
 def cluster_queues(source: Source) -> dict[str, ClusterQueue]:
-    return {q.name: q for q in (parse_cluster_queue(o) for o in source.list(kinds.CLUSTERQUEUE))}
+    """Every ClusterQueue, with the quota Kueue admits against: an orchestrator's ``status.effectiveQuotas`` where
+    Kueue runs Dynamic Quota Orchestration (or where its Configuration cannot be read: only that controller writes
+    them), the spec's otherwise."""
+    queues = {q.name: q for q in (parse_cluster_queue(o) for o in source.list(kinds.CLUSTERQUEUE))}
+    if any(q.effective_quotas is not None for q in queues.values()):
+        from gpuctl.cluster.versions import kueue_gate
+
+        if kueue_gate(source, DYNAMIC_QUOTA) is not False:
+            queues = {name: q.with_effective_quotas() for name, q in queues.items()}
+    return queues
+
+
+DYNAMIC_QUOTA = "DynamicQuotaOrchestration"
 
 
 def flavors(source: Source) -> dict[str, ResourceFlavor]:
@@ -220,7 +233,15 @@ def flavors(source: Source) -> dict[str, ResourceFlavor]:
 
 
 def workloads(source: Source, namespace: str | None = None) -> list[Workload]:
-    return sorted(_records(source, kinds.WORKLOAD, parse_workload, namespace), key=lambda w: w.key)
+    """Every Workload, one per Concurrent Admission family (:func:`gpuctl.core.variants.folded`)."""
+    return folded(sorted(_records(source, kinds.WORKLOAD, parse_workload, namespace), key=lambda w: w.key))
+
+
+def workload_uids(source: Source) -> dict[str, str]:
+    """Every Workload's UID → ``namespace/name`` (a Concurrent Admission Variant by its parent's name)."""
+    from gpuctl.core.preemption import uid_names
+
+    return uid_names(_records(source, kinds.WORKLOAD, parse_workload, None))
 
 
 def workload(source: Source, namespace: str, name: str) -> Workload:

@@ -111,3 +111,33 @@ def kueue_version(source: Any, given: str | None = None) -> KueueVersion:
         if found is not None:
             return found
     return UNKNOWN_KUEUE
+
+
+def kueue_gate(source: Any, gate: str) -> bool | None:
+    """Whether Kueue runs with a feature gate on, as its manager's ``--feature-gates`` and its Configuration (the
+    ConfigMap its manifests mount) say, else its default; None when neither can be read."""
+    from gpuctl.cluster.snapshot import load_yaml_text
+    from gpuctl.core.doctor import KUEUE_GATE_DEFAULTS, KueueConfigError, parse_deployment, parse_kueue_settings
+
+    namespace, name = naming.KUEUE_NAMESPACE, naming.KUEUE_CONFIGMAP
+    try:
+        cm = source.get(kinds.CONFIGMAP, name, namespace)
+        deployment = source.get(kinds.DEPLOYMENT, naming.KUEUE_DEPLOYMENT, namespace)
+    except SourceError:
+        return None
+    text = _map(cm, "data").get(naming.KUEUE_CONFIGMAP_KEY)
+    if not isinstance(text, str) or len(text) > CONFIG_LIMIT:
+        return None
+    try:
+        config = load_yaml_text(f"ConfigMap {namespace}/{name}", text)
+        args = parse_deployment(deployment).args if isinstance(deployment, Mapping) else ()
+        settings = parse_kueue_settings(config if isinstance(config, Mapping) else {}, args, namespace, name)
+    except (SourceError, KueueConfigError):
+        return None
+    if gate not in settings.flag_gates and gate not in settings.config_gates and gate not in KUEUE_GATE_DEFAULTS:
+        return False
+    return settings.gate(gate)
+
+
+CONFIG_LIMIT = 1 << 20
+"""The largest Kueue Configuration read (a ConfigMap holds at most 1 MiB)."""

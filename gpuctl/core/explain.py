@@ -24,6 +24,7 @@ from gpuctl.core.naming import Family
 from gpuctl.core.pending import QUOTA, TAS_PLACEMENT
 from gpuctl.core.pins import has_fit_pin
 from gpuctl.core.pods import Pod
+from gpuctl.core.preemption import eviction, uid_names
 from gpuctl.core.quota import QuotaBook, amount_text, flavor_quotas, podset_quota_requests, quota_book
 from gpuctl.core.requests import pod_containers, validate_request_rules
 from gpuctl.core.units import QuantityError, parse_quantity
@@ -134,7 +135,7 @@ class ExplainContext:
 
 
 def _own_pods(w: Workload, ctx: ExplainContext) -> list[Pod]:
-    return list(ctx.check.own_pods(w.namespace, w.name))
+    return list(ctx.check.own_pods(w.namespace, w.pod_owner))
 
 
 # ----------------------------------------------------------------------------------------------- gate 1
@@ -254,6 +255,17 @@ def _pods_not_ready(w: Workload, ctx: ExplainContext) -> list[str]:
     return sorted(out)
 
 
+def _eviction_evidence(w: Workload, ctx: ExplainContext) -> list[str]:
+    """Kueue's eviction of the Workload, its preemptor named (Kueue's classic message gives only a UID)."""
+    for kind in ("Preempted", "Evicted"):
+        c = w.conditions.get(kind)
+        if c is None or not c.true:
+            continue
+        found = eviction(c.message, uid_names(ctx.check.workloads)) if "reempt" in c.message else None
+        return [f"{kind}=True ({c.reason}): " + (f"{found.describe()}; {c.message}" if found else c.message)]
+    return []
+
+
 def _over_max(message: str) -> str:
     """By how much Kueue's ``ExceedsMaxQuota`` request is over the most the queue can ever have, in words."""
     figures = pending_reasons.max_quota(message)
@@ -366,10 +378,18 @@ def gate2(w: Workload, ctx: ExplainContext) -> Gate:
     blocked = w.conditions.get("BlockedOnPreemptionGates")
     if blocked is not None and blocked.true:
         evidence.append(f"BlockedOnPreemptionGates=True ({blocked.reason}): {blocked.message}")
+    evidence.extend(_eviction_evidence(w, ctx))
+    if w.variant_name:
+        evidence.append(
+            f"Concurrent Admission: {w.variants} Variant(s) of this Workload, one per flavor; "
+            f"{w.variant_name} stands for it here (the one that holds quota, else an active one)"
+        )
     cq = ctx.cluster_queue
     book = ctx.quota if ctx.quota is not None else quota_book({cq.name: cq} if cq else {}, ())
     if cq is not None:
         evidence.append(f"stopPolicy {cq.stop_policy}")
+        if cq.quota_note:
+            evidence.append(cq.quota_note)
         evidence.extend(book.differences(cq.name))
     if w.quota_reserved:
         return Gate(

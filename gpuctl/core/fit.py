@@ -23,6 +23,7 @@ from gpuctl.core.nodes import Node
 from gpuctl.core.pods import Pod
 from gpuctl.core.rebuilt import rebuilt_ledgers
 from gpuctl.core.units import PERCENT, SHARE, M, QuantityError, parse_quantity
+from gpuctl.core.variants import judged
 from gpuctl.core.workloads import PodSet, ResourceFlavor, Workload
 
 READY = "Ready"
@@ -461,7 +462,7 @@ class FitContext:
 
     def held_pods(self, w: Workload, podset: str, node: str) -> int:
         held = self.held if self.held is not None else held_pod_counts(self.pods)
-        return held.get((w.namespace, w.name, podset, node), 0)
+        return held.get((w.namespace, w.pod_owner, podset, node), 0)
 
 
 def workloads_by_node(workloads: Iterable[Workload]) -> dict[str, list[Workload]]:
@@ -524,7 +525,7 @@ def check_inputs(
     as they are, and the context says so (``ledger`` is :data:`LEDGER_PUBLISHED`).
     """
     pods = tuple(pods)
-    workloads = tuple(workloads)
+    workloads = tuple(judged(workloads))  # a Concurrent Admission parent's status copies its admitted Variant's
     published = devices if isinstance(devices, Mapping) else {d.node: d for d in devices}
     ledgers: Mapping[str, NodeDevices] = rebuilt_ledgers(published, pods) if pods_read else published
     return FitContext(

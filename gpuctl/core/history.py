@@ -14,7 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuctl.core.pending import CLASSIC, TOKENS
 from gpuctl.core.pods import Pod
+from gpuctl.core.preemption import eviction
 from gpuctl.core.queueing import epoch_seconds
 from gpuctl.core.workloads import Workload
 
@@ -58,7 +60,10 @@ _WORKLOAD_GATE = {
 
 
 def workload_event_gate(reason: str) -> int | None:
-    """The gate a Workload Event belongs to; Kueue names an eviction ``EvictedDueTo<reason>``."""
+    """The gate a Workload Event belongs to; Kueue names an eviction ``EvictedDueTo<reason>``, and from 0.19 a hold
+    by its pending-reason token (``WaitingForQuota``, ``TopologyPlacementFailed``, …)."""
+    if reason in TOKENS or reason in CLASSIC:
+        return 2
     if reason.startswith("EvictedDueTo"):
         cause = reason.removeprefix("EvictedDueTo")
         return 3 if cause.startswith("AdmissionCheck") else 4 if cause.startswith("PodsReadyTimeout") else 2
@@ -192,7 +197,15 @@ class History:
         }
 
 
-def _condition_lines(w: Workload, has_check: bool) -> list[Line]:
+def _named(message: str, by_uid: Mapping[str, str]) -> str:
+    """An eviction message with its preemptor named (Kueue's classic form gives only the UID)."""
+    found = eviction(message, by_uid) if "reempt" in message else None
+    if found is None or found.preemptor in message:
+        return message
+    return f"{message} [{found.describe()}]"
+
+
+def _condition_lines(w: Workload, has_check: bool, by_uid: Mapping[str, str]) -> list[Line]:
     out = []
     if w.created:
         out.append(Line(w.created, 1, CONDITION, "Created", "the Workload was created", state=QUEUED))
@@ -210,7 +223,7 @@ def _condition_lines(w: Workload, has_check: bool) -> list[Line]:
         elif c.type == "Evicted":
             gate = 3 if c.reason == "AdmissionCheck" else 4 if c.reason == "PodsReadyTimeout" else 2
             state = QUEUED if c.true else None
-        elif c.type == "Requeued":
+        elif c.type in ("Requeued", "BlockedOnPreemptionGates"):
             gate = 2
         elif c.type == "PodsReady":
             gate = 4
@@ -219,13 +232,13 @@ def _condition_lines(w: Workload, has_check: bool) -> list[Line]:
             state = FINISHED if c.true else None
         else:
             continue
-        message = c.message or f"{c.type} is {c.status}"
+        message = _named(c.message, by_uid) if c.message else f"{c.type} is {c.status}"
         reason = f"{c.type}={c.status}" + (f" ({c.reason})" if c.reason and c.reason != c.type else "")
         out.append(Line(c.last_transition, gate, CONDITION, reason, message, state=state))
     return out
 
 
-def _event_line(e: EventRecord, about: str, has_check: bool) -> Line:
+def _event_line(e: EventRecord, about: str, has_check: bool, by_uid: Mapping[str, str]) -> Line:
     state: str | None = None
     if about:
         gate = _POD_GATE.get(e.reason)
@@ -237,7 +250,7 @@ def _event_line(e: EventRecord, about: str, has_check: bool) -> Line:
             state = PLACING
         elif e.reason.startswith("EvictedDueTo") or e.reason == "Preempted":
             state = QUEUED
-    return Line(e.first, gate, EVENT, e.reason, e.note, about, e.count, e.last, state)
+    return Line(e.first, gate, EVENT, e.reason, _named(e.note, by_uid), about, e.count, e.last, state)
 
 
 def _pod_lines(pods: Sequence[Pod]) -> list[Line]:
@@ -301,16 +314,19 @@ def workload_history(
     *,
     has_check: bool = True,
     event_ttl: float = EVENT_TTL,
+    by_uid: Mapping[str, str] | None = None,
 ) -> History:
-    """The story of one Workload up to ``now`` (seconds since the epoch)."""
+    """The story of one Workload up to ``now`` (seconds since the epoch). ``by_uid`` (UID → ``namespace/name``)
+    names the preemptor an eviction gives only by UID."""
+    by_uid = by_uid or {}
     by_pod = {(p.namespace, p.name): p for p in pods}
-    lines = [*_condition_lines(w, has_check), *_pod_lines(pods)]
+    lines = [*_condition_lines(w, has_check, by_uid), *_pod_lines(pods)]
     kept: list[EventRecord] = []
     for e in events:
         about = _pod_of(e, by_pod)
         if about or _ours(e, w):
             kept.append(e)
-            lines.append(_event_line(e, about, has_check))
+            lines.append(_event_line(e, about, has_check, by_uid))
     lines.sort(key=_sort_key)
     spans = _spans(lines, now)
     return History(tuple(lines), spans, _incomplete(w, kept, now, event_ttl), _summary(w, lines, spans))

@@ -145,6 +145,10 @@ def pending(condition: Condition | None) -> Pending:
         # A preemption-gated Workload carries AdmissionGated with the gate's message (0.19+).
         if token == ADMISSION_GATED and PREEMPTION_GATE_MESSAGE in condition.message:
             token = PREEMPTION_GATED
+        if token == QUOTA and _from_message(condition.message) == TAS_PLACEMENT:
+            # WaitingForQuota over a placement TAS finds only once room is freed: the placement holds it, and
+            # (unlike TopologyPlacementFailed) freeing room can help.
+            return Pending(TAS_PLACEMENT, condition.reason, condition.message, False)
         return Pending(token, condition.reason, condition.message, True)
     return Pending(_from_message(condition.message), condition.reason, condition.message, False)
 

@@ -16,7 +16,9 @@ admitted once their quota is released. Reclaiming quota from a cohort is not mod
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from gpuctl.core.queueing import epoch_seconds, queue_timestamp
 from gpuctl.core.workloads import Workload
@@ -73,3 +75,54 @@ def targets(ordered: Sequence[Workload], fits: Callable[[Sequence[Workload]], bo
         if fits(rest):
             removed = rest
     return removed
+
+
+# ----------------------------------------------------------------------------------------------- reading an eviction
+
+PREEMPTOR_UID = "to accommodate a workload (UID: "
+"""How Kueue's classic eviction message begins to name its preemptor (by UID only)."""
+_BY_UID = re.compile(
+    r"Preempted to accommodate a workload \(UID: (?P<uid>[^,)]+)(?:, JobUID: [^)]*)?\) due to (?P<why>[^;]+)"
+)
+_BY_NAME = re.compile(r"(?:to accommodate workload|Preempted by) (?P<name>[a-z0-9][-a-z0-9.]*/[a-z0-9][-a-z0-9.]*)")
+_RULE = re.compile(
+    r"(?:because of )?preemption ?config '?(?P<config>[^' ]+)'? rule '?(?P<rule>[^' ;,]+)'?"
+    r"|rule '(?P<rule2>[^']+)' in PreemptionConfig '(?P<config2>[^']+)'",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Who preempted a Workload and why, as its eviction message tells (the preemptor's UID resolved to a name)."""
+
+    preemptor: str
+    """``namespace/name``, or ``UID …`` when no Workload read has that UID (it may be gone)."""
+    why: str
+    """Kueue's reason (``prioritization in the ClusterQueue``, …) or the configured rule (``rule R of config C``)."""
+
+    def describe(self) -> str:
+        return f"preempted by {self.preemptor}" + (f" ({self.why})" if self.why else "")
+
+
+def eviction(message: str, by_uid: Mapping[str, str]) -> Eviction | None:
+    """Read a preemption's eviction message: Kueue's classic form names the preemptor only by UID (resolved here
+    through ``by_uid``, UID → ``namespace/name``); the configurable preemptions of 0.20 name it and the rule."""
+    found = _BY_UID.search(message)
+    rule = _RULE.search(message)
+    why = ""
+    if rule is not None:
+        name, config = rule.group("rule") or rule.group("rule2"), rule.group("config") or rule.group("config2")
+        why = f"rule {name} of preemption config {config}"
+    if found is not None:
+        uid = found["uid"].strip()
+        return Eviction(by_uid.get(uid, f"UID {uid}"), why or found["why"].strip())
+    named = _BY_NAME.search(message)
+    if named is not None:
+        return Eviction(named["name"], why)
+    return None
+
+
+def uid_names(workloads: Iterable[Workload]) -> dict[str, str]:
+    """UID → ``namespace/name`` (a Concurrent Admission Variant by its parent's name: its Pods and listing carry it)."""
+    return {w.uid: f"{w.namespace}/{w.pod_owner}" for w in workloads if w.uid}

@@ -23,6 +23,7 @@ from gpuctl.core.ledger import Card, Group, Mode, NodeDevices
 from gpuctl.core.pods import CardAllocation, Pod
 from gpuctl.core.requests import partitioned_units
 from gpuctl.core.units import PERCENT, SHARE, M
+from gpuctl.core.variants import judged
 from gpuctl.core.views import in_pool
 from gpuctl.core.workloads import LocalQueue, Workload
 
@@ -285,7 +286,7 @@ def _reserved(
         if not waiting or count <= 0:
             continue
         if h is None:
-            h = Holding(w.cluster_queue, _owner(w.namespace, w.queue_name, w.name, queues, w.cluster_queue))
+            h = Holding(w.cluster_queue, _owner(w.namespace, w.queue_name, w.pod_owner, queues, w.cluster_queue))
         usage = dict(a.usage) if a is not None and a.usage else _template_usage(ps.spec, count)
         credits = sum((v for k, v in usage.items() if k.startswith(naming.CREDITS_PREFIX)), ZERO)
         h.reserved += credits * waiting / count / M
@@ -402,7 +403,7 @@ def holdings(
 ) -> list[Holding]:
     """Every holding of every owner in every pool, node by node: Pods' grants, what the ledger charges beyond them
     (unattributed), then reservations. ``memo`` keeps what each node and Workload came to for the next call."""
-    known = {(w.namespace, w.name): w for w in workloads}
+    known = {(w.namespace, w.pod_owner): w for w in judged(workloads)}  # a family by the name its Pods carry
     return (memo or UsageMemo()).holdings(instancetypes, devices, pods, known, _queues(local_queues))
 
 

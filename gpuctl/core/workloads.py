@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from sys import intern
 from typing import Any, NamedTuple
@@ -197,6 +197,11 @@ class Workload:
     does not mention yet is closed."""
     variant_of: str = ""
     """Concurrent Admission: the parent Workload (same namespace) this Variant was made for (its controller owner)."""
+    variant_name: str = ""
+    """Set where a listing folds a family into one line (:func:`gpuctl.core.variants.folded`): the name of the
+    Variant standing for it under its parent's name."""
+    variants: int = 0
+    """How many Variants the folded family has."""
     key: str = field(init=False, repr=False, compare=False)
     """``namespace/name``, made once (every index and set of Workloads is keyed by it)."""
     quota_reserved: bool = field(init=False, repr=False, compare=False)
@@ -213,6 +218,11 @@ class Workload:
         for flag, kind in _FLAGS:
             c = conditions.get(kind)
             set_field(self, flag, c is not None and c.status == "True")
+
+    @property
+    def pod_owner(self) -> str:
+        """The name its Pods carry (``kueue.x-k8s.io/workload``): a Variant's are its parent's."""
+        return self.variant_of or self.name
 
     @property
     def closed_preemption_gates(self) -> tuple[str, ...]:
@@ -419,6 +429,33 @@ class ClusterQueue:
     reports none."""
     preemption_within: str = "Never"
     """``spec.preemption.withinClusterQueue``: whom a pending Workload may evict to take their quota."""
+    effective_quotas: tuple[FlavorQuota, ...] | None = None
+    """``status.effectiveQuotas.resourceGroups`` (Dynamic Quota Orchestration, Kueue 0.20+): the quota an
+    orchestrator computed, which Kueue admits against instead of the spec's where its feature gate is on."""
+    effective_by: str = ""
+    """The orchestrator that wrote ``effectiveQuotas`` (``Kind/name``)."""
+    quota_field: str = "spec.resourceGroups"
+    """Where ``quotas`` and ``nominal`` were read: the spec, or ``status.effectiveQuotas`` once they are in force."""
+
+    @property
+    def quota_note(self) -> str:
+        """Evidence that the queue admits against an orchestrator's effective quotas ("" where it is the spec's)."""
+        if self.quota_field == "spec.resourceGroups":
+            return ""
+        by = f", written by {self.effective_by}" if self.effective_by else ""
+        return f"admits against status.effectiveQuotas (Dynamic Quota Orchestration{by}), not the spec's nominal quota"
+
+    def with_effective_quotas(self) -> ClusterQueue:
+        """The queue as Kueue admits against it with Dynamic Quota Orchestration on: its effective quotas in place of
+        the spec's (itself when it has none)."""
+        if self.effective_quotas is None:
+            return self
+        nominal: dict[str, int] = {}
+        for q in self.effective_quotas:
+            nominal[q.resource] = nominal.get(q.resource, 0) + int(q.nominal)
+        return replace(
+            self, quotas=self.effective_quotas, nominal=nominal, quota_field="status.effectiveQuotas.resourceGroups"
+        )
 
     @property
     def instancetype_mark(self) -> bool:
@@ -444,18 +481,9 @@ def parse_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
     checks += [str(_m(c).get("name", "")) for c in _l(_m(spec.get("admissionChecksStrategy")).get("admissionChecks"))]
     groups = [_m(g) for g in _l(spec.get("resourceGroups"))]
     flavors = tuple(str(_m(f).get("name", "")) for g in groups for f in _l(g.get("flavors")))
-    quotas = tuple(
-        FlavorQuota(
-            str(_m(f).get("name", "")),
-            str(_m(r).get("name", "")),
-            _quantity(_m(r).get("nominalQuota")) or Fraction(0),
-            _quantity(_m(r).get("borrowingLimit")),
-            _quantity(_m(r).get("lendingLimit")),
-        )
-        for g in groups
-        for f in _l(g.get("flavors"))
-        for r in _l(_m(f).get("resources"))
-    )
+    quotas = _flavor_quotas(groups)
+    effective = _m(status.get("effectiveQuotas"))
+    by = _m(effective.get("orchestratorRef"))
     reported: list[tuple[str, str, Fraction]] = []
     reported_field = ""
     for field_name in ("flavorsReservation", "flavorsUsage"):
@@ -484,6 +512,23 @@ def parse_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
         reported=tuple(reported),
         reported_field=reported_field,
         preemption_within=str(_m(spec.get("preemption")).get("withinClusterQueue") or "Never"),
+        effective_quotas=_flavor_quotas([_m(g) for g in _l(effective.get("resourceGroups"))]) if effective else None,
+        effective_by=f"{by.get('kind') or 'orchestrator'}/{by.get('name')}" if by.get("name") else "",
+    )
+
+
+def _flavor_quotas(groups: list[Mapping[str, Any]]) -> tuple[FlavorQuota, ...]:
+    return tuple(
+        FlavorQuota(
+            str(_m(f).get("name", "")),
+            str(_m(r).get("name", "")),
+            _quantity(_m(r).get("nominalQuota")) or Fraction(0),
+            _quantity(_m(r).get("borrowingLimit")),
+            _quantity(_m(r).get("lendingLimit")),
+        )
+        for g in groups
+        for f in _l(g.get("flavors"))
+        for r in _l(_m(f).get("resources"))
     )
 
 

@@ -205,7 +205,7 @@ def test_label_selectors_choose_what_kubectl_chooses(cluster: Cluster, selector:
             assert code == 0, (args, snapshot, err)
             assert _names(out) == _names(expected), (args, snapshot)
     # Namespaced: Workloads (two namespaces, the same names in each) and Instances.
-    code, expected, err = cluster.kubectl("get", "workloads", "-A", "-l", scoped, "-o", "name")
+    code, expected, err = cluster.kubectl("get", "workloads.kueue.x-k8s.io", "-A", "-l", scoped, "-o", "name")
     assert code == 0, err
     for snapshot in (False, True):
         code, out, err = cluster.gpuctl("workloads", "-A", "-l", scoped, "-o", "name", snapshot=snapshot)
@@ -246,7 +246,7 @@ def test_field_selectors_choose_what_kubectl_chooses(cluster: Cluster, template:
         assert code == 0 and _names(out) == _names(expected), (snapshot, err)
     namespace = cluster.namespaces[1]
     code, expected, _ = cluster.kubectl(
-        "get", "workloads", "-A", "--field-selector", f"metadata.namespace={namespace}", "-o", "name"
+        "get", "workloads.kueue.x-k8s.io", "-A", "--field-selector", f"metadata.namespace={namespace}", "-o", "name"
     )
     for snapshot in (False, True):
         code, out, err = cluster.gpuctl(

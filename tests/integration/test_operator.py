@@ -180,8 +180,10 @@ def test_two_instancetypes_over_one_nodes_cards_hold_each_other(
     operator: Operator, api: Any, test_namespace: str, control_plane: Any
 ) -> None:
     """A custom InstanceType and a derived one serve the same node's cards through different queues. A Workload
-    admitted through one (no Pods yet) holds the cards: the check answers Retry to the other's, and `explain` — which
-    judges on the same inputs — says Retry too."""
+    admitted through one (no Pods yet) holds the cards. Kueue 0.17's TAS counts each flavor apart, so the other's
+    Workload reaches the check, which answers Retry, and `explain` — which judges on the same inputs — says Retry
+    too. From 0.18 TAS counts the raw cards the first holds on the node across flavors, and holds the second at its
+    placement; `explain` and `simulate` say that."""
     derived = new_pool(api, test_namespace, nodes=1, cards=2, nominal_cards=2)
     custom = derived.sibling(f"custom-{derived.group_id}")
     try:
@@ -193,6 +195,33 @@ def test_two_instancetypes_over_one_nodes_cards_hold_each_other(
             timeout=60,
         )
         second = derived.submit("derived-one-card", {"nvidia.com/gpu": "1"})
+        if control_plane.versions.kueue_minor >= (0, 18):
+
+            def refused() -> Any:
+                c = condition(derived.workload(second), "QuotaReserved") or {}
+                return (
+                    c
+                    if c.get("status") == "False" and 'excluded: resource "nvidia.com/gpu"' in c.get("message", "")
+                    else None
+                )
+
+            held = wait_for("Kueue's TAS refuses the second", refused, timeout=60)
+            result = CliRunner().invoke(
+                app,
+                [
+                    "explain",
+                    "workload",
+                    f"{test_namespace}/{second}",
+                    "-o",
+                    "json",
+                    "--kubeconfig",
+                    str(control_plane.kubeconfig),
+                ],
+            )
+            assert result.exit_code == 0, result.stderr
+            gate2 = json.loads(result.stdout)["gates"][1]
+            assert (gate2["verdict"], gate2["part"], gate2["summary"]) == ("held", "tas-placement", held["message"])
+            return
 
         def check_state() -> Any:
             checks = {c["name"]: c for c in (derived.workload(second).get("status") or {}).get("admissionChecks") or []}

@@ -109,6 +109,7 @@ def workload_story(source: "Source", namespace: str, name: str) -> "History":
     from gpuctl.cluster.events import read_events
     from gpuctl.core import naming
     from gpuctl.core.history import parse_event, workload_history
+    from gpuctl.core.preemption import PREEMPTOR_UID
     from gpuctl.core.queueing import epoch_seconds
 
     w = read.workload(source, namespace, name)
@@ -119,12 +120,15 @@ def workload_story(source: "Source", namespace: str, name: str) -> "History":
         # A snapshot that does not say when it was taken ends at the newest time it holds.
         seen = [w.created, *(c.last_transition for c in w.conditions.values()), *(ev.last for ev in events)]
         now = max((t for s in seen if s and (t := epoch_seconds(s)) is not None), default=None)
+    said = [c.message for c in w.conditions.values()] + [e.note for e in events]
+    by_uid = read.workload_uids(source) if any(PREEMPTOR_UID in m for m in said) else {}
     return workload_history(
         w,
         events,
         pods,
         time.time() if now is None else now,
         has_check=w.check(naming.NODE_DEVICES_CHECK) is not None,
+        by_uid=by_uid,
     )
 
 

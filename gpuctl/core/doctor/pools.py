@@ -198,7 +198,7 @@ def stuck(
                     f"Workload {w.key} is evicted and still carries the check's {c.state}",
                     "the check never judges an evicted Workload: a verdict written between Kueue's two reset "
                     "writes deadlocks the backoff",
-                    f"kubectl -n {w.namespace} patch workload {w.name} --subresource status --type json -p "
+                    f"kubectl -n {w.namespace} patch workloads.kueue.x-k8s.io {w.name} --subresource status --type json -p "
                     + shell_word(
                         [
                             {

@@ -79,6 +79,20 @@ class Reservation(WorkingCopy):
         cq = self.state.cluster_queues.get(lq.cluster_queue)
         if cq is None:
             return Gate(2, HELD, f"ClusterQueue {lq.cluster_queue} does not exist", tuple(evidence)), None
+        if cq.quota_note:
+            evidence.append(cq.quota_note)
+        if lq.stop_policy not in ("", "None"):
+            return (
+                Gate(
+                    2,
+                    HELD,
+                    f"LocalQueue {lq.namespace}/{lq.name} is stopped ({lq.stop_policy}): it admits nothing",
+                    tuple(evidence),
+                    f"kubectl -n {lq.namespace} patch localqueues.kueue.x-k8s.io {lq.name} --type merge "
+                    '-p \'{"spec":{"stopPolicy":"None"}}\' puts it back in service',
+                ),
+                cq,
+            )
         if cq.stop_policy not in ("", "None"):
             return (
                 Gate(
