@@ -118,7 +118,7 @@ def test_every_token_names_its_part(reason: str, part: str) -> None:
 
 
 def test_waiting_for_quota_over_a_placement_is_the_placement() -> None:
-    message = 'couldn\'t assign flavors to pod set main: topology "t" doesn\'t allow to fit any of 1 pod(s)'
+    message = "couldn't assign flavors to pod set main: topology \"t\" doesn't allow to fit any of 1 pod(s)"
     assert _held("WaitingForQuota", message).part == p.TAS_PLACEMENT
     assert _held("TopologyPlacementFailed", message).by_token
 
