@@ -12,7 +12,7 @@ export GPUCTL_CLUSTER := $(or $(GPUCTL_CLUSTER),$(CLUSTER))
 export GPUCTL_K8S := $(or $(GPUCTL_K8S),$(K8S))
 export GPUCTL_KUEUE := $(or $(GPUCTL_KUEUE),$(KUEUE))
 
-.PHONY: help demo test test-matrix unit lint bench bench-scale venv clean testbin image image-test docs cluster cluster-down dist
+.PHONY: help demo test test-matrix test-floor unit lint bench bench-scale venv clean testbin image image-test docs cluster cluster-down dist
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,15 @@ test-matrix: $(STAMP)
 	  GPUCTL_CLUSTER=$$c GPUCTL_K8S= GPUCTL_KUEUE= hack/cluster/build.sh >/dev/null; \
 	  GPUCTL_CLUSTER=$$c GPUCTL_K8S= GPUCTL_KUEUE= $(BIN)/python -m pytest -q tests/integration; \
 	done
+
+## test-floor: the integration tests whose answers depend on Kueue's version, on the floor (Kubernetes 1.35 + Kueue 0.17)
+test-floor: $(STAMP)
+	GPUCTL_CLUSTER=floor GPUCTL_K8S= GPUCTL_KUEUE= hack/cluster/build.sh >/dev/null
+	GPUCTL_CLUSTER=floor GPUCTL_K8S= GPUCTL_KUEUE= $(BIN)/python -m pytest -q $(FLOOR_TESTS)
+
+FLOOR_TESTS := tests/integration/test_whatif_differential.py \
+	tests/integration/test_operator.py::test_two_instancetypes_over_one_nodes_cards_hold_each_other \
+	tests/integration/test_kueue_api_versions.py tests/integration/test_controlplane.py
 
 ## unit: the fast suites only
 unit: $(STAMP)

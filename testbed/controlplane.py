@@ -58,6 +58,13 @@ KUEUE_FRAMEWORKS = ("batch/job", "pod")
 KUEUE_FRAMEWORK_RESOURCES = {"batch/job": ("batch", "jobs"), "pod": ("", "pods")}
 
 START_TIMEOUT = float(os.environ.get("GPUCTL_IT_START_TIMEOUT", "120"))
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "resources": [{"group": "kueue.x-k8s.io"}]}, {"level": "None"}],
+}
+"""What the API server audits: the requests to Kueue's group, so a test can tell which versions a client asked for."""
 
 
 class ControlPlaneUnavailable(Exception):
@@ -294,6 +301,12 @@ class ControlPlane:
         return self.work_dir / "kubeconfig"
 
     @property
+    def audit_log(self) -> Path:
+        """The API server's audit log: every request to ``kueue.x-k8s.io`` (any version, served or not), at the
+        Metadata level, one JSON object a line — who asked for which path."""
+        return self.logs_dir / "audit.log"
+
+    @property
     def api_url(self) -> str:
         return f"https://127.0.0.1:{self.api_port}"
 
@@ -433,6 +446,8 @@ class ControlPlane:
         wait_until("etcd /health", etcd_healthy, timeout=START_TIMEOUT, watch=[etcd])
         self._mark("etcd_ready", t0)
 
+        audit_policy = self.pki_dir / "audit-policy.yaml"
+        audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY))
         self.api_port = free_port()
         apiserver = Process(
             "kube-apiserver",
@@ -464,6 +479,10 @@ class ControlPlane:
                 "--enable-aggregator-routing=true",
                 "--profiling=false",
                 "--v=1",
+                f"--audit-policy-file={audit_policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=200",
                 *self._apiserver_version_flags(),
             ],
             self.logs_dir / "kube-apiserver.log",

@@ -41,7 +41,44 @@ def test_the_table_has_one_line_per_finding() -> None:
 def test_the_example_kueue_configuration_is_the_one_the_design_deploys() -> None:
     items = json.loads(CliRunner().invoke(app, ["doctor", "--snapshot", SNAPSHOT, "-o", "json"]).stdout)["items"]
     kueue = {(i["check"], i["status"]) for i in items if i["check"].startswith("kueue-")}
-    assert kueue == {("kueue-gates", "ok"), ("kueue-resources", "ok"), ("kueue-topology", "ok")}
+    assert kueue == {
+        ("kueue-gates", "ok"),
+        ("kueue-resources", "ok"),
+        ("kueue-topology", "ok"),
+        ("kueue-version", "ok"),
+    }
+
+
+def test_doctor_prints_the_versions_and_warns_outside_the_tested_range(tmp_path: Path) -> None:
+    import shutil
+
+    items = json.loads(CliRunner().invoke(app, ["doctor", "--snapshot", SNAPSHOT, "-o", "json"]).stdout)["items"]
+    found = {i["check"]: i for i in items}
+    assert found["kueue-version"]["saw"].startswith("Kueue v0.19.2 from the image of deployment kueue-system/")
+    # The example snapshot was not written by `gpuctl dump`: the API server's version is not in it.
+    assert found["kubernetes-version"]["status"] == "warn"
+    root = tmp_path / "old"
+    shutil.copytree(SNAPSHOT, root)
+    text = (root / "kueue.yaml").read_text().replace("kueue:v0.19.2", "kueue:v0.16.4")
+    (root / "kueue.yaml").write_text(text)
+    (root / "dump.json").write_text(
+        json.dumps(
+            {
+                "apiVersion": "gpuctl.gpustack.ai/v1",
+                "kind": "Dump",
+                "metadata": {"name": "dump", "creationTimestamp": "2026-12-01T05:00:00Z"},
+                "source": "cluster https://example:6443",
+                "kubernetesVersion": "v1.38.0",
+            }
+        )
+    )
+    items = json.loads(CliRunner().invoke(app, ["doctor", "--snapshot", str(root), "-o", "json"]).stdout)["items"]
+    found = {i["check"]: i for i in items}
+    assert (
+        found["kueue-version"]["status"] == "warn" and "outside the tested 0.17–0.20" in found["kueue-version"]["saw"]
+    )
+    assert found["kubernetes-version"]["status"] == "warn"
+    assert found["kubernetes-version"]["saw"] == "Kubernetes v1.38.0, outside the tested 1.35–1.37"
 
 
 def test_kueue_resources_prints_the_generated_block() -> None:

@@ -146,6 +146,18 @@ def test_dump_never_writes_secrets_and_reads_back(dumped: Path) -> None:
     assert "Secret" not in kinds and "ConfigMap" in kinds  # Kueue's Configuration, the one ConfigMap a dump reads
 
 
+def test_a_dump_records_the_versions_it_was_taken_from(dumped: Path, control_plane: Any) -> None:
+    [record] = json.loads((dumped / "dump.json").read_text())["items"]
+    versions = control_plane.versions
+    assert record["kubernetesVersion"] == versions.kubernetes
+    # Kueue runs as a process here (no manager Deployment): its Workload CRD's fields tell its minor.
+    minor = ".".join(versions.kueue.split(".")[:2])
+    assert record["kueueVersion"] == {"version": f"{minor}.0", "source": "the fields of CRD workloads.kueue.x-k8s.io"}
+    result = CliRunner().invoke(app, ["doctor", "--snapshot", str(dumped), "--no-probe", "-o", "json"])
+    found = {i["check"]: i for i in json.loads(result.stdout)["items"]}
+    assert found["kubernetes-version"]["status"] == found["kueue-version"]["status"] == "ok"
+
+
 def test_a_user_without_rights_is_told_what_is_forbidden(pool: GpuPool, control_plane: Any, tmp_path: Path) -> None:
     kubeconfig = tmp_path / "nobody.kubeconfig"
     control_plane.write_kubeconfig(kubeconfig, "nobody", [])

@@ -351,7 +351,13 @@ def test_simulate_ends_where_the_real_cluster_ends_and_queue_orders_as_kueue(
                     cluster.objs.delete_namespaced_custom_object(KUEUE, KV, namespace, "workloads", name)
         assert len(manifests) >= 40
         classes = {w[0] for _, w in judged}
-        assert classes >= {"admitted", "denied", "retry", "pending", "waiting"}, classes
+        # Kueue 0.17's TAS charges admitted Workloads in credits, so it over-subscribes nodes whose cards are held
+        # outside Kueue and the check answers Retry; from 0.18 TAS counts those cards itself and the same manifests
+        # end at its placement instead (the check's Retry on 0.18+ is in test_operator's half-sliced cards).
+        wanted = {"admitted", "denied", "pending", "waiting"}
+        if control_plane.versions.kueue_minor < (0, 18):
+            wanted.add("retry")
+        assert classes >= wanted, (classes, control_plane.versions.describe())
         preempted = next(w for w in cluster.workloads() if w["metadata"]["name"].startswith("job-low-"))
         assert (condition(preempted, "Evicted") or {}).get("reason") == "Preempted", preempted["status"]
 

@@ -76,6 +76,7 @@ def doctor_command(
     from gpuctl.cluster import kinds, read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.cluster.live import LiveSource
+    from gpuctl.cluster.versions import kubernetes_version, kueue_version
     from gpuctl.core import credits, doctor, naming
     from gpuctl.core.workloads import parse_local_queue
 
@@ -98,7 +99,9 @@ def doctor_command(
         flavors = read.flavors(opened)
         nodes = {n.name: n for n in read.nodes(opened)}
         ledgers = read.ledgers(opened, nodes)
+        kubernetes, kubernetes_source = kubernetes_version(opened)
         findings = [
+            *doctor.versions(kubernetes, kubernetes_source, kueue_version(opened)),
             *webhook_findings,
             doctor.admission_check(check),
             *doctor.queues(queues, types, check is not None and check.active),

@@ -24,6 +24,7 @@ from gpuctl.core.doctor.kueue import (
     kueue_configuration,
     kueue_topologies,
     queues,
+    versions,
 )
 from gpuctl.core.doctor.pools import (
     INACTIVE_GRACE_SECONDS,
@@ -127,5 +128,6 @@ __all__ = [
     "show",
     "stuck",
     "url_base",
+    "versions",
     "webhooks",
 ]

@@ -21,6 +21,15 @@ from gpuctl.core.doctor.records import (
     show,
 )
 from gpuctl.core.instancetypes import InstanceType
+from gpuctl.core.versions import (
+    TESTED_KUBERNETES,
+    TESTED_KUEUE,
+    KueueVersion,
+    Version,
+    kubernetes_tested,
+    tested_range,
+    version_text,
+)
 from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, ResourceFlavor
 
 # ----------------------------------------------------------------------------------------------- the AdmissionCheck
@@ -271,4 +280,58 @@ def kueue_topologies(flavors: Mapping[str, ResourceFlavor], topologies: Mapping[
             )
         else:
             out.append(Finding("kueue-topology", OK, f"Topology {name} ends at {naming.LABEL_HOSTNAME}"))
+    return out
+
+
+def versions(kubernetes: Version | None, kubernetes_source: str, kueue: KueueVersion) -> list[Finding]:
+    """The Kubernetes and Kueue versions, against the range gpuctl is tested on (its answers reproduce Kueue's
+    decisions, which change between versions)."""
+    out = []
+    k8s_range = tested_range(TESTED_KUBERNETES)
+    if kubernetes is None:
+        out.append(
+            Finding(
+                "kubernetes-version",
+                WARN,
+                "the API server's version cannot be read" + (f" ({kubernetes_source})" if kubernetes_source else ""),
+                f"gpuctl is tested on Kubernetes {k8s_range}",
+                "take the snapshot with `gpuctl dump` (it records the version), or run doctor on the cluster",
+            )
+        )
+    elif kubernetes_tested(kubernetes):
+        out.append(Finding("kubernetes-version", OK, f"Kubernetes {version_text(kubernetes)} (tested: {k8s_range})"))
+    else:
+        out.append(
+            Finding(
+                "kubernetes-version",
+                WARN,
+                f"Kubernetes {version_text(kubernetes)}, outside the tested {k8s_range}",
+                "the API server's validation and scheduling behaviour gpuctl reproduces were checked on "
+                f"{k8s_range} only",
+                "expect differences; report any answer that does not hold",
+            )
+        )
+    kueue_range = tested_range(TESTED_KUEUE)
+    if not kueue.known:
+        out.append(
+            Finding(
+                "kueue-version",
+                WARN,
+                "Kueue's version cannot be read (no manager Deployment, snapshot record or CRD to read it from)",
+                "how Kueue's TAS counts a node's room changed in 0.18: what-ifs assume 0.18 and later",
+                "name it with `--kueue-version` on simulate and plan, or grant read access to Kueue's Deployment",
+            )
+        )
+    elif kueue.tested:
+        out.append(Finding("kueue-version", OK, f"Kueue {kueue.text} from {kueue.source} (tested: {kueue_range})"))
+    else:
+        out.append(
+            Finding(
+                "kueue-version",
+                WARN,
+                f"Kueue {kueue.text} from {kueue.source}, outside the tested {kueue_range}",
+                f"gpuctl reproduces Kueue's decisions as checked against Kueue {kueue_range}",
+                "expect what-ifs to differ where this Kueue decides differently",
+            )
+        )
     return out
