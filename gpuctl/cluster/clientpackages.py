@@ -25,13 +25,15 @@ def client_packages() -> tuple[Any, Any]:
         _lazy_package("kubernetes", {})
         _lazy_package("kubernetes.client", CLIENT_NAMES)
         _lazy_package("kubernetes.client.models", {})
+        # Its submodules are also names of its own (``create_from_yaml``): the initialiser decides what they are.
+        _lazy_package("kubernetes.utils", {}, initialise_first=True)
     import kubernetes.client
     import kubernetes.config
 
     return kubernetes.client, kubernetes.config
 
 
-def _lazy_package(name: str, names: dict[str, tuple[str, str]]) -> None:
+def _lazy_package(name: str, names: dict[str, tuple[str, str]], initialise_first: bool = False) -> None:
     import importlib
     import importlib.util
     import types
@@ -48,17 +50,20 @@ def _lazy_package(name: str, names: dict[str, tuple[str, str]]) -> None:
     state = {"initialised": False}
 
     def resolve(attr: str) -> Any:
+        def submodule() -> bool:
+            return not attr.startswith("__") and importlib.util.find_spec(f"{name}.{attr}") is not None
+
         if attr in names:
             where, what = names[attr]
             value = getattr(importlib.import_module(where), what)
-        elif not attr.startswith("__") and importlib.util.find_spec(f"{name}.{attr}") is not None:
-            value = importlib.import_module(f"{name}.{attr}")
-        elif not state["initialised"]:
+        elif not state["initialised"] and (initialise_first or not submodule()):
             state["initialised"] = True
             spec.loader.exec_module(module)  # type: ignore[union-attr]
-            if attr not in module.__dict__:
-                raise AttributeError(f"module {name!r} has no attribute {attr!r}")
-            value = module.__dict__[attr]
+            # The package's own initialiser may resolve names lazily itself (the 37 line's ``kubernetes.client``
+            # defines a module ``__getattr__``, which replaces this one): ask the module as a plain import would.
+            value = getattr(module, attr)
+        elif submodule():
+            value = importlib.import_module(f"{name}.{attr}")
         else:
             raise AttributeError(f"module {name!r} has no attribute {attr!r}")
         setattr(module, attr, value)

@@ -7,6 +7,10 @@ class SourceError(GpuctlError):
     """Objects could not be read (unreachable API, unreadable or malformed snapshot, missing API)."""
 
 
+class NoKubeconfig(SourceError):
+    """No kubeconfig file exists where one was looked for: nothing names a cluster."""
+
+
 class NotFound(SourceError):
     """A named object does not exist (exit 1, as kubectl's NotFound)."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuctl.cluster.errors import SourceError
+from gpuctl.cluster.errors import NoKubeconfig, SourceError
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,5 +155,5 @@ def load(explicit: str | None) -> Kubeconfig:
             users.setdefault(name, value)
     if not found:
         where = ", ".join(str(p) for p in paths)
-        raise SourceError(f"no kubeconfig at {where}: pass --kubeconfig, set KUBECONFIG, or use --snapshot")
+        raise NoKubeconfig(f"no kubeconfig at {where}: pass --kubeconfig, set KUBECONFIG, or use --snapshot")
     return Kubeconfig(tuple(found), current, contexts, clusters, users, raw)

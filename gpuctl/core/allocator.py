@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuctl.core import partition_geometry
 from gpuctl.core.ledger import Card, Mode
 from gpuctl.core.naming import Family
 from gpuctl.core.units import SHARE, M
@@ -108,13 +109,25 @@ def _granted(card: Card, family: Family, units: int, profile: str) -> Card:
         )
     p = card.profile(profile)
     left = dict(card.remaining_profiles)
+    held = dict(card.allocated_profiles)
     if p is not None:
         left[p.name] = max(0, left.get(p.name, 0) - 1)
+        if partition_geometry.known_geometry(card.profiles):
+            # The new instance takes one legal placement, and the other profiles lose what it overlaps.
+            after = partition_geometry.remaining_after(
+                card.profiles,
+                partition_geometry.counts(held),
+                partition_geometry.counts(card.remaining_profiles) if card.has_ledger else (),
+                ((p.name, 1),),
+            )
+            left = dict(after) if after is not None else {name: 0 for name in left}
+        held[p.name] = held.get(p.name, 0) + 1
     return card._replace(
         mode=Mode.PARTITIONED,
         allocated=card.allocated + units,
         remaining=card.remaining - units,
         remaining_profiles=left,
+        allocated_profiles=held,
     )
 
 

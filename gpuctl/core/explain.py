@@ -487,7 +487,8 @@ def _gate3_hints(w: Workload, verdict: Verdict) -> tuple[list[str], str]:
         )
         return (
             evidence,
-            "room is promised to a Workload still starting: this passes once its Pods are allocated, or frees if it goes away",
+            f"the room is promised to {', '.join(others)}, whose Pods are not allocated yet: allocating them moves "
+            "the promise into the ledger and frees nothing; it frees when that Workload finishes or is evicted",
         )
     starved = next((ps for ps in w.podsets if ps.name == verdict.starved), None)
     if starved is not None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from gpuctl.core import naming
+from gpuctl.core import naming, partition_geometry
 from gpuctl.core.lazy import OnFirstRead
 from gpuctl.core.ledger import Card, Group, Mode, NodeDevices
 from gpuctl.core.naming import Family, KeyKind
@@ -184,11 +184,25 @@ class _CardState:
         return not self.card.unhealthy
 
     def free_for(self, profile: str) -> int:
+        """Instances of ``profile`` still free here once this verdict's partitions take legal placements (the worst
+        of them: a promised partition's placement is not known until Allocate builds it)."""
         if not self.healthy or not self.card.partitioned or self.mode not in (Mode.NONE, Mode.PARTITIONED):
             return 0
-        if any(p != profile and n for p, n in self.taken_profiles.items()):
-            return 0  # another profile carved here by this verdict: its geometry is not tracked, so claim nothing more
-        return max(0, self.card.profile_remaining(profile) - self.taken_profiles.get(profile, 0))
+        left = max(0, self.card.profile_remaining(profile) - self.taken_profiles.get(profile, 0))
+        if not left or not any(n for p, n in self.taken_profiles.items() if p != profile):
+            return left
+        card = self.card
+        wanted = card.profile(profile)
+        if wanted is None or not partition_geometry.known_geometry(card.profiles):
+            return 0  # another profile carved here, on a card whose layout is unknown: claim nothing more
+        names = {p.published: p.name for p in card.profiles}
+        after = partition_geometry.remaining_after(
+            card.profiles,
+            partition_geometry.counts(card.allocated_profiles),
+            partition_geometry.counts(card.remaining_profiles) if card.has_ledger else (),
+            partition_geometry.counts({names.get(p, p): n for p, n in self.taken_profiles.items()}),
+        )
+        return 0 if after is None else min(left, dict(after).get(wanted.name, 0))
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,12 +27,15 @@ CHECK_CONTROLLER = "gpuctl.gpustack.ai/operator"
 CONDITION, EVENT = "condition", "event"
 
 QUEUED, CHECK, PLACING, RUNNING, FINISHED = "quota", "check", "placing", "running", "finished"
+UNRECORDED = "unrecorded"
+"""Admitted, then evicted, with its Pods gone from the record: whether it ran, and for how long, is not known."""
 STATE_PHRASES = {
     QUEUED: "for quota",
     CHECK: "at the check",
     PLACING: "at the scheduler and device plugin",
     RUNNING: "running",
     FINISHED: "finished",
+    UNRECORDED: "admitted, then evicted: its Pods are gone, so whether and how long it ran is not in the record",
 }
 
 _POD_GATE = {
@@ -253,23 +256,36 @@ def _event_line(e: EventRecord, about: str, has_check: bool, by_uid: Mapping[str
     return Line(e.first, gate, EVENT, e.reason, _named(e.note, by_uid), about, e.count, e.last, state)
 
 
-def _pod_lines(pods: Sequence[Pod]) -> list[Line]:
-    """Each Pod's scheduling condition, and the Workload running once every unfinished Pod is Ready."""
+def _pod_lines(pods: Sequence[Pod], started: Mapping[str, str]) -> list[Line]:
+    """Each Pod's scheduling condition; the Workload running from when every Pod started its containers (their
+    status, else the kubelet's ``Started`` Event in ``started`` by Pod name) and finished when every Pod's
+    containers have (a running, succeeded or failed Pod alike)."""
     out = []
-    ready: list[str] = []
-    live = [p for p in pods if not p.finished]
-    for p in live:
+    for p in pods:
         scheduled = p.conditions.get("PodScheduled")
         if scheduled is not None and scheduled.last_transition:
             message = scheduled.message or (f"bound to {p.node_name}" if scheduled.true else "not scheduled")
             reason = f"PodScheduled={scheduled.status}" + (f" ({scheduled.reason})" if scheduled.reason else "")
             out.append(Line(scheduled.last_transition, 4, CONDITION, reason, message, f"pod/{p.name}"))
-        r = p.conditions.get("Ready")
-        if r is not None and r.true and r.last_transition:
-            ready.append(r.last_transition)
-    if live and len(ready) == len(live):
-        last = max(ready, key=lambda t: epoch_seconds(t) or 0.0)
-        out.append(Line(last, 5, CONDITION, "Ready=True", f"every Pod is ready ({len(live)})", state=RUNNING))
+    if not pods:
+        return out
+    one = f"pod/{pods[0].name}" if len(pods) == 1 else ""
+    starts = [p.started_at or started.get(p.name, "") for p in pods]
+    if all(starts):
+        first = max(starts, key=lambda t: epoch_seconds(t) or 0.0)
+        said = f"{one} started its containers" if one else f"every Pod started its containers ({len(pods)})"
+        out.append(Line(first, 5, CONDITION, "Started", said, state=RUNNING))
+    else:
+        ready = [r.last_transition for p in pods if (r := p.conditions.get("Ready")) and r.true and r.last_transition]
+        live = [p for p in pods if not p.finished]
+        if live and len(ready) == len(live):
+            last = max(ready, key=lambda t: epoch_seconds(t) or 0.0)
+            out.append(Line(last, 5, CONDITION, "Ready=True", f"every Pod is ready ({len(live)})", state=RUNNING))
+    if all(p.finished and p.finished_at for p in pods):
+        last = max((p.finished_at for p in pods), key=lambda t: epoch_seconds(t) or 0.0)
+        phases = ", ".join(sorted({p.phase for p in pods}))
+        said = f"{one} finished ({phases})" if one else f"every Pod finished ({phases})"
+        out.append(Line(last, 5, CONDITION, "Finished", said, state=FINISHED))
     return out
 
 
@@ -320,19 +336,25 @@ def workload_history(
     names the preemptor an eviction gives only by UID."""
     by_uid = by_uid or {}
     by_pod = {(p.namespace, p.name): p for p in pods}
-    lines = [*_condition_lines(w, has_check, by_uid), *_pod_lines(pods)]
+    lines = _condition_lines(w, has_check, by_uid)
     kept: list[EventRecord] = []
+    started: dict[str, str] = {}
     for e in events:
         about = _pod_of(e, by_pod)
         if about or _ours(e, w):
             kept.append(e)
             lines.append(_event_line(e, about, has_check, by_uid))
+            if about and e.reason == "Started" and e.first:
+                started.setdefault(about.removeprefix("pod/"), e.first)
+    lines += _pod_lines(pods, started)
     lines.sort(key=_sort_key)
-    spans = _spans(lines, now)
+    spans = _spans(lines, now, ran_unrecorded=not pods)
     return History(tuple(lines), spans, _incomplete(w, kept, now, event_ttl), _summary(w, lines, spans))
 
 
-def _spans(lines: Sequence[Line], now: float) -> tuple[Span, ...]:
+def _spans(lines: Sequence[Line], now: float, *, ran_unrecorded: bool = False) -> tuple[Span, ...]:
+    """The states one after another. With ``ran_unrecorded`` (no Pod in the record), the time from an admission to
+    the eviction that ends it is not charged to the scheduler: the Pods may have run, and the record no longer says."""
     spans: list[Span] = []
     state: str | None = None
     since = 0.0
@@ -341,7 +363,8 @@ def _spans(lines: Sequence[Line], now: float) -> tuple[Span, ...]:
         if line.state is None or t is None or line.state == state:
             continue
         if state is not None:
-            spans.append(Span(state, since, t))
+            ended = UNRECORDED if ran_unrecorded and state == PLACING and line.state == QUEUED else state
+            spans.append(Span(ended, since, t))
         state, since = line.state, t
     if state is not None and state != FINISHED:
         spans.append(Span(state, since, max(since, now)))
@@ -364,6 +387,12 @@ def _summary(w: Workload, lines: Sequence[Line], spans: Sequence[Span]) -> str:
     )
     if retry is not None and CHECK in parts:
         text += f"; the check last said: {retry.message}"
+    running = sum(s.seconds for s in spans if s.state == RUNNING)
+    if int(running) > 0:
+        text += f"; ran {duration(running)}"
+    unknown = sum(s.seconds for s in spans if s.state == UNRECORDED)
+    if int(unknown) > 0:
+        text += f"; {duration(unknown)} {STATE_PHRASES[UNRECORDED]}"
     return text
 
 

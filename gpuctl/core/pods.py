@@ -54,6 +54,10 @@ class Pod:
     conditions: Mapping[str, Condition] = field(default_factory=dict)
     scheduling_gates: tuple[str, ...] = ()
     deleting: bool = False
+    started_at: str = ""
+    """When its first container started (RFC 3339; empty when none has, or the record does not say)."""
+    finished_at: str = ""
+    """When its last container finished, once every container has (RFC 3339; empty otherwise)."""
     topology_annotated: bool = False
     """It carries one of Kueue's PodSet topology annotations (Kueue writes ``unconstrained`` on the Pods of every
     Workload it places by topology without a request of its own): TAS counts it through its Workload, and leaves its
@@ -187,4 +191,26 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
         scheduling_gates=tuple(str(_m(g).get("name", "")) for g in gates) if gates else (),
         deleting=bool(meta.get("deletionTimestamp")),
         topology_annotated=not annotations.keys().isdisjoint(TOPOLOGY_ANNOTATIONS),
+        **_run_bounds(status),
     )
+
+
+def _run_bounds(status: Mapping[str, Any]) -> dict[str, str]:
+    """``started_at`` and ``finished_at`` from the container statuses: the first start of any container (this run
+    or a restarted one's last), and the last finish once every container is terminated."""
+    starts: list[str] = []
+    finishes: list[str] = []
+    statuses = [_m(c) for c in _l(status.get("containerStatuses"))]
+    for c in statuses:
+        state, last = _m(c.get("state")), _m(c.get("lastState"))
+        for phase in (_m(state.get("running")), _m(state.get("terminated")), _m(last.get("terminated"))):
+            if phase.get("startedAt"):
+                starts.append(str(phase["startedAt"]))
+        if _m(state.get("terminated")).get("finishedAt"):
+            finishes.append(str(_m(state.get("terminated"))["finishedAt"]))
+    out = {}
+    if starts:
+        out["started_at"] = min(starts)
+    if statuses and len(finishes) == len(statuses):
+        out["finished_at"] = max(finishes)
+    return out

@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuctl.core import naming
 from gpuctl.core.admission import JSON, deep_copy
+from gpuctl.core.apivalidation import refusal
 from gpuctl.core.errors import InputError
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.tas import TopologyRequest, request_from_podset
@@ -192,6 +193,8 @@ def submissions_from_manifest(obj: Any, source: str, default_namespace: str = "d
     kind = obj.get("kind")
     if kind not in KINDS:
         raise ManifestError(f"{source}: kind {kind!r} cannot be simulated: use one of {', '.join(KINDS)}")
+    if (refused := refusal(obj)) is not None:  # no gate judges what the API server would not store
+        raise ManifestError(f"{source}: {refused}")
     meta = _mapping(obj.get("metadata"), "metadata", source)
     name = meta.get("name") or meta.get("generateName")
     if not isinstance(name, str) or not name:

@@ -172,3 +172,41 @@ def test_a_malformed_manifest_is_one_line(doc: str, field: str, tmp_path: Path) 
     code, _, err = run("webhook", "dry-run", "pod", "-f", str(path), "--snapshot", SNAPSHOT)
     assert code == 2
     assert err == f"error: {path}: {field} must be a mapping, not str; see 'gpuctl webhook dry-run -h'\n"
+
+
+def test_a_client_dry_run_needs_no_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("GPUCTL_SNAPSHOT", raising=False)
+    flags = ("--cpu-only", "--unit-ram", "2Gi", "--dry-run=client")
+    code, out, err = run("instancetype", "create", "c1", "--unit-cpu", "2", *flags)
+    assert code == 2 and "spec.unitResources.cpu" in err and out == ""
+    code, out, err = run("instancetype", "create", "c1", "--unit-cpu", "1", *flags, "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["spec"]["unitResources"] == {"cpu": "1", "ram": "2Gi"}
+    assert len(err.strip().splitlines()) == 1 and "not checked whether the InstanceType exists" in err
+    # The same with no kubeconfig stops a server dry run: it needs the server.
+    code, _, err = run("instancetype", "create", "c1", "--unit-cpu", "1", "--cpu-only", "--unit-ram", "2Gi")
+    assert code == 1 and "no kubeconfig" in err
+
+
+POD_REFUSALS = {
+    "two": 'Pod in version "v1" cannot be handled as a Pod: quantities must match the regular expression',
+    "-1": 'Pod "p" is invalid: spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "-1": must be '
+    "greater than or equal to 0",
+    "1.5": 'Pod "p" is invalid: spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "1500m": must '
+    "be an integer",
+}
+
+
+@pytest.mark.parametrize("cards", sorted(POD_REFUSALS))
+def test_a_pod_the_api_server_refuses_is_refused_before_any_gate(cards: str, tmp_path: Path) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team-a", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": cards}}}]},
+    }
+    path = write(tmp_path, pod)
+    for args in (("simulate", "-f", path), ("webhook", "dry-run", "pod", "-f", path)):
+        code, out, err = run(*args, "--snapshot", SNAPSHOT)
+        assert code == 2 and POD_REFUSALS[cards] in err and out == "", (args, code, out, err)

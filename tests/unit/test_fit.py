@@ -598,3 +598,30 @@ def test_the_indexes_only_some_verdicts_read_are_made_when_first_read(monkeypatc
     assert sorted(made) == ["held_pod_counts", "workloads_by_node"]
     assert c.held.get(("x", "y", "z", "w")) is None and c.by_node.get("node-x") is not None
     assert len(made) == 2  # each made once
+
+
+# ----------------------------------------------------------------------------------------------- in-flight partitions
+
+
+def _partition_pair(first: str, second: str) -> tuple[str, str]:
+    h = h100_devices("node-p", cards=1, rows=[card_row(0)])
+    a = workload(
+        "first", [("main", 1, mig(first))], flavor_name="f-h100", hosts={"main": [("node-p", 1)]}, check_state="Ready"
+    )
+    b = workload("second", [("main", 1, mig(second))], flavor_name="f-h100", hosts={"main": [("node-p", 1)]})
+    v = judge_workload(parse_workload(b), ctx(h, workloads=[a, b]))
+    assert [c.workload for c in v.inflight] == ["team-a/first"]
+    return v.state, v.message
+
+
+def test_an_inflight_partition_of_another_profile_leaves_the_rest_of_its_card() -> None:
+    # 4g.40gb can only start at slice 0: a 3g.40gb still has slices 4-7.
+    assert _partition_pair("4g.40gb", "3g.40gb")[0] == READY
+    # A 1g.10gb takes one slice, wherever it lands one 3g.40gb half stays whole; and the reverse.
+    assert _partition_pair("1g.10gb", "3g.40gb")[0] == READY
+    assert _partition_pair("3g.40gb", "1g.10gb")[0] == READY
+    # What the card cannot host beside it is still refused: a 7g.80gb needs every slice.
+    state, message = _partition_pair("1g.10gb", "7g.80gb")
+    assert state == RETRY and 'free "7g.80gb" placement' in message
+    state, _ = _partition_pair("4g.40gb", "4g.40gb")
+    assert state == RETRY

@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
+
 from gpuctl.core.history import (
     CHECK,
     PLACING,
     QUEUED,
     RUNNING,
+    UNRECORDED,
     duration,
     parse_event,
     workload_event_gate,
@@ -150,7 +153,7 @@ def test_the_story_of_a_workload_that_waited_for_quota_then_at_the_check() -> No
     assert h.totals() == {QUEUED: 110 * 60, CHECK: 20 * 60, PLACING: 2 * 60, RUNNING: 68 * 60}
     assert h.summary == (
         "waited 2h12m: 1h50m for quota, 20m at the check, 2m at the scheduler and device plugin; "
-        "the check last said: card fragmentation on n3"
+        "the check last said: card fragmentation on n3; ran 1h8m"
     )
     retry = next(line for line in h.lines if line.reason == "Retry").to_dict()
     assert (retry["count"], retry["lastSeen"]) == (9, at(128))
@@ -174,9 +177,14 @@ def test_a_workload_evicted_by_a_drain_goes_back_to_the_queue() -> None:
         parse_event(new_event("EvictedDueToClusterQueueStopped", "The ClusterQueue is stopped", 40)),
     ]
     h = workload_history(w, events, [], now=seconds(50))
-    assert [s.state for s in h.spans] == [QUEUED, CHECK, PLACING, QUEUED]
+    # No Pod in the record: from admission to eviction it may have run; the record no longer says, so no gate is
+    # charged with that time.
+    assert [s.state for s in h.spans] == [QUEUED, CHECK, UNRECORDED, QUEUED]
     assert h.spans[-1].seconds == 600
-    assert h.summary == "waiting 50m: 15m for quota, 1m at the check, 34m at the scheduler and device plugin"
+    assert h.summary == (
+        "waiting 16m: 15m for quota, 1m at the check; 34m admitted, then evicted: its Pods are gone, so whether and "
+        "how long it ran is not in the record"
+    )
     assert not h.incomplete
     assert next(line.gate for line in h.lines if line.reason.startswith("EvictedDueTo")) == 2
 
@@ -190,3 +198,42 @@ def test_each_eviction_cause_names_its_gate() -> None:
 
 def test_durations_read_as_people_write_them() -> None:
     assert [duration(s) for s in (45, 125, 1200, 7800, 90000)] == ["45s", "2m5s", "20m", "2h10m", "1d1h"]
+
+
+def finished_pod(phase: str, started: float | None, finished: float | None) -> dict[str, Any]:
+    """A Pod whose containers ran from ``started`` to ``finished`` (minutes), and is no longer Ready."""
+    obj = pod_obj(None)
+    obj["status"]["phase"] = phase
+    obj["status"]["conditions"].append({"type": "Ready", "status": "False", "lastTransitionTime": at(finished or 0)})
+    terminated: dict[str, Any] = {"exitCode": 0 if phase == "Succeeded" else 1}
+    if started is not None:
+        terminated["startedAt"] = at(started)
+    if finished is not None:
+        terminated["finishedAt"] = at(finished)
+    obj["status"]["containerStatuses"] = [{"name": "main", "state": {"terminated": terminated}}]
+    return obj
+
+
+FINISHED_RUN = [
+    ("QuotaReserved", "True", "QuotaReserved", 5),
+    ("Admitted", "True", "Admitted", 10),
+    ("Finished", "True", "Succeeded", 50),
+]
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_a_finished_run_counts_its_running_time_from_its_containers(phase: str) -> None:
+    # Created at 0, quota at 5, admitted at 10, its container ran 11 to 50 and the Pod ended: 39 minutes running,
+    # 1 minute at the scheduler and the device plugin, never "40m at the scheduler".
+    w = parse_workload(workload_obj(FINISHED_RUN))
+    h = workload_history(w, [], [parse_pod(finished_pod(phase, 11, 50))], now=seconds(60))
+    assert h.totals() == {QUEUED: 5 * 60, CHECK: 5 * 60, PLACING: 60, RUNNING: 39 * 60}
+    assert h.summary == ("waited 11m: 5m for quota, 5m at the check, 1m at the scheduler and device plugin; ran 39m")
+    assert [line.message for line in h.lines if line.reason == "Finished"] == [f"pod/w1-pod finished ({phase})"]
+
+
+def test_the_kubelets_started_event_stands_in_for_a_missing_container_start() -> None:
+    w = parse_workload(workload_obj(FINISHED_RUN))
+    events = [parse_event(old_event("Started", "Started container main", 12))]
+    h = workload_history(w, events, [parse_pod(finished_pod("Succeeded", None, 50))], now=seconds(60))
+    assert h.totals()[RUNNING] == 38 * 60 and h.totals()[PLACING] == 2 * 60

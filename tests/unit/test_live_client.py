@@ -45,11 +45,15 @@ def test_the_whole_client_is_there_for_whoever_asks() -> None:
         "from kubernetes import client as full, watch\n"
         "from kubernetes.client.models import V1ObjectMeta\n"
         "from kubernetes.client.rest import ApiException\n"
-        "print(json.dumps({'same': full is client, 'api': full.CoreV1Api.__name__, 'pod': full.V1Pod.__name__,\n"
+        "from kubernetes.utils import create_from_yaml, parse_quantity\n"
+        "print(json.dumps({'yaml': callable(create_from_yaml), 'qty': str(parse_quantity('1Ki')),\n"
+        "    'same': full is client, 'api': full.CoreV1Api.__name__, 'pod': full.V1Pod.__name__,\n"
         "    'meta': V1ObjectMeta(name='x').name, 'version': kubernetes.__version__, 'watch': watch.Watch.__name__,\n"
         "    'loader': config.load_kube_config_from_dict.__name__, 'exc': ApiException.__name__}))"
     )
     assert got == {
+        "yaml": True,
+        "qty": "1024",
         "same": True,
         "api": "CoreV1Api",
         "pod": "V1Pod",

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuctl.cluster import read
 from gpuctl.core import modes, plan
@@ -407,3 +409,38 @@ def test_the_profile_table_is_found_by_the_model_key_or_its_product_name() -> No
     by_name = modes.profile_table("nvidia-h100-sxm-lab", "NVIDIA H100 80GB HBM3")
     assert by_name is not None and {p.published: p.count for p in by_name.profiles} == H100_PER_CARD
     assert modes.profile_table("nvidia-a10g", "NVIDIA A10G") is None
+
+
+PROFILE_ASKS = {
+    name: {f"{GPU}.partitioned": "1", f"{GPU}.partitioned.mig-{name}": "1"}
+    for name in ("1g.10gb", "3g.40gb", "4g.40gb", "7g.80gb")
+}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(1, 3), st.integers(0, 3)), min_size=1, max_size=3),
+    st.lists(st.sampled_from(sorted(PROFILE_ASKS)), min_size=1, max_size=8),
+)
+def test_every_printed_step_is_what_its_replay_admits(nodes: list[tuple[int, int]], asks: list[str]) -> None:
+    """Over generated pools and demands: replaying any prefix of the plan admits exactly what its steps claim, each
+    step admits more than the one before, and no replay exceeds the stated ceiling."""
+    state = State()
+    for i, (cards, partitioned) in enumerate(nodes):
+        state.node(f"h{i}", cards, H100, partitioned=tuple(range(min(partitioned, cards))))
+    for i, profile in enumerate(asks):
+        state.wait(f"w{i}", PROFILE_ASKS[profile], model=H100, created=f"2026-12-01T00:{i:02d}:00Z")
+    base, p = planned(state)
+    steps = [s.to_dict() for s in p.steps]
+    claimed = set(p.admitted_before)
+    count = len(claimed)
+    assert count <= p.ceiling <= len(p.demand)
+    for i, step in enumerate(steps, start=1):
+        claimed = (claimed | {f"{a['namespace']}/{a['name']}" for a in step["admits"]}) - {
+            f"{a['namespace']}/{a['name']}" for a in step["displaces"]
+        }
+        _, got = replay(base, steps[:i], H100.pool)
+        assert got == claimed, (i, steps)
+        assert len(got) > count and len(got) <= p.ceiling
+        count = len(got)
+    assert set(p.admitted_after) == claimed

@@ -172,10 +172,21 @@ def create_command(
         )
     mode = dry_run_mode(dry_run)
     if mode.value == "client":  # nothing is sent, but the name and the flavors are read as the server would
-        opened = source.open()
-        stored = _reviewed(obj, "CREATE", None, opened)
+        from gpuctl.cluster.errors import NoKubeconfig
+
+        try:
+            opened = source.open()
+            stored = _reviewed(obj, "CREATE", None, opened)
+            exists = opened.get(kinds.INSTANCETYPE, stored["metadata"]["name"]) is not None
+        except NoKubeconfig:  # as kubectl's client dry-run: judged on the object alone
+            stored = _reviewed(obj, "CREATE", None)
+            sys.stderr.write(
+                "Warning: no cluster (no kubeconfig, no --snapshot): not checked whether the InstanceType exists "
+                "or which ResourceFlavors describe its accelerator group\n"
+            )
+            exists = False
         target = f"instancetype/{stored['metadata']['name']}"
-        if opened.get(kinds.INSTANCETYPE, stored["metadata"]["name"]) is not None:
+        if exists:
             raise UsageError(f"{target} already exists; `gpuctl instancetype apply -f FILE` changes its mutable fields")
         _show(stored, output, f"{target} would be created (client dry run: nothing sent)")
         return

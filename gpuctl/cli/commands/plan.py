@@ -197,6 +197,12 @@ def _partition_footer(plans: list["PartitionPlan"]) -> str:
             f"  demand:   {len(p.demand)} request(s); {len(p.admitted_before)} admitted now, "
             f"{len(p.admitted_after)} with the plan"
         )
+        if p.demand and p.ceiling < len(p.demand):
+            first = p.ceiling_why[0] if p.ceiling_why else None
+            lines.append(
+                f"  ceiling:  {p.ceiling} of {len(p.demand)}: no switch of this pool's cards admits more"
+                + (f" ({first[0]} {first[1]})" if first else "")
+            )
         if p.steps:
             lines.append(f"  before:   EX/SH/SL/PT {_views_cell(p.views_before)}")
             lines.append(f"  after:    EX/SH/SL/PT {_views_cell(p.views_after)}")

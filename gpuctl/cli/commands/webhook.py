@@ -191,6 +191,11 @@ def dry_run_command(
         raise UsageError("--server-side sends a dry-run create: it cannot replay an UPDATE")
     obj = read_manifest(filename, kind)
     old_obj = read_manifest(old, kind) if old else None
+    if not server_side:  # a server-side dry-run hears the refusal from the API server itself
+        from gpuctl.core.apivalidation import refusal
+
+        if (refused := refusal(obj)) is not None:
+            raise UsageError(f"{filename}: {refused}")
     opened = source.live() if server_side else source.open()
     local: dict[str, Any] | None = None
     if not server_side or compare_flag:

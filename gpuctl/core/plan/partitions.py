@@ -136,6 +136,11 @@ class PartitionPlan:
     placed: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Where the plan's simulation puts each demand it admits: ``simulate``'s ``placement.nodes`` (node, Pods, cards,
     the allocations ``Allocate`` would record)."""
+    ceiling: int = 0
+    """How many of the demand any switch of this pool's cards admits: the most of the plan's own layout and of every
+    card that can switch switched."""
+    ceiling_why: tuple[tuple[str, str], ...] = ()
+    """(demand, why) of what even that does not admit."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -145,6 +150,11 @@ class PartitionPlan:
             "admittedAfter": list(self.admitted_after),
             "placement": dict(self.placed),
             "stillHeld": [{"workload": k, "why": why} for k, why in self.still_held],
+            "ceiling": {
+                "admitted": self.ceiling,
+                "of": len(self.demand),
+                "notMore": [{"workload": k, "why": why} for k, why in self.ceiling_why],
+            },
             "switches": self.switches,
             "cost": cost(self.views_before, self.views_after) if self.views_before else {},
             "tried": [t.to_dict() for t in self.tried],
@@ -185,8 +195,11 @@ def plan_partitions(
     tried: list[Tried] = []
     held = [o for o in baseline if not o.admitted]
 
-    def finish(steps: tuple[Step, ...], last: list[Outcome], switched: int) -> PartitionPlan:
+    def finish(
+        steps: tuple[Step, ...], last: list[Outcome], switched: int, most: list[Outcome] | None = None
+    ) -> PartitionPlan:
         after_views = steps[-1].views_after[0] if steps else before_views
+        top = max((last, most or last), key=lambda outcomes: sum(o.admitted for o in outcomes))
         return PartitionPlan(
             it.name,
             keys,
@@ -200,6 +213,8 @@ def plan_partitions(
             after_views,
             switched,
             {o.submission.key: o.to_dict()["placement"]["nodes"] for o in last if o.admitted},
+            sum(o.admitted for o in top),
+            tuple((o.submission.key, held_why(o)) for o in top if not o.admitted),
         )
 
     if not held:
@@ -313,8 +328,11 @@ def plan_partitions(
         current = {to: sorted(us, key=_spread) for to, us in usable.items()}
         if current != usable:
             best_k, best = grow()
+    # The ceiling: every card that can switch, switched (no plan this search makes admits more).
+    everything = {to: len(us) for to, us in current.items() if us}
+    most = attempt(everything)[0] if everything else baseline
     if len(best[1]) <= len(admitted0):
-        return finish((), baseline, 0)
+        return finish((), baseline, 0, most)
     # Shrink: the fewest units of each mode, the others kept, that still admit as many (bisection, each a proof),
     # from the fewest cards that can hold the partitions the plan admits when the pool has none to start with.
     target = len(best[1])
@@ -336,8 +354,11 @@ def plan_partitions(
                 low = mid + 1
         best_k[to] = high
     picked = chosen(best_k)
-    steps, last = _partition_steps(sim, it, picked, demand, admitted0, known, tally, best[0])
-    return finish(steps, last, sum(len(u.cards) for u in picked))
+    steps, last, left_out = _partition_steps(sim, it, picked, demand, admitted0, known, tally, best[0])
+    tried.extend(left_out)
+    if not steps:
+        return finish((), baseline, 0, most)
+    return finish(steps, last, sum(len(step.cards) for step in steps), most)
 
 
 def _spread(u: Unit) -> tuple[Any, ...]:
@@ -396,10 +417,11 @@ def _partition_steps(
     known: modes.Catalog,
     tally: PoolTally,
     proof: list[Outcome],
-) -> tuple[tuple[Step, ...], list[Outcome]]:
-    """One step per node and mode, in the order the units were chosen; each proven by simulating the demand with
-    every step up to it applied (a plan of one step by ``proof``, the simulation of exactly that layout).
-    ``viewsBefore``/``viewsAfter`` are the pools' views around the step's switch alone."""
+) -> tuple[tuple[Step, ...], list[Outcome], list[Tried]]:
+    """One step per node and mode, in the order the units were chosen, each kept only when simulating the demand
+    with it and every kept step before it applied admits more than without it (a plan of one step by ``proof``, the
+    simulation of exactly that layout); the switches left out, as tried. The outcomes of the last kept step (empty
+    when none is). ``viewsBefore``/``viewsAfter`` are the pools' views around the step's switch alone."""
     groups: list[tuple[str, str]] = []
     for u in chosen:
         if (u.node, u.to) not in groups:
@@ -415,21 +437,35 @@ def _partition_steps(
     steps: list[Step] = []
     seen = set(admitted0)
     last: list[Outcome] = []
-    for i, (node, to) in enumerate(groups, start=1):
+    left_out: list[Tried] = []
+    for node, to in groups:
         mine = [u for u in chosen if (u.node, u.to) == (node, to)]
+        trial = _apply(layout, mine, known)
+        if len(groups) == 1:
+            outcomes, admitted = proof, {o.submission.key for o in proof if o.admitted}
+        else:
+            outcomes, admitted = _admitted(trial.copy(), demand)
+        cards = [c for u in mine for c in u.cards]
+        if len(admitted) <= len(seen):
+            # The replay is the test: a switch after which no more is admitted is no step.
+            left_out.append(
+                Tried(
+                    "switch",
+                    f"switching {node}/{','.join(cards)} to {to} after the steps before it admits {len(admitted)} "
+                    f"of {len(demand)}, no more than {len(seen)}: left out",
+                    len(cards),
+                )
+            )
+            continue
         before = [t.status() for t in tallies if t.covers(node)]
         ledger_before = layout.ledgers[node]
-        layout = _apply(layout, mine, known)
+        layout, last = trial, outcomes
         touched = {node} | {n for u in mine for h in u.holders for n in _nodes_of(sim, h)}
         for t in tallies:
             t.update(layout.ledgers, touched)
         after = [t.status() for t in tallies if t.covers(node)]
-        if len(groups) == 1:
-            last, admitted = proof, {o.submission.key for o in proof if o.admitted}
-        else:
-            last, admitted = _admitted(layout.copy(), demand)
-        new = tuple(k for k in (o.submission.key for o in last) if k in admitted and k not in seen)
-        lost = tuple(k for k in (o.submission.key for o in last) if k in seen and k not in admitted)
+        new = tuple(k for k in (o.submission.key for o in outcomes) if k in admitted and k not in seen)
+        lost = tuple(k for k in (o.submission.key for o in outcomes) if k in seen and k not in admitted)
         seen = admitted
         merged: dict[tuple[str, str, str], list[str]] = {}
         for u in mine:
@@ -438,28 +474,20 @@ def _partition_steps(
         holders = tuple(Holder(k, ns, n, tuple(dict.fromkeys(cs))) for (k, ns, n), cs in merged.items())
         steps.append(
             Step(
-                i,
+                len(steps) + 1,
                 it.name,
                 node,
-                tuple(c for u in mine for c in u.cards),
+                tuple(cards),
                 to,
                 holders,
                 tuple(before),
                 tuple(after),
                 new,
                 lost,
-                tuple(
-                    _card_detail(
-                        ledger_before,
-                        layout.ledgers[node],
-                        it.accelerator_group,
-                        [c for u in mine for c in u.cards],
-                        holders,
-                    )
-                ),
+                tuple(_card_detail(ledger_before, layout.ledgers[node], it.accelerator_group, cards, holders)),
             )
         )
-    return tuple(steps), last
+    return tuple(steps), last, left_out
 
 
 def _nodes_of(sim: Simulator, h: Holder) -> set[str]:

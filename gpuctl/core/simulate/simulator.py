@@ -285,7 +285,9 @@ class Simulator(Reservation, Placement):
                 verdict.message,
                 tuple(evidence),
                 (
-                    "room is promised to a Workload still starting: this passes once its Pods are allocated"
+                    f"the room is promised to {', '.join(sorted({c.workload for c in verdict.inflight}))}, whose Pods "
+                    "are not allocated yet: allocating them moves the promise into the ledger and frees nothing; "
+                    "`--suggest` finds what would free the cards"
                     if verdict.inflight
                     else "the check answers Retry every 30 s until the cards free up; `--suggest` finds what would free them"
                 ),

@@ -1,0 +1,102 @@
+"""A manifest the API server refuses is refused by gpuctl first, in the API server's words: each manifest here goes
+through the control plane's own kubectl (``create --dry-run=server``) and through ``simulate`` and client
+``webhook dry-run pod``, and the three give the same refusal."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpuctl.cli.main import app
+from gpuctl.core.apivalidation import refusal
+
+runner = CliRunner()
+
+
+def pod(limits: dict[str, Any], requests: dict[str, Any] | None = None, name: str = "p", **container: Any) -> dict:
+    resources: dict[str, Any] = {"limits": limits}
+    if requests is not None:
+        resources["requests"] = requests
+    c = {"name": "c", "image": "busybox", "resources": resources, **container}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"containers": [{k: v for k, v in c.items() if v is not None}]},
+    }
+
+
+def deployment(limits: dict[str, Any]) -> dict:
+    template = pod(limits)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": template["spec"]},
+        },
+    }
+
+
+def kubectl_create(control_plane: Any, namespace: str, path: Path) -> subprocess.CompletedProcess[str]:
+    """The control plane's kubectl, sending a server-side dry-run create."""
+    kubectl = [str(control_plane.bin_dir / "kubectl"), "--kubeconfig", str(control_plane.kubeconfig)]
+    return subprocess.run(
+        [*kubectl, "create", "--dry-run=server", "-n", namespace, "-f", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+REFUSED = {
+    "two cards": pod({"nvidia.com/gpu": "two"}),
+    "minus one card": pod({"nvidia.com/gpu": "-1"}),
+    "one and a half cards": pod({"nvidia.com/gpu": "1.5"}),
+    "a YAML float of cards": pod({"nvidia.com/gpu": 1.5}),
+    "a request without a limit": pod({"cpu": "1"}, {"nvidia.com/gpu": "1"}),
+    "a request other than the limit": pod({"nvidia.com/gpu": "2"}, {"nvidia.com/gpu": "1"}),
+    "negative memory": pod({"memory": "-1Gi"}),
+    "a name that is no DNS name": pod({"nvidia.com/gpu": "1"}, name="Bad_Name"),
+    "no image": pod({"nvidia.com/gpu": "1"}, image=None),
+    "two faults at once": pod({"nvidia.com/gpu": "-1", "cpu": "-500m"}),
+    "a Deployment's template": deployment({"nvidia.com/gpu": "0.5"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_what_the_api_server_refuses_gpuctl_refuses_in_its_words(
+    case: str, control_plane: Any, test_namespace: str, tmp_path: Path
+) -> None:
+    obj = REFUSED[case]
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    proc = kubectl_create(control_plane, test_namespace, path)
+    assert proc.returncode != 0, proc.stdout
+    ours = refusal(obj)
+    assert ours is not None and ours in proc.stderr, (ours, proc.stderr)
+
+    result = runner.invoke(app, ["simulate", "-f", str(path), "--kubeconfig", str(control_plane.kubeconfig)])
+    assert result.exit_code == 2 and ours in result.stderr, (result.exit_code, result.stdout, result.stderr)
+    if obj["kind"] == "Pod":
+        result = runner.invoke(
+            app,
+            ["webhook", "dry-run", "pod", "-f", str(path), "--kubeconfig", str(control_plane.kubeconfig)],
+        )
+        assert result.exit_code == 2 and ours in result.stderr, (result.exit_code, result.stdout, result.stderr)
+
+
+def test_what_the_api_server_stores_gpuctl_does_not_refuse(control_plane: Any, test_namespace: str, tmp_path: Path):
+    for obj in (pod({"nvidia.com/gpu": "2"}), pod({"nvidia.com/gpu": 2, "cpu": "1500m"}, {"nvidia.com/gpu": "2"})):
+        path = tmp_path / "ok.yaml"
+        path.write_text(yaml.safe_dump(obj))
+        proc = kubectl_create(control_plane, test_namespace, path)
+        assert proc.returncode == 0, proc.stderr
+        assert refusal(obj) is None
