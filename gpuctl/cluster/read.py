@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -307,6 +308,8 @@ class AdmissionState:
     """Gate 3's inputs, built as the operator's check builds them (every Workload, ledgers rebuilt from Pods)."""
     quota: QuotaBook
     """Every queue's quota and usage, as ``simulate`` starts from."""
+    raw_tas: Callable[[], bool] | None = None
+    """Whether Kueue's TAS counts admitted Workloads in raw device keys, read when first asked."""
     _contexts: dict[tuple[str, str, str], ExplainContext] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -330,6 +333,7 @@ class AdmissionState:
                 admission_check=self.check,
                 check=self.inputs,
                 quota=self.quota,
+                raw_tas=self.raw_tas,
             )
         return found
 
@@ -361,7 +365,14 @@ def admission_state(source: Source) -> AdmissionState:
             pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
         ),
         quota=quota_book(queues, read_workloads),
+        raw_tas=functools.cache(lambda: _kueue_of(source).tas_charges_raw_requests),
     )
+
+
+def _kueue_of(source: Source) -> KueueVersion:
+    from gpuctl.cluster.versions import kueue_version
+
+    return kueue_version(source)
 
 
 def priority_classes(source: Source) -> PriorityClasses:

@@ -79,7 +79,7 @@ def refusal(obj: Mapping[str, Any]) -> str | None:
     try:
         errors = _meta_errors(meta, "metadata")
         if kind == "Pod":
-            errors += pod_spec_errors(spec, "spec")
+            errors += pod_spec_errors(spec, "spec", defaulted=True)
         else:
             template = spec.get("template") if isinstance(spec.get("template"), Mapping) else {}
             assert isinstance(template, Mapping)
@@ -95,9 +95,10 @@ def refusal(obj: Mapping[str, Any]) -> str | None:
     return f'{qualified} "{name}" is invalid: {body}'
 
 
-def pod_spec_errors(spec: Mapping[str, Any], path: str) -> list[FieldError]:
+def pod_spec_errors(spec: Mapping[str, Any], path: str, *, defaulted: bool = False) -> list[FieldError]:
     """The refused fields of a Pod spec at ``path`` (``spec``, ``spec.template.spec``); Undecodable where a quantity
-    cannot be read."""
+    cannot be read. ``defaulted``: a Pod's own spec, whose missing requests the API server defaults to the limits
+    before it validates (a template is validated as written)."""
     errors: list[FieldError] = []
     containers = spec.get("containers")
     if not isinstance(containers, Sequence) or isinstance(containers, str) or not containers:
@@ -109,11 +110,11 @@ def pod_spec_errors(spec: Mapping[str, Any], path: str) -> list[FieldError]:
             continue
         for i, container in enumerate(items):
             if isinstance(container, Mapping):
-                errors += _container_errors(container, f"{path}.{group}[{i}]", seen)
+                errors += _container_errors(container, f"{path}.{group}[{i}]", seen, defaulted)
     return errors
 
 
-def _container_errors(container: Mapping[str, Any], path: str, seen: set[str]) -> list[FieldError]:
+def _container_errors(container: Mapping[str, Any], path: str, seen: set[str], defaulted: bool) -> list[FieldError]:
     errors: list[FieldError] = []
     name = container.get("name")
     if not name:
@@ -128,15 +129,18 @@ def _container_errors(container: Mapping[str, Any], path: str, seen: set[str]) -
         errors.append(FieldError(f"{path}.image", "Required value"))
     resources = container.get("resources")
     if isinstance(resources, Mapping):
-        errors += resource_errors(resources, f"{path}.resources")
+        errors += resource_errors(resources, f"{path}.resources", defaulted=defaulted)
     return errors
 
 
-def resource_errors(resources: Mapping[str, Any], path: str) -> list[FieldError]:
-    """The refused fields of one container's ``resources``: quantities that are negative, extended resources asked
-    in fractions, an extended resource requested without a limit or with a request other than its limit."""
+def resource_errors(resources: Mapping[str, Any], path: str, *, defaulted: bool = False) -> list[FieldError]:
+    """The refused fields of one container's ``resources`` (with ``defaulted``, once each missing request is its
+    limit, as the API server defaults a Pod before it validates it): quantities that are negative, extended resources asked in fractions, an extended
+    resource requested without a limit or with a request other than its limit."""
     limits = _quantities(resources.get("limits"))
     requests = _quantities(resources.get("requests"))
+    if defaulted:  # a request not given is its limit
+        requests = dict(sorted({**limits, **requests}.items()))
     errors: list[FieldError] = []
     for name, (value, written) in limits.items():
         errors += _quantity_errors(name, value, written, f"{path}.limits[{name}]")
@@ -148,7 +152,7 @@ def resource_errors(resources: Mapping[str, Any], path: str) -> list[FieldError]
             if value != limit and not _overcommit_allowed(name):
                 errors.append(
                     FieldError(
-                        where,
+                        f"{path}.requests",
                         f"Invalid value: {_quoted(_canonical(value, written))}: must be equal to {name} limit of "
                         f"{_canonical(limit, limit_written)}",
                     )
@@ -182,7 +186,7 @@ def _quantities(raw: object) -> dict[str, tuple[Fraction, object]]:
     if not isinstance(raw, Mapping):
         return {}
     out: dict[str, tuple[Fraction, object]] = {}
-    for name, written in raw.items():
+    for name, written in sorted(raw.items(), key=lambda item: str(item[0])):  # the API server lists them by name
         try:
             out[str(name)] = (parse_quantity(written), written)
         except QuantityError:

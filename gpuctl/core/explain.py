@@ -9,7 +9,7 @@ that references no check, a Workload that asks for no accelerator, one that fini
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, NamedTuple
@@ -27,6 +27,7 @@ from gpuctl.core.pods import Pod
 from gpuctl.core.preemption import eviction, uid_names
 from gpuctl.core.quota import QuotaBook, amount_text, flavor_quotas, podset_quota_requests, quota_book
 from gpuctl.core.requests import pod_containers, validate_request_rules
+from gpuctl.core.tasloop import Loop, placement_loop
 from gpuctl.core.units import QuantityError, parse_quantity
 from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, Condition, LocalQueue, Workload
 
@@ -127,6 +128,9 @@ class ExplainContext:
     quota: QuotaBook | None = None
     """Every queue's quota and usage (:func:`gpuctl.core.quota.quota_book`, as ``simulate`` starts from); None reads
     the Workload's own ClusterQueue alone."""
+    raw_tas: Callable[[], bool] | None = None
+    """Whether the Kueue at hand counts admitted Workloads in raw device keys in TAS (0.18+), asked only when an
+    answer depends on it; None: as the newest tested Kueue does."""
 
     @property
     def pods(self) -> Sequence[Pod]:
@@ -477,9 +481,12 @@ def gate2(w: Workload, ctx: ExplainContext) -> Gate:
 # ----------------------------------------------------------------------------------------------- gate 3
 
 
-def _gate3_hints(w: Workload, verdict: Verdict) -> tuple[list[str], str]:
+def _gate3_hints(w: Workload, verdict: Verdict, ctx: ExplainContext) -> tuple[list[str], str]:
     """Recognise the known behaviours behind a Retry: evidence lines and the hint."""
     evidence: list[str] = []
+    if (loop := _loop(w, ctx)) is not None:
+        evidence.append(f"Kueue places it on {', '.join(loop.nodes)} again after each eviction: {loop.why}")
+        return evidence, loop.sentence()
     if verdict.inflight:
         others = sorted({c.workload for c in verdict.inflight})
         evidence.append(
@@ -563,13 +570,38 @@ def gate3(w: Workload, ctx: ExplainContext) -> Gate:
             "the controller writes Ready on its next pass (Retry requeues after 30 s)",
             recomputed,
         )
-    extra, hint = _gate3_hints(w, verdict)
+    extra, hint = _gate3_hints(w, verdict, ctx)
     summary = (
         verdict.message
         if verdict.state == RETRY
         else (state.message if state and state.message else "waiting for the check")
     )
     return Gate(3, HELD, summary, tuple(evidence + extra), hint, recomputed)
+
+
+def _loop(w: Workload, ctx: ExplainContext) -> Loop | None:
+    """The placement loop of a Workload the check refuses where TAS put it, judged on the nodes TAS can choose."""
+    fit = ctx.check
+    names = {f for a in w.assignments for f in a.credit_flavors if f in fit.flavors}
+    if not names or fit.nodes is None:
+        return None
+    pool_nodes = {
+        f: sorted(
+            n.name
+            for n in fit.nodes.values()
+            if n.ready
+            and not n.unschedulable
+            and all(n.labels.get(k) == v for k, v in fit.flavors[f].node_labels.items())
+        )
+        for f in names
+    }
+    by_node: dict[str, list[Pod]] = {}
+    for p in fit.pods:
+        if p.node_name:
+            by_node.setdefault(p.node_name, []).append(p)
+    return placement_loop(
+        w, fit, fit.flavors, pool_nodes, by_node, raw_counted=ctx.raw_tas() if ctx.raw_tas is not None else True
+    )
 
 
 # ----------------------------------------------------------------------------------------------- gates 4 and 5

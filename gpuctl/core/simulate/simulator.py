@@ -31,6 +31,7 @@ from gpuctl.core.simulate.outcome import Outcome, not_reached, placement_of
 from gpuctl.core.simulate.placement import Placement
 from gpuctl.core.simulate.reservation import Reservation, Unreserved, reserved_record
 from gpuctl.core.submissions import Submission, SubmittedPodSet, instance_pod, resubmission, template_pod
+from gpuctl.core.tasloop import Loop, placement_loop
 from gpuctl.core.webhooks import Kind, WebhookContext, review
 from gpuctl.core.workloads import (
     ClusterQueue,
@@ -278,22 +279,25 @@ class Simulator(Reservation, Placement):
                 "",
                 (verdict.state, verdict.message),
             ), True
-        return (
-            Gate(
-                3,
-                HELD,
-                verdict.message,
-                tuple(evidence),
-                (
-                    f"the room is promised to {', '.join(sorted({c.workload for c in verdict.inflight}))}, whose Pods "
-                    "are not allocated yet: allocating them moves the promise into the ledger and frees nothing; "
-                    "`--suggest` finds what would free the cards"
-                    if verdict.inflight
-                    else "the check answers Retry every 30 s until the cards free up; `--suggest` finds what would free them"
-                ),
-                (verdict.state, verdict.message),
-            ),
-            False,
+        if (loop := self._loop(w)) is not None:
+            evidence.append(f"Kueue places it on {', '.join(loop.nodes)} again after each eviction: {loop.why}")
+            hint = loop.sentence()
+        elif verdict.inflight:
+            hint = (
+                f"the room is promised to {', '.join(sorted({c.workload for c in verdict.inflight}))}, whose Pods "
+                "are not allocated yet: allocating them moves the promise into the ledger and frees nothing; "
+                "`--suggest` finds what would free the cards"
+            )
+        else:
+            hint = "the check answers Retry every 30 s until the cards free up; `--suggest` finds what would free them"
+        return Gate(3, HELD, verdict.message, tuple(evidence), hint, (verdict.state, verdict.message)), False
+
+    def _loop(self, w: Workload) -> Loop | None:
+        """The placement loop ``w`` is in, if TAS's choice is one the check refuses while another node would do."""
+        names = {f for a in w.assignments for f in a.credit_flavors}
+        pool_nodes = {f: self._flavor_nodes(self.state.flavors[f]) for f in names if f in self.state.flavors}
+        return placement_loop(
+            w, self.fit_context, self.state.flavors, pool_nodes, self.pods_by_node, raw_counted=self.tas_raw
         )
 
 
