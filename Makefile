@@ -64,7 +64,8 @@ test-floor: $(STAMP)
 
 FLOOR_TESTS := tests/integration/test_whatif_differential.py \
 	tests/integration/test_operator.py::test_two_instancetypes_over_one_nodes_cards_hold_each_other \
-	tests/integration/test_kueue_api_versions.py tests/integration/test_controlplane.py
+	tests/integration/test_kueue_api_versions.py tests/integration/test_controlplane.py \
+	tests/integration/test_tas_loop.py
 
 ## unit: the fast suites only
 unit: $(STAMP)

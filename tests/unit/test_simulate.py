@@ -520,3 +520,14 @@ def test_a_placement_the_check_refuses_while_another_node_would_pass_is_named_a_
     assert "passes once" not in hint
     new = Simulator(state_of(pool({"n1": 2, "n2": 2}, nominal_cards=4, extra=[outside]), KUEUE_019))
     assert all(new.simulate(r).admitted for r in replicas)
+
+
+def test_doctor_names_the_nodes_where_the_loop_can_happen_before_anyone_submits() -> None:
+    from gpuctl.core import doctor
+
+    outside = allocated("outside", "n1", {"nvidia.com/gpu": "1"}, [("GPU-0001", 1, M)])
+    state = state_of(pool({"n1": 2, "n2": 2}, nominal_cards=4, extra=[outside]), KUEUE_017)
+    found = doctor.placement_loops(False, state.instancetypes, state.nodes, state.check.pods)
+    assert [(f.check, f.status) for f in found] == [("placement-loop", "warn")]
+    assert found[0].saw.startswith("node n1 of pool ") and f"{NS}/outside" in found[0].saw
+    assert doctor.placement_loops(True, state.instancetypes, state.nodes, state.check.pods) == []

@@ -100,8 +100,10 @@ def doctor_command(
         nodes = {n.name: n for n in read.nodes(opened)}
         ledgers = read.ledgers(opened, nodes)
         kubernetes, kubernetes_source = kubernetes_version(opened)
+        kueue = kueue_version(opened)
+        pods = read.pods(opened)
         findings = [
-            *doctor.versions(kubernetes, kubernetes_source, kueue_version(opened)),
+            *doctor.versions(kubernetes, kubernetes_source, kueue),
             *webhook_findings,
             doctor.admission_check(check),
             *doctor.queues(queues, types, check is not None and check.active),
@@ -116,7 +118,8 @@ def doctor_command(
                 nodes,
             ),
             *doctor.orphaned_devices(ledgers.orphaned),
-            *doctor.stuck(read.workloads(opened), read.pods(opened), now, retry_minutes),
+            *doctor.stuck(read.workloads(opened), pods, now, retry_minutes),
+            *doctor.placement_loops(kueue.tas_charges_raw_requests, types, nodes, pods),
             *_drain_stopped(opened, types, queues),
             *_operator(opened, entries, operator_namespace, now),
         ]

@@ -31,6 +31,7 @@ from gpuctl.core.doctor.pools import (
     drain_stopped,
     inactive_pools,
     orphaned_devices,
+    placement_loops,
     pools,
     stuck,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "parse_rule",
     "parse_transformations",
     "parse_webhook_configuration",
+    "placement_loops",
     "pools",
     "queues",
     "review_probes",

@@ -264,3 +264,40 @@ def drain_stopped(
             )
         )
     return out
+
+
+def placement_loops(
+    raw_tas: bool, instancetypes: Mapping[str, InstanceType], nodes: Mapping[str, Node], pods: Iterable[Pod]
+) -> list[Finding]:
+    """The nodes of accelerated pools where Kueue's TAS will place Workloads the check refuses, before anyone
+    submits one: on a Kueue whose TAS charges admitted Workloads in credits (0.17), a node whose cards Pods outside
+    Kueue hold never looks full to it, so whole-card Workloads are placed there after every eviction."""
+    if raw_tas:
+        return []
+    outside: dict[str, list[str]] = {}
+    for p in pods:
+        if p.node_name and not p.workload and p.allocations and not p.finished:
+            outside.setdefault(p.node_name, []).append(f"{p.namespace}/{p.name}")
+    out = []
+    for node_name, held in sorted(outside.items()):
+        node = nodes.get(node_name)
+        pools = sorted(
+            t.name
+            for t in instancetypes.values()
+            if node is not None and t.acceleratable and in_pool(node.labels, t.pool_labels())
+        )
+        if not pools:
+            continue
+        out.append(
+            Finding(
+                "placement-loop",
+                WARN,
+                f"node {node_name} of pool {', '.join(pools)}: cards held by Pods outside Kueue ({', '.join(sorted(held))})",
+                "this Kueue's TAS charges admitted Workloads in credits and these Pods in raw device keys, so the node "
+                "never looks full to it: it places Workloads there that the check refuses, again after each eviction, "
+                "while other nodes stay free (Kueue 0.18 and later count both alike)",
+                f"run {', '.join(sorted(held))} through Kueue (a queue-name label), or cordon {node_name} while they "
+                "run (kubectl cordon); upgrading Kueue to 0.18 or later ends it",
+            )
+        )
+    return out

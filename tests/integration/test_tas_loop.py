@@ -1,0 +1,129 @@
+"""The placement loop, judged by the real Kueue: whole-card replicas on a pool where one node's second card is held by
+a Pod outside Kueue. Kueue 0.17's TAS charges admitted Workloads in credits and that Pod in raw ``nvidia.com/gpu``,
+so the node never looks full: the second replica is placed there, the check answers Retry, Kueue evicts it and
+places it there again, while the other node's two cards stay free — and ``simulate``, ``explain`` and ``doctor``
+say so. From 0.18 TAS counts the raw keys and the second replica goes to the free node; nothing names a loop."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from typer.testing import CliRunner
+
+from gpuctl.cli.main import app
+from testbed.gpucluster import KUEUE, KV, condition, wait_for
+from testbed.operator_process import Operator, webhooks_registered
+from tests.states import Model, State, whole
+
+from .whatif import Cluster, real_class, settled, workload
+
+GPU = "nvidia.com/gpu"
+
+
+@pytest.fixture(scope="module")
+def operator(control_plane: Any, api: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with webhooks_registered(control_plane, api, tmp_path_factory.mktemp("loop-operator")) as op:
+        yield op
+
+
+def gpuctl(kubeconfig: str, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, [*args, "--kubeconfig", kubeconfig])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def retries(api: Any, namespace: str, name: str) -> int:
+    """How many times the check has answered Retry for the Workload (its Event's series count)."""
+    events = client.EventsV1Api(api).list_namespaced_event(namespace).items
+    return max(
+        (
+            (e.series.count if e.series else 1)
+            for e in events
+            if e.reason == "Retry" and e.regarding and e.regarding.name == name
+        ),
+        default=0,
+    )
+
+
+def test_a_node_whose_cards_are_held_outside_kueue_loops_on_kueue_0_17_and_is_named(
+    operator: Operator, api: Any, control_plane: Any, tmp_path: Path
+) -> None:
+    suffix = uuid.uuid4().hex[:5]
+    namespace = f"loop-{suffix}"
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    cluster = Cluster(api, namespace)
+    model = Model(f"loop-{suffix}", "NVIDIA A10G", 24576)
+    first, second = f"la-{suffix}", f"lb-{suffix}"
+    state = State(namespace=namespace, topology=f"hostname-{suffix}")
+    state.node(first, 2, model).node(second, 2, model)
+    state.hold(None, first, whole(1))
+    state.nominal[model.pool] = 4
+    kubeconfig = str(control_plane.kubeconfig)
+    looping = control_plane.versions.kueue_minor < (0, 18)
+    try:
+        cluster.load(state.objects())
+        wait_for(
+            "the ClusterQueue Active",
+            lambda: (
+                (
+                    condition(cluster.objs.get_cluster_custom_object(KUEUE, KV, "clusterqueues", model.pool), "Active")
+                    or {}
+                ).get("status")
+                == "True"
+            ),
+        )
+        for i in range(2):
+            settled(cluster, [model.pool])
+            manifest = workload(f"r{i}", model, {GPU: "1"})
+            path = tmp_path / f"r{i}.json"
+            path.write_text(json.dumps(manifest))
+            code, out, err = gpuctl(kubeconfig, "simulate", "-f", str(path), "-n", namespace, "-o", "json")
+            assert code == 0, err
+            item = json.loads(out)
+            cluster.objs.create_namespaced_custom_object(KUEUE, KV, namespace, "workloads", manifest)
+            cluster.created.append(("workloads", f"r{i}", namespace))
+            got = real_class(cluster, f"r{i}", False)
+            if i == 0 or not looping:
+                # Admitted where predicted: the first on the node TAS sorts first, the second (0.18+) on the free one.
+                assert got[0] == "admitted" and item["heldBy"] is None, (got, item)
+                assert got[1] == tuple(n["name"] for n in item["placement"]["nodes"])
+                assert got[1] == ((first,) if i == 0 else (second,))
+                template = manifest["spec"]["podSets"][0]["template"]["spec"]
+                cluster.run(f"r{i}", item, None, template)
+                continue
+            # Kueue 0.17: the check refuses the node TAS chose, again and again, and simulate said so beforehand.
+            assert got[0] == "retry" and item["heldBy"] == 3, (got, item)
+            hint = item["gates"][2]["hint"]
+            assert hint.startswith(
+                f"this does not converge by itself: after each Retry Kueue evicts it and places it on {first}"
+            )
+            assert f"{second} would pass the check" in hint and f"{namespace}/" in hint, hint
+            wait_for(
+                "Kueue to place it again, and the check to refuse it again",
+                lambda: retries(api, namespace, "r1") >= 3,
+                timeout=150,
+            )
+            w = cluster.objs.get_namespaced_custom_object(KUEUE, KV, namespace, "workloads", "r1")
+            nodes = {
+                level.get("universal")
+                for a in ((w.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+                for sl in (a.get("topologyAssignment") or {}).get("slices") or []
+                for level in sl.get("valuesPerLevel") or []
+            }
+            assert nodes <= {first, None}, nodes  # placed on the same node each time, never on the free one
+            code, out, err = gpuctl(kubeconfig, "explain", "workload", f"{namespace}/r1", "-o", "json")
+            assert code == 0, err
+            gate3 = json.loads(out)["gates"][2]
+            assert (
+                gate3["hint"].startswith("this does not converge by itself") and f"{second} would pass" in gate3["hint"]
+            )
+        code, out, err = gpuctl(kubeconfig, "doctor", "--no-probe", "-o", "json")
+        found = [i for i in json.loads(out)["items"] if i["check"] == "placement-loop" and first in i["saw"]]
+        assert bool(found) == looping, (found, err)
+    finally:
+        cluster.cleanup()
+        client.CoreV1Api(api).delete_namespace(namespace)
