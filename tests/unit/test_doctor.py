@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -689,3 +690,31 @@ def test_an_api_servers_answer_in_bytes_reads_as_text_never_as_a_bytes_repr() ->
     forbidden = ApiException(status=403, reason="Forbidden")
     forbidden.body = b"not json: forbidden"
     assert str(live._api_error(forbidden, "GET", "/apis/x", k.DEPLOYMENT, "d")).endswith(": not json: forbidden")
+
+
+def test_a_queue_that_lost_its_resource_groups_gets_them_back_from_its_pool() -> None:
+    """The printed fix is a patch restoring the groups the pool's flavors and nodes derive; applied, the finding is
+    gone and no other appears."""
+    import shlex
+
+    objects = healthy_pool()
+    cluster = MemoryCluster(objects)
+    types = {t.name: t for t in read.instancetypes(cluster)}
+    flavors, nodes = read.flavors(cluster), {n.name: n for n in read.nodes(cluster)}
+    devices = {d.node: d for d in read.devices(cluster)}
+    before = doctor.queues(read.cluster_queues(cluster), types, True, flavors, nodes, devices)
+    [cq] = [o for o in objects if o["kind"] == "ClusterQueue"]
+    kept = json.loads(json.dumps(cq["spec"]["resourceGroups"]))
+    cq["spec"]["resourceGroups"] = []
+    found = doctor.queues(read.cluster_queues(MemoryCluster(objects)), types, True, flavors, nodes, devices)
+    [lost] = [f for f in found if f.check == "queue-resources"]
+    assert lost.status == doctor.FAIL and "resourceGroups" in lost.fix and "Hold" not in lost.fix
+    words = shlex.split(lost.fix)
+    patch = json.loads(words[words.index("-p") + 1])
+    cq["spec"].update(patch["spec"])
+    assert [
+        (f["name"], [(r["name"], r["nominalQuota"]) for r in f["resources"]])
+        for f in cq["spec"]["resourceGroups"][0]["flavors"]
+    ] == [(f["name"], [(r["name"], r["nominalQuota"]) for r in f["resources"]]) for f in kept[0]["flavors"]]
+    after = doctor.queues(read.cluster_queues(MemoryCluster(objects)), types, True, flavors, nodes, devices)
+    assert [f.to_dict() for f in after] == [f.to_dict() for f in before]

@@ -106,7 +106,9 @@ def doctor_command(
             *doctor.versions(kubernetes, kubernetes_source, kueue),
             *webhook_findings,
             doctor.admission_check(check),
-            *doctor.queues(queues, types, check is not None and check.active),
+            *doctor.queues(
+                queues, types, check is not None and check.active, flavors, nodes, {d.node: d for d in ledgers.served}
+            ),
             *doctor.inactive_pools(types, queues, now, inactive_grace),
             *_kueue(opened, config_ns, config_name),
             *doctor.kueue_topologies(flavors, _topologies(opened)),

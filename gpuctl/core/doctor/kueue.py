@@ -6,7 +6,7 @@ topologies the flavors name.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from gpuctl.core import naming
 from gpuctl.core.doctor.records import (
@@ -21,6 +21,9 @@ from gpuctl.core.doctor.records import (
     show,
 )
 from gpuctl.core.instancetypes import InstanceType
+from gpuctl.core.ledger import NodeDevices
+from gpuctl.core.nodes import Node
+from gpuctl.core.units import M
 from gpuctl.core.versions import (
     TESTED_KUBERNETES,
     TESTED_KUEUE,
@@ -88,8 +91,53 @@ def admission_check(check: AdmissionCheck | None) -> Finding:
 # ----------------------------------------------------------------------------------------------- queues
 
 
+def derived_resource_groups(
+    it: InstanceType,
+    flavors: Mapping[str, ResourceFlavor],
+    nodes: Mapping[str, Node],
+    devices: Mapping[str, NodeDevices],
+) -> list[dict[str, Any]]:
+    """The resource groups an accelerated pool's queue holds, derived as the worker's queue reconciler does: one
+    group covering ``credits.gpustack.ai/<manufacturer>``, a flavor per card count of the pool's ResourceFlavors
+    (smallest per-node count first), each with the credits of the cards its Ready nodes hold (the node's count label,
+    else its ledger's cards of the model). Empty when no flavor of the pool has a node."""
+    resource = naming.CREDITS_PREFIX + (it.manufacturer or it.accelerator_group.split("-", 1)[0])
+    pool = it.pool_labels()
+    entries = []
+    for f in flavors.values():
+        if it.accelerator_group not in f.accelerator_keys or any(
+            f.node_labels.get(k) not in (None, v) for k, v in pool.items()
+        ):
+            continue
+        count = f.count_pin(it.accelerator_group)
+        cards = 0
+        for n in nodes.values():
+            if n.ready and all(n.labels.get(k) == v for k, v in f.node_labels.items()):
+                label = n.labels.get(naming.accelerator_count_label(it.accelerator_group), "")
+                group = devices[n.name].group(it.accelerator_group) if n.name in devices else None
+                cards += int(label) if label.isdigit() else len(group.cards) if group is not None else 0
+        if cards:
+            entries.append((int(count) if count and count.isdigit() else 0, f.name, cards))
+    if not entries:
+        return []
+    return [
+        {
+            "coveredResources": [resource],
+            "flavors": [
+                {"name": name, "resources": [{"name": resource, "nominalQuota": str(cards * M)}]}
+                for _, name, cards in sorted(entries)
+            ],
+        }
+    ]
+
+
 def queues(
-    cluster_queues: Mapping[str, ClusterQueue], instancetypes: Mapping[str, InstanceType], check_active: bool
+    cluster_queues: Mapping[str, ClusterQueue],
+    instancetypes: Mapping[str, InstanceType],
+    check_active: bool,
+    flavors: Mapping[str, ResourceFlavor] | None = None,
+    nodes: Mapping[str, Node] | None = None,
+    devices: Mapping[str, NodeDevices] | None = None,
 ) -> list[Finding]:
     """Every accelerated pool's queue references the check once it is Active; no queue without resource groups is
     left admitting, and an accelerated one without them is named whatever its stop policy (held, it admits
@@ -98,6 +146,16 @@ def queues(
     for name, cq in sorted(cluster_queues.items()):
         it = instancetypes.get(name)
         accelerated = it is not None and it.acceleratable
+        groups = (
+            derived_resource_groups(it, flavors or {}, nodes or {}, devices or {})
+            if it is not None and accelerated
+            else []
+        )
+        restore = (
+            f"kubectl patch clusterqueue {name} --type merge -p {shell_word({'spec': {'resourceGroups': groups}})}"
+            if groups
+            else ""
+        )
         if not cq.quotas and cq.stop_policy in ("", "None"):
             out.append(
                 Finding(
@@ -105,8 +163,10 @@ def queues(
                     FAIL,
                     f"ClusterQueue {name} has no resource groups and admits",
                     "a queue that declares no resource checks nothing: it admits every Workload, with no flavor "
-                    "and so no AdmissionCheck",
-                    f'kubectl patch clusterqueue {name} --type merge -p \'{{"spec":{{"stopPolicy":"Hold"}}}}\'',
+                    "and so no AdmissionCheck"
+                    + ("; the groups its pool's flavors and nodes derive restore it" if restore else ""),
+                    restore
+                    or f'kubectl patch clusterqueue {name} --type merge -p \'{{"spec":{{"stopPolicy":"Hold"}}}}\'',
                 )
             )
         elif not cq.quotas and accelerated and it is not None:
@@ -118,7 +178,8 @@ def queues(
                     f"ClusterQueue {name} has no resource groups: on {cq.stop_policy}, its pool admits nothing",
                     "an accelerated queue covers credits.gpustack.ai/<manufacturer> with a flavor per card count of "
                     "its pool; without any, resuming it admits nothing either",
-                    "the worker's queue reconciler fills them from the pool's ResourceFlavors "
+                    restore
+                    or "the worker's queue reconciler fills them from the pool's ResourceFlavors "
                     f"(kubectl get resourceflavors -l {label}.count): check its logs; a pool whose nodes are all "
                     "gone stays empty until one returns",
                 )
