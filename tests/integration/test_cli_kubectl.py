@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,7 +97,6 @@ def test_a_request_timeout_ends_a_call_to_a_silent_server(control_plane: Any, tm
             c["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
         kubeconfig = tmp_path / "silent"
         kubeconfig.write_text(yaml.safe_dump(config))
-        started = time.monotonic()
         proc = subprocess.run(
             [
                 sys.executable,
@@ -115,8 +113,8 @@ def test_a_request_timeout_ends_a_call_to_a_silent_server(control_plane: Any, tm
             cwd=ROOT,
             timeout=30,
         )
-        took = time.monotonic() - started
-        assert proc.returncode == 1 and took < 5, (took, proc.stderr)
+        # The proxy never answers: without the timeout the process would run into subprocess's 30 s guard.
+        assert proc.returncode == 1, proc.stderr
         assert proc.stderr.count("\n") == 1 and f"127.0.0.1:{proxy.port}" in proc.stderr and "in time" in proc.stderr
     finally:
         proxy.close()

@@ -135,12 +135,12 @@ def test_with_the_api_server_black_holed_reviews_answer_in_time_and_health_says_
             queue=naming.queue_entrance("nowhere"),
         )
         for obj, allowed in ((slice_pod, True), (unknown, False)):
-            started = time.monotonic()
             code, data = faulty.post("/mutate-pod-accelerators", review(obj, "bh"))
-            took = time.monotonic() - started
             answer = json.loads(data)["response"]
-            assert code == 200 and answer["uid"] == "bh" and answer["allowed"] is allowed
-            assert took < 2.0, took  # answered from the cache, never waiting on the silent server
+            # Answered from the cache: a review that waited on the silent server would end in the deadline's
+            # refusal ("no answer within"), not in the webhook's own verdict.
+            assert code == 200 and answer["uid"] == "bh" and answer["allowed"] is allowed, answer
+            assert "no answer within" not in str(answer.get("status", {}).get("message", "")), answer
         wait_for(
             "readiness to say the API server is silent",
             lambda: faulty.get("/readyz")[0] == 503,
@@ -206,11 +206,12 @@ def test_slow_connections_and_an_oversized_review_leave_good_reviews_answered(fa
 
 
 def _known(op: Operator, name: str) -> bool:
-    """Whether the operator's cache holds the type: a review of a Pod in its queue is answered without a wait."""
-    p = pod([container("main", {"nvidia.com/gpu": "1"})], queue=naming.queue_entrance(name))
-    started = time.monotonic()
-    op.post("/mutate-pod-accelerators", review(p, "probe"))
-    return time.monotonic() - started < 0.3
+    """Whether the operator's cache holds the type: a slice sized in MiB is allowed only where the InstanceType
+    behind its queue (its card memory) is known."""
+    limits = {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "4096"}
+    p = pod([container("main", limits)], queue=naming.queue_entrance(name))
+    code, data = op.post("/mutate-pod-accelerators", review(p, "probe"))
+    return code == 200 and json.loads(data)["response"]["allowed"] is True
 
 
 def _flood(faulty: Operator) -> None:

@@ -269,28 +269,26 @@ def black_hole() -> Any:
 
 
 def test_a_black_holed_events_endpoint_does_not_slow_verdicts(black_hole: str) -> None:
-    """1,000 verdicts' Events recorded while the writer waits on an API server that never answers: each ``record``
-    takes what it takes with no API server at all, not the request timeout."""
-    live = LiveSource(Connection(server=black_hole, token="t", request_timeout=2.0))
+    """1,000 verdicts' Events recorded while the writer waits on an API server that never answers (with a request
+    timeout of ten minutes): ``record`` never waits on the writer, so all 1,000 are recorded long before a single
+    request could time out. No duration is asserted: a ``record`` that waited would hang the test until the guard."""
+    live = LiveSource(Connection(server=black_hole, token="t", request_timeout=600.0))
     stop = threading.Event()
     holed = EventRecorder(live, "gpuctl-operator-0")
     holed.start(stop)
-    reference = EventRecorder(Sink(), "gpuctl-operator-0")  # never started: its queue only fills
+    recorded: list[int] = []
 
-    def slowest(rec: EventRecorder) -> tuple[float, float]:
-        worst, start = 0.0, time.perf_counter()
+    def record_all() -> None:
         for i in range(1000):
-            t = time.perf_counter()
-            rec.record(Regarding(kinds.WORKLOAD, f"other-{i}", "team-a", f"uid-other-{i}"), *RETRY)
-            worst = max(worst, time.perf_counter() - t)
-        return worst, time.perf_counter() - start
+            holed.record(Regarding(kinds.WORKLOAD, f"other-{i}", "team-a", f"uid-other-{i}"), *RETRY)
+            recorded.append(i)
 
     try:
         holed.record(WORKLOAD, *RETRY)
         time.sleep(0.2)  # the writer is now waiting on the black hole
-        worst, total = slowest(holed)
-        _, reference_total = slowest(reference)
-        assert worst < 0.5, f"one record took {worst:.3f} s against a 2 s request timeout"
-        assert total < 10 * reference_total + 0.1, (total, reference_total)
+        recorder = threading.Thread(target=record_all, daemon=True)
+        recorder.start()
+        recorder.join(120)  # a guard against a hang, far below the writer's 600 s request timeout
+        assert not recorder.is_alive() and len(recorded) == 1000, len(recorded)
     finally:
         stop.set()

@@ -176,12 +176,15 @@ def test_a_queued_key_is_queued_once_and_never_handed_to_two_workers() -> None:
 
 def test_delays_coalesce_and_backoff_grows_per_key() -> None:
     q: WorkQueue[str] = WorkQueue("t", base_delay=0.02, max_delay=1.0)
-    q.add_after("k", 0.1)
-    q.add_after("k", 0.05)  # the earlier wins
     q.add_after("k", 0.3)
-    started = time.monotonic()
-    assert q.get(timeout=1) == "k" and 0.04 <= time.monotonic() - started < 0.25
+    q.add_after("k", 0.05)  # the earlier wins
+    q.add_after("k", 0.6)
+    q.add_after("m", 0.15)
+    # Ordered by when each is due, not by wall-clock bounds: "k" (0.05) before "m" (0.15); had a later delay won,
+    # "m" would come first.
+    assert q.get(timeout=5) == "k" and q.get(timeout=5) == "m"
     q.done("k")
+    q.done("m")
     assert [q.add_rate_limited("f") for _ in range(4)] == [0.02, 0.04, 0.08, 0.16]
     q.forget("f")
     assert q.add_rate_limited("f") == 0.02

