@@ -9,6 +9,7 @@ import datetime
 import socket
 import threading
 import uuid
+from collections.abc import Mapping
 
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import LEASE
@@ -48,7 +49,10 @@ class LeaderElector:
         name: str = OPERATOR_NAME,
         lease_seconds: int = LEASE_SECONDS,
         retry_seconds: float = RETRY_SECONDS,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
+        self.annotations = dict(annotations or {})
+        """Written on the Lease by whoever holds it (the port it serves the webhooks on)."""
         self.source = source
         self.namespace = namespace
         self.name = name
@@ -80,7 +84,7 @@ class LeaderElector:
                     {
                         "apiVersion": "coordination.k8s.io/v1",
                         "kind": "Lease",
-                        "metadata": {"name": self.name, "namespace": self.namespace},
+                        "metadata": {"name": self.name, "namespace": self.namespace, "annotations": self.annotations},
                         "spec": {**spec_new, "acquireTime": _stamp(now)},
                     },
                     namespace=self.namespace,
@@ -96,7 +100,7 @@ class LeaderElector:
             if holder != self.identity and not expired:
                 return False
             patch = {
-                "metadata": {"resourceVersion": lease["metadata"]["resourceVersion"]},
+                "metadata": {"resourceVersion": lease["metadata"]["resourceVersion"], "annotations": self.annotations},
                 "spec": spec_new if holder == self.identity else {**spec_new, "acquireTime": _stamp(now)},
             }
             self.source.patch(LEASE, self.name, patch, namespace=self.namespace)

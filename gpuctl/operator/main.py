@@ -126,6 +126,7 @@ def run(argv: list[str] | None = None) -> int:
         return health_check(args.health_check)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from gpuctl.cluster.live import Connection, LiveSource
+    from gpuctl.core import naming
     from gpuctl.operator.cache import WEBHOOK_KINDS, OperatorCache
     from gpuctl.operator.controllers import Controllers
     from gpuctl.operator.events import EventRecorder
@@ -151,7 +152,11 @@ def run(argv: list[str] | None = None) -> int:
     controllers = (
         None if args.no_controllers else Controllers(cache, source, metrics, resync_seconds=args.resync, events=events)
     )
-    elector = LeaderElector(source, args.namespace) if args.leader_elect and controllers else None
+    elector = (
+        LeaderElector(source, args.namespace, annotations={naming.ANNOTATION_SERVING_PORT: str(args.port)})
+        if args.leader_elect and controllers
+        else None
+    )
 
     def leading() -> bool:
         return elector.holds() if elector is not None else True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -718,3 +719,36 @@ def test_a_queue_that_lost_its_resource_groups_gets_them_back_from_its_pool() ->
     ] == [(f["name"], [(r["name"], r["nominalQuota"]) for r in f["resources"]]) for f in kept[0]["flavors"]]
     after = doctor.queues(read.cluster_queues(MemoryCluster(objects)), types, True, flavors, nodes, devices)
     assert [f.to_dict() for f in after] == [f.to_dict() for f in before]
+
+
+def test_a_webhook_url_on_the_wrong_port_is_patched_to_the_port_the_operator_serves() -> None:
+    """The process runs (its Lease is fresh and says where it serves) but the URLs name another port: the finding's
+    fix is the JSON patch of each URL; applied, the finding is gone and no other appears."""
+    import copy
+    import shlex
+
+    import jsonpatch
+
+    from gpuctl.operator.manifests import webhook_configurations
+
+    now = time.time()
+    fresh = lease(2, now)
+    serving = dataclasses.replace(fresh, serving_port=9443)
+    configs = copy.deepcopy(webhook_configurations(ca_bundle="Y2E=", url="https://127.0.0.1:9444"))
+    ns = naming.OPERATOR_NAMESPACE
+    found = doctor.operator_health(None, serving, False, ns, now, entries(configs))
+    [wrong] = [f for f in found if f.check == "webhook-url"]
+    assert wrong.status == doctor.FAIL and "port 9443" in wrong.saw and "https://127.0.0.1:9444" in wrong.saw
+    for command in wrong.fix.split(" && "):
+        words = shlex.split(command)
+        kind, name = words[2], words[3]
+        [config] = [c for c in configs if c["kind"].lower() == kind and c["metadata"]["name"] == name]
+        patched = jsonpatch.apply_patch(config, json.loads(words[words.index("-p") + 1]))
+        configs[configs.index(config)] = patched
+    after = doctor.operator_health(None, serving, False, ns, now, entries(configs))
+    assert [f.check for f in after] == [f.check for f in found if f.check != "webhook-url"]
+    assert all(e.url.startswith("https://127.0.0.1:9443/") for e in entries(configs) if e.ours and e.url)
+    # A Lease that does not say where its holder serves proves nothing about the URLs.
+    assert not [
+        f for f in doctor.operator_health(None, fresh, False, ns, now, entries(configs)) if f.check == "webhook-url"
+    ]

@@ -280,6 +280,7 @@ def _operator(opened: Any, entries: list[Any], namespace: str, now: float) -> li
         any(e.service is not None for e in entries if e.ours),
         namespace,
         now,
+        entries,
     )
 
 

@@ -15,8 +15,10 @@ from gpuctl.core.doctor.records import (
     DeploymentRecord,
     Finding,
     LeaseRecord,
+    WebhookEntry,
     duration_text,
     operator_fix,
+    shell_word,
 )
 from gpuctl.core.queueing import epoch_seconds
 
@@ -27,6 +29,7 @@ def operator_health(
     served_by_service: bool,
     namespace: str,
     now: float,
+    entries: Sequence[WebhookEntry] = (),
 ) -> list[Finding]:
     """The operator's replicas (when the webhooks are served by its Service) and its leader Lease."""
     out = []
@@ -119,7 +122,60 @@ def operator_health(
                 f"Lease {lease.namespace}/{lease.name}: {lease.holder}, renewed {duration_text(max(age, 0))} ago{held}",
             )
         )
+        out += _url_ports(entries, lease, age)
     return out
+
+
+def _url_ports(entries: Sequence[WebhookEntry], lease: LeaseRecord, age: float) -> list[Finding]:
+    """Webhooks registered by URL whose port is not the one the running operator serves on (its Lease says)."""
+    if lease.serving_port is None:
+        return []
+    wrong = [e for e in entries if e.ours and e.url and _url_port(e.url) not in (None, lease.serving_port)]
+    if not wrong:
+        return []
+    by_config: dict[tuple[bool, str], list[dict[str, object]]] = {}
+    for e in wrong:
+        fixed = _with_port(e.url, lease.serving_port)
+        by_config.setdefault((e.mutating, e.configuration), []).append(
+            {"op": "replace", "path": f"/webhooks/{e.index}/clientConfig/url", "value": fixed}
+        )
+    fixes = [
+        f"kubectl patch {'mutating' if mutating else 'validating'}webhookconfiguration {name} --type json "
+        f"-p {shell_word(ops)}"
+        for (mutating, name), ops in sorted(by_config.items())
+    ]
+    first = wrong[0]
+    return [
+        Finding(
+            "webhook-url",
+            FAIL,
+            f"{first.name} ({first.configuration}) calls {first.url}"
+            + (f" and {len(wrong) - 1} more webhook(s) call that port" if len(wrong) > 1 else "")
+            + f", while the operator serves on port {lease.serving_port} (its Lease, renewed "
+            f"{duration_text(max(age, 0))} ago)",
+            "the process runs, but the API server calls a port where it does not answer: a Fail webhook refuses "
+            "everything it selects",
+            " && ".join(fixes),
+        )
+    ]
+
+
+def _url_port(url: str) -> int | None:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).port or 443
+    except ValueError:
+        return None
+
+
+def _with_port(url: str, port: int) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return urlunsplit(parts._replace(netloc=f"{host}:{port}"))
 
 
 def histogram_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float | None:

@@ -288,6 +288,8 @@ class LeaseRecord:
     renew_time: str
     acquire_time: str
     duration_seconds: int
+    serving_port: int | None = None
+    """The HTTPS port its holder serves the webhooks on (its annotation), when it says."""
 
 
 def parse_lease(obj: Mapping[str, object]) -> LeaseRecord:
@@ -300,7 +302,13 @@ def parse_lease(obj: Mapping[str, object]) -> LeaseRecord:
         str(spec.get("renewTime") or ""),
         str(spec.get("acquireTime") or ""),
         duration if isinstance(duration, int) and not isinstance(duration, bool) else 15,
+        _port(field_map(meta, "annotations").get(naming.ANNOTATION_SERVING_PORT)),
     )
+
+
+def _port(value: object) -> int | None:
+    text = str(value or "")
+    return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
 
 
 @dataclass(frozen=True, slots=True)
