@@ -444,3 +444,34 @@ def test_every_printed_step_is_what_its_replay_admits(nodes: list[tuple[int, int
         assert len(got) > count and len(got) <= p.ceiling
         count = len(got)
     assert set(p.admitted_after) == claimed
+
+
+def test_a_4g_in_flight_and_a_3g_share_one_card_and_a_plan_counts_on_it() -> None:
+    """One 4g.40gb admitted and not yet allocated holds slices 0-3 of its card, not the whole card: a 3g.40gb is
+    admitted on the same card; and a plan for five 3g.40gb beside it switches the cards the placements need."""
+    four = {f"{GPU}.partitioned": "1", f"{GPU}.partitioned.mig-4g.40gb": "1"}
+    state = State().node("h1", 1, H100).node("h2", 4, H100, partitioned=())
+    sim = simulator(state)
+    first = sim.simulate(resubmission_of("four", four))
+    second = sim.simulate(resubmission_of("three", THREE_G))
+    assert first.admitted and second.admitted
+    cards = [n["cards"] for o in (first, second) for n in o.to_dict()["placement"]["nodes"]]
+    assert cards == [["GPU-0000"], ["GPU-0000"]] and [n.name for n in second.placement] == ["h1"]
+    # The same 4g.40gb in flight, five 3g.40gb waiting: h1's card takes one of them, so two of h2's cards switch
+    # (two instances each) — not three, as a whole card held by the 4g.40gb would need.
+    state = State().node("h1", 1, H100).node("h2", 4, H100, partitioned=())
+    for i in range(5):
+        state.wait(f"w{i}", THREE_G, model=H100, created=f"2026-12-01T00:{i:02d}:00Z")
+    sim = simulator(state)
+    sim.simulate(resubmission_of("four", four))
+    p = plan.plan_partitions(sim, sim.state.instancetypes[H100.pool], plan.demand_of(sim, H100.pool))
+    assert len(p.admitted_after) == 5 and p.switches == 2, (p.switches, p.still_held, p.tried)
+
+
+def resubmission_of(name: str, limits: dict[str, str]) -> Any:
+    from gpuctl.core.submissions import Submission, SubmittedPodSet
+    from testbed.factories import container
+
+    return Submission(
+        "Workload", NS, name, H100.entrance, (SubmittedPodSet("main", 1, {"containers": [container("main", limits)]}),)
+    )
