@@ -106,9 +106,9 @@ def test_a_workload_held_at_the_check_admitted_then_drained_tells_its_story(
         for e in got:
             first.setdefault(e["reason"], when(e))
         # Ours and Kueue's, in the order they happened (Kueue's core Events carry whole seconds only).
-        assert {"QuotaReserved", "Retry", "Ready", "Admitted", "EvictedDueToAdmissionCheck"} <= set(first), sorted(
-            first
-        )
+        # (Kueue 0.17 also records each Retry's eviction as EvictedDueToAdmissionCheck; 0.19 records none here, its
+        # condition tells it.)
+        assert {"QuotaReserved", "Retry", "Ready", "Admitted"} <= set(first), sorted(first)
         assert first["QuotaReserved"] <= first["Retry"] + 1 and first["Retry"] < first["Ready"], got
         assert (
             first["Ready"] <= first["Admitted"] + 1 and first["Admitted"] <= first["EvictedDueToClusterQueueStopped"]
