@@ -8,13 +8,17 @@ A refused Pod fails with ``UnexpectedAdmissionError``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from gpuctl.core import partition_geometry
-from gpuctl.core.ledger import Card, Mode
+from gpuctl.core.ledger import Card, Mode, NodeDevices
 from gpuctl.core.naming import Family
 from gpuctl.core.units import SHARE, M
+
+if TYPE_CHECKING:
+    from gpuctl.core.fit import Charge
 
 FAMILY_MODE = {
     Family.EXCLUSIVE: Mode.EXCLUSIVE,
@@ -174,3 +178,26 @@ def allocate(
         grants.append(Grant(c.id, family, grant_units, profile))
         working[at[c.id]] = _granted(working[at[c.id]], family, grant_units, profile)
     return grants, working
+
+
+def with_charges(devices: Mapping[str, NodeDevices], charges: Iterable[Charge]) -> dict[str, NodeDevices]:
+    """The ledgers with each charge granted on its card, as ``Allocate`` will once the Pods behind it run (the cards
+    promised to Workloads still starting, held in every what-if)."""
+    by_node: dict[str, list[Charge]] = {}
+    for c in charges:
+        by_node.setdefault(c.node, []).append(c)
+    out = dict(devices)
+    for node, mine in by_node.items():
+        d = out.get(node)
+        if d is None:
+            continue
+        groups = []
+        for g in d.groups:
+            cards = list(g.cards)
+            for c in mine:
+                for i, card in enumerate(cards):
+                    if card.id == c.card_id:
+                        cards[i] = _granted(card, c.family, c.units, c.profile)
+            groups.append(replace(g, cards=tuple(cards)))
+        out[node] = replace(d, groups=tuple(groups))
+    return out

@@ -600,6 +600,21 @@ def _charge_inflight(w: Workload, ctx: FitContext, budget: _Budget) -> list[Char
     return charges
 
 
+def promised(ctx: FitContext, *, check: str = naming.NODE_DEVICES_CHECK) -> list[Charge]:
+    """Every card the check counts as promised: the Pods of each admitted (or check-Ready) Workload that Allocate has
+    not recorded yet, charged in the order and by the rule a verdict charges them (what a what-if must not hand out
+    again)."""
+    budget = _Budget(ctx.devices)
+    out: list[Charge] = []
+    for w in sorted(ctx.workloads, key=lambda x: x.key):
+        if w.finished or w.evicted or not w.active:
+            continue
+        state = w.check(check)
+        if w.admitted or (w.quota_reserved and state is not None and state.state == READY):
+            out.extend(_charge_inflight(w, ctx, budget))
+    return out
+
+
 def _judged_nodes(w: Workload) -> set[str] | None:
     """The nodes a verdict reads when every PodSet is TAS-assigned to hostnames; None when it reads whole pools."""
     nodes: set[str] = set()

@@ -475,3 +475,29 @@ def resubmission_of(name: str, limits: dict[str, str]) -> Any:
     return Submission(
         "Workload", NS, name, H100.entrance, (SubmittedPodSet("main", 1, {"containers": [container("main", limits)]}),)
     )
+
+
+def test_cards_promised_to_a_workload_still_starting_are_held_in_fragmentation() -> None:
+    """A Workload admitted on h1's only card, its Pod not created yet: the ledger shows the card free, the check
+    counts it promised — and so does fragmentation, which no longer offers that card to a whole-card request."""
+    from gpuctl.cli.commands.fragmentation import pool_items
+
+    def state(promised: bool) -> list[Any]:
+        s = State().node("h1", 1, A10G).node("h2", 2, A10G)
+        s.hold("busy", "h1", whole(0))
+        s.hold(None, "h2", whole(1))  # Pods in the read: the ledgers are rebuilt from them
+        objects = s.objects()
+        if not promised:
+            return objects
+        out = [o for o in objects if not (o["kind"] == "Pod" and o["metadata"]["name"].startswith("busy"))]
+        for o in out:
+            if o["kind"] == "Devices" and o["metadata"]["name"] == "h1":
+                o["status"] = {"groups": []}  # nothing allocated yet: the card reads free
+        return out
+
+    def ex_free(objects: list[Any]) -> Any:
+        [item] = pool_items(MemoryCluster(objects), [], [], None, False)
+        return item["views"]
+
+    running, starting = ex_free(state(False)), ex_free(state(True))
+    assert starting == running, (starting, running)

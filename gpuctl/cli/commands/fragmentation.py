@@ -72,6 +72,8 @@ def pool_items(
         raise NotFound(f'instancetype "{missing[0]}" not found or not accelerated (`gpuctl views` lists the pools)')
     devices = read.devices(source) if types else []
     workloads = read.workloads(source) if types else []
+    if any(w.quota_reserved and not w.finished for w in workloads):
+        devices = _with_promises(source, devices)
     queue_of = cluster_queues_of(workloads, map(parse_local_queue, source.list(kinds.LOCALQUEUE)))
     items: list[dict[str, Any]] = []
     wants_hint: dict[str, tuple[list[str], int]] = {}
@@ -283,3 +285,17 @@ def fragmentation_command(
         failures=failures,
     )
     render.emit(listing, output)
+
+
+def _with_promises(source: "Source", devices: list[Any]) -> list[Any]:
+    """The published ledgers with the cards promised to Workloads still starting (admitted, Pods not yet allocated)
+    held, as the check holds them: free capacity a what-if must not count twice."""
+    from gpuctl.cluster import read
+    from gpuctl.core.allocator import with_charges
+    from gpuctl.core.fit import promised
+
+    charges = promised(read.admission_state(source).inputs)
+    if not charges:
+        return devices
+    held = with_charges({d.node: d for d in devices}, charges)
+    return [held[d.node] for d in devices]
