@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
 
+from gpuctl.core.errors import InputError
 from gpuctl.core.units import QuantityError, format_quantity, parse_quantity
 
 QUANTITY_PATTERN: Final = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
@@ -61,7 +62,7 @@ class FieldError:
         return f"{self.path}: {self.text}"
 
 
-class Undecodable(Exception):
+class Undecodable(InputError, ValueError):
     """A value that stops the object from being decoded at all."""
 
 

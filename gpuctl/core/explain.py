@@ -580,18 +580,18 @@ def gate3(w: Workload, ctx: ExplainContext) -> Gate:
 
 
 def _loop(w: Workload, ctx: ExplainContext) -> Loop | None:
-    """The placement loop of a Workload the check refuses where TAS put it, judged on the nodes TAS can choose."""
+    """The placement loop of a Workload the check refuses where TAS put it, judged on the other nodes of its flavor
+    (those whose ledger carries the flavor's labels: the Nodes themselves are not decoded for it)."""
     fit = ctx.check
     names = {f for a in w.assignments for f in a.credit_flavors if f in fit.flavors}
-    if not names or fit.nodes is None:
+    if not names:
         return None
     pool_nodes = {
         f: sorted(
-            n.name
-            for n in fit.nodes.values()
-            if n.ready
-            and not n.unschedulable
-            and all(n.labels.get(k) == v for k, v in fit.flavors[f].node_labels.items())
+            name
+            for name, d in fit.devices.items()
+            if (fit.nodes is None or name in fit.nodes)
+            and all(d.labels.get(k) == v for k, v in fit.flavors[f].device_selector.items())
         )
         for f in names
     }

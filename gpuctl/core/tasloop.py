@@ -39,6 +39,8 @@ class Loop:
     """Pods outside Kueue holding cards on those nodes (``namespace/name``)."""
     raw_counted: bool
     """TAS counts raw device keys for admitted Workloads too (Kueue 0.18+)."""
+    pods_per_node: int = 1
+    """The most Pods of one PodSet TAS put on one of those nodes."""
 
     @property
     def why(self) -> str:
@@ -60,6 +62,8 @@ class Loop:
         ]
         if self.outside and not self.raw_counted:
             ways.append(f"{', '.join(self.outside)} ends or runs through Kueue")
+        if self.pods_per_node > 1:
+            ways.append("fewer of its Pods share a node (lower the Pods per node or the per-Pod request)")
         return ", ".join(ways[:-1]) + f", or {ways[-1]}"
 
     def sentence(self) -> str:
@@ -106,7 +110,8 @@ def placement_loop(
         for p in pods_by_node.get(n, ())
         if not p.workload and p.allocations and not p.finished
     )
-    return Loop(tuple(sorted(placed)), tuple(instead), tuple(outside), raw_counted)
+    most = max((pods for a in w.assignments for _, pods in a.hostnames or ()), default=1)
+    return Loop(tuple(sorted(placed)), tuple(instead), tuple(outside), raw_counted, most)
 
 
 def _moved(w: Workload, a: PodSetAssignment, node: str) -> Workload:

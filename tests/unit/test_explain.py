@@ -151,7 +151,8 @@ def test_gate_3_recognises_room_promised_to_a_workload_still_starting() -> None:
     first = workload("first", [("main", 1, WHOLE)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, check_state="Ready")
     second = workload("second", [("main", 1, WHOLE)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, check_state="Retry")
     e = explain_workload(parse_workload(second), context(cluster_queue(), one, workloads=[first, second]))
-    assert e.held_by == 3 and "still starting" in e.gates[2].hint
+    # Allocating the promise frees nothing: the hint says what does.
+    assert e.held_by == 3 and "promised to team-a/first" in e.gates[2].hint and "frees nothing" in e.gates[2].hint
     assert any("promised to team-a/first" in x for x in e.gates[2].evidence)
 
 

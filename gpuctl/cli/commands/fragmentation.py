@@ -65,7 +65,7 @@ def pool_items(
     from gpuctl.core.suggest import defrag_hints
     from gpuctl.core.workloads import parse_local_queue
 
-    read.read_as_records(source, kinds.WORKLOAD)
+    read.read_as_records(source, kinds.WORKLOAD, kinds.POD)
     types = [t for t in read.instancetypes(source) if t.acceleratable and (not names or t.name in names)]
     missing = sorted(set(names) - {t.name for t in types})
     if missing:
