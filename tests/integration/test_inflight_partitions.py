@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
 from testbed.factories import H100_MIB, H100_PROFILES
-from testbed.gpucluster import KUEUE, KV, condition, wait_for
+from testbed.gpucluster import KUEUE, KV
 from testbed.operator_process import Operator, webhooks_registered
 from tests.states import Model, State
 
@@ -50,16 +50,7 @@ def test_a_4g_in_flight_leaves_a_3g_the_rest_of_its_card(
     runner = CliRunner()
     try:
         cluster.load(state.objects())
-        wait_for(
-            "the ClusterQueue Active",
-            lambda: (
-                (
-                    condition(cluster.objs.get_cluster_custom_object(KUEUE, KV, "clusterqueues", model.pool), "Active")
-                    or {}
-                ).get("status")
-                == "True"
-            ),
-        )
+        cluster.wait_active(model.pool)
         for name, profile, admitted in (
             ("four", "4g.40gb", True),
             ("three", "3g.40gb", True),

@@ -16,7 +16,7 @@ from kubernetes import client
 from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
-from testbed.gpucluster import KUEUE, KV, condition, wait_for
+from testbed.gpucluster import KUEUE, KV, wait_for
 from testbed.operator_process import Operator, webhooks_registered
 from tests.states import Model, State, whole
 
@@ -67,16 +67,7 @@ def test_a_node_whose_cards_are_held_outside_kueue_loops_on_kueue_0_17_and_is_na
     looping = control_plane.versions.kueue_minor < (0, 18)
     try:
         cluster.load(state.objects())
-        wait_for(
-            "the ClusterQueue Active",
-            lambda: (
-                (
-                    condition(cluster.objs.get_cluster_custom_object(KUEUE, KV, "clusterqueues", model.pool), "Active")
-                    or {}
-                ).get("status")
-                == "True"
-            ),
-        )
+        cluster.wait_active(model.pool)
         for i in range(2):
             settled(cluster, [model.pool])
             manifest = workload(f"r{i}", model, {GPU: "1"})

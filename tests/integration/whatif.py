@@ -80,6 +80,15 @@ class Cluster:
                     self.objs.create_cluster_custom_object(KUEUE, KV, plural, body)
                     self.created.append((plural, name, None))
 
+    def wait_active(self, cluster_queue: str) -> None:
+        """Until Kueue marks the ClusterQueue Active (its flavors, topology and check found)."""
+
+        def active() -> bool:
+            obj = self.objs.get_cluster_custom_object(KUEUE, KV, "clusterqueues", cluster_queue)
+            return (condition(obj, "Active") or {}).get("status") == "True"
+
+        wait_for(f"ClusterQueue {cluster_queue} Active", active)
+
     # -- the kubelet, the device plugin and the job controller, which the control plane does not run ------------
 
     def run(self, workload_name: str, item: dict[str, Any], pod_name: str | None, template: dict[str, Any]) -> None:
