@@ -16,11 +16,11 @@ from kubernetes import client
 from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
-from testbed.gpucluster import KUEUE, KV, wait_for
+from testbed.gpucluster import wait_for
 from testbed.operator_process import Operator, webhooks_registered
 from tests.states import Model, State, whole
 
-from .whatif import Cluster, real_class, settled, workload
+from .whatif import Cluster, job, real_class, settled
 
 GPU = "nvidia.com/gpu"
 
@@ -70,22 +70,26 @@ def test_a_node_whose_cards_are_held_outside_kueue_loops_on_kueue_0_17_and_is_na
         cluster.wait_active(model.pool)
         for i in range(2):
             settled(cluster, [model.pool])
-            manifest = workload(f"r{i}", model, {GPU: "1"})
+            # Jobs, so Kueue's job integration completes each eviction (suspends the Job, releases the quota) and
+            # queues the Workload again, as it does for a Deployment's replicas.
+            manifest = job(f"r{i}", model, {GPU: "1"}, 1, False)
             path = tmp_path / f"r{i}.json"
             path.write_text(json.dumps(manifest))
             code, out, err = gpuctl(kubeconfig, "simulate", "-f", str(path), "-n", namespace, "-o", "json")
             assert code == 0, err
             item = json.loads(out)
-            cluster.objs.create_namespaced_custom_object(KUEUE, KV, namespace, "workloads", manifest)
-            cluster.created.append(("workloads", f"r{i}", namespace))
-            got = real_class(cluster, f"r{i}", False)
+            made = client.BatchV1Api(api).create_namespaced_job(namespace, manifest)
+            cluster.created.append(("job", f"r{i}", namespace))
+            w = wait_for(f"the Workload of Job r{i}", lambda made=made: cluster.workload_of(made.metadata.uid))
+            name = w["metadata"]["name"]
+            cluster.created.append(("workloads", name, namespace))
+            got = real_class(cluster, name, False)
             if i == 0 or not looping:
                 # Admitted where predicted: the first on the node TAS sorts first, the second (0.18+) on the free one.
                 assert got[0] == "admitted" and item["heldBy"] is None, (got, item)
                 assert got[1] == tuple(n["name"] for n in item["placement"]["nodes"])
                 assert got[1] == ((first,) if i == 0 else (second,))
-                template = manifest["spec"]["podSets"][0]["template"]["spec"]
-                cluster.run(f"r{i}", item, None, template)
+                cluster.run(name, item, None, manifest["spec"]["template"]["spec"])
                 continue
             # Kueue 0.17: the check refuses the node TAS chose, again and again, and simulate said so beforehand.
             assert got[0] == "retry" and item["heldBy"] == 3, (got, item)
@@ -96,17 +100,21 @@ def test_a_node_whose_cards_are_held_outside_kueue_loops_on_kueue_0_17_and_is_na
             assert f"{second} would pass the check" in hint and f"{namespace}/" in hint, hint
             # Evicted and placed again, on the same node: the check's second Retry (its Event's series reaches 2 at
             # once) is about a placement on the first node again, never the free one.
-            wait_for("Kueue to evict it and place it again", lambda: retries(api, namespace, "r1") >= 2, timeout=300)
+            wait_for(
+                "Kueue to evict it and place it again",
+                lambda name=name: retries(api, namespace, name) >= 2,
+                timeout=300,
+            )
             listed = client.CustomObjectsApi(api).list_namespaced_custom_object(
                 "events.k8s.io", "v1", namespace, "events"
             )
             notes = [
                 str(e.get("note"))
                 for e in listed["items"]
-                if e.get("reason") == "Retry" and (e.get("regarding") or {}).get("name") == "r1"
+                if e.get("reason") == "Retry" and (e.get("regarding") or {}).get("name") == name
             ]
             assert notes and all(first in n and second not in n for n in notes), notes
-            code, out, err = gpuctl(kubeconfig, "explain", "workload", f"{namespace}/r1", "-o", "json")
+            code, out, err = gpuctl(kubeconfig, "explain", "workload", f"{namespace}/{name}", "-o", "json")
             assert code == 0, err
             gate3 = json.loads(out)["gates"][2]
             assert (
