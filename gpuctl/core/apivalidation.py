@@ -73,20 +73,13 @@ def refusal(obj: Mapping[str, Any]) -> str | None:
     if kind not in API_KINDS:
         return None
     version, qualified = API_KINDS[str(kind)]
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    assert isinstance(spec, Mapping)
+    meta, spec = _mapping(obj.get("metadata")), _mapping(obj.get("spec"))
     try:
         errors = _meta_errors(meta, "metadata")
         if kind == "Pod":
             errors += pod_spec_errors(spec, "spec", defaulted=True)
         else:
-            template = spec.get("template") if isinstance(spec.get("template"), Mapping) else {}
-            assert isinstance(template, Mapping)
-            tspec = template.get("spec") if isinstance(template.get("spec"), Mapping) else {}
-            assert isinstance(tspec, Mapping)
-            errors += pod_spec_errors(tspec, "spec.template.spec")
+            errors += pod_spec_errors(_mapping(_mapping(spec.get("template")).get("spec")), "spec.template.spec")
     except Undecodable as exc:
         return f'{kind} in version "{version.rsplit("/", 1)[-1]}" cannot be handled as a {kind}: {exc}'
     if not errors:
@@ -238,6 +231,10 @@ def _meta_errors(meta: Mapping[str, Any], path: str) -> list[FieldError]:
     if name and (not isinstance(name, str) or len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name)):
         return [FieldError(f"{path}.name", f"Invalid value: {_quoted(name)}: {SUBDOMAIN_MESSAGE}")]
     return []
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _quoted(value: object) -> str:
