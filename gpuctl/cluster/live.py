@@ -109,6 +109,9 @@ class Connection:
     impersonate_groups: tuple[str, ...] = ()
     """``--as-group``."""
     tls: TLS = TLS()
+    field_manager: str = "gpuctl"
+    """The manager every write names (``fieldManager``), as kubectl names its own: what audit logs and
+    ``managedFields`` tell apart."""
 
     @property
     def from_kubeconfig(self) -> bool:
@@ -622,8 +625,7 @@ class LiveSource:
         object moved; a server-side apply patch names its ``field_manager``."""
         _, path = next(self._paths(kind, namespace))
         query = [("dryRun", "All")] if dry_run else []
-        if field_manager:
-            query.append(("fieldManager", field_manager))
+        query.append(("fieldManager", field_manager or self.connection.field_manager))
         if force:
             query.append(("force", "true"))
         url = f"{path}/{name}" + (f"/{subresource}" if subresource else "")
@@ -637,6 +639,7 @@ class LiveSource:
     ) -> dict[str, Any]:
         _, path = next(self._paths(kind, namespace))
         query = [("dryRun", "All")] if dry_run else []
+        query.append(("fieldManager", self.connection.field_manager))
         result: dict[str, Any] = self._request(
             "POST", path, query=query, body=body, content_type="application/json", kind=kind
         )

@@ -134,7 +134,9 @@ def run(argv: list[str] | None = None) -> int:
     from gpuctl.operator.metrics import Metrics, event_families, gauge_family
     from gpuctl.operator.server import CertificateReloader, Limits, WebhookServer
 
-    source = LiveSource(Connection(args.kubeconfig, args.context, args.request_timeout))
+    source = LiveSource(
+        Connection(args.kubeconfig, args.context, args.request_timeout, field_manager=naming.OPERATOR_FIELD_MANAGER)
+    )
     cache = OperatorCache(
         source,
         cpu_aware=args.cpu_aware,

@@ -333,3 +333,20 @@ def test_every_command_has_a_whole_summary_and_examples() -> None:
         assert summary.endswith(".") and not summary.endswith("..."), (path, summary)
         code, out, _ = run(*path.split(), "--help")
         assert code == 0 and "Examples:" in out and "gpuctl " in out.split("Examples:")[1], path
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        # A typing error is refused, not scored (a profile no pool offers and no card model has).
+        (["fragmentation", "--shape", "pt=nope"], 2, "--shape pt=nope: no pool offers that profile"),
+        # As kubectl: a filter naming nothing is an error, not an empty list.
+        (["workloads", "-A", "--instancetype", "nosuch"], 1, 'instancetype "nosuch" not found'),
+        # An empty subject binds nobody.
+        (["rbac", "admin", "--bind-group", ""], 2, "--bind-group '': an empty name binds nobody"),
+        (["rbac", "admin", "--bind-user", " "], 2, "--bind-user '': an empty name binds nobody"),
+    ],
+)
+def test_input_that_names_nothing_is_refused_in_one_line(args: list[str], code: int, said: str) -> None:
+    got, out, err = run(*args, "--snapshot", SNAPSHOT)
+    assert got == code and out == "" and said in err and len(err.strip().splitlines()) == 1, (got, out, err)

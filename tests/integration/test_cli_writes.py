@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
@@ -141,16 +142,21 @@ def test_a_frozen_field_is_refused_before_the_server(pool: GpuPool, control_plan
 def test_rename_and_describe(pool: GpuPool, control_plane: Any) -> None:
     assert gpuctl(control_plane, "instancetype", "rename", pool.name, "A10G pool")[0] == 0
     assert instancetype_obj(pool)["spec"]["displayName"] == "A10G pool"
+    # Audit logs and managedFields tell gpuctl's writes apart, as kubectl's (kubectl-patch, kubectl-create).
+    managers = {m["manager"] for m in instancetype_obj(pool)["metadata"]["managedFields"]}
+    assert "gpuctl" in managers and "OpenAPI-Generator" not in managers, managers
     code, out, _ = gpuctl(control_plane, "instancetype", "describe", pool.name)
     assert (
         code == 0 and "displayName:       A10G pool" in out and f"ClusterQueue:    {pool.name} (stopPolicy None" in out
     )
 
 
-def test_create_and_delete_an_instancetype(control_plane: Any) -> None:
+def test_create_and_delete_an_instancetype(control_plane: Any, api: Any) -> None:
     name = "it-cpu-created"
     code, out, err = gpuctl(control_plane, "instancetype", "create", name, "--cpu-only", "--unit-ram", "2Gi")
     assert code == 0, err
+    created = client.CustomObjectsApi(api).get_cluster_custom_object(WORKER, WV, "instancetypes", name)
+    assert {m["manager"] for m in created["metadata"]["managedFields"]} >= {"gpuctl"}
     code, _, err = gpuctl(control_plane, "instancetype", "create", name, "--cpu-only", "--unit-ram", "2Gi")
     assert code == 2 and "already exists" in err
     code, out, _ = gpuctl(control_plane, "instancetype", "list", "-o", "name")

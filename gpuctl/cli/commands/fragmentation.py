@@ -70,6 +70,7 @@ def pool_items(
     missing = sorted(set(names) - {t.name for t in types})
     if missing:
         raise NotFound(f'instancetype "{missing[0]}" not found or not accelerated (`gpuctl views` lists the pools)')
+    _known_profiles(shapes, types)
     devices = read.devices(source) if types else []
     workloads = read.workloads(source) if types else []
     if any(w.quota_reserved and not w.finished for w in workloads):
@@ -299,3 +300,20 @@ def _with_promises(source: "Source", devices: list[Any]) -> list[Any]:
         return devices
     held = with_charges({d.node: d for d in devices}, charges)
     return [held[d.node] for d in devices]
+
+
+def _known_profiles(shapes: list["Shape"], types: list[Any]) -> None:
+    """A ``pt=PROFILE`` shape names a profile some pool offers or some card model's table has; anything else is a
+    typing error, refused, not scored."""
+    from gpuctl.core.fragmentation import PT
+    from gpuctl.core.modes import PROFILE_TABLES
+
+    known = {p.name for t in types for p in t.offered_profiles} | {
+        p.published for cap in PROFILE_TABLES.values() for p in cap.profiles
+    }
+    for s in shapes:
+        if s.view == PT and s.profile not in known:
+            raise UsageError(
+                f"--shape pt={s.profile}: no pool offers that profile and no card model's table has it "
+                f"(known: {', '.join(sorted(known))})"
+            )

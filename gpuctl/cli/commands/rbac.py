@@ -56,6 +56,9 @@ def admin_command(
     from gpuctl.cluster import read
     from gpuctl.operator.manifests import cli_roles, dry_run_bindings
 
+    for flag, names in (("--bind-user", bind_user), ("--bind-group", bind_group)):
+        if any(not n.strip() for n in names or []):
+            raise UsageError(f"{flag} '': an empty name binds nobody the API server can authenticate; give a name")
     subjects = [{"kind": "User", "name": u, "apiGroup": "rbac.authorization.k8s.io"} for u in bind_user or []]
     subjects += [{"kind": "Group", "name": g, "apiGroup": "rbac.authorization.k8s.io"} for g in bind_group or []]
     if dry_run_namespace and not subjects:

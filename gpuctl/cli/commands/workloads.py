@@ -10,6 +10,7 @@ from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
 from gpuctl.cli.source import SourceSpec
 from gpuctl.cluster import kinds
+from gpuctl.cluster.errors import NotFound
 
 WORKLOAD_COLUMNS = (
     Column("NAMESPACE"),
@@ -82,6 +83,8 @@ def workloads_command(
             opened, kinds.WORKLOAD, namespace=ns, label_selector=source.selector, field_selector=source.field_selector
         )
         state = read.admission_state(opened)
+        if pool and pool not in state.instancetypes:
+            raise NotFound(f'instancetype "{pool}" not found (`gpuctl views` lists the pools)')
         # Each explanation becomes its item at once: thousands of them are never held twice over.
         labels: dict[str, dict[str, str]] = {}
         items: list[dict[str, Any]] = []
