@@ -238,7 +238,10 @@ def sorted_items(items: list[dict[str, Any]], sort_by: str | None) -> list[dict[
     except JSONPathError as exc:
         raise UsageError(f"--sort-by: {exc}") from None
     if not any(found for found, _ in keyed):
-        raise UsageError(f'couldn\'t find any field with path "{path}" in the list of objects')
+        from gpuctl.cli.errors import RuntimeFailure
+
+        # kubectl exits 1 here: the flag is well formed, the objects lack the field.
+        raise RuntimeFailure(f'couldn\'t find any field with path "{path}" in the list of objects')
 
     def order(x: tuple[list[Any], dict[str, Any]], y: tuple[list[Any], dict[str, Any]]) -> int:
         a = x[0][0] if x[0] else None
