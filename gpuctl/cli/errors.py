@@ -83,6 +83,13 @@ def usage_line(exc: Any) -> str:
             flags = [o for p in ctx.command.get_params(ctx) for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
         close = difflib.get_close_matches(exc.option_name, flags, n=1, cutoff=0.8)
         hint = f" (did you mean {close[0]}?)" if close else ""
+        subcommands = sorted(getattr(ctx.command, "commands", None) or {}) if ctx is not None else []
+        if ctx is not None and subcommands and not close:
+            # A group takes no flags of its own: the flag belongs to one of its commands.
+            return (
+                f"{ctx.command_path} takes a command before its flags ({', '.join(subcommands)}): "
+                f"e.g. {ctx.command_path} {subcommands[0]} {exc.option_name} ...{where}"
+            )
         return f"unknown flag: {exc.option_name}{hint}{where}"
     message = str(exc.format_message()).strip()
     extra = re.match(r"Got unexpected extra arguments? ?\(?s?\)? \((.*)\)$", message)

@@ -350,3 +350,11 @@ def test_every_command_has_a_whole_summary_and_examples() -> None:
 def test_input_that_names_nothing_is_refused_in_one_line(args: list[str], code: int, said: str) -> None:
     got, out, err = run(*args, "--snapshot", SNAPSHOT)
     assert got == code and out == "" and said in err and len(err.strip().splitlines()) == 1, (got, out, err)
+
+
+def test_a_flag_given_to_a_group_points_at_its_commands() -> None:
+    code, out, err = run("plan", "--snapshot", SNAPSHOT)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "gpuctl plan takes a command before its flags (drain, partitions)" in err and "unknown flag" not in err
+    code, _, err = run("views", "--snapshott", SNAPSHOT)
+    assert code == 2 and "unknown flag: --snapshott (did you mean --snapshot?)" in err
