@@ -64,7 +64,7 @@ def exit_code_of(exc: BaseException) -> int | None:
     a bug (which keeps its traceback)."""
     if isinstance(exc, GpuctlError):
         return exc.exit_code
-    return EXIT_RUNTIME if isinstance(exc, OSError) else None
+    return EXIT_RUNTIME if isinstance(exc, OSError | UnicodeDecodeError) else None
 
 
 def usage_line(exc: Any) -> str:
@@ -121,6 +121,10 @@ def handled(command: Callable[P, R]) -> Callable[P, R]:
             if code is None:
                 raise
             message = str(exc).splitlines()[0] if str(exc) else ""
+            if isinstance(exc, UnicodeDecodeError):
+                from gpuctl.core.errors import not_text
+
+                message = not_text(exc)
             if message and code == EXIT_USAGE and "see '" not in message:
                 message += f"; see '{command_path()} -h'"
             if message:

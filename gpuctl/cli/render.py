@@ -79,7 +79,11 @@ def parse_output(text: str | None, **rest: Any) -> OutputSpec:
             if prefix.endswith("-file="):
                 try:
                     argument = Path(argument).read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as exc:
+                except UnicodeDecodeError as exc:
+                    from gpuctl.core.errors import not_text
+
+                    raise UsageError(f"-o {value}: cannot read {argument}: {not_text(exc)}") from None
+                except OSError as exc:
                     raise UsageError(f"-o {value}: cannot read {argument}: {exc}") from None
                 if prefix.startswith("custom-columns"):
                     lines = [ln.split() for ln in argument.splitlines() if ln.strip()]

@@ -169,6 +169,10 @@ def read_manifest(path: str, kind: WebhookKind) -> dict[str, Any]:
 
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        from gpuctl.core.errors import not_text
+
+        raise SourceError(f"{path}: cannot read: {not_text(exc)}") from None
     except OSError as exc:
         raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl.cluster.errors import NoKubeconfig, SourceError
+from gpuctl.core.errors import not_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +139,11 @@ def load(explicit: str | None) -> Kubeconfig:
                 raise SourceError(f"kubeconfig {path}: larger than 16 MiB; not a kubeconfig")
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            detail = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            detail = (
+                not_text(exc)
+                if isinstance(exc, UnicodeDecodeError)
+                else getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            )
             raise SourceError(f"kubeconfig {path}: cannot read it: {detail}") from None
         if data is None:
             continue

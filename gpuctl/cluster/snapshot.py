@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, NamedTuple, TypeVar
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import DEVICES, Kind
 from gpuctl.cluster.selectors import selection
+from gpuctl.core.errors import not_text
 from gpuctl.core.ledger import Capability, LedgerError, NodeDevices, parse_devices
 
 T = TypeVar("T")
@@ -188,7 +189,9 @@ def read_entries(path: Path) -> Iterator[tuple[dict[str, Any], str | None]]:
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{path}: cannot read: {not_text(exc)}") from None
+    except OSError as exc:
         raise SourceError(f"{path}: cannot read: {exc}") from None
 
 
@@ -196,7 +199,6 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 CHUNK = 1 << 18
 """Bytes a JSON snapshot file is read by: the window over it holds about this much beyond the item being decoded."""
 _NUMBER_TAIL = re.compile(r"[0-9.eE+-]*")
-_POSITION = re.compile(r"position (\d+)(?:-(\d+))?")
 
 
 class _JsonWindow:
@@ -224,11 +226,7 @@ class _JsonWindow:
         try:
             added = self._utf8.decode(raw, final=not raw)
         except UnicodeDecodeError as exc:
-            offset = self._read
-            where = _POSITION.sub(
-                lambda m: f"position {int(m[1]) + offset}" + (f"-{int(m[2]) + offset}" if m[2] else ""), str(exc), 1
-            )
-            raise SourceError(f"{self._path}: cannot read: {where}") from None
+            raise SourceError(f"{self._path}: cannot read: {not_text(exc, self._read)}") from None
         self._read += len(raw)
         self.eof = not raw
         self._dropped_lines += self.text.count("\n", 0, self.pos)

@@ -26,3 +26,11 @@ class InputError(GpuctlError):
     """Input that does not fit: flags, arguments, manifests, shapes or selectors (exit 2)."""
 
     exit_code = EXIT_USAGE
+
+
+def not_text(exc: UnicodeDecodeError, offset: int = 0) -> str:
+    """What a decoding error means to a user, without the codec's name: the byte and where it is (``offset``: where
+    the decoded bytes start in the file)."""
+    bad = exc.object[exc.start : exc.start + 1] if isinstance(exc.object, bytes | bytearray) else b""
+    byte = f"byte 0x{bad[0]:02x}" if bad else "a byte"
+    return f"not UTF-8 text ({byte} at offset {offset + exc.start}); save it as UTF-8"

@@ -358,3 +358,21 @@ def test_a_flag_given_to_a_group_points_at_its_commands() -> None:
     assert "gpuctl plan takes a command before its flags (drain, partitions)" in err and "unknown flag" not in err
     code, _, err = run("views", "--snapshott", SNAPSHOT)
     assert code == 2 and "unknown flag: --snapshott (did you mean --snapshot?)" in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["views", "--snapshot", "{bad}"],
+        ["simulate", "-f", "{bad}", "--snapshot", SNAPSHOT],
+        ["webhook", "dry-run", "pod", "-f", "{bad}", "--snapshot", SNAPSHOT],
+        ["views", "--kubeconfig", "{bad}"],
+        ["views", "--snapshot", SNAPSHOT, "-o", "custom-columns-file={bad}"],
+    ],
+)
+def test_a_file_that_is_not_utf8_is_named_without_python_internals(args: list[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"\xff\xfe\x00bad")
+    code, out, err = run(*[a.replace("{bad}", str(bad)) for a in args])
+    assert code in (1, 2) and out == "" and len(err.strip().splitlines()) == 1, (code, out, err)
+    assert "not UTF-8 text (byte 0xff at offset 0)" in err and "codec" not in err and "Traceback" not in err, err
