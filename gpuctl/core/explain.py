@@ -25,6 +25,7 @@ from gpuctl.core.pending import QUOTA, TAS_PLACEMENT
 from gpuctl.core.pins import has_fit_pin
 from gpuctl.core.pods import Pod
 from gpuctl.core.preemption import eviction, uid_names
+from gpuctl.core.queueing import missing_local_queue_hint
 from gpuctl.core.quota import QuotaBook, amount_text, flavor_quotas, podset_quota_requests, quota_book
 from gpuctl.core.requests import pod_containers, validate_request_rules
 from gpuctl.core.tasloop import Loop, placement_loop
@@ -367,7 +368,7 @@ def gate2(w: Workload, ctx: ExplainContext) -> Gate:
             HELD,
             f"LocalQueue {w.queue_name!r} does not exist in namespace {w.namespace}",
             (),
-            "submit to the entrance of an InstanceType (its status.entrance)",
+            missing_local_queue_hint(w.queue_name, w.namespace),
         )
     evidence.append(
         f"LocalQueue {ctx.local_queue.namespace}/{ctx.local_queue.name} → ClusterQueue {ctx.local_queue.cluster_queue}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from gpuctl.core import naming
 from gpuctl.core.pods import Pod
 from gpuctl.core.workloads import LocalQueue, Workload
 
@@ -178,3 +179,18 @@ def held_gate(w: Workload, own_pods: Iterable[Pod]) -> int | None:
     if any(p.accelerator_containers and not p.held for p in own):
         return 5
     return None
+
+
+def missing_local_queue_hint(queue_name: str, namespace: str, pools: Iterable[str] = ()) -> str:
+    """What to do when a Workload names a LocalQueue its namespace does not have: an entrance's name (of one of
+    ``pools``, or shaped as one) is created by the operator in every non-system namespace, so the namespace is the
+    question; any other name is not a queue gpuctl's pools serve."""
+    owner = next((p for p in pools if naming.queue_entrance(p) == queue_name), None)
+    if owner is not None or (queue_name.startswith(naming.ENTRANCE_PREFIX) and len(queue_name) == 31):
+        whose = f"InstanceType {owner}'s entrance" if owner else "an InstanceType's entrance"
+        return (
+            f"{queue_name} is {whose}, which the operator creates in every non-system namespace: namespace "
+            f"{namespace} has none yet (a system namespace, or one created moments ago); "
+            f"kubectl get localqueues.kueue.x-k8s.io -n {namespace}"
+        )
+    return "submit to the entrance of an InstanceType (its status.entrance)"

@@ -531,3 +531,16 @@ def test_doctor_names_the_nodes_where_the_loop_can_happen_before_anyone_submits(
     assert [(f.check, f.status) for f in found] == [("placement-loop", "warn")]
     assert found[0].saw.startswith("node n1 of pool ") and f"{NS}/outside" in found[0].saw
     assert doctor.placement_loops(True, state.instancetypes, state.nodes, state.check.pods) == []
+
+
+def test_a_missing_local_queue_hint_says_whether_the_name_is_an_entrance() -> None:
+    from gpuctl.core.queueing import missing_local_queue_hint
+
+    entrance = naming.queue_entrance("pool-a")
+    said = missing_local_queue_hint(entrance, "kube-system", ["pool-a"])
+    assert said.startswith(f"{entrance} is InstanceType pool-a's entrance, which the operator creates in every")
+    assert "namespace kube-system has none yet" in said and "submit to the entrance" not in said
+    assert "an InstanceType's entrance" in missing_local_queue_hint(naming.queue_entrance("elsewhere"), "ns")
+    assert missing_local_queue_hint("q", "ns", ["pool-a"]) == (
+        "submit to the entrance of an InstanceType (its status.entrance)"
+    )

@@ -16,6 +16,7 @@ from gpuctl.core.explain import (
     Gate,
 )
 from gpuctl.core.pending import QUOTA, TAS_PLACEMENT
+from gpuctl.core.queueing import missing_local_queue_hint
 from gpuctl.core.quota import amount_text, flavor_quotas
 from gpuctl.core.simulate.requests import add_times, quota_of, requests_of
 from gpuctl.core.simulate.working_copy import WorkingCopy
@@ -71,7 +72,7 @@ class Reservation(WorkingCopy):
                     HELD,
                     f"LocalQueue {w.queue_name!r} does not exist in namespace {w.namespace}",
                     (),
-                    "submit to the entrance of an InstanceType (its status.entrance)",
+                    missing_local_queue_hint(w.queue_name, w.namespace, self.state.instancetypes),
                 ),
                 None,
             )
