@@ -607,12 +607,19 @@ def promised(ctx: FitContext, *, check: str = naming.NODE_DEVICES_CHECK) -> list
     budget = _Budget(ctx.devices)
     out: list[Charge] = []
     for w in sorted(ctx.workloads, key=lambda x: x.key):
-        if w.finished or w.evicted or not w.active:
-            continue
-        state = w.check(check)
-        if w.admitted or (w.quota_reserved and state is not None and state.state == READY):
+        if _holds_promise(w, check):
             out.extend(_charge_inflight(w, ctx, budget))
     return out
+
+
+def _holds_promise(w: Workload, check: str) -> bool:
+    """Admitted, or answered Ready by the check on its reservation, and still live: its cards are held before its
+    Pods hold them (a finished, evicted or deactivated one's Pods are gone or going; the ledger holds what they
+    still have)."""
+    if w.finished or w.evicted or not w.active:
+        return False
+    state = w.check(check)
+    return w.admitted or (w.quota_reserved and state is not None and state.state == READY)
 
 
 def _judged_nodes(w: Workload) -> set[str] | None:
@@ -648,10 +655,7 @@ def judge_workload(w: Workload, ctx: FitContext, *, check: str = naming.NODE_DEV
             continue
         if judged is not None and not _on_nodes(other, judged):
             continue  # charges on nodes this verdict does not judge cannot change it
-        if other.finished or other.evicted or not other.active:
-            continue  # its Pods are gone or going; the ledger holds whatever they still have
-        state = other.check(check)
-        if other.admitted or (other.quota_reserved and state is not None and state.state == READY):
+        if _holds_promise(other, check):
             inflight.extend(_charge_inflight(other, ctx, budget))
     all_demands: list[tuple[PodSet, Demand]] = [(ps, d) for ps in w.podsets for d in podset_demands(ps)]
     all_demands.sort(key=lambda x: x[1].sort_key)
