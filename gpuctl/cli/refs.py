@@ -32,6 +32,8 @@ class ObjectRef:
     name: str
     namespace: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    created: str = ""
+    """``metadata.creationTimestamp`` where the item knows it ("" where not)."""
 
     @property
     def qualified(self) -> str:
@@ -45,6 +47,8 @@ class ObjectRef:
         if self.kind.namespaced and self.namespace:
             meta["namespace"] = self.namespace
         meta["labels"] = dict(self.labels)
+        if self.created:
+            meta["creationTimestamp"] = self.created
         return meta
 
 
@@ -112,8 +116,8 @@ def devices(node: str, labels: Mapping[str, str] | None = None) -> ObjectRef:
     return ObjectRef(kinds.DEVICES, node, None, dict(labels or {}))
 
 
-def workload(namespace: str, name: str, labels: Mapping[str, str] | None = None) -> ObjectRef:
-    return ObjectRef(kinds.WORKLOAD, name, namespace, dict(labels or {}))
+def workload(namespace: str, name: str, labels: Mapping[str, str] | None = None, created: str = "") -> ObjectRef:
+    return ObjectRef(kinds.WORKLOAD, name, namespace, dict(labels or {}), created)
 
 
 def selected_items(items: list[dict[str, Any]], opened: Any, kind: Kind, spec: Any) -> list[dict[str, Any]]:

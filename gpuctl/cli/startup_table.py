@@ -2423,12 +2423,17 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
           'workloads': 'Usage: {prog} workloads [OPTIONS]\n'
                        '\n'
                        '  List Workloads with the gate that holds each one (-n NS, or -A for every\n'
-                       '  namespace; -t filters by pool too).\n'
+                       '  namespace; -t filters by pool too), how long that gate has held it and its\n'
+                       '  age; with -w, then each change as it happens.\n'
                        '\n'
                        'Options:\n'
                        '  -t, --instancetype <str>        Only the Workloads of this pool (its\n'
                        '                                  ClusterQueue).\n'
                        '  --held                          Only Workloads some gate holds.\n'
+                       '  -w, --watch                     After the list, print each Workload that\n'
+                       '                                  appears or changes.\n'
+                       '  --interval <float range>        Seconds between reads with --watch.\n'
+                       '                                  [default: 2.0; x>=0.2]\n'
                        '  -o, --output <str>              table, wide, json, yaml, name,\n'
                        '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
                        '                                  custom-columns=SPEC, custom-columns-\n'
@@ -2482,6 +2487,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                        '\n'
                        "    # One pool's Workloads in one namespace, with the hints\n"
                        '    gpuctl workloads -t gpustack--nvidia-a10g-linux-amd64 -n team-a -o wide\n'
+                       '\n'
+                       '    # What has been held longest, then every change as it happens\n'
+                       '    gpuctl workloads -A --held --sort-by=.heldSince\n'
+                       '    gpuctl workloads -A -w\n'
                        '\n'
                        '    # Just the names of held Workloads\n'
                        "    gpuctl workloads -A --held -o jsonpath='{range "
@@ -8012,6 +8021,18 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                      'names': ['--held'],
                                      'param': 'held',
                                      'takes_value': False},
+                                    {'complete': None,
+                                     'eager': False,
+                                     'multiple': False,
+                                     'names': ['--watch', '-w'],
+                                     'param': 'watch',
+                                     'takes_value': False},
+                                    {'complete': None,
+                                     'eager': False,
+                                     'multiple': False,
+                                     'names': ['--interval'],
+                                     'param': 'interval',
+                                     'takes_value': True},
                                     {'complete': ['table',
                                                   'wide',
                                                   'json',

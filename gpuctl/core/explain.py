@@ -25,7 +25,7 @@ from gpuctl.core.pending import QUOTA, TAS_PLACEMENT
 from gpuctl.core.pins import has_fit_pin
 from gpuctl.core.pods import Pod
 from gpuctl.core.preemption import eviction, uid_names
-from gpuctl.core.queueing import missing_local_queue_hint
+from gpuctl.core.queueing import held_gate, missing_local_queue_hint
 from gpuctl.core.quota import QuotaBook, amount_text, flavor_quotas, podset_quota_requests, quota_book
 from gpuctl.core.requests import pod_containers, validate_request_rules
 from gpuctl.core.tasloop import Loop, placement_loop
@@ -709,6 +709,15 @@ def _finished(w: Workload) -> Explanation:
     return Explanation(
         w.namespace, w.name, (gate1(w), *(Gate(g, NOT_APPLICABLE, why + ": it holds nothing") for g in range(2, 6)))
     )
+
+
+def held_at(w: Workload, own_pods: Sequence[Pod]) -> int | None:
+    """The gate that holds ``w``, from the Workload and its own Pods alone: the ``heldBy`` of its explanation wherever
+    those records decide it (``top`` and the operator's gauges count with it; a reserved, unadmitted Workload is
+    held at 3 whatever the check would now answer)."""
+    if gate1(w).verdict not in CLEARED:
+        return 1
+    return held_gate(w, own_pods)
 
 
 def explain_workload(w: Workload, ctx: ExplainContext) -> Explanation:

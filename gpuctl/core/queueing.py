@@ -164,19 +164,23 @@ def pods_by_workload(pods: Iterable[Pod]) -> dict[str, list[Pod]]:
 
 
 def held_gate(w: Workload, own_pods: Iterable[Pod]) -> int | None:
-    """The gate that holds a Workload, read from its conditions and its own Pods alone (None when it runs or is not
-    queued): 2 before quota is reserved, 3 until Kueue admits it, 4 while a Pod is unbound, 5 while a bound Pod's
-    accelerators are not recorded by Allocate. ``explain`` gives the reasons; this is the count a dashboard needs."""
-    if not w.active or w.finished:
+    """The gate that holds a Workload, read from its conditions and its own Pods alone (None when it runs or has
+    finished): 2 before quota is reserved (a deactivated Workload too), 3 until Kueue admits it, 4 while it has no Pod
+    or a Pod is unbound, 5 while a bound Pod's accelerators are not recorded by Allocate or Allocate refused one. These
+    are the verdicts ``explain`` reaches on the same records (its gate 1 aside: :func:`gpuctl.core.explain.held_at`
+    adds it); ``explain`` gives the reasons, this is the count a dashboard needs."""
+    if w.finished:
         return None
     if not w.quota_reserved:
         return 2
     if not w.admitted:
         return 3
-    own = [p for p in own_pods if not p.finished]
-    if any(not p.node_name for p in own):
+    pods = list(own_pods)
+    if not pods or any(not p.node_name for p in pods):
         return 4
-    if any(p.accelerator_containers and not p.held for p in own):
+    if any(p.reason == "UnexpectedAdmissionError" for p in pods):
+        return 5
+    if any(p.accelerator_containers and not p.held and not p.finished for p in pods):
         return 5
     return None
 

@@ -18,9 +18,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gpuctl.core.explain import held_at
 from gpuctl.core.fragmentation import Shape, ViewFragmentation, demand_shapes
 from gpuctl.core.pods import Pod
-from gpuctl.core.queueing import epoch_seconds, held_gate, pending_order, queue_timestamp
+from gpuctl.core.queueing import epoch_seconds, pending_order, queue_timestamp
 from gpuctl.core.workloads import Workload
 from gpuctl.operator.workqueue import WorkQueue
 
@@ -224,7 +225,7 @@ def queue_state(
     held: dict[tuple[str, str], int] = {}
     for w in workloads:
         cq = queue_of.get(w.key, "")
-        gate = held_gate(w, pods.get(w.key, ()))
+        gate = held_at(w, pods.get(f"{w.namespace}/{w.pod_owner}", ()))
         if cq and gate is not None:
             held[(cq, str(gate))] = held.get((cq, str(gate)), 0) + 1
     return QueueState(pending, held)

@@ -4,6 +4,7 @@ example snapshot."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,9 +84,53 @@ def test_explain_bad_reference_is_a_usage_error() -> None:
     assert code == 2 and "use NAME or NAMESPACE/NAME" in err
 
 
-def test_workloads_table_matches_golden() -> None:
+@pytest.fixture
+def example_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock at the example's "now": its ages are printed as they were on that day."""
+    from gpuctl.cli import clock
+    from gpuctl.core.queueing import epoch_seconds
+    from testbed.example_snapshot import EXAMPLE_NOW
+
+    at = epoch_seconds(EXAMPLE_NOW)
+    monkeypatch.setattr(clock, "now", lambda: at)
+
+
+def test_workloads_table_matches_golden(example_now: None) -> None:
     code, out, _ = run("workloads", "-A", "--snapshot", SNAPSHOT)
     assert code == 0 and out == (GOLDEN / "workloads.txt").read_text()
+
+
+def test_workloads_ages_and_holds_read_the_conditions_times(example_now: None) -> None:
+    """At 12:00:00: batch was created at 10:00:00 (120m) and admitted at 10:00:03, since when its Pods wait (gate 4,
+    1h59m57s: 119m); train-big has waited for quota since QuotaReserved=False at 09:12:01 (167m, age 168m); embed's
+    check went to Retry at 09:41:00 (139m, age 150m); chat runs (age 4h)."""
+    code, table, _ = run("workloads", "-A", "--snapshot", SNAPSHOT, "--sort-by=.heldSince")
+    assert code == 0
+    rows = [re.split(r"\s{2,}", line.strip()) for line in table.splitlines()]
+    assert rows[0][4:7] == ["HELD-BY", "HELD-FOR", "AGE"]
+    assert [r[1] for r in rows[1:]] == ["chat", "train-big", "embed", "batch"]
+    cells = {r[1]: r[4:7] for r in rows[1:]}
+    assert cells == {
+        "batch": ["4 scheduler / kubelet", "119m", "120m"],
+        "train-big": ["2 Kueue quota", "167m", "168m"],
+        "embed": ["3 gpustack-node-devices AdmissionCheck", "139m", "150m"],
+        "chat": ["-", "-", "4h"],
+    }
+    _, body, _ = run("workloads", "-A", "--snapshot", SNAPSHOT, "--sort-by=.metadata.creationTimestamp", "-o", "json")
+    items = json.loads(body)["items"]
+    assert [i["name"] for i in items] == ["chat", "train-big", "embed", "batch"]
+    assert [i["metadata"]["creationTimestamp"] for i in items] == [i["creationTimestamp"] for i in items]
+    assert {i["name"]: i["heldSince"] for i in items} == {
+        "chat": None,
+        "train-big": "2026-11-30T09:12:01Z",
+        "embed": "2026-11-30T09:41:00Z",
+        "batch": "2026-11-30T10:00:03Z",
+    }
+
+
+def test_workloads_watch_needs_a_live_cluster() -> None:
+    code, _, err = run("workloads", "-A", "-w", "--snapshot", SNAPSHOT)
+    assert code == 2 and "--watch needs a live cluster" in err
 
 
 def test_workloads_filters() -> None:

@@ -156,10 +156,11 @@ def test_views_watch_survives_the_server_going_away(pool: GpuPool, control_plane
         wait_for("the first answer", lambda: "4" in text().split(), timeout=20)
         proxy.blackhole()
         proxy.cut()
-        wait_for("the failure said so", lambda: "read failed, retrying" in text(), timeout=20)
+        wait_for("the failure said so", lambda: "STALE: no answer from the API server" in text(), timeout=20)
         pool.write_ledger(pool.nodes[0], [card_row(0, mode=1, allocated=M), card_row(1), card_row(2), card_row(3)])
         proxy.restore()
         wait_for("the redraw after the server came back", lambda: "3" in text().split(), timeout=40)
+        wait_for("the recovery said so", lambda: "(recovered)" in text(), timeout=20)
         assert proc.poll() is None  # still watching
     finally:
         proc.terminate()

@@ -206,11 +206,11 @@ def frame(records: Records, view: View, now: float, note: str = "", width: int =
     from rich.table import Table
     from rich.text import Text
 
+    from gpuctl.core.explain import held_at
     from gpuctl.core.queueing import (
         asks,
         cluster_queues_of,
         epoch_seconds,
-        held_gate,
         pending_order,
         pods_by_workload,
         queue_timestamp,
@@ -232,7 +232,8 @@ def frame(records: Records, view: View, now: float, note: str = "", width: int =
         (
             w
             for w in workloads
-            if held_gate(w, pods.get(w.key, ())) is not None and (not view.pools or queue_of.get(w.key) in view.pools)
+            if held_at(w, pods.get(f"{w.namespace}/{w.pod_owner}", ())) is not None
+            and (not view.pools or queue_of.get(w.key) in view.pools)
         ),
         key=lambda w: w.key,
     )
@@ -322,7 +323,7 @@ def frame(records: Records, view: View, now: float, note: str = "", width: int =
             ">" if i == view.selected else " ",
             w.key,
             short(queue_of.get(w.key) or "-"),
-            str(held_gate(w, pods.get(w.key, ()))),
+            str(held_at(w, pods.get(f"{w.namespace}/{w.pod_owner}", ()))),
         )
     parts: list[Any] = [pools, Text(""), queues, Text(""), table]
     if view.explain:

@@ -1,8 +1,5 @@
 """``gpuctl views``: the EX/SH/SL/PT views of InstanceTypes, computed from the Devices ledger."""
 
-import sys
-import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -253,38 +250,6 @@ def listing(items: list[dict[str, Any]], published: bool) -> render.Listing:
 # ----------------------------------------------------------------------------------------------- the command
 
 
-def watch(render_once: Callable[[], str], interval: float, *, retry_limit: float = 60.0) -> None:
-    """Redraw under a header with the time whenever the text changes, until interrupted. A failed read is retried
-    with backoff (up to ``retry_limit`` seconds apart) and said so, keeping the last good answer on screen."""
-    from gpuctl.cluster.errors import SourceError
-
-    last = None
-    delay = interval
-    failing = ""
-    terminal = sys.stdout.isatty()
-    try:
-        while True:
-            stamp = time.strftime("%H:%M:%S")
-            try:
-                text = render_once()
-                delay, failing = interval, ""
-            except SourceError as exc:
-                failing = f"{stamp} read failed, retrying in {delay:.0f}s: {exc}"
-                text = last or ""
-                delay = min(delay * 2, retry_limit)
-            header = f"Every {interval:g}s: gpuctl views    {stamp}" + (f"\n{failing}" if failing else "")
-            if terminal:
-                sys.stdout.write("\x1b[H\x1b[2J" + header + "\n\n" + text)
-                sys.stdout.flush()
-            elif text != last or failing:
-                sys.stdout.write((failing + "\n" if failing else "") + (text if text != last else ""))
-                sys.stdout.flush()
-            last = text
-            time.sleep(delay)
-    except KeyboardInterrupt:
-        return
-
-
 @command(
     "views",
     summary="Show what each pool can still give (EX/SH/SL/PT).",
@@ -366,7 +331,9 @@ def views_command(
                 show(once())
             return buffer.getvalue()
 
-        watch(text, interval)
+        from gpuctl.cli.watching import watch_screen
+
+        watch_screen(text, interval, "gpuctl views")
         return
     show(once())
 
