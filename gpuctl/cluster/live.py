@@ -653,6 +653,15 @@ class LiveSource:
         except NotFoundError:
             return
 
+    def ping(self, timeout: float) -> None:
+        """Ask the API server the cheapest question (its version), waiting at most ``timeout`` seconds for the
+        answer: a watching screen's sign of life."""
+        response = self._call("GET", "/version", read_timeout=timeout)
+        try:
+            _ = response.data
+        except Exception as exc:  # noqa: BLE001 - a read that fails mid-body is an unreachable server
+            raise self._unreachable(exc) from None
+
     def server_version(self) -> str:
         data = self._request("GET", "/version")
         return str((data or {}).get("gitVersion", ""))

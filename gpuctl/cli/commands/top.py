@@ -182,13 +182,6 @@ def _name_width(header: str, names: list[str], others: int, columns: int, width:
     return max(min(longest, room), part)
 
 
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h"
-
-
 @dataclass
 class View:
     sort: int = 0
@@ -206,6 +199,7 @@ def frame(records: Records, view: View, now: float, note: str = "", width: int =
     from rich.table import Table
     from rich.text import Text
 
+    from gpuctl.core.ages import age_text
     from gpuctl.core.explain import held_at
     from gpuctl.core.queueing import (
         asks,
@@ -297,7 +291,7 @@ def frame(records: Records, view: View, now: float, note: str = "", width: int =
                 str(len(line)),
                 str(running),
                 f"{head.key} ({asks(head)})" if head else "-",
-                _age(now - joined if joined is not None else None),
+                age_text(now - joined) if joined is not None else "-",
             )
         )
     numbers = [len("PENDING"), len("ADMITTED"), max([len("AGE")] + [len(r[4]) for r in queue_rows])]
@@ -329,7 +323,7 @@ def frame(records: Records, view: View, now: float, note: str = "", width: int =
     if view.explain:
         parts += [Text(""), Text(view.explain)]
     status = f"sort: {SORTS[view.sort]} (s)   q quits" + (f"   {note}" if note else "")
-    parts += [Text(""), Text(status, style="dim")]
+    parts += [Text(""), Text(status, style="bold red" if "STALE" in note else "dim")]
     return Group(*parts)
 
 
@@ -420,8 +414,13 @@ def top_command(
     if getattr(opened, "is_snapshot", False) or not interactive:
         console.print(frame(read_once(opened), View(pools=tuple(pools)), time.time(), width=console.width))
         return
+    from gpuctl.cli.watching import Poller
+
     watched = Watched(opened)
     watched.start()
+    # The watches are silent when nothing changes and when the API server hangs alike: a ping tells them apart.
+    alive = Poller(lambda: opened.ping(interval), interval).start()
+    started = time.time()
     view = View(pools=tuple(pools))
     try:
         with _keys() as key, Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
@@ -430,8 +429,9 @@ def top_command(
             while True:
                 if watched.changed.is_set() or redraw or time.monotonic() >= deadline:
                     watched.changed.clear()
-                    note = "" if watched.synced else "syncing..."
-                    live.update(frame(watched.records(), view, time.time(), note, console.width), refresh=True)
+                    now = time.time()
+                    note = alive.status(now, started) + ("" if watched.synced else "   syncing...")
+                    live.update(frame(watched.records(), view, now, note, console.width), refresh=True)
                     redraw = False
                     deadline = time.monotonic() + interval
                 pressed = key(0.2)
@@ -452,4 +452,5 @@ def top_command(
     except KeyboardInterrupt:
         pass
     finally:
+        alive.stop()
         watched.stop()
