@@ -124,38 +124,65 @@ Left = tuple[int, str, str]
 
 
 def follow(
-    source: "LiveSource", name: str, timeout: float, left: Callable[["LiveSource", str], Left], verb: str, goal: str
+    source: "LiveSource",
+    name: str,
+    timeout: float,
+    left: Callable[["LiveSource", str], Left],
+    verb: str,
+    goal: str,
+    *,
+    every: float = 1.0,
 ) -> None:
     """Follow a pool until nothing is ``left``: a bar on a terminal, one line per change otherwise (a log or a CI job
-    reads those). ``verb`` is what is happening ("hold"), ``goal`` what it ends as ("held")."""
+    reads those). ``verb`` is what is happening ("hold"), ``goal`` what it ends as ("held"). The reads run beside
+    the display: while the API server does not answer, it says since when and that it retries, until the deadline."""
     import sys
+
+    from gpuctl.cli.watching import Poller
 
     total = max(left(source, name)[0], 1)
     deadline = time.monotonic() + timeout
-    started = time.monotonic()
-    last = None
+    started, began = time.monotonic(), time.time()
+    last: tuple[object, ...] | None = None
     terminal = sys.stderr.isatty()
-    while True:
-        steps, phase, detail = left(source, name)
-        done = total - min(total, steps)
-        if terminal:
-            width = 30
-            filled = width * done // total
-            sys.stderr.write(
-                f"\r{verb}ing {name} [{'#' * filled}{'.' * (width - filled)}] {detail}"
-                f" ({time.monotonic() - started:.0f}s)\x1b[K"
-            )
-            sys.stderr.flush()
-        elif (steps, phase, detail) != last:
-            sys.stderr.write(f"{time.strftime('%H:%M:%S')} instancetype/{name} {phase}: {detail}\n")
-            sys.stderr.flush()
-        last = (steps, phase, detail)
-        if steps == 0:
+    poller = Poller(lambda: left(source, name), every).start()
+    try:
+        while True:
+            poller.changed.wait(every)
+            poller.changed.clear()
+            with poller.lock:
+                latest = poller.latest
+            if latest is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeFailure(
+                        f"instancetype/{name} not {goal} after {timeout:g}s: {poller.status(time.time(), began)}"
+                    )
+                continue
+            steps, phase, detail = latest
+            stale = poller.stale_for(time.time(), began) is not None
+            note = f"; {poller.status(time.time(), began)}" if stale else ""
+            done = total - min(total, steps)
             if terminal:
-                sys.stderr.write("\n")
-            return
-        if time.monotonic() > deadline:
-            if terminal:
-                sys.stderr.write("\n")
-            raise RuntimeFailure(f"instancetype/{name} not {goal} after {timeout:g}s: {detail} (phase {phase})")
-        time.sleep(1)
+                width = 30
+                filled = width * done // total
+                sys.stderr.write(
+                    f"\r{verb}ing {name} [{'#' * filled}{'.' * (width - filled)}] {detail}{note}"
+                    f" ({time.monotonic() - started:.0f}s)\x1b[K"
+                )
+                sys.stderr.flush()
+            elif (steps, phase, detail, stale) != last:
+                sys.stderr.write(f"{time.strftime('%H:%M:%S')} instancetype/{name} {phase}: {detail}{note}\n")
+                sys.stderr.flush()
+            last = (steps, phase, detail, stale)
+            if steps == 0:
+                if terminal:
+                    sys.stderr.write("\n")
+                return
+            if time.monotonic() > deadline:
+                if terminal:
+                    sys.stderr.write("\n")
+                raise RuntimeFailure(
+                    f"instancetype/{name} not {goal} after {timeout:g}s: {detail} (phase {phase}){note}"
+                )
+    finally:
+        poller.stop()

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -25,6 +25,7 @@ from gpuctl.cli.source import SourceSpec
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from gpuctl.cluster.live import LiveSource
     from gpuctl.cluster.read import Source
     from gpuctl.core.instancetypes import InstanceType
     from gpuctl.core.ledger import NodeDevices
@@ -419,7 +420,8 @@ def top_command(
     watched = Watched(opened)
     watched.start()
     # The watches are silent when nothing changes and when the API server hangs alike: a ping tells them apart.
-    alive = Poller(lambda: opened.ping(interval), interval).start()
+    live_source = cast("LiveSource", opened)
+    alive = Poller(lambda: live_source.ping(interval), interval).start()
     started = time.time()
     view = View(pools=tuple(pools))
     try:
