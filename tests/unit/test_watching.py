@@ -85,5 +85,5 @@ def test_wait_gives_up_at_its_deadline_naming_the_silence() -> None:
         left.called = True  # type: ignore[attr-defined]
         return (1, "Draining", "1 workload(s) still reserved")
 
-    with pytest.raises(RuntimeFailure, match="not drained after 0.2s: .*STALE.*timed out"):
+    with pytest.raises(RuntimeFailure, match=r"not drained after 0\.2s: .*STALE.*timed out"):
         pools.follow(None, "p", 0.2, left, "drain", "drained", every=0.02)  # type: ignore[arg-type]
