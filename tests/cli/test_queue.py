@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def test_the_queue_in_kueues_order_with_what_each_asks(snapshot: str) -> None:
     code, out, _ = run("queue", CQ, "--snapshot", snapshot, "-o", "json")
     assert code == 0
     items = json.loads(out)["items"]
-    # Priority first; then the time each joined (train-big, hand-written in the example, has no creation time: first).
+    # Priority first; then the time each joined (train-big, the example's, on the day before).
     assert [(i["name"], i["position"], i["total"]) for i in items] == [
         ("urgent", 1, 4),
         ("train-big", 2, 4),
@@ -82,8 +83,27 @@ def test_the_table_and_an_unknown_queue(snapshot: str) -> None:
         "ASKS",
         "FITS-NOW",
         "HELD-BY",
+        "WAITED",
         "WAIT-BOUND",
     ]
     assert "unknown" in out
     code, _, err = run("queue", "nope", "--snapshot", snapshot)
     assert code == 1 and 'clusterqueue "nope" not found' in err
+
+
+def test_each_waits_since_it_joined_the_queue(snapshot: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 05:00 on 12-01: urgent joined at 03:00 (120m), early at 01:00 (4h), late at 04:00 (60m); train-big since
+    Kueue set QuotaReserved=False at 09:12:01 the day before (19h47m59s: 19h)."""
+    from gpuctl.cli import clock
+    from gpuctl.core.queueing import epoch_seconds
+
+    monkeypatch.setattr(clock, "now", lambda: epoch_seconds("2026-12-01T05:00:00Z"))
+    code, out, _ = run("queue", CQ, "--snapshot", snapshot)
+    assert code == 0
+    rows = [re.split(r"\s{2,}", line.strip()) for line in out.splitlines()]
+    waited = {r[3]: r[rows[0].index("WAITED")] for r in rows[1:]}
+    assert waited == {"urgent": "120m", "early": "4h", "late": "60m", "train-big": "19h"}
+    _, body, _ = run("queue", CQ, "--snapshot", snapshot, "-o", "json")
+    by_name = {i["name"]: i for i in json.loads(body)["items"]}
+    assert by_name["train-big"]["waitingSince"] == "2026-11-30T09:12:01Z"
+    assert by_name["train-big"]["waitedSeconds"] == 19 * 3600 + 47 * 60 + 59

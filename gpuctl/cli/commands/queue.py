@@ -1,12 +1,11 @@
 """``gpuctl queue [CLUSTERQUEUE...]``: the pending Workloads in Kueue's order, what each asks, whether it would fit
 now, the gate that holds it and, where it can be honest, an upper bound on its wait."""
 
-import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpuctl.cli import refs, render
+from gpuctl.cli import clock, refs, render
 from gpuctl.cli.names import complete_instancetypes
 from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
@@ -28,6 +27,7 @@ COLUMNS = (
     Column("ASKS"),
     Column("FITS-NOW"),
     Column("HELD-BY"),
+    Column("WAITED"),
     Column("WAIT-BOUND"),
     Column("SUMMARY", wide_only=True),
 )
@@ -82,8 +82,9 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
     admitted takes its quota and cards before the next is tried. Under ``StrictFIFO`` the first that would not be
     admitted stays at the head, and every Workload behind it is blocked by it."""
     from gpuctl.cluster import kinds, read
+    from gpuctl.core.ages import hold_started
     from gpuctl.core.explain import ExplainContext, explain_workload
-    from gpuctl.core.queueing import STRICT_FIFO, asks, cluster_queues_of, wait_bound
+    from gpuctl.core.queueing import STRICT_FIFO, asks, cluster_queues_of, epoch_seconds, wait_bound
     from gpuctl.core.simulate import Simulator
     from gpuctl.core.submissions import resubmission
     from gpuctl.core.workloads import parse_local_queue
@@ -128,6 +129,7 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
                 ),
             )
             held = explanation.held_by
+            waiting_since = hold_started(w, 2)  # in line since it was queued (again, after an eviction)
             gate = explanation.gates[held - 1] if held else None
             simulated = outcome.explanation if outcome is not None else None
             simulated_gate = simulated.gates[simulated.held_by - 1] if simulated and simulated.held_by else None
@@ -149,6 +151,10 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
                     "heldBy": held,
                     "heldByPart": (gate.part or None) if gate else None,
                     "summary": gate.summary if gate else "",
+                    "waitingSince": waiting_since or None,
+                    "waitedSeconds": (
+                        max(0, int(now - since_epoch)) if (since_epoch := epoch_seconds(waiting_since)) else None
+                    ),
                     "waitBoundSeconds": wait_bound(waiting[:i], running, now, runtime_label),
                     "orderFrom": order_from,
                 }
@@ -164,6 +170,8 @@ def _gate_text(gate: int | None, part: str | None) -> str:
 
 
 def _row(i: dict[str, Any]) -> list[str]:
+    from gpuctl.core.ages import age_text
+
     if i["fitsNow"]:
         fits = "yes"
     elif i.get("blockedBy"):
@@ -179,6 +187,7 @@ def _row(i: dict[str, Any]) -> list[str]:
         i["asks"],
         fits,
         _gate_text(i["heldBy"], i.get("heldByPart")),
+        age_text(i["waitedSeconds"]),
         _duration(i["waitBoundSeconds"]),
         i["summary"] or "-",
     ]
@@ -224,14 +233,14 @@ def queue_command(
             per, failures = fleet_read(
                 source,
                 lambda src: refs.selected_items(
-                    queue_items(src, queues, runtime_label, time.time()), src, kinds.WORKLOAD, source
+                    queue_items(src, queues, runtime_label, clock.of(src)), src, kinds.WORKLOAD, source
                 ),
             )
             items = [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
         else:
             opened = source.open()
             items = refs.selected_items(
-                queue_items(opened, queues, runtime_label, time.time()), opened, kinds.WORKLOAD, source
+                queue_items(opened, queues, runtime_label, clock.of(opened)), opened, kinds.WORKLOAD, source
             )
     render.emit(
         render.Listing(
