@@ -199,3 +199,25 @@ def test_simulate_set_mode_switches_a_card_or_says_why_not(tmp_path: Path) -> No
     ):
         code, out, err = run("simulate", "-f", str(job), "--set-mode", value)
         assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1, (value, err)
+
+
+def test_a_drain_says_which_ledger_it_reads_where_the_published_one_differs() -> None:
+    """On the example snapshot h100-1's Pods record fewer partitions than its published ledger: the plan (as gate 3)
+    reads the rebuilt ledger, and says what `views --by-node` reads instead, rather than differing silently."""
+    example = str(ROOT / "examples" / "snapshot")
+    code, out, _ = run("plan", "drain", "h100-1", "--snapshot", example)
+    assert code == 0
+    _, by_node, _ = run("views", "--by-node", "--snapshot", example, "-o", "json")
+    h100 = next(i for i in json.loads(by_node)["items"] if i["node"] == "h100-1")
+    pt = h100["acceleratorPartitioned"]
+    published = f"{pt['onceMaxRequest']}/{pt['remaining']}"  # as a views cell: the largest one request / remaining
+    line = next(ln for ln in out.splitlines() if "published Devices" in ln)
+    assert "rebuilt from its Pods' allocation records" in line and line.endswith(f"0/0 0/0 0/0 {published})")
+    assert "before: EX/SH/SL/PT 0/0 0/0 0/0 1/56" in out
+    _, body, _ = run("plan", "drain", "h100-1", "--snapshot", example, "-o", "json")
+    data = json.loads(body)
+    assert data["ledgers"] == "rebuilt-from-pods"
+    assert [p["acceleratorPartitioned"]["remaining"] for p in data["published"]] == [pt["remaining"]]
+    # Where the two agree (a10g-1), no such line.
+    _, agree, _ = run("plan", "drain", "a10g-1", "--snapshot", example)
+    assert "published Devices" not in agree

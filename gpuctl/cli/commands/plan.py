@@ -351,11 +351,18 @@ def _drain_footer(p: "DrainPlan") -> str:
         f"evicted {len(workloads)} Workload(s): {len(back)} re-admitted, {len(nowhere)} nowhere to go"
         + (" (--exit-code exits 3)" if nowhere else "")
     )
-    for s in p.steps:
+    published = {v["name"]: v for v in p.published}
+    for i, s in enumerate(p.steps):
         for before, after in zip(s.views_before, s.views_after, strict=True):
             lines.append(f"{s.node}: {before['name']}")
             lines.append(f"  before: EX/SH/SL/PT {_views_cell(before)}")
             lines.append(f"  after:  EX/SH/SL/PT {_views_cell(after)} (without {s.node})")
+            if i == 0 and before["name"] in published:
+                lines.append(
+                    f"  (read from each node's ledger rebuilt from its Pods' allocation records, as gate 3 reads it; "
+                    f"the published Devices, which `gpuctl views` reads, give "
+                    f"{_views_cell(published[before['name']])})"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -426,7 +433,12 @@ def drain_command(
         DRAIN_COLUMNS,
         ref=lambda i: refs.ObjectRef(kinds.NODE, i["node"], None, labels.get(i["node"], {})),
         rows=_drain_rows(output.wide, None if output.wide else _goes_budget(items)),
-        extra={"nodes": list(drained.nodes), "nowhere": [e.holder.to_dict() for e in drained.nowhere]},
+        extra={
+            "nodes": list(drained.nodes),
+            "nowhere": [e.holder.to_dict() for e in drained.nowhere],
+            "ledgers": "rebuilt-from-pods",
+            "published": list(drained.published),
+        },
         footer=lambda: _drain_footer(drained),
     )
     render.emit(listing, output)

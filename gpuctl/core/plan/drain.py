@@ -64,6 +64,9 @@ class DrainPlan:
     steps: tuple[Step, ...]
     evicted: tuple[tuple[Evicted, ...], ...]
     """Per step, what it evicts."""
+    published: tuple[dict[str, Any], ...] = ()
+    """The first step's pools as their published ledgers (the Devices objects ``gpuctl views`` reads) give them,
+    where those differ from the ledgers rebuilt from the Pods' allocation records that the plan (as gate 3) reads."""
 
     @property
     def nowhere(self) -> list[Evicted]:
@@ -111,10 +114,16 @@ def plan_drain(
     ]
     by_pod = {(i.namespace, i.name): i for i in instances}
     steps: list[Step] = []
+    published: list[dict[str, Any]] = []
     evicted_per: list[tuple[Evicted, ...]] = []
     for i, node in enumerate(nodes, start=1):
         mine = [t for t in tallies if t.covers(node)]
         before = [t.status() for t in mine]
+        if i == 1:
+            for t, rebuilt in zip(mine, before, strict=True):
+                as_published = PoolTally(t.instancetype, sim.state.devices).status()
+                if as_published != rebuilt:
+                    published.append(as_published)
         workloads, outside, cards = _on_node(work, node)
         ledger = work.ledgers.get(node)
         node_cards = tuple(c.id for g in (ledger.groups if ledger else ()) for c in g.cards)
@@ -184,4 +193,4 @@ def plan_drain(
             )
         )
         evicted_per.append(tuple(out))
-    return DrainPlan(tuple(nodes), tuple(steps), tuple(evicted_per))
+    return DrainPlan(tuple(nodes), tuple(steps), tuple(evicted_per), tuple(published))
