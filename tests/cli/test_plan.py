@@ -205,6 +205,11 @@ def test_a_drain_says_which_ledger_it_reads_where_the_published_one_differs() ->
     """On the example snapshot h100-1's Pods record fewer partitions than its published ledger: the plan (as gate 3)
     reads the rebuilt ledger, and says what `views --by-node` reads instead, rather than differing silently."""
     example = str(ROOT / "examples" / "snapshot")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        result = runner.invoke(app, list(args))
+        return result.exit_code, result.stdout, result.stderr
+
     code, out, _ = run("plan", "drain", "h100-1", "--snapshot", example)
     assert code == 0
     _, by_node, _ = run("views", "--by-node", "--snapshot", example, "-o", "json")
