@@ -25,7 +25,7 @@ from gpuctl.core.pending import QUOTA, TAS_PLACEMENT
 from gpuctl.core.pins import has_fit_pin
 from gpuctl.core.pods import Pod
 from gpuctl.core.preemption import eviction, uid_names
-from gpuctl.core.queueing import held_gate, missing_local_queue_hint
+from gpuctl.core.queueing import held_gate, missing_local_queue_hint, standing_eviction
 from gpuctl.core.quota import QuotaBook, amount_text, flavor_quotas, podset_quota_requests, quota_book
 from gpuctl.core.requests import pod_containers, validate_request_rules
 from gpuctl.core.tasloop import Loop, placement_loop
@@ -361,6 +361,28 @@ _NO_COND = Condition("", "", "")
 
 
 def gate2(w: Workload, ctx: ExplainContext) -> Gate:
+    """Gate 2, with an eviction that still stands said in its summary: one being carried out holds the Workload
+    (its quota is given back once its Pods stop), and one behind a Workload waiting again is named first."""
+    g = _gate2(w, ctx)
+    evicted = standing_eviction(w) if not w.finished else None
+    if evicted is None:
+        return g
+    what = f"{evicted.type} by Kueue ({evicted.reason})"
+    if g.verdict == PASSED:
+        return g._replace(
+            verdict=HELD,
+            summary=f"{what}: it gives its quota back once its Pods stop, then waits in line again"
+            + (f" — {evicted.message}" if evicted.message else ""),
+            hint="`gpuctl explain --history` shows the eviction and what came before it",
+        )
+    if g.verdict == HELD:
+        requeued = w.conditions.get("Requeued")
+        again = "re-queued" if requeued is None or requeued.true else f"not re-queued yet ({requeued.reason})"
+        return g._replace(summary=f"{what}, {again}: {g.summary}")
+    return g
+
+
+def _gate2(w: Workload, ctx: ExplainContext) -> Gate:
     evidence: list[str] = []
     if ctx.local_queue is None:
         return Gate(

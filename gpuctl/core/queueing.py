@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from gpuctl.core import naming
 from gpuctl.core.pods import Pod
-from gpuctl.core.workloads import LocalQueue, Workload
+from gpuctl.core.workloads import Condition, LocalQueue, Workload
 
 
 def pending(w: Workload) -> bool:
@@ -163,15 +163,30 @@ def pods_by_workload(pods: Iterable[Pod]) -> dict[str, list[Pod]]:
     return out
 
 
+def standing_eviction(w: Workload) -> Condition | None:
+    """Kueue's eviction of the Workload that still stands: ``Evicted`` (or ``Preempted``) true and not older than
+    its quota reservation (a Workload admitted again after an eviction keeps the old condition)."""
+    reserved = w.conditions.get("QuotaReserved")
+    reserved_at = epoch_seconds(reserved.last_transition) if reserved and reserved.true else None
+    for kind in ("Evicted", "Preempted"):
+        c = w.conditions.get(kind)
+        if c is None or not c.true:
+            continue
+        at = epoch_seconds(c.last_transition)
+        if reserved_at is None or at is None or at >= reserved_at:
+            return c
+    return None
+
+
 def held_gate(w: Workload, own_pods: Iterable[Pod]) -> int | None:
     """The gate that holds a Workload, read from its conditions and its own Pods alone (None when it runs or has
-    finished): 2 before quota is reserved (a deactivated Workload too), 3 until Kueue admits it, 4 while it has no Pod
+    finished): 2 before quota is reserved (a deactivated Workload too) and while an eviction is carried out, 3 until Kueue admits it, 4 while it has no Pod
     or a Pod is unbound, 5 while a bound Pod's accelerators are not recorded by Allocate or Allocate refused one. These
     are the verdicts ``explain`` reaches on the same records (its gate 1 aside: :func:`gpuctl.core.explain.held_at`
     adds it); ``explain`` gives the reasons, this is the count a dashboard needs."""
     if w.finished:
         return None
-    if not w.quota_reserved:
+    if not w.quota_reserved or standing_eviction(w) is not None:
         return 2
     if not w.admitted:
         return 3

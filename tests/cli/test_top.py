@@ -79,3 +79,33 @@ def test_no_color_means_no_escape_codes_at_a_terminal() -> None:
     assert "\x1b[" in styled  # the status line is dim at a terminal
     plain = on_terminal(["top", "--once", "--snapshot", str(SNAPSHOT)], 120, raw=True, env={"NO_COLOR": "1"})
     assert "\x1b[" not in plain and "nvidia-a10g-linux-amd64" in plain
+
+
+def test_top_holds_the_workloads_that_workloads_held_lists(tmp_path: Path) -> None:
+    """One count of held Workloads: besides the example's three, a deactivated one, one Kueue is evicting (its quota
+    still reserved), one admitted whose Pods are not created yet, and one whose template breaks a request rule."""
+    import json
+    import shutil
+
+    from gpuctl.core import naming
+    from testbed.factories import workload
+
+    root = tmp_path / "snapshot"
+    shutil.copytree(SNAPSHOT, root)
+    queue = naming.queue_entrance("gpustack--nvidia-a10g-linux-amd64")
+    one = [("main", 1, {"nvidia.com/gpu": "1"})]
+    off = workload("off", one, reserved=False, queue=queue)
+    off["spec"]["active"] = False
+    leaving = workload("leaving", one, queue=queue, admitted=True, check_state="Ready")
+    leaving["status"]["conditions"].append({"type": "Evicted", "status": "True", "reason": "Preempted"})
+    no_pods = workload("no-pods", one, queue=queue, admitted=True, check_state="Ready")
+    broken = workload("broken", [("main", 1, {"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "1"})], queue=queue)
+    items = [off, leaving, no_pods, broken]
+    (root / "more.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    listed = CliRunner().invoke(app, ["workloads", "-A", "--held", "--snapshot", str(root), "-o", "name"])
+    assert listed.exit_code == 0, listed.stderr
+    held = sorted(f"team-a/{n.rsplit('/', 1)[1]}" for n in listed.stdout.split())
+    assert held == sorted(f"team-a/{n}" for n in ("batch", "embed", "train-big", "off", "leaving", "no-pods", "broken"))
+    view = View()
+    frame(read_once(SnapshotSource(root)), view, 0.0)
+    assert view.held_keys == held

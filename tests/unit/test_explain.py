@@ -271,3 +271,48 @@ def test_gate_1_is_judged_once_per_podset_shape_and_never_lent_to_another() -> N
     assert explain.gate1(shaped("g", sliced)) is judged[0]
     odd = shaped("h", {"nvidia.com/gpu": 1.5})
     assert explain._podsets_key(odd) is None and explain.gate1(odd) == explain._gate1(odd)
+
+
+def _times(w: dict[str, Any], **at: tuple[str, str, str]) -> dict[str, Any]:
+    """Conditions as ``type=(status, reason, lastTransitionTime)``."""
+    w["status"]["conditions"] = [
+        {"type": t, "status": s, "reason": r, "message": "", "lastTransitionTime": f"2026-11-30T{when}Z"}
+        for t, (s, r, when) in at.items()
+    ]
+    return w
+
+
+def test_an_eviction_being_carried_out_holds_at_gate_2_in_its_summary() -> None:
+    """Kueue evicted it (the check's Retry) at 10:05; it still holds its quota while its Pods stop: the default
+    line says so, not "quota reserved"."""
+    w = _times(
+        workload("w", [("main", 1, WHOLE)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, admitted=True),
+        QuotaReserved=("True", "QuotaReserved", "10:00:00"),
+        Admitted=("True", "Admitted", "10:00:01"),
+        Evicted=("True", "AdmissionCheck", "10:05:00"),
+    )
+    e = explain_workload(parse_workload(w), context(cluster_queue(), FREE))
+    assert e.held_by == 2 and e.gates[1].verdict == HELD
+    assert e.gates[1].summary.startswith("Evicted by Kueue (AdmissionCheck): it gives its quota back")
+
+
+def test_a_workload_waiting_again_after_an_eviction_says_so_first() -> None:
+    w = _times(
+        workload("w", [("main", 1, {"nvidia.com/gpu": "4"})], reserved=False, queue=QUEUE),
+        QuotaReserved=("False", "Pending", "10:06:00"),
+        Evicted=("True", "Preempted", "10:05:00"),
+        Requeued=("True", "Preempted", "10:06:00"),
+    )
+    e = explain_workload(parse_workload(w), context(cluster_queue(reserved_cards=6), FREE))
+    assert e.held_by == 2
+    assert e.gates[1].summary.startswith("Evicted by Kueue (Preempted), re-queued: couldn't assign flavors")
+
+
+def test_an_old_eviction_before_the_workload_was_admitted_again_is_not_news() -> None:
+    w = _times(
+        workload("w", [("main", 1, WHOLE)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, check_state="Ready"),
+        Evicted=("True", "Preempted", "09:00:00"),
+        QuotaReserved=("True", "QuotaReserved", "10:00:00"),
+    )
+    e = explain_workload(parse_workload(w), context(cluster_queue(), FREE))
+    assert e.gates[1].verdict == PASSED and e.gates[1].summary.startswith("quota reserved")
