@@ -409,10 +409,7 @@ def _fold(pod: JSON, containers: Sequence[ContainerAccelerators], context: _Cont
             it = context.instancetype()
             assert v.key.profile is not None
             if not it.offered_profiles:
-                raise FoldError(
-                    f"InstanceType {it.name} publishes no partition profiles yet (status.detail.slicedDetail.physical); "
-                    "retry once its detail is ready"
-                )
+                raise FoldError(_no_profiles(it))
             offered = it.offered(v.key.profile)
             if offered is None or offered.memory_mib <= 0:
                 raise FoldError(
@@ -525,3 +522,23 @@ def admit_pod(pod: JSON, instancetypes: Sequence[InstanceType]) -> Admission:
     except FoldError as exc:
         return deny(str(exc))
     return allow(mutated, changed=POD_FOLD_PATHS)
+
+
+def _no_profiles(it: InstanceType) -> str:
+    """Why a partition request finds no profile on its pool: the detail not published yet (retry), the model's cards
+    switched to partition mode first (a known profile table), or a model that may never partition."""
+    from gpuctl.core.modes import profile_table
+
+    where = "status.detail.slicedDetail.physical"
+    if not it.manufacturer:
+        return f"InstanceType {it.name} publishes no partition profiles yet ({where}); retry once its detail is ready"
+    if profile_table(it.accelerator_group, it.product) is not None:
+        return (
+            f"InstanceType {it.name} publishes no partition profiles ({where}): none of its cards is in partition "
+            f"mode; `gpuctl plan partitions {it.name}` shows the switches that would offer them, then retry"
+        )
+    return (
+        f"InstanceType {it.name} publishes no partition profiles ({where}) although its detail is published: its "
+        f"cards{' (' + it.product + ')' if it.product else ''} offer no partitions; request a slice or whole cards, "
+        "or use a pool whose cards partition"
+    )

@@ -88,7 +88,7 @@ def test_plan_partitions_for_a_demand_of_ones_own() -> None:
     assert summary["switches"] == 0 and len(summary["admittedAfter"]) == 5
     assert any("but sets aside team-a/for-ex-7, admitted as things are" in t["why"] for t in summary["tried"])
     held = {h["workload"]: h["why"] for h in summary["stillHeld"]}
-    assert "publishes no partition profiles yet" in held["team-a/for-7g-80gb-1"]
+    assert "none of its cards is in partition mode; `gpuctl plan partitions" in held["team-a/for-7g-80gb-1"]
 
 
 def test_plan_partitions_refuses_what_it_cannot_read_in_one_line() -> None:

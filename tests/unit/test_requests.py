@@ -533,3 +533,21 @@ def test_malformed_objects_are_answered_not_raised(garbage: Any) -> None:
     assert r.allowed in (True, False)
     if not r.allowed:
         assert r.message
+
+
+def test_a_partition_on_a_pool_without_profiles_says_whether_retrying_helps() -> None:
+    """Three pools publish no partition profiles, for three reasons: the A10G's detail is published and its model has
+    no profile table (retrying changes nothing), the H100's cards are all whole (switched, they would offer them), and
+    a pool whose detail is not published yet (retry)."""
+    partition = {"nvidia.com/gpu.partitioned": "1", "nvidia.com/gpu.partitioned.mig-3g.40gb": "1"}
+    a10g = admit(pod([container("main", partition)], queue=A10G_QUEUE))
+    assert not a10g.allowed
+    assert "although its detail is published: its cards" in a10g.message and "retry" not in a10g.message
+    whole = parse_instancetype(instancetype(group_id="h100-80gb-hbm3", memory="80Gi", logical_count=0))
+    h100 = admit(h100_pod(partition), [whole])
+    assert not h100.allowed and "none of its cards is in partition mode" in h100.message
+    assert "gpuctl plan partitions gpustack--nvidia-h100-80gb-hbm3-linux-amd64" in h100.message
+    raw = instancetype(group_id="h100-80gb-hbm3", memory="80Gi", logical_count=0)
+    raw["status"].pop("detail", None)
+    early = admit(h100_pod(partition), [parse_instancetype(raw)])
+    assert not early.allowed and early.message.endswith("retry once its detail is ready")
