@@ -9,7 +9,7 @@ deleted ahead of its Instances would otherwise leave each one undeletable.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
@@ -764,3 +764,29 @@ instance_mutating_webhook = fail_closed(
     deletion_guard(_mutating_handler, receives_deletion_updates=RECEIVES_DELETION_UPDATES)
 )
 """``(operation, object, old_object, instancetype, *, overcommit) -> Admission``: the registered mutating handler."""
+
+
+def why_no_pod(type_name: str, instancetype: InstanceType | None, phase: str, notes: Sequence[str] = ()) -> str:
+    """Why an Instance has no Pod yet, from what its InstanceType publishes: the type missing, its accelerator detail
+    or entrance not published yet, or (both published) the operator not having made the Pod — with what the
+    Instance's status says (``notes``: its conditions' messages)."""
+    said = f" ({'; '.join(notes)})" if notes else ""
+    if instancetype is None:
+        return (
+            f"it has no Pod (phase {phase}): InstanceType {type_name} does not exist, and the operator makes no Pod "
+            f"for a type it cannot read{said} (`gpuctl views` lists the pools)"
+        )
+    missing = []
+    if instancetype.acceleratable and _not_ready(instancetype):
+        missing.append("its accelerator detail (status.detail)")
+    if not instancetype.entrance:
+        missing.append("its entrance (status.entrance)")
+    if missing:
+        return (
+            f"it has no Pod yet (phase {phase}): InstanceType {type_name} has not published {' or '.join(missing)}, "
+            f"and the operator makes the Pod once it has{said}"
+        )
+    return (
+        f"it has no Pod (phase {phase}) although InstanceType {type_name} publishes its detail and entrance: the "
+        f"operator's Instance controller makes the Pod{said}; `gpuctl doctor` checks that the operator runs"
+    )

@@ -351,9 +351,14 @@ def plan_stop(instance: Any, *, running_instance_stop: bool = False) -> PatchPla
     which stops an Instance whose Pod can never be admitted however far it got."""
     target = _ref(instance, INSTANCE_API_VERSION, "Instance", namespaced=True)
     if _spec(instance).get("stop") is True:
-        return _plan(
-            instance, target, {"spec": {"stop": True}}, True, f"{target} is already stopped; nothing to change"
+        phase = _instance_phase(instance)
+        said = (
+            f"{target} is already stopped; nothing to change"
+            if phase == InstancePhase.STOPPED
+            else f"{target} already has spec.stop=true, but its phase is {phase or 'unknown'}, not Stopped: the "
+            "operator deletes its Pod and then records Stopped; nothing to change (`gpuctl doctor` checks the operator)"
         )
+        return _plan(instance, target, {"spec": {"stop": True}}, True, said)
     if _instance_phase(instance) == InstancePhase.STARTING and not running_instance_stop:
         raise PlanRefused(CANNOT_STOP_STARTING)
     what = f"set {target} spec.stop=true: its Pod is deleted and the instance ends Stopped"

@@ -278,3 +278,27 @@ def test_a_command_reading_a_kind_as_records_decodes_its_objects_once(
     code, _, err = run(*args, "-o", "json", "--snapshot", SNAPSHOT)
     assert code == 0, err
     assert not records & set(decoded), decoded
+
+
+def test_explain_instance_without_a_pod_blames_what_its_type_actually_lacks(tmp_path: Path) -> None:
+    """The example Instance, no Pod made for it: its A10G type publishes detail and entrance, so the operator is
+    named; with the type's detail removed, the detail is."""
+    import shutil
+
+    import yaml
+
+    root = tmp_path / "snap"
+    shutil.copytree(SNAPSHOT, root)
+    shutil.copy(ROOT / "examples" / "instance.yaml", root / "instance.yaml")
+    code, _, err = run("explain", "instance", "team-a/my-notebook", "--snapshot", str(root))
+    assert code == 1 and err.count("\n") == 1
+    assert "although InstanceType gpustack--nvidia-a10g-linux-amd64 publishes its detail and entrance" in err
+    assert "has not published" not in err
+    types = list(yaml.safe_load_all((root / "instancetypes.yaml").read_text()))
+    for t in types:
+        if t["metadata"]["name"] == "gpustack--nvidia-a10g-linux-amd64":
+            t["status"].pop("detail")
+    (root / "instancetypes.yaml").write_text(yaml.safe_dump_all(types))
+    code, _, err = run("explain", "instance", "team-a/my-notebook", "--snapshot", str(root))
+    assert code == 1
+    assert "has not published its accelerator detail (status.detail)" in err and "operator makes the Pod once" in err

@@ -267,7 +267,17 @@ def test_the_running_instance_stop_plans_a_stop_of_a_starting_instance() -> None
 
 
 def test_plan_stop_of_a_stopped_instance_is_a_no_op() -> None:
-    assert plan_stop(instance(stop=True, phase="Stopped")).no_op
+    plan = plan_stop(instance(stop=True, phase="Stopped"))
+    assert plan.no_op and plan.description == "Instance team-a/box is already stopped; nothing to change"
+
+
+@pytest.mark.parametrize("phase", ["", "Stopping", "Ready"])
+def test_a_second_stop_before_the_operator_finished_says_the_phase_not_stopped(phase: str) -> None:
+    plan = plan_stop(instance(stop=True, phase=phase))
+    assert plan.no_op and "already stopped" not in plan.description
+    assert plan.description.startswith(
+        f"Instance team-a/box already has spec.stop=true, but its phase is {phase or 'unknown'}, not Stopped"
+    )
 
 
 def test_plan_start_from_stopped_clears_stop() -> None:

@@ -225,11 +225,23 @@ def explain_instance_command(
         raise RuntimeFailure(
             f"instance {ns}/{name} is stopped (spec.stop=true, phase {phase}): `gpuctl instance start {name} -n {ns}` starts it"
         )
+    from gpuctl.core.instances import why_no_pod
+    from gpuctl.core.instancetypes import parse_instancetype
+    from gpuctl.core.workloads import parse_conditions
+
+    type_name = str(spec.get("type") or "?")
+    raw_type = opened.get(kinds.INSTANCETYPE, type_name) if spec.get("type") else None
+    notes = [
+        f"{c.type}={c.status}: {c.message}"
+        for c in parse_conditions((instance.get("status") or {}).get("conditions")).values()
+        if c.message
+    ]
     workload = _workload_of_pod(
         opened,
         ns,
         name,
-        f"instance {ns}/{name} has no Pod yet (phase {phase}): its Pod is created once InstanceType {spec.get('type', '?')} publishes its detail and entrance",
+        f"instance {ns}/{name}: "
+        + why_no_pod(type_name, parse_instancetype(raw_type) if raw_type else None, phase, notes),
         f"the Pod of instance {ns}/{name} carries no Kueue Workload annotation yet: Kueue has not picked it up",
     )
     _finish(_as(explained(opened, ns, workload), "Instance", ns, name), output, exit_code, kinds.INSTANCE)
