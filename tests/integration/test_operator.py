@@ -118,6 +118,37 @@ def test_server_dry_run_agrees_with_this_version(
     assert result.exit_code == (0 if example.allowed else 3)
 
 
+def test_server_dry_run_of_a_pod_that_exists_reviews_it_as_a_new_one(
+    pools: dict[str, Any], api: Any, control_plane: Any, tmp_path: Path
+) -> None:
+    """A dry-run create of an existing Pod is refused (AlreadyExists) before any webhook sees it: the Pod is sent
+    again under a generated name, and the webhooks' answer (the fold) comes back with a warning saying so."""
+    p = in_namespace(
+        pod([container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "25"})]),
+        pools["namespace"],
+        "exists-already",
+    )
+    client.CoreV1Api(api).create_namespaced_pod(pools["namespace"], p)
+    manifest = tmp_path / "pod.json"
+    manifest.write_text(json.dumps(p))
+    args = ["webhook", "dry-run", "pod", "-f", str(manifest), "--server-side", "--kubeconfig"]
+    result = CliRunner().invoke(app, [*args, str(control_plane.kubeconfig), "-o", "json"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["allowed"] is True
+    assert data["warnings"] == [
+        f"Pod {pools['namespace']}/exists-already exists: it was reviewed as a new one (generateName)"
+    ]
+    units = [op for op in data["patch"] if op["path"].endswith("nvidia.com~1gpu.sliced.units")]
+    assert units and units[0]["value"] in ("400k", "400000")
+    assert data["object"]["metadata"]["name"] == "exists-already"
+    assert (
+        client.CoreV1Api(api)
+        .list_namespaced_pod(pools["namespace"], field_selector="metadata.name=exists-already")
+        .items
+    )
+
+
 def test_fragmented_cards_retry_then_ready_and_admitted_once_freed(
     operator: Operator, api: Any, test_namespace: str
 ) -> None:

@@ -54,7 +54,7 @@ def _server_dry_run(source: Any, kind: WebhookKind, obj: dict[str, Any]) -> dict
     """Create with ``dryRun=All``: the deployed webhooks answer; nothing is stored."""
     from gpuctl.cluster import kinds
     from gpuctl.cluster.errors import SourceError
-    from gpuctl.cluster.live import LiveSource
+    from gpuctl.cluster.live import ConflictError, LiveSource
     from gpuctl.core.admission import json_patch
 
     if not isinstance(source, LiveSource):
@@ -65,8 +65,21 @@ def _server_dry_run(source: Any, kind: WebhookKind, obj: dict[str, Any]) -> dict
     namespace = (obj.get("metadata") or {}).get("namespace") or "default" if k.namespaced else None
     body = dict(obj)
     body.setdefault("apiVersion", k.api_version)
+    renamed = ""
     try:
-        stored = source.create(k, body, namespace=namespace, dry_run=True)
+        try:
+            stored = source.create(k, body, namespace=namespace, dry_run=True)
+        except ConflictError as exc:
+            meta = dict(body.get("metadata") or {})
+            name = str(meta.get("name") or "")
+            if "already exists" not in str(exc) or not name:
+                raise
+            # A dry-run create of an object that exists is refused before any webhook sees it; the same object
+            # under a generated name reaches them, and their answer does not depend on the name.
+            meta.pop("name")
+            meta["generateName"] = f"{name}-"
+            stored = source.create(k, {**body, "metadata": meta}, namespace=namespace, dry_run=True)
+            renamed = name
     except SourceError as exc:
         text = str(exc)
         if "denied the request: " in text:
@@ -74,8 +87,16 @@ def _server_dry_run(source: Any, kind: WebhookKind, obj: dict[str, Any]) -> dict
         if "the API server refused the create: " in text:
             return _result(False, text.split("the API server refused the create: ", 1)[1], [], [], None)
         raise
+    if renamed:
+        stored = {**stored, "metadata": {**(stored.get("metadata") or {}), "name": renamed}}
+        stored["metadata"].pop("generateName", None)
     patch = [op for op in json_patch(obj, stored) if not op["path"].startswith(SERVER_NOISE)]
-    return _result(True, None, [], patch, stored)
+    warnings = (
+        [f"{k.kind} {namespace + '/' if namespace else ''}{renamed} exists: it was reviewed as a new one (generateName)"]
+        if renamed
+        else []
+    )
+    return _result(True, None, warnings, patch, stored)
 
 
 def _resolve(pointer: str, obj: Any) -> tuple[bool, Any]:
