@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.core.history import EventRecord
+from gpuctl.core.queueing import epoch_seconds
 
 VIEWS = ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned", "cpu")
 FIELDS = ("onceMaxRequest", "remaining", "capacity")
@@ -23,9 +24,14 @@ class Change:
     change: str
     before: Any
     after: Any
+    time: str = ""
+    """When it happened, where the reads record it (an Event's last occurrence, RFC 3339 in UTC); "" otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "change": self.change, "before": self.before, "after": self.after}
+        out = {"kind": self.kind, "name": self.name, "change": self.change, "before": self.before, "after": self.after}
+        if self.time:
+            out["time"] = self.time
+        return out
 
 
 def view_changes(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]) -> list[Change]:
@@ -100,7 +106,12 @@ def event_changes(
     """Events the second read holds that the first did not, or whose series grew: what was recorded between the two
     reads, oldest first. (An Event only the first read holds expired in between; that is no change of the cluster.)"""
     out = []
-    for key, b in sorted(after.items(), key=lambda kv: (kv[1].last, kv[0])):
+
+    def when(kv: tuple[tuple[str, str], EventRecord]) -> tuple[float, tuple[str, str]]:
+        at = epoch_seconds(kv[1].last) if kv[1].last else None  # compared as instants: the two Event APIs write
+        return (at if at is not None else float("-inf"), kv[0])  # times with and without fractions of a second
+
+    for key, b in sorted(after.items(), key=when):
         a = before.get(key)
         if a is not None and b.count <= a.count:
             continue
@@ -109,9 +120,17 @@ def event_changes(
             what += f" (again, x{b.count - a.count})"
         elif b.count > 1:
             what += f" (x{b.count})"
-        out.append(Change("Event", f"{key[0]}/{key[1]}", what, a.count if a else 0, b.count))
+        out.append(Change("Event", f"{key[0]}/{key[1]}", what, a.count if a else 0, b.count, _utc(b.last)))
     return out
 
 
 def _where(e: EventRecord) -> str:
     return f"{e.regarding_namespace}/{e.regarding_name}" if e.regarding_namespace else e.regarding_name
+
+
+def _utc(rfc3339: str) -> str:
+    """An RFC 3339 time in UTC to the second (``2026-11-30T09:41:00Z``), "" when it is not one."""
+    import time
+
+    at = epoch_seconds(rfc3339) if rfc3339 else None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)) if at is not None else ""

@@ -48,7 +48,7 @@ def test_what_changed_between_two_snapshots(tmp_path: Path) -> None:
     assert ex["before"]["remaining"] - ex["after"]["remaining"] == 1  # one whole card fewer
     assert "remaining" in ex["change"]
     table = runner.invoke(app, ["diff", str(EXAMPLE), str(later(tmp_path / "t"))]).stdout
-    assert table.splitlines()[0].split() == ["KIND", "NAME", "CHANGE"]
+    assert table.splitlines()[0].split() == ["KIND", "NAME", "TIME", "CHANGE"]
 
 
 def test_a_snapshot_against_itself_has_no_differences() -> None:

@@ -41,3 +41,36 @@ def test_workloads_admitted_evicted_newly_held_released() -> None:
 def test_cards_whose_mode_changed() -> None:
     got = card_changes({("n", "c0"): "none", ("n", "c1"): "sliced"}, {("n", "c0"): "exclusive", ("n", "c1"): "sliced"})
     assert [(c.name, c.change) for c in got] == [("n/c0", "none → exclusive")]
+
+
+def test_events_come_oldest_first_as_instants_with_their_time() -> None:
+    """A core v1 Event last seen at 10:00:05 (whole seconds) and an events.k8s.io one at 10:00:05.5 (microseconds):
+    as text the second sorts first ('.' before 'Z'); as instants it is the later one."""
+    from gpuctl.core.diff import event_changes
+    from gpuctl.core.history import parse_event
+
+    core = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "p.FailedScheduling", "namespace": "team-a"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "team-a"},
+        "reason": "FailedScheduling",
+        "message": "0/3 nodes are available",
+        "firstTimestamp": "2026-11-30T10:00:00Z",
+        "lastTimestamp": "2026-11-30T10:00:05Z",
+        "count": 1,
+    }
+    new = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "w.Retry", "namespace": "team-a"},
+        "eventTime": "2026-11-30T10:00:05.500000Z",
+        "regarding": {"kind": "Workload", "name": "w", "namespace": "team-a"},
+        "reason": "Retry",
+        "note": "card fragmentation",
+    }
+    after = {(e.namespace, e.name): e for e in map(parse_event, (new, core))}
+    changes = event_changes({}, after)
+    assert [c.name for c in changes] == ["team-a/p.FailedScheduling", "team-a/w.Retry"]
+    assert [c.time for c in changes] == ["2026-11-30T10:00:05Z", "2026-11-30T10:00:05Z"]
+    assert changes[1].to_dict()["time"] == "2026-11-30T10:00:05Z"

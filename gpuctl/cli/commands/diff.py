@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from gpuctl.core.history import EventRecord
 
 LIVE = "live"
-COLUMNS = (Column("KIND"), Column("NAME"), Column("CHANGE"))
+COLUMNS = (Column("KIND"), Column("NAME"), Column("TIME"), Column("CHANGE"))
 
 
 def _open(side: str, source: SourceSpec) -> "Source":
@@ -134,7 +134,7 @@ def diff_command(
             "Change",
             [c.to_dict() for c in changes],
             COLUMNS,
-            lambda i: [i["kind"], i["name"], i["change"]],
+            lambda i: [i["kind"], i["name"], i.get("time") or "-", i["change"]],
             ref=_ref,
             empty="No differences.",
             extra={"metadata": {"before": before, "after": after}},
