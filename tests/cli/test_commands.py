@@ -302,3 +302,16 @@ def test_explain_instance_without_a_pod_blames_what_its_type_actually_lacks(tmp_
     code, _, err = run("explain", "instance", "team-a/my-notebook", "--snapshot", str(root))
     assert code == 1
     assert "has not published its accelerator detail (status.detail)" in err and "operator makes the Pod once" in err
+
+
+def test_explain_json_names_the_object_as_kubectl_does_and_keeps_the_contract() -> None:
+    code, out, _ = run("explain", "workload", "team-a/embed", "--snapshot", SNAPSHOT, "-o", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["apiVersion"], data["kind"]) == ("kueue.x-k8s.io/v1beta2", "Workload")
+    assert data["metadata"]["name"] == "embed" and data["metadata"]["namespace"] == "team-a"
+    assert {"namespace", "name", "heldBy", "gates"} <= set(data) and data["heldBy"] == 3
+    code, out, _ = run(
+        "explain", "workload", "team-a/embed", "--snapshot", SNAPSHOT, "-o", "jsonpath={.metadata.name}:{.heldBy}"
+    )
+    assert (code, out) == (0, "embed:3")

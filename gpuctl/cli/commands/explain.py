@@ -44,12 +44,12 @@ def _name_and_namespace(ref: str, kind: "Kind", source: SourceSpec, opened: "Sou
 
 
 def _finish(e: "Explanation", output: OutputSpec, exit_code: bool, kind: "Kind") -> None:
-    render.emit_object(
-        e.to_dict(),
-        output,
-        lambda: explanation_text(e, wide=output.wide),
-        ref=refs.ObjectRef(kind, e.name, e.namespace),
-    )
+    ref = refs.ObjectRef(kind, e.name, e.namespace)
+    # The object explained is named as kubectl names objects (apiVersion, kind, metadata) besides the fields of the
+    # explanation's contract.
+    body = e.to_dict()
+    obj = {"apiVersion": kind.api_version, "kind": body.pop("kind"), "metadata": ref.metadata(), **body}
+    render.emit_object(obj, output, lambda: explanation_text(e, wide=output.wide), ref=ref)
     if exit_code and e.held_by is not None:
         raise AnswerNo("")
 
