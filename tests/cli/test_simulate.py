@@ -177,3 +177,26 @@ def test_an_instance_simulates_as_its_pod() -> None:
     data = json.loads(out)
     assert data["kind"] == "Instance" and data["admitted"] is True
     assert any("nvidia.com/gpu.sliced.memory-percentage=50" in e for e in data["gates"][0]["evidence"])
+
+
+def test_a_template_without_the_queue_label_is_said_in_the_default_line(tmp_path: Path) -> None:
+    """The Job is queued (its own label) but its Pod template carries none: the webhook never reviews its Pods."""
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: nolabel\n  namespace: team-a\n  labels:\n"
+        "    kueue.x-k8s.io/queue-name: gpustack-fnv64-c4680bb149644f1c\nspec:\n  template:\n    spec:\n"
+        "      restartPolicy: Never\n      containers:\n      - name: main\n        image: registry.invalid/app:1\n"
+        "        resources:\n          limits:\n            nvidia.com/gpu: '1'\n"
+    )
+    result = CliRunner().invoke(app, ["simulate", "-f", str(job), "--snapshot", str(ROOT / "examples" / "snapshot")])
+    assert result.exit_code == 0, result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if "1. Pod webhook" in ln)
+    assert "will not review the Pods of pod set main" in line and "kueue.x-k8s.io/queue-name" in line
+    labelled = job.read_text().replace(
+        "  template:\n    spec:\n",
+        "  template:\n    metadata:\n      labels:\n        kueue.x-k8s.io/queue-name: gpustack-fnv64-c4680bb149644f1c\n"
+        "    spec:\n",
+    )
+    job.write_text(labelled)
+    result = CliRunner().invoke(app, ["simulate", "-f", str(job), "--snapshot", str(ROOT / "examples" / "snapshot")])
+    assert "will not review" not in result.stdout

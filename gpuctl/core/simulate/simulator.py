@@ -80,6 +80,7 @@ class Simulator(Reservation, Placement):
                 pod=pod,
             )
             evidence.append(f"the Instance's Pod asks {_limits_text(spec)} on entrance {sub.queue_name}")
+        unreviewed: list[str] = []  # template-built PodSets whose Pods the webhook will not review
         if sub.pod is not None:
             answer = review(Kind.POD, "CREATE", sub.pod, None, ctx)
             if not answer.allowed:
@@ -120,6 +121,7 @@ class Simulator(Reservation, Placement):
                     )
                 spec = (answer.mutated or pod).get("spec") or {}
                 if naming.LABEL_QUEUE_NAME not in ps.labels:
+                    unreviewed.append(ps.name)
                     evidence.append(
                         f"the Pods of pod set {ps.name} carry no {naming.LABEL_QUEUE_NAME} label: the Pod webhook "
                         "does not review them, and the allocator sizes them as the template writes them"
@@ -137,6 +139,14 @@ class Simulator(Reservation, Placement):
             evidence.append("the Workload webhook pinned each PodSet to nodes whose fit label says one card fits")
         w = _workload_record(sub, wobj)
         g = gate1(w)
+        if unreviewed and g.verdict == PASSED:
+            # Said in the summary: it decides what the allocator is given (a slice's units unfolded, no pin).
+            g = g._replace(
+                summary=f"the Pod webhook will not review the Pods of pod set {', '.join(unreviewed)}: the template "
+                f"carries no {naming.LABEL_QUEUE_NAME} label (the template itself keeps the request rules)",
+                hint=f"add the {naming.LABEL_QUEUE_NAME} label to the Pod template's metadata so the webhook folds "
+                "and pins its Pods",
+            )
         return sub, w, g._replace(evidence=tuple(evidence) + g.evidence)
 
     def simulate(self, sub: Submission, *, commit: bool = True, preempt: bool = True) -> Outcome:
