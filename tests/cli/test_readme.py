@@ -37,7 +37,13 @@ def test_the_readme_shows_several_examples() -> None:
 def test_a_readme_example_prints_what_the_readme_shows(
     command: str, expected: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from gpuctl.cli import clock
+    from gpuctl.core.queueing import epoch_seconds
+    from testbed.example_snapshot import EXAMPLE_NOW
+
     monkeypatch.chdir(ROOT)
+    at = epoch_seconds(EXAMPLE_NOW)
+    monkeypatch.setattr(clock, "now", lambda: at)  # the ages the README shows are the example's, on its day
     args = shlex.split(command)[1:]
     code, out, err = run(*args)
     assert code in (0, 3), err

@@ -121,7 +121,8 @@ class Simulator(Reservation, Placement):
                     )
                 spec = (answer.mutated or pod).get("spec") or {}
                 if naming.LABEL_QUEUE_NAME not in ps.labels:
-                    unreviewed.append(ps.name)
+                    if sub.kind != "Workload":  # a Workload's own Pods are made apart from its template
+                        unreviewed.append(ps.name)
                     evidence.append(
                         f"the Pods of pod set {ps.name} carry no {naming.LABEL_QUEUE_NAME} label: the Pod webhook "
                         "does not review them, and the allocator sizes them as the template writes them"
