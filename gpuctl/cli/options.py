@@ -133,8 +133,8 @@ OutputOption = Annotated[
     typer.Option(
         "--output",
         "-o",
-        help="table, wide, json, yaml, name, jsonpath=TEMPLATE, jsonpath-file=FILE, custom-columns=SPEC, custom-columns-file=FILE.",
-        autocompletion=lambda: ["table", "wide", "json", "yaml", "name", "jsonpath=", "custom-columns="],
+        help="table, wide, json, yaml, name, csv (where a list has one), jsonpath=TEMPLATE, jsonpath-file=FILE, custom-columns=SPEC, custom-columns-file=FILE.",
+        autocompletion=lambda: ["table", "wide", "json", "yaml", "name", "csv", "jsonpath=", "custom-columns="],
     ),
 ]
 SortByOption = Annotated[

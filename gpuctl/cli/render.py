@@ -31,6 +31,7 @@ FORMATS = (
     "json",
     "yaml",
     "name",
+    "csv",
     "jsonpath=",
     "jsonpath-file=",
     "custom-columns=",
@@ -93,7 +94,7 @@ def parse_output(text: str | None, **rest: Any) -> OutputSpec:
                 else:
                     argument = argument.strip()
             return OutputSpec(prefix.split("-file")[0].rstrip("="), argument, **rest)
-    if value not in ("table", "wide", "json", "yaml", "name"):
+    if value not in ("table", "wide", "json", "yaml", "name", "csv"):
         raise UsageError(f"-o {value}: unknown output format; use one of {', '.join(FORMATS)}")
     return OutputSpec(value, "", **rest)
 
@@ -184,6 +185,8 @@ class Listing:
     failures: Sequence[tuple[str, str]] = ()
     """(where, message) of the parts of a read that failed (a fleet command's contexts): an error row each, an
     ``errors`` field in structured output, and exit 1 once everything else is printed."""
+    csv: tuple[Sequence[str], Callable[[dict[str, Any]], list[list[Any]]]] | None = None
+    """``-o csv``: the header, and an item's rows with their numbers unformatted; None where a list has no CSV form."""
     footer: Callable[[], str] | None = None
     """Lines printed after a table (``table``, ``wide``): what the list adds up to, which structured formats carry
     in ``extra``."""
@@ -345,6 +348,17 @@ def emit(listing: Listing, output: OutputSpec, *, stream: TextIO | None = None) 
                 out.write(r.qualified + "\n")
     elif fmt == "jsonpath":
         out.write(_jsonpath(output.template, as_list(listing, items), output))
+    elif fmt == "csv":
+        if listing.csv is None:
+            raise UsageError(f"-o csv: {listing.kind} lists have no CSV form; use -o json or -o custom-columns")
+        import csv
+
+        header, csv_rows = listing.csv
+        writer = csv.writer(out, lineterminator="\n")
+        if not output.no_headers:
+            writer.writerow(header)
+        for item in items:
+            writer.writerows(csv_rows(item))
     elif fmt == "custom-columns":
         spec = custom_columns(output.template)
         print_table(
@@ -399,6 +413,8 @@ def emit_object(
         out.write(ref.qualified + "\n")
     elif fmt == "jsonpath":
         out.write(_jsonpath(output.template, obj, output))
+    elif fmt == "csv":
+        raise UsageError("-o csv: this answer has no CSV form; use -o json or -o custom-columns")
     elif fmt == "custom-columns":
         spec = custom_columns(output.template)
         print_table([Column(h) for h, _ in spec], [_cells(spec, obj)], no_headers=output.no_headers, stream=out)

@@ -18,12 +18,13 @@ T = TypeVar("T")
 
 
 def parse_duration(text: str, flag: str) -> float:
-    """A number of seconds or a duration such as 500ms, 10s, 2m, 1h, as kubectl reads its duration flags."""
+    """A number of seconds or a duration such as 500ms, 10s, 2m, 1h (and 30d), as kubectl reads its duration
+    flags."""
     from gpuctl.cli.errors import UsageError
 
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
     t = text.strip()
-    for suffix in ("ms", "s", "m", "h"):
+    for suffix in ("ms", "s", "m", "h", "d"):
         if t.endswith(suffix):
             number, scale = t[: -len(suffix)], units[suffix]
             break

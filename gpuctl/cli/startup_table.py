@@ -288,10 +288,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                   '\n'
                   'Options:\n'
                   '  --exit-code                     Exit 3 when anything changed.\n'
-                  '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                  '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                  '                                  custom-columns=SPEC, custom-columns-\n'
-                  '                                  file=FILE.  [default: table]\n'
+                  '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                  '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                  '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                  '                                  columns-file=FILE.  [default: table]\n'
                   '  --no-headers                    Print tables without their header row.\n'
                   '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                   '                                  With -o jsonpath: a key the data lacks\n'
@@ -366,10 +366,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                     '                                  the API server.  [default: probe]\n'
                     "  --kueue-resources               Print the resources block Kueue's\n"
                     '                                  Configuration needs, and exit.\n'
-                    '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                    '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                    '                                  custom-columns=SPEC, custom-columns-\n'
-                    '                                  file=FILE.  [default: table]\n'
+                    '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                    '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                    '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                    '                                  columns-file=FILE.  [default: table]\n'
                     '  --no-headers                    Print tables without their header row.\n'
                     '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                     '                                  With -o jsonpath: a key the data lacks\n'
@@ -439,10 +439,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                    '                                  validates, stores nothing.  [default: none]\n'
                    '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
                    '                                  on a terminal.\n'
-                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                   '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                   '                                  custom-columns=SPEC, custom-columns-\n'
-                   '                                  file=FILE.  [default: table]\n'
+                   '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                   '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                   '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                   '                                  columns-file=FILE.  [default: table]\n'
                    '  --no-headers                    Print tables without their header row.\n'
                    '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                    '                                  With -o jsonpath: a key the data lacks\n'
@@ -578,10 +578,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                               'Options:\n'
                               '  --exit-code                     Exit 3 when a gate holds the workload (0\n'
                               '                                  when it runs).\n'
-                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                              '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                              '                                  custom-columns=SPEC, custom-columns-\n'
-                              '                                  file=FILE.  [default: table]\n'
+                              '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                              '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                              '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                              '                                  columns-file=FILE.  [default: table]\n'
                               '  --no-headers                    Print tables without their header row.\n'
                               '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                               '                                  With -o jsonpath: a key the data lacks\n'
@@ -634,10 +634,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                          'Options:\n'
                          '  --exit-code                     Exit 3 when a gate holds the workload (0\n'
                          '                                  when it runs).\n'
-                         '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                         '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                         '                                  custom-columns=SPEC, custom-columns-\n'
-                         '                                  file=FILE.  [default: table]\n'
+                         '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                         '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                         '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                         '                                  columns-file=FILE.  [default: table]\n'
                          '  --no-headers                    Print tables without their header row.\n'
                          '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                          '                                  With -o jsonpath: a key the data lacks\n'
@@ -695,10 +695,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                               "                                  submitted: its transitions, Kueue's, the\n"
                               "                                  check's and its Pods' Events, oldest first,\n"
                               '                                  with the time spent in each state.\n'
-                              '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                              '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                              '                                  custom-columns=SPEC, custom-columns-\n'
-                              '                                  file=FILE.  [default: table]\n'
+                              '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                              '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                              '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                              '                                  columns-file=FILE.  [default: table]\n'
                               '  --no-headers                    Print tables without their header row.\n'
                               '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                               '                                  With -o jsonpath: a key the data lacks\n'
@@ -761,10 +761,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                            '                                  (default: the largest pending whole-card\n'
                            '                                  request, or 1).  [1<=x<=64]\n'
                            '  --by-node                       One row per node and view.\n'
-                           '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                           '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                           '                                  custom-columns=SPEC, custom-columns-\n'
-                           '                                  file=FILE.  [default: table]\n'
+                           '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                           '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                           '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                           '                                  columns-file=FILE.  [default: table]\n'
                            '  --no-headers                    Print tables without their header row.\n'
                            '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                            '                                  With -o jsonpath: a key the data lacks\n'
@@ -835,10 +835,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                   '                                  validates, stores nothing.  [default: none]\n'
                   '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
                   '                                  on a terminal.\n'
-                  '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                  '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                  '                                  custom-columns=SPEC, custom-columns-\n'
-                  '                                  file=FILE.  [default: table]\n'
+                  '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                  '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                  '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                  '                                  columns-file=FILE.  [default: table]\n'
                   '  --no-headers                    Print tables without their header row.\n'
                   '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                   '                                  With -o jsonpath: a key the data lacks\n'
@@ -902,10 +902,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                            '\n'
                            'Options:\n'
                            '  -t, --instancetype <str>        Only the Instances of this InstanceType.\n'
-                           '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                           '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                           '                                  custom-columns=SPEC, custom-columns-\n'
-                           '                                  file=FILE.  [default: table]\n'
+                           '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                           '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                           '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                           '                                  columns-file=FILE.  [default: table]\n'
                            '  --no-headers                    Print tables without their header row.\n'
                            '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                            '                                  With -o jsonpath: a key the data lacks\n'
@@ -968,10 +968,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                             '                                  validates, stores nothing.  [default: none]\n'
                             '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
                             '                                  on a terminal.\n'
-                            '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                            '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                            '                                  custom-columns=SPEC, custom-columns-\n'
-                            '                                  file=FILE.  [default: table]\n'
+                            '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                            '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                            '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                            '                                  columns-file=FILE.  [default: table]\n'
                             '  --no-headers                    Print tables without their header row.\n'
                             '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                             '                                  With -o jsonpath: a key the data lacks\n'
@@ -1031,10 +1031,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                            '                                  validates, stores nothing.  [default: none]\n'
                            '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
                            '                                  on a terminal.\n'
-                           '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                           '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                           '                                  custom-columns=SPEC, custom-columns-\n'
-                           '                                  file=FILE.  [default: table]\n'
+                           '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                           '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                           '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                           '                                  columns-file=FILE.  [default: table]\n'
                            '  --no-headers                    Print tables without their header row.\n'
                            '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                            '                                  With -o jsonpath: a key the data lacks\n'
@@ -1111,10 +1111,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                    '  --dry-run <str>                 none: change the cluster; client: only say\n'
                                    '                                  what would change; server: the API server\n'
                                    '                                  validates, stores nothing.  [default: none]\n'
-                                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                                   '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                                   '                                  custom-columns=SPEC, custom-columns-\n'
-                                   '                                  file=FILE.  [default: table]\n'
+                                   '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                                   '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                                   '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                                   '                                  columns-file=FILE.  [default: table]\n'
                                    '  --no-headers                    Print tables without their header row.\n'
                                    '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                                    '                                  With -o jsonpath: a key the data lacks\n'
@@ -1168,10 +1168,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                 '  --dry-run <str>                 none: change the cluster; client: only say\n'
                                 '                                  what would change; server: the API server\n'
                                 '                                  validates, stores nothing.  [default: none]\n'
-                                '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                                '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                                '                                  custom-columns=SPEC, custom-columns-\n'
-                                '                                  file=FILE.  [default: table]\n'
+                                '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                                '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                                '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                                '                                  columns-file=FILE.  [default: table]\n'
                                 '  --no-headers                    Print tables without their header row.\n'
                                 '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                                 '                                  With -o jsonpath: a key the data lacks\n'
@@ -1237,10 +1237,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  '  --dry-run <str>                 none: change the cluster; client: only say\n'
                                  '                                  what would change; server: the API server\n'
                                  '                                  validates, stores nothing.  [default: none]\n'
-                                 '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                                 '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                                 '                                  custom-columns=SPEC, custom-columns-\n'
-                                 '                                  file=FILE.  [default: table]\n'
+                                 '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                                 '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                                 '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                                 '                                  columns-file=FILE.  [default: table]\n'
                                  '  --no-headers                    Print tables without their header row.\n'
                                  '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                                  '                                  With -o jsonpath: a key the data lacks\n'
@@ -1296,10 +1296,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                      '  --dry-run <str>                 none: change the cluster; client: only say\n'
                                      '                                  what would change; server: the API server\n'
                                      '                                  validates, stores nothing.  [default: none]\n'
-                                     '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                                     '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                                     '                                  custom-columns=SPEC, custom-columns-\n'
-                                     '                                  file=FILE.  [default: table]\n'
+                                     '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                                     '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                                     '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                                     '                                  columns-file=FILE.  [default: table]\n'
                                      '  --no-headers                    Print tables without their header row.\n'
                                      '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                                      '                                  With -o jsonpath: a key the data lacks\n'
@@ -1443,10 +1443,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                '  InstanceTypes with their pool, unit and phase.\n'
                                '\n'
                                'Options:\n'
-                               '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                               '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                               '                                  custom-columns=SPEC, custom-columns-\n'
-                               '                                  file=FILE.  [default: table]\n'
+                               '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                               '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                               '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                               '                                  columns-file=FILE.  [default: table]\n'
                                '  --no-headers                    Print tables without their header row.\n'
                                '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                                '                                  With -o jsonpath: a key the data lacks\n'
@@ -1505,10 +1505,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  '  --dry-run <str>                 none: change the cluster; client: only say\n'
                                  '                                  what would change; server: the API server\n'
                                  '                                  validates, stores nothing.  [default: none]\n'
-                                 '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                                 '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                                 '                                  custom-columns=SPEC, custom-columns-\n'
-                                 '                                  file=FILE.  [default: table]\n'
+                                 '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                                 '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                                 '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                                 '                                  columns-file=FILE.  [default: table]\n'
                                  '  --no-headers                    Print tables without their header row.\n'
                                  '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                                  '                                  With -o jsonpath: a key the data lacks\n'
@@ -1561,10 +1561,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                         'Options:\n'
                         '  --by-node                       Per node.\n'
                         "  --by-card                       Per card, with each card's carved instances.\n"
-                        '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                        '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                        '                                  custom-columns=SPEC, custom-columns-\n'
-                        '                                  file=FILE.  [default: table]\n'
+                        '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                        '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                        '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                        '                                  columns-file=FILE.  [default: table]\n'
                         '  --no-headers                    Print tables without their header row.\n'
                         '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                         '                                  With -o jsonpath: a key the data lacks\n'
@@ -1652,10 +1652,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                         '                                  0.17, v0.19.2) instead of the one the\n'
                         "                                  cluster or snapshot tells (its manager's\n"
                         "                                  image, the dump's record, its CRDs).\n"
-                        '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                        '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                        '                                  custom-columns=SPEC, custom-columns-\n'
-                        '                                  file=FILE.  [default: table]\n'
+                        '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                        '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                        '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                        '                                  columns-file=FILE.  [default: table]\n'
                         '  --no-headers                    Print tables without their header row.\n'
                         '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                         '                                  With -o jsonpath: a key the data lacks\n'
@@ -1726,10 +1726,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                              '                                  0.17, v0.19.2) instead of the one the\n'
                              "                                  cluster or snapshot tells (its manager's\n"
                              "                                  image, the dump's record, its CRDs).\n"
-                             '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                             '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                             '                                  custom-columns=SPEC, custom-columns-\n'
-                             '                                  file=FILE.  [default: table]\n'
+                             '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                             '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                             '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                             '                                  columns-file=FILE.  [default: table]\n'
                              '  --no-headers                    Print tables without their header row.\n'
                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                              '                                  With -o jsonpath: a key the data lacks\n'
@@ -1797,10 +1797,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                    "  --runtime-label <str>           A label whose value bounds a Workload's\n"
                    '                                  runtime in seconds, where it sets no\n'
                    '                                  maximumExecutionTimeSeconds.\n'
-                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                   '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                   '                                  custom-columns=SPEC, custom-columns-\n'
-                   '                                  file=FILE.  [default: table]\n'
+                   '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                   '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                   '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                   '                                  columns-file=FILE.  [default: table]\n'
                    '  --no-headers                    Print tables without their header row.\n'
                    '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                    '                                  With -o jsonpath: a key the data lacks\n'
@@ -1936,10 +1936,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                     '                                  validates, stores nothing.  [default: none]\n'
                     '  -y, --yes                       Do not ask: needed for bulk changes when not\n'
                     '                                  on a terminal.\n'
-                    '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                    '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                    '                                  custom-columns=SPEC, custom-columns-\n'
-                    '                                  file=FILE.  [default: table]\n'
+                    '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                    '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                    '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                    '                                  columns-file=FILE.  [default: table]\n'
                     '  --no-headers                    Print tables without their header row.\n'
                     '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                     '                                  With -o jsonpath: a key the data lacks\n'
@@ -2018,10 +2018,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                       '                                  0.17, v0.19.2) instead of the one the\n'
                       "                                  cluster or snapshot tells (its manager's\n"
                       "                                  image, the dump's record, its CRDs).\n"
-                      '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                      '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                      '                                  custom-columns=SPEC, custom-columns-\n'
-                      '                                  file=FILE.  [default: table]\n'
+                      '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                      '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                      '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                      '                                  columns-file=FILE.  [default: table]\n'
                       '  --no-headers                    Print tables without their header row.\n'
                       '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                       '                                  With -o jsonpath: a key the data lacks\n'
@@ -2144,14 +2144,29 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                    '  [INSTANCETYPE]...  Pools (default: every one).\n'
                    '\n'
                    'Options:\n'
-                   '  --by <namespace|localqueue|clusterqueue|workload>\n'
+                   '  --by <namespace|localqueue|clusterqueue|instancetype|workload>\n'
                    '                                  One row per namespace, localqueue,\n'
-                   '                                  clusterqueue or workload, and pool.\n'
-                   '                                  [default: namespace]\n'
-                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                   '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                   '                                  custom-columns=SPEC, custom-columns-\n'
-                   '                                  file=FILE.  [default: table]\n'
+                   '                                  clusterqueue, instancetype or workload (and\n'
+                   '                                  pool).  [default: namespace]\n'
+                   '  --since <str>                   Card-hours held (and idle) over this much\n'
+                   '                                  time before --until, from Prometheus (e.g.\n'
+                   '                                  30d).\n'
+                   "  --until <str>                   The window's end: an RFC 3339 time (default:\n"
+                   '                                  now).\n'
+                   '  --step <str>                    With --since: the sampling step (at least\n'
+                   '                                  the scrape interval).  [default: 5m]\n'
+                   "  --prometheus <str>              Prometheus' URL.\n"
+                   "  --prometheus-service <str>      NAMESPACE/NAME:PORT of Prometheus' Service,\n"
+                   '                                  reached through the API server with the\n'
+                   '                                  kubeconfig.\n'
+                   '  --idle-below <float>            With --since: idle under this utilization,\n'
+                   '                                  in percent.  [default: 5.0]\n'
+                   '  --idle-for <str>                With --since: idle for at least this long.\n'
+                   '                                  [default: 30m]\n'
+                   '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                   '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                   '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                   '                                  columns-file=FILE.  [default: table]\n'
                    '  --no-headers                    Print tables without their header row.\n'
                    '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                    '                                  With -o jsonpath: a key the data lacks\n'
@@ -2264,10 +2279,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                    '  -w, --watch                     Redraw on change (live cluster only).\n'
                    '  --interval <float range>        Seconds between reads with --watch.\n'
                    '                                  [default: 2.0; x>=0.2]\n'
-                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                   '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                   '                                  custom-columns=SPEC, custom-columns-\n'
-                   '                                  file=FILE.  [default: table]\n'
+                   '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                   '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                   '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                   '                                  columns-file=FILE.  [default: table]\n'
                    '  --no-headers                    Print tables without their header row.\n'
                    '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                    '                                  With -o jsonpath: a key the data lacks\n'
@@ -2368,10 +2383,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                              '  --compare                       With --server-side: do the deployed webhooks\n'
                              '                                  and this version agree?\n'
                              '  --show-object                   Print the mutated object too.\n'
-                             '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                             '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                             '                                  custom-columns=SPEC, custom-columns-\n'
-                             '                                  file=FILE.  [default: table]\n'
+                             '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                             '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                             '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                             '                                  columns-file=FILE.  [default: table]\n'
                              '  --no-headers                    Print tables without their header row.\n'
                              '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                              '                                  With -o jsonpath: a key the data lacks\n'
@@ -2434,10 +2449,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                        '                                  appears or changes.\n'
                        '  --interval <float range>        Seconds between reads with --watch.\n'
                        '                                  [default: 2.0; x>=0.2]\n'
-                       '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                       '                                  jsonpath=TEMPLATE, jsonpath-file=FILE,\n'
-                       '                                  custom-columns=SPEC, custom-columns-\n'
-                       '                                  file=FILE.  [default: table]\n'
+                       '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                       '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                       '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                       '                                  columns-file=FILE.  [default: table]\n'
                        '  --no-headers                    Print tables without their header row.\n'
                        '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
                        '                                  With -o jsonpath: a key the data lacks\n'
@@ -2530,12 +2545,14 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                    'deployed webhooks\n'
                                                    '                                  and this version agree?\n'
                                                    '  --show-object                   Print the mutated object too.\n'
-                                                   '  -o, --output <str>              table, wide, json, yaml, name,\n'
-                                                   '                                  jsonpath=TEMPLATE, '
-                                                   'jsonpath-file=FILE,\n'
-                                                   '                                  custom-columns=SPEC, '
-                                                   'custom-columns-\n'
-                                                   '                                  file=FILE.  [default: table]\n'
+                                                   '  -o, --output <str>              table, wide, json, yaml, name, '
+                                                   'csv (where a\n'
+                                                   '                                  list has one), '
+                                                   'jsonpath=TEMPLATE, jsonpath-\n'
+                                                   '                                  file=FILE, custom-columns=SPEC, '
+                                                   'custom-\n'
+                                                   '                                  columns-file=FILE.  [default: '
+                                                   'table]\n'
                                                    '  --no-headers                    Print tables without their '
                                                    'header row.\n'
                                                    '  --allow-missing-template-keys / '
@@ -2790,7 +2807,14 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                 'names': ['--exit-code'],
                                 'param': 'exit_code',
                                 'takes_value': False},
-                               {'complete': ['table', 'wide', 'json', 'yaml', 'name', 'jsonpath=', 'custom-columns='],
+                               {'complete': ['table',
+                                             'wide',
+                                             'json',
+                                             'yaml',
+                                             'name',
+                                             'csv',
+                                             'jsonpath=',
+                                             'custom-columns='],
                                 'eager': False,
                                 'multiple': False,
                                 'names': ['--output', '-o'],
@@ -2972,7 +2996,14 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                   'names': ['--kueue-resources'],
                                   'param': 'kueue_resources',
                                   'takes_value': False},
-                                 {'complete': ['table', 'wide', 'json', 'yaml', 'name', 'jsonpath=', 'custom-columns='],
+                                 {'complete': ['table',
+                                               'wide',
+                                               'json',
+                                               'yaml',
+                                               'name',
+                                               'csv',
+                                               'jsonpath=',
+                                               'custom-columns='],
                                   'eager': False,
                                   'multiple': False,
                                   'names': ['--output', '-o'],
@@ -3136,7 +3167,14 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  'names': ['--yes', '-y'],
                                  'param': 'yes',
                                  'takes_value': False},
-                                {'complete': ['table', 'wide', 'json', 'yaml', 'name', 'jsonpath=', 'custom-columns='],
+                                {'complete': ['table',
+                                              'wide',
+                                              'json',
+                                              'yaml',
+                                              'name',
+                                              'csv',
+                                              'jsonpath=',
+                                              'custom-columns='],
                                  'eager': False,
                                  'multiple': False,
                                  'names': ['--output', '-o'],
@@ -3435,6 +3473,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                          'json',
                                                          'yaml',
                                                          'name',
+                                                         'csv',
                                                          'jsonpath=',
                                                          'custom-columns='],
                                             'eager': False,
@@ -3588,6 +3627,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                     'json',
                                                     'yaml',
                                                     'name',
+                                                    'csv',
                                                     'jsonpath=',
                                                     'custom-columns='],
                                        'eager': False,
@@ -3746,6 +3786,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                          'json',
                                                          'yaml',
                                                          'name',
+                                                         'csv',
                                                          'jsonpath=',
                                                          'custom-columns='],
                                             'eager': False,
@@ -3911,6 +3952,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                       'json',
                                                       'yaml',
                                                       'name',
+                                                      'csv',
                                                       'jsonpath=',
                                                       'custom-columns='],
                                          'eager': False,
@@ -4088,7 +4130,14 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                 'names': ['--yes', '-y'],
                                 'param': 'yes',
                                 'takes_value': False},
-                               {'complete': ['table', 'wide', 'json', 'yaml', 'name', 'jsonpath=', 'custom-columns='],
+                               {'complete': ['table',
+                                             'wide',
+                                             'json',
+                                             'yaml',
+                                             'name',
+                                             'csv',
+                                             'jsonpath=',
+                                             'custom-columns='],
                                 'eager': False,
                                 'multiple': False,
                                 'names': ['--output', '-o'],
@@ -4247,6 +4296,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                       'json',
                                                       'yaml',
                                                       'name',
+                                                      'csv',
                                                       'jsonpath=',
                                                       'custom-columns='],
                                          'eager': False,
@@ -4429,6 +4479,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                        'json',
                                                        'yaml',
                                                        'name',
+                                                       'csv',
                                                        'jsonpath=',
                                                        'custom-columns='],
                                           'eager': False,
@@ -4600,6 +4651,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                       'json',
                                                       'yaml',
                                                       'name',
+                                                      'csv',
                                                       'jsonpath=',
                                                       'custom-columns='],
                                          'eager': False,
@@ -4767,6 +4819,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                               'json',
                                                               'yaml',
                                                               'name',
+                                                              'csv',
                                                               'jsonpath=',
                                                               'custom-columns='],
                                                  'eager': False,
@@ -4926,6 +4979,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                            'json',
                                                            'yaml',
                                                            'name',
+                                                           'csv',
                                                            'jsonpath=',
                                                            'custom-columns='],
                                               'eager': False,
@@ -5139,6 +5193,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                             'json',
                                                             'yaml',
                                                             'name',
+                                                            'csv',
                                                             'jsonpath=',
                                                             'custom-columns='],
                                                'eager': False,
@@ -5292,6 +5347,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                                 'json',
                                                                 'yaml',
                                                                 'name',
+                                                                'csv',
                                                                 'jsonpath=',
                                                                 'custom-columns='],
                                                    'eager': False,
@@ -5707,6 +5763,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                           'json',
                                                           'yaml',
                                                           'name',
+                                                          'csv',
                                                           'jsonpath=',
                                                           'custom-columns='],
                                              'eager': False,
@@ -5873,6 +5930,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                             'json',
                                                             'yaml',
                                                             'name',
+                                                            'csv',
                                                             'jsonpath=',
                                                             'custom-columns='],
                                                'eager': False,
@@ -6032,6 +6090,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                    'json',
                                                    'yaml',
                                                    'name',
+                                                   'csv',
                                                    'jsonpath=',
                                                    'custom-columns='],
                                       'eager': False,
@@ -6222,6 +6281,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                    'json',
                                                    'yaml',
                                                    'name',
+                                                   'csv',
                                                    'jsonpath=',
                                                    'custom-columns='],
                                       'eager': False,
@@ -6380,6 +6440,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                         'json',
                                                         'yaml',
                                                         'name',
+                                                        'csv',
                                                         'jsonpath=',
                                                         'custom-columns='],
                                            'eager': False,
@@ -6528,7 +6589,14 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  'names': ['--runtime-label'],
                                  'param': 'runtime_label',
                                  'takes_value': True},
-                                {'complete': ['table', 'wide', 'json', 'yaml', 'name', 'jsonpath=', 'custom-columns='],
+                                {'complete': ['table',
+                                              'wide',
+                                              'json',
+                                              'yaml',
+                                              'name',
+                                              'csv',
+                                              'jsonpath=',
+                                              'custom-columns='],
                                  'eager': False,
                                  'multiple': False,
                                  'names': ['--output', '-o'],
@@ -6852,7 +6920,14 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                   'names': ['--yes', '-y'],
                                   'param': 'yes',
                                   'takes_value': False},
-                                 {'complete': ['table', 'wide', 'json', 'yaml', 'name', 'jsonpath=', 'custom-columns='],
+                                 {'complete': ['table',
+                                               'wide',
+                                               'json',
+                                               'yaml',
+                                               'name',
+                                               'csv',
+                                               'jsonpath=',
+                                               'custom-columns='],
                                   'eager': False,
                                   'multiple': False,
                                   'names': ['--output', '-o'],
@@ -7069,6 +7144,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                  'json',
                                                  'yaml',
                                                  'name',
+                                                 'csv',
                                                  'jsonpath=',
                                                  'custom-columns='],
                                     'eager': False,
@@ -7350,7 +7426,56 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  'names': ['--by'],
                                  'param': 'by',
                                  'takes_value': True},
-                                {'complete': ['table', 'wide', 'json', 'yaml', 'name', 'jsonpath=', 'custom-columns='],
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--since'],
+                                 'param': 'since',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--until'],
+                                 'param': 'until',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--step'],
+                                 'param': 'step',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--prometheus'],
+                                 'param': 'prometheus',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--prometheus-service'],
+                                 'param': 'prometheus_service',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--idle-below'],
+                                 'param': 'idle_below',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--idle-for'],
+                                 'param': 'idle_for',
+                                 'takes_value': True},
+                                {'complete': ['table',
+                                              'wide',
+                                              'json',
+                                              'yaml',
+                                              'name',
+                                              'csv',
+                                              'jsonpath=',
+                                              'custom-columns='],
                                  'eager': False,
                                  'multiple': False,
                                  'names': ['--output', '-o'],
@@ -7654,7 +7779,14 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  'names': ['--interval'],
                                  'param': 'interval',
                                  'takes_value': True},
-                                {'complete': ['table', 'wide', 'json', 'yaml', 'name', 'jsonpath=', 'custom-columns='],
+                                {'complete': ['table',
+                                              'wide',
+                                              'json',
+                                              'yaml',
+                                              'name',
+                                              'csv',
+                                              'jsonpath=',
+                                              'custom-columns='],
                                  'eager': False,
                                  'multiple': False,
                                  'names': ['--output', '-o'],
@@ -7867,6 +7999,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                         'json',
                                                         'yaml',
                                                         'name',
+                                                        'csv',
                                                         'jsonpath=',
                                                         'custom-columns='],
                                            'eager': False,
@@ -8038,6 +8171,7 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                   'json',
                                                   'yaml',
                                                   'name',
+                                                  'csv',
                                                   'jsonpath=',
                                                   'custom-columns='],
                                      'eager': False,

@@ -582,15 +582,27 @@ class LiveSource:
         items = (data or {}).get("items")
         return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else None
 
-    def service_get(self, namespace: str, service: str, port: int, path: str, limit: int) -> tuple[int, str]:
-        """GET ``path`` of a Service's HTTPS port through the API server's proxy: the status and at most ``limit``
-        bytes of the body (a longer one is refused)."""
+    def service_get(
+        self,
+        namespace: str,
+        service: str,
+        port: int,
+        path: str,
+        limit: int,
+        *,
+        query: builtins.list[tuple[str, str]] | None = None,
+        scheme: str = "https",
+        read_timeout: float | None = None,
+    ) -> tuple[int, str]:
+        """GET ``path`` (with ``query``) of a Service's port through the API server's proxy: the status and at most
+        ``limit`` bytes of the body (a longer one is refused)."""
         api = self._api()  # first: it loads the client's packages as the request path needs them
         from kubernetes.client.exceptions import ApiException
 
-        url = f"/api/v1/namespaces/{namespace}/services/https:{service}:{port}/proxy{path}"
+        url = f"/api/v1/namespaces/{namespace}/services/{scheme}:{service}:{port}/proxy{path}"
+        timeouts = self.connection.timeouts(read_timeout)
         try:
-            response = _send(api, "GET", url, [], {"Accept": "text/plain"}, None, self.connection.timeouts())
+            response = _send(api, "GET", url, query or [], {"Accept": "*/*"}, None, timeouts)
         except ApiException as exc:
             return int(exc.status or 0), (_text(exc.body) or str(exc.reason or ""))[:limit]
         except Exception as exc:  # noqa: BLE001 - urllib3 and socket errors: the server cannot be reached

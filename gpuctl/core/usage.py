@@ -38,6 +38,7 @@ class By(str, Enum):
     NAMESPACE = "namespace"
     LOCALQUEUE = "localqueue"
     CLUSTERQUEUE = "clusterqueue"
+    INSTANCETYPE = "instancetype"
     WORKLOAD = "workload"
 
 
@@ -59,6 +60,8 @@ class Owner:
             return "", self.namespace or UNATTRIBUTED
         if by is By.CLUSTERQUEUE:
             return "", self.cluster_queue or UNATTRIBUTED
+        if by is By.INSTANCETYPE:
+            return "", ""  # one row per pool: the pool is the row
         if by is By.LOCALQUEUE:
             return self.namespace, self.local_queue or UNATTRIBUTED
         return self.namespace, self.workload or UNATTRIBUTED

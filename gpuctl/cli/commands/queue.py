@@ -74,7 +74,9 @@ def ordered(
     return [by_key[k] for k in keyed if k in by_key], "visibility"
 
 
-def queue_items(source: "Source", names: list[str], runtime_label: str | None, now: float) -> list[dict[str, Any]]:
+def queue_items(
+    source: "Source", names: list[str], runtime_label: str | None, now: float | None = None
+) -> list[dict[str, Any]]:
     """The pending Workloads of each ClusterQueue. The queues and Workloads are read first; the whole state the
     simulator and the explanations need, only when something is pending.
 
@@ -91,6 +93,7 @@ def queue_items(source: "Source", names: list[str], runtime_label: str | None, n
 
     # The Pods and Nodes too: the simulation of what is pending reads them, and it is what `queue` is for.
     read.read_as_records(source, kinds.WORKLOAD, kinds.POD, kinds.NODE)
+    now = clock.of(source) if now is None else now  # once the kinds are records: a snapshot decodes nothing twice
     cluster_queues = read.cluster_queues(source)
     queues = sorted(names or cluster_queues)
     missing = [q for q in queues if q not in cluster_queues]
@@ -233,14 +236,14 @@ def queue_command(
             per, failures = fleet_read(
                 source,
                 lambda src: refs.selected_items(
-                    queue_items(src, queues, runtime_label, clock.of(src)), src, kinds.WORKLOAD, source
+                    queue_items(src, queues, runtime_label), src, kinds.WORKLOAD, source
                 ),
             )
             items = [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
         else:
             opened = source.open()
             items = refs.selected_items(
-                queue_items(opened, queues, runtime_label, clock.of(opened)), opened, kinds.WORKLOAD, source
+                queue_items(opened, queues, runtime_label), opened, kinds.WORKLOAD, source
             )
     render.emit(
         render.Listing(

@@ -5,12 +5,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuctl.cli import refs, render
+from gpuctl.cli.errors import UsageError
 from gpuctl.cli.names import complete_instancetypes
 from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
 from gpuctl.cli.source import SourceSpec
 from gpuctl.cluster import kinds
-from gpuctl.cluster.errors import NotFound
+from gpuctl.cluster.errors import NotFound, SourceError
+from gpuctl.core.cardhours import GROUPS
 from gpuctl.core.usage import UNATTRIBUTED, By
 
 if TYPE_CHECKING:
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from gpuctl.core.usage import Row
 
 OWNER_HEADER = {
+    By.INSTANCETYPE: "",
     By.NAMESPACE: "NAMESPACE",
     By.LOCALQUEUE: "LOCALQUEUE",
     By.CLUSTERQUEUE: "CLUSTERQUEUE",
@@ -28,7 +31,11 @@ FIGURES = ("EXCLUSIVE", "SHARED", "SLICED", "PARTITIONED", "CPU", "CARD-EQ", "RE
 
 def columns(by: By) -> tuple[Column, ...]:
     namespaced = by in (By.LOCALQUEUE, By.WORKLOAD)
-    owner = (Column("NAMESPACE"), Column(OWNER_HEADER[by])) if namespaced else (Column(OWNER_HEADER[by]),)
+    owner: tuple[Column, ...] = (
+        (Column("NAMESPACE"), Column(OWNER_HEADER[by])) if namespaced else (Column(OWNER_HEADER[by]),)
+    )
+    if by is By.INSTANCETYPE:
+        owner = ()
     return (*owner, Column("INSTANCETYPE"), *(Column(f) for f in FIGURES), Column("PODS", wide_only=True))
 
 
@@ -74,6 +81,8 @@ def row_item(r: "Row", by: By) -> dict[str, Any]:
 def _row(item: dict[str, Any]) -> list[str]:
     by = By(item["by"])
     owner = [item["namespace"] or UNATTRIBUTED, item["name"]] if by in (By.LOCALQUEUE, By.WORKLOAD) else [item["name"]]
+    if by is By.INSTANCETYPE:
+        owner = []
     sliced = item["sliced"]
     reserved = item["reserved"]
     reserved_text = _number(reserved["cardEquivalents"])
@@ -141,8 +150,38 @@ def usage_command(
     ] = None,
     by: Annotated[
         By,
-        typer.Option("--by", help="One row per namespace, localqueue, clusterqueue or workload, and pool."),
+        typer.Option(
+            "--by", help="One row per namespace, localqueue, clusterqueue, instancetype or workload (and pool)."
+        ),
     ] = By.NAMESPACE,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Card-hours held (and idle) over this much time before --until, from Prometheus (e.g. 30d).",
+            show_default=False,
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", help="The window's end: an RFC 3339 time (default: now).", show_default=False),
+    ] = None,
+    step: Annotated[
+        str, typer.Option("--step", help="With --since: the sampling step (at least the scrape interval).")
+    ] = "5m",
+    prometheus: Annotated[str | None, typer.Option("--prometheus", help="Prometheus' URL.", show_default=False)] = None,
+    prometheus_service: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus-service",
+            help="NAMESPACE/NAME:PORT of Prometheus' Service, reached through the API server with the kubeconfig.",
+            show_default=False,
+        ),
+    ] = None,
+    idle_below: Annotated[
+        float, typer.Option("--idle-below", help="With --since: idle under this utilization, in percent.")
+    ] = 5.0,
+    idle_for: Annotated[str, typer.Option("--idle-for", help="With --since: idle for at least this long.")] = "30m",
     *,
     source: SourceSpec,
     output: OutputSpec,
@@ -154,6 +193,15 @@ def usage_command(
     from gpuctl.cluster.bulk import bulk_allocation
 
     pools = refs.object_names(names or [], kinds.INSTANCETYPE, what="usage")
+    if since is not None:
+        card_hours_command(
+            pools, by, since, until, step, prometheus, prometheus_service, idle_below, idle_for, source, output
+        )
+        return
+    if until is not None or prometheus is not None or prometheus_service is not None:
+        raise UsageError("--until, --prometheus and --prometheus-service go with --since")
+    if output.format == "csv":
+        raise UsageError("-o csv goes with --since (card-hours over a window)")
     opened = source.open()
     ns = source.scope(opened)
     with bulk_allocation():
@@ -163,3 +211,137 @@ def usage_command(
         render.Listing("Usage", items, columns(by), _row, empty=f"Nothing held or reserved {where}."),
         output,
     )
+
+
+HOURS_MODES_NOTE = (
+    "idle: a card's (or MIG instance's) activity below {below:g} % for at least {idle_for}; a slice or share is idle "
+    "only when its whole card is, and its idle hours are its card-equivalents' part"
+)
+
+
+def card_hours_command(
+    pools: list[str],
+    by: By,
+    since: str,
+    until: str | None,
+    step: str,
+    prometheus: str | None,
+    service: str | None,
+    idle_below: float,
+    idle_for: str,
+    source: SourceSpec,
+    output: OutputSpec,
+) -> None:
+    """``usage --since``: card-hours per group and mode over a window, from Prometheus."""
+    from gpuctl.cli import clock
+    from gpuctl.cli.source import parse_duration
+    from gpuctl.cluster.prometheus import Prometheus, ServiceRef
+    from gpuctl.core.cardhours import Window, align, card_hours, queries
+    from gpuctl.core.queueing import epoch_seconds
+
+    if (prometheus is None) == (service is None):
+        raise UsageError("--since reads Prometheus: give --prometheus URL or --prometheus-service NAMESPACE/NAME:PORT")
+    step_s = int(parse_duration(step, "--step"))
+    end = clock.now() if until in (None, "now") else epoch_seconds(str(until))
+    if end is None:
+        raise UsageError(f"--until {until!r}: give an RFC 3339 time (2026-12-01T00:00:00Z) or now")
+    window = Window(
+        align(end, step_s) if step_s > 0 else 0,
+        int(parse_duration(since, "--since")),
+        step_s,
+        int(parse_duration(idle_for, "--idle-for")),
+        idle_below / 100,
+    )
+    try:
+        ns = source.scope()
+    except SourceError:  # no kubeconfig to name a namespace: Prometheus alone is read
+        ns = "default"
+    if service is not None:
+        client = Prometheus(service=ServiceRef.parse(service), live=source.live())
+    else:
+        client = Prometheus(prometheus)
+    answers = {
+        name: client.query(expr, window.until, what=f"{name} query")
+        for name, expr in queries(window, by, ns, pools).items()
+    }
+    result = card_hours(window, by, answers)
+    group = GROUPS_HEADERS[by]
+    items = [
+        {
+            "by": by.value,
+            **dict(zip(GROUPS[by], r.group, strict=True)),
+            "mode": r.mode,
+            "cardHours": r.card_hours,
+            "idleCardHours": r.idle_card_hours,
+            "noUtilizationCardHours": r.no_data_card_hours,
+        }
+        for r in result.rows
+    ]
+
+    def row(item: dict[str, Any]) -> list[str]:
+        return [
+            *(item[k] or UNATTRIBUTED for k in GROUPS[by]),
+            item["mode"],
+            _hours(item["cardHours"]),
+            _hours(item["idleCardHours"]) if item["mode"] != "reserved" else "-",
+            _hours(item["noUtilizationCardHours"]) if item["mode"] != "reserved" else "-",
+        ]
+
+    def csv_rows(item: dict[str, Any]) -> list[list[Any]]:
+        return [
+            [
+                *(item[k] for k in GROUPS[by]),
+                item["mode"],
+                item["cardHours"],
+                item["idleCardHours"],
+                item["noUtilizationCardHours"],
+            ]
+        ]
+
+    no_data = sum(r.no_data_card_hours for r in result.rows)
+    start = window.until - window.seconds
+
+    def footer() -> str:
+        lines = [
+            f"window {_stamp(start)} to {_stamp(window.until)} ({result.window_hours:g} h), step {window.step}s; "
+            f"the operator's series cover {result.covered_hours:g} h of it",
+            HOURS_MODES_NOTE.format(below=idle_below, idle_for=idle_for),
+        ]
+        if no_data:
+            lines.append(f"no utilization data for {_hours(no_data)} card-hours (counted neither idle nor busy)")
+        return "\n".join(lines) + "\n"
+
+    render.emit(
+        render.Listing(
+            "CardHours",
+            items,
+            (*(Column(h) for h in group), Column("MODE"), Column("CARD-HOURS"), Column("IDLE"), Column("NO-DATA")),
+            row,
+            empty="No card-hours in the window.",
+            extra={
+                "window": {"start": _stamp(start), "end": _stamp(window.until), "stepSeconds": window.step},
+                "coveredHours": result.covered_hours,
+                "idleRule": {"belowPercent": idle_below, "forSeconds": window.idle_for},
+                "prometheus": client.describe(),
+            },
+            csv=(
+                (*GROUPS[by], "mode", "card_hours", "idle_card_hours", "no_utilization_card_hours"),
+                csv_rows,
+            ),
+            footer=footer,
+        ),
+        output,
+    )
+
+
+GROUPS_HEADERS = {by: tuple(k.upper() for k in keys) for by, keys in GROUPS.items()}
+
+
+def _hours(value: float) -> str:
+    return f"{value:.2f}" if value else "-"
+
+
+def _stamp(epoch: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))

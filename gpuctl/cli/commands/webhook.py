@@ -92,7 +92,9 @@ def _server_dry_run(source: Any, kind: WebhookKind, obj: dict[str, Any]) -> dict
         stored["metadata"].pop("generateName", None)
     patch = [op for op in json_patch(obj, stored) if not op["path"].startswith(SERVER_NOISE)]
     warnings = (
-        [f"{k.kind} {namespace + '/' if namespace else ''}{renamed} exists: it was reviewed as a new one (generateName)"]
+        [
+            f"{k.kind} {namespace + '/' if namespace else ''}{renamed} exists: it was reviewed as a new one (generateName)"
+        ]
         if renamed
         else []
     )

@@ -1,0 +1,213 @@
+"""Card-hours held, and idle, over a window: the PromQL that answers them from the operator's per-holder series and
+the DCGM exporter's utilization, and the rows their answers make.
+
+The operator exports ``gpuctl_card_holder{UUID, GPU_I_PROFILE, namespace, ...} = card-equivalents`` for every Pod
+holding part of a card, and ``gpuctl_workload_reserved_card_equivalents`` for admitted Workloads whose Pods hold no
+card yet. The DCGM exporter reports each card's (``DCGM_FI_DEV_GPU_UTIL``, percent) or each MIG instance's
+(``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, a ratio) activity. The two are joined by card UUID and partition profile — never
+by the exporter's own ``pod``/``namespace`` labels, which know nothing of slices and shares.
+
+Everything is sampled on one grid of ``step`` seconds, aligned to the epoch: a series counts at a step when it has a
+sample in the step before it (so a scrape gap longer than the step is a gap, not a held or idle step), and each
+step counts ``step`` seconds. A holder is idle at a step when that step lies in a run of at least ``idle_for`` of
+steps at which its card (or MIG instance) reported activity below ``idle_below``. A slice or share is idle only when
+its whole card is, and its idle time is its card-equivalents' part of it. Where a holder's card reports no activity
+at a step, that step is counted apart, as neither idle nor busy."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpuctl.core.errors import InputError
+from gpuctl.core.usage import MODES, By
+
+HOLDER = "gpuctl_card_holder"
+RESERVED = "gpuctl_workload_reserved_card_equivalents"
+CAPACITY = "gpuctl_pool_capacity"
+CARD_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+"""Percent, per whole card."""
+INSTANCE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+"""A ratio, per MIG instance (``GPU_I_ID``, ``GPU_I_PROFILE``)."""
+JOIN = ("UUID", "GPU_I_PROFILE")
+"""What a holder and its card's activity share: the card, and the partition's profile ("" for a whole card)."""
+
+GROUPS: Mapping[By, tuple[str, ...]] = {
+    By.NAMESPACE: ("namespace",),
+    By.LOCALQUEUE: ("namespace", "localqueue"),
+    By.CLUSTERQUEUE: ("clusterqueue",),
+    By.INSTANCETYPE: ("instancetype",),
+    By.WORKLOAD: ("namespace", "workload"),
+}
+RESERVED_MODE = "reserved"
+
+
+class WindowError(InputError, ValueError):
+    """A window, step or idle rule that cannot be asked."""
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """``(until - seconds, until]`` on a grid of ``step`` seconds, with the idle rule."""
+
+    until: int
+    """Epoch seconds, a multiple of ``step``."""
+    seconds: int
+    step: int
+    idle_for: int
+    idle_below: float
+    """A ratio (0.05 is 5 %)."""
+
+    def __post_init__(self) -> None:
+        if self.step <= 0 or self.seconds <= 0:
+            raise WindowError("--since and --step must be positive durations")
+        if self.seconds % self.step or self.idle_for % self.step or self.until % self.step:
+            raise WindowError(
+                f"--since, --idle-for and the window's end must be whole multiples of --step ({self.step}s)"
+            )
+        if self.idle_for < self.step:
+            raise WindowError(f"--idle-for must be at least one --step ({self.step}s)")
+        if not 0 < self.idle_below <= 1:
+            raise WindowError("--idle-below must be a percentage above 0 and at most 100")
+        if self.seconds // self.step > 200_000:
+            raise WindowError(
+                f"--since over --step is {self.seconds // self.step} steps; at most 200000 (a larger --step)"
+            )
+
+    @property
+    def hours_per_step(self) -> float:
+        return self.step / 3600
+
+
+def align(until: float, step: int) -> int:
+    """The window's end: the last step boundary at or before ``until``."""
+    return int(until) // step * step
+
+
+def _duration(seconds: int) -> str:
+    return f"{seconds}s"
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def selector(namespace: str | None = None, pools: Sequence[str] = ()) -> str:
+    """The label matchers of a namespace and some pools ("" for every one)."""
+    matchers = []
+    if namespace is not None:
+        matchers.append(f"namespace={_quoted(namespace)}")
+    if pools:
+        matchers.append(f"instancetype=~{_quoted('|'.join(re.escape(p) for p in pools))}")
+    return "{" + ", ".join(matchers) + "}" if matchers else ""
+
+
+def busy(w: Window) -> str:
+    """Each card's (and MIG instance's) activity at a step, as a ratio, keyed by :data:`JOIN`."""
+    s = _duration(w.step)
+    on = ", ".join(JOIN)
+    return (
+        f"(max by ({on}) (last_over_time({INSTANCE_ACTIVE}[{s}])) "
+        f"or max by ({on}) (last_over_time({CARD_UTIL}[{s}])) / 100)"
+    )
+
+
+def idle(w: Window) -> str:
+    """1 at a step inside a run of at least ``idle_for`` of low-activity steps, else 0 (absent where no activity was
+    reported): a run ends at a step whose ``idle_for`` before it were all low; a step is idle when such an end lies
+    within ``idle_for`` after it."""
+    s, y = _duration(w.step), _duration(w.idle_for)
+    n = w.idle_for // w.step
+    ends = f"(sum_over_time(({busy(w)} < bool {w.idle_below:g})[{y}:{s}]) >= bool {n})"
+    ahead = w.idle_for - w.step
+    offset = f" offset -{_duration(ahead)}" if ahead else ""
+    return f"max_over_time({ends}[{y}:{s}]{offset})"
+
+
+def held(w: Window, matchers: str) -> str:
+    return f"last_over_time({HOLDER}{matchers}[{_duration(w.step)}])"
+
+
+def _hours(expr: str, labels: Sequence[str], w: Window) -> str:
+    return (
+        f"sum by ({', '.join(labels)}) (sum_over_time(({expr})[{_duration(w.seconds)}:{_duration(w.step)}]))"
+        f" * {w.step} / 3600"
+    )
+
+
+def queries(w: Window, by: By, namespace: str | None = None, pools: Sequence[str] = ()) -> dict[str, str]:
+    """The PromQL for each figure, evaluated as instant queries at ``w.until``: card-hours held per group and mode,
+    idle, without activity data, and reserved per group; and the hours the operator's series cover."""
+    group = GROUPS[by]
+    per_mode = (*group, "mode")
+    on = ", ".join(JOIN)
+    matchers = selector(namespace, pools)
+    h = held(w, matchers)
+    return {
+        "held": _hours(h, per_mode, w),
+        "idle": _hours(f"{h} * on({on}) group_left() {idle(w)}", per_mode, w),
+        "noData": _hours(f"{h} unless on({on}) {busy(w)}", per_mode, w),
+        "reserved": _hours(f"last_over_time({RESERVED}{matchers}[{_duration(w.step)}])", group, w),
+        "covered": (
+            f"count_over_time((count(last_over_time({CAPACITY}[{_duration(w.step)}])))"
+            f"[{_duration(w.seconds)}:{_duration(w.step)}]) * {w.step} / 3600"
+        ),
+    }
+
+
+@dataclass(slots=True)
+class HoursRow:
+    """One group's card-hours in one mode (``reserved`` for reservations without a card)."""
+
+    group: tuple[str, ...]
+    mode: str
+    card_hours: float = 0.0
+    idle_card_hours: float = 0.0
+    no_data_card_hours: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One element of an instant query's answer."""
+
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass(slots=True)
+class CardHours:
+    by: By
+    window: Window
+    rows: list[HoursRow] = field(default_factory=list)
+    covered_hours: float = 0.0
+
+    @property
+    def window_hours(self) -> float:
+        return self.window.seconds / 3600
+
+
+def card_hours(w: Window, by: By, answers: Mapping[str, Sequence[Sample]]) -> CardHours:
+    """The rows of the answers to :func:`queries`: one per group and mode (modes in the ledger's order, then
+    ``reserved``), groups sorted."""
+    group = GROUPS[by]
+    rows: dict[tuple[tuple[str, ...], str], HoursRow] = {}
+
+    def row(labels: Mapping[str, str], mode: str) -> HoursRow:
+        key = (tuple(labels.get(g, "") for g in group), mode)
+        if key not in rows:
+            rows[key] = HoursRow(*key)
+        return rows[key]
+
+    for sample in answers.get("held", ()):
+        row(sample.labels, sample.labels.get("mode", "")).card_hours += sample.value
+    for sample in answers.get("idle", ()):
+        row(sample.labels, sample.labels.get("mode", "")).idle_card_hours += sample.value
+    for sample in answers.get("noData", ()):
+        row(sample.labels, sample.labels.get("mode", "")).no_data_card_hours += sample.value
+    for sample in answers.get("reserved", ()):
+        row(sample.labels, RESERVED_MODE).card_hours += sample.value
+    order = {m: i for i, m in enumerate((*MODES, RESERVED_MODE))}
+    out = CardHours(by, w, sorted(rows.values(), key=lambda r: (r.group, order.get(r.mode, len(order)), r.mode)))
+    out.covered_hours = sum(s.value for s in answers.get("covered", ()))
+    return out

@@ -1,0 +1,76 @@
+"""Card-hours over a window: the window's rules, the PromQL asked, and the rows its answers make."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuctl.core.cardhours import JOIN, Sample, Window, WindowError, align, card_hours, idle, queries, selector
+from gpuctl.core.usage import By
+
+DAY = 86400
+
+
+def window(**kw: int | float) -> Window:
+    args: dict[str, int | float] = {"until": 30 * DAY, "seconds": DAY, "step": 60, "idle_for": 1800, "idle_below": 0.05}
+    args.update(kw)
+    return Window(**args)  # type: ignore[arg-type]
+
+
+def test_a_window_is_whole_steps_and_an_idle_rule_of_at_least_one_step() -> None:
+    assert window().hours_per_step == pytest.approx(1 / 60)
+    assert align(1000.5, 60) == 960
+    for bad in ({"step": 0}, {"seconds": 90}, {"idle_for": 30}, {"idle_for": 90}, {"idle_below": 0}, {"until": 61}):
+        with pytest.raises(WindowError):
+            window(**bad)
+    with pytest.raises(WindowError, match="at most 200000"):
+        window(seconds=365 * DAY, step=60)
+
+
+def test_matchers_quote_what_they_are_given() -> None:
+    assert selector() == ""
+    assert selector("team-a") == '{namespace="team-a"}'
+    assert selector('we"ird', ["a.b", "c"]) == '{namespace="we\\"ird", instancetype=~"a\\\\.b|c"}'
+
+
+def test_the_idle_rule_looks_back_for_a_run_and_ahead_for_its_end() -> None:
+    """30 minutes at a 1 minute step: a run ends where the 30 steps before are all low; a step is idle when such an
+    end lies within the 30 steps from it (the ahead window is offset by 29 steps)."""
+    text = idle(window())
+    assert "< bool 0.05)[1800s:60s]) >= bool 30)" in text
+    assert text.endswith("[1800s:60s] offset -1740s)")
+    assert "offset" not in idle(window(idle_for=60))  # one step: the run is the step itself
+
+
+def test_each_figure_sums_its_steps_by_group_and_mode_joined_on_card_and_profile() -> None:
+    q = queries(window(), By.LOCALQUEUE, "team-a", ["p1"])
+    assert set(q) == {"held", "idle", "noData", "reserved", "covered"}
+    assert q["held"].startswith(
+        "sum by (namespace, localqueue, mode) (sum_over_time((last_over_time(gpuctl_card_holder"
+    )
+    assert q["held"].endswith("[86400s:60s])) * 60 / 3600")
+    on = f"on({', '.join(JOIN)})"
+    assert f"* {on} group_left()" in q["idle"] and f"unless {on}" in q["noData"]
+    assert "sum by (namespace, localqueue) (" in q["reserved"] and "mode" not in q["reserved"]
+    assert '{namespace="team-a", instancetype=~"p1"}' in q["held"]
+
+
+def test_answers_become_rows_per_group_and_mode_in_the_ledgers_order() -> None:
+    answers = {
+        "held": [
+            Sample({"namespace": "b", "mode": "sliced"}, 3.0),
+            Sample({"namespace": "b", "mode": "exclusive"}, 10.0),
+            Sample({"namespace": "a", "mode": "partitioned"}, 11.77),
+        ],
+        "idle": [Sample({"namespace": "b", "mode": "exclusive"}, 10.0)],
+        "noData": [Sample({"namespace": "b", "mode": "sliced"}, 1.5)],
+        "reserved": [Sample({"namespace": "b"}, 2.0)],
+        "covered": [Sample({}, 24.0)],
+    }
+    result = card_hours(window(), By.NAMESPACE, answers)
+    assert [(r.group, r.mode, r.card_hours, r.idle_card_hours, r.no_data_card_hours) for r in result.rows] == [
+        (("a",), "partitioned", 11.77, 0.0, 0.0),
+        (("b",), "exclusive", 10.0, 10.0, 0.0),
+        (("b",), "sliced", 3.0, 0.0, 1.5),
+        (("b",), "reserved", 2.0, 0.0, 0.0),
+    ]
+    assert result.covered_hours == 24.0 and result.window_hours == 24.0
