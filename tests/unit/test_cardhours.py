@@ -74,3 +74,22 @@ def test_answers_become_rows_per_group_and_mode_in_the_ledgers_order() -> None:
         (("b",), "reserved", 2.0, 0.0, 0.0),
     ]
     assert result.covered_hours == 24.0 and result.window_hours == 24.0
+
+
+def documented_queries() -> dict[str, str]:
+    """The PromQL docs/usage.md shows, by figure."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
+    return dict(re.findall(r"<!-- cardhours:(\w+) -->\n```promql\n(.*?)\n```", text, re.S))
+
+
+def test_the_documented_promql_is_what_usage_since_asks() -> None:
+    """docs/usage.md's queries are those of a 30-day window, 5m step, idle below 5 % for 30m, by namespace."""
+    w = Window(until=30 * DAY, seconds=30 * DAY, step=300, idle_for=1800, idle_below=0.05)
+    asked = queries(w, By.NAMESPACE)
+    documented = documented_queries()
+    assert set(documented) == set(asked)
+    for name, expr in asked.items():
+        assert " ".join(documented[name].split()) == " ".join(expr.split()), name
