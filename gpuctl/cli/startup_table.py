@@ -2161,8 +2161,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                    '                                  kubeconfig.\n'
                    '  --idle-below <float>            With --since: idle under this utilization,\n'
                    '                                  in percent.  [default: 5.0]\n'
-                   '  --idle-for <str>                With --since: idle for at least this long.\n'
-                   '                                  [default: 30m]\n'
+                   '  --idle-for <str>                With --since or --idle: idle for at least\n'
+                   '                                  this long.  [default: 30m]\n'
+                   '  --idle                          The Pods whose cards are idle now (for at\n'
+                   '                                  least --idle-for), from Prometheus.\n'
                    '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
                    '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
                    '                                  file=FILE, custom-columns=SPEC, custom-\n'
@@ -7468,6 +7470,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  'names': ['--idle-for'],
                                  'param': 'idle_for',
                                  'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': False,
+                                 'names': ['--idle'],
+                                 'param': 'idle_now',
+                                 'takes_value': False},
                                 {'complete': ['table',
                                               'wide',
                                               'json',

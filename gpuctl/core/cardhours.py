@@ -211,3 +211,48 @@ def card_hours(w: Window, by: By, answers: Mapping[str, Sequence[Sample]]) -> Ca
     out = CardHours(by, w, sorted(rows.values(), key=lambda r: (r.group, order.get(r.mode, len(order)), r.mode)))
     out.covered_hours = sum(s.value for s in answers.get("covered", ()))
     return out
+
+
+# ----------------------------------------------------------------------------------------------- idle now
+
+LOOKBACK = 7 * 86400
+"""How far back ``usage --idle`` looks for a card's last busy step."""
+
+
+def idle_now_queries(w: Window, namespace: str | None = None, pools: Sequence[str] = ()) -> dict[str, str]:
+    """Instant queries at ``w.until``: every holder with its card's idle verdict now (1 when the last ``idle_for``
+    were all low, else 0; absent without activity data), and each card's last busy step within ``w.seconds``."""
+    s = _duration(w.step)
+    n = w.idle_for // w.step
+    on = ", ".join(JOIN)
+    ends = f"(sum_over_time(({busy(w)} < bool {w.idle_below:g})[{_duration(w.idle_for)}:{s}]) >= bool {n})"
+    return {
+        "holders": f"{held(w, selector(namespace, pools))} * on({on}) group_left() {ends}",
+        "lastBusy": (
+            f"max by ({on}) (max_over_time(timestamp({busy(w)} >= {w.idle_below:g})[{_duration(w.seconds)}:{s}]))"
+        ),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class IdleHolder:
+    """A Pod holding part of a card idle now."""
+
+    labels: Mapping[str, str]
+    card_equivalents: float
+    idle_seconds: int | None
+    """Since the card's last busy step; None when it was busy at none within the look-back (idle longer)."""
+
+
+def idle_holders(w: Window, answers: Mapping[str, Sequence[Sample]]) -> list[IdleHolder]:
+    """The holders whose card is idle now, most card-equivalents first, then longest idle (``None``, idle beyond the
+    look-back, counts longest)."""
+    last = {tuple(s.labels.get(k, "") for k in JOIN): s.value for s in answers.get("lastBusy", ())}
+    out = []
+    for sample in answers.get("holders", ()):
+        if sample.value <= 0:
+            continue  # held, but its card was busy within idle_for
+        at = last.get(tuple(sample.labels.get(k, "") for k in JOIN))
+        out.append(IdleHolder(sample.labels, sample.value, None if at is None else max(0, int(w.until - at))))
+    out.sort(key=lambda h: (-h.card_equivalents, -(h.idle_seconds if h.idle_seconds is not None else 1 << 62)))
+    return out

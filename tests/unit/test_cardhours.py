@@ -93,3 +93,26 @@ def test_the_documented_promql_is_what_usage_since_asks() -> None:
     assert set(documented) == set(asked)
     for name, expr in asked.items():
         assert " ".join(documented[name].split()) == " ".join(expr.split()), name
+
+
+def test_idle_now_lists_the_holders_of_idle_cards_most_held_first() -> None:
+    from gpuctl.core.cardhours import idle_holders, idle_now_queries
+
+    w = window(seconds=7 * DAY)
+    q = idle_now_queries(w, "team-a")
+    assert q["holders"].startswith(
+        'last_over_time(gpuctl_card_holder{namespace="team-a"}[60s]) * on(UUID, GPU_I_PROFILE)'
+    )
+    assert "timestamp(" in q["lastBusy"] and "[604800s:60s]" in q["lastBusy"]
+    card = {"UUID": "GPU-1", "GPU_I_PROFILE": ""}
+    answers = {
+        "holders": [
+            Sample({**card, "pod": "small"}, 0.3),
+            Sample({**card, "pod": "big"}, 0.7),
+            Sample({"UUID": "GPU-2", "GPU_I_PROFILE": "", "pod": "busy"}, 0.0),  # its card worked lately
+            Sample({"UUID": "GPU-3", "GPU_I_PROFILE": "3g.40gb", "pod": "mig"}, 0.49),
+        ],
+        "lastBusy": [Sample(card, w.until - 7200.0)],
+    }
+    got = [(h.labels["pod"], h.card_equivalents, h.idle_seconds) for h in idle_holders(w, answers)]
+    assert got == [("big", 0.7, 7200), ("mig", 0.49, None), ("small", 0.3, 7200)]

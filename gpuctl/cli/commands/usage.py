@@ -16,6 +16,7 @@ from gpuctl.core.cardhours import GROUPS
 from gpuctl.core.usage import UNATTRIBUTED, By
 
 if TYPE_CHECKING:
+    from gpuctl.cluster.prometheus import Prometheus
     from gpuctl.cluster.read import Source
     from gpuctl.core.usage import Row
 
@@ -181,7 +182,13 @@ def usage_command(
     idle_below: Annotated[
         float, typer.Option("--idle-below", help="With --since: idle under this utilization, in percent.")
     ] = 5.0,
-    idle_for: Annotated[str, typer.Option("--idle-for", help="With --since: idle for at least this long.")] = "30m",
+    idle_for: Annotated[
+        str, typer.Option("--idle-for", help="With --since or --idle: idle for at least this long.")
+    ] = "30m",
+    idle_now: Annotated[
+        bool,
+        typer.Option("--idle", help="The Pods whose cards are idle now (for at least --idle-for), from Prometheus."),
+    ] = False,
     *,
     source: SourceSpec,
     output: OutputSpec,
@@ -193,6 +200,11 @@ def usage_command(
     from gpuctl.cluster.bulk import bulk_allocation
 
     pools = refs.object_names(names or [], kinds.INSTANCETYPE, what="usage")
+    if idle_now:
+        if since is not None:
+            raise UsageError("--idle lists what is idle now; --since sums a window: give one")
+        idle_command(pools, until, step, prometheus, prometheus_service, idle_below, idle_for, source, output)
+        return
     if since is not None:
         card_hours_command(
             pools, by, since, until, step, prometheus, prometheus_service, idle_below, idle_for, source, output
@@ -219,6 +231,149 @@ HOURS_MODES_NOTE = (
 )
 
 
+def _prometheus(prometheus: str | None, service: str | None, source: SourceSpec, flag: str) -> "Prometheus":
+    from gpuctl.cluster.prometheus import Prometheus, ServiceRef
+
+    if (prometheus is None) == (service is None):
+        raise UsageError(f"{flag} reads Prometheus: give --prometheus URL or --prometheus-service NAMESPACE/NAME:PORT")
+    if service is not None:
+        return Prometheus(service=ServiceRef.parse(service), live=source.live())
+    return Prometheus(prometheus)
+
+
+def _namespace(source: SourceSpec) -> str | None:
+    try:
+        return source.scope()
+    except SourceError:  # no kubeconfig to name a namespace: Prometheus alone is read
+        return "default"
+
+
+def _window_end(until: str | None) -> float:
+    from gpuctl.cli import clock
+    from gpuctl.core.queueing import epoch_seconds
+
+    end = clock.now() if until in (None, "now") else epoch_seconds(str(until))
+    if end is None:
+        raise UsageError(f"--until {until!r}: give an RFC 3339 time (2026-12-01T00:00:00Z) or now")
+    return end
+
+
+IDLE_COLUMNS = (
+    Column("NAMESPACE"),
+    Column("POD"),
+    Column("WORKLOAD"),
+    Column("LOCALQUEUE"),
+    Column("MODE"),
+    Column("CARD-EQ"),
+    Column("IDLE-FOR"),
+    Column("WORKLOAD-AGE"),
+    Column("NODE", wide_only=True),
+    Column("CARD", wide_only=True),
+    Column("INSTANCETYPE", wide_only=True),
+)
+
+
+def idle_command(
+    pools: list[str],
+    until: str | None,
+    step: str,
+    prometheus: str | None,
+    service: str | None,
+    idle_below: float,
+    idle_for: str,
+    source: SourceSpec,
+    output: OutputSpec,
+) -> None:
+    """``usage --idle``: the holders whose cards are idle now, most card-equivalents first."""
+    from gpuctl.cli.source import parse_duration
+    from gpuctl.core.ages import age_text
+    from gpuctl.core.ages import since as age_since
+    from gpuctl.core.cardhours import LOOKBACK, Window, align, idle_holders, idle_now_queries
+
+    client = _prometheus(prometheus, service, source, "--idle")
+    step_s = int(parse_duration(step, "--step"))
+    end = _window_end(until)
+    window = Window(
+        align(end, step_s) if step_s > 0 else 0,
+        LOOKBACK // step_s * step_s if step_s > 0 else LOOKBACK,
+        step_s,
+        int(parse_duration(idle_for, "--idle-for")),
+        idle_below / 100,
+    )
+    ns = _namespace(source)
+    answers = {
+        name: client.query(expr, window.until, what=f"{name} query")
+        for name, expr in idle_now_queries(window, ns, pools).items()
+    }
+    held = idle_holders(window, answers)
+    created = _workload_creation(source, {(h.labels.get("namespace", ""), h.labels.get("workload", "")) for h in held})
+    items = []
+    for h in held:
+        key = (h.labels.get("namespace", ""), h.labels.get("workload", ""))
+        items.append(
+            {
+                **{k: h.labels.get(k, "") for k in ("namespace", "pod", "workload", "localqueue", "clusterqueue")},
+                **{k: h.labels.get(k, "") for k in ("instancetype", "node", "mode", "UUID", "GPU_I_PROFILE")},
+                "cardEquivalents": h.card_equivalents,
+                "idleSeconds": h.idle_seconds,
+                "workloadCreated": created.get(key) or None,
+            }
+        )
+    now = window.until
+
+    def row(i: dict[str, Any]) -> list[str]:
+        idle_text = age_text(i["idleSeconds"]) if i["idleSeconds"] is not None else f">{age_text(window.seconds)}"
+        card = i["UUID"] + (f"/{i['GPU_I_PROFILE']}" if i["GPU_I_PROFILE"] else "")
+        return [
+            i["namespace"] or UNATTRIBUTED,
+            i["pod"] or "-",
+            i["workload"] or "-",
+            i["localqueue"] or "-",
+            i["mode"],
+            _number(i["cardEquivalents"]),
+            idle_text,
+            age_since(i["workloadCreated"], now) if i["workloadCreated"] else "-",
+            i["node"] or "-",
+            card,
+            i["instancetype"] or "-",
+        ]
+
+    def csv_rows(i: dict[str, Any]) -> list[list[Any]]:
+        return [
+            [i[k] for k in ("namespace", "pod", "workload", "localqueue", "mode", "cardEquivalents", "idleSeconds")]
+        ]
+
+    render.emit(
+        render.Listing(
+            "IdleHolder",
+            items,
+            IDLE_COLUMNS,
+            row,
+            ref=lambda i: refs.ObjectRef(kinds.POD, i["pod"], i["namespace"]),
+            empty=f"No card held idle for {idle_for} or more (below {idle_below:g} %).",
+            extra={"idleRule": {"belowPercent": idle_below, "forSeconds": window.idle_for}},
+            csv=(("namespace", "pod", "workload", "localqueue", "mode", "card_equivalents", "idle_seconds"), csv_rows),
+        ),
+        output,
+    )
+
+
+def _workload_creation(source: SourceSpec, keys: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """When each named Workload was created, where the cluster can be read (nothing otherwise: Prometheus alone
+    answers the rest)."""
+    from gpuctl.core.workloads import parse_workload
+
+    wanted = {k for k in keys if k[1]}
+    if not wanted:
+        return {}
+    try:
+        opened = source.open()
+        objs = [opened.get(kinds.WORKLOAD, name, ns) for ns, name in sorted(wanted)[:200]]
+    except SourceError:
+        return {}
+    return {(w.namespace, w.name): w.created for w in (parse_workload(o) for o in objs if o)}
+
+
 def card_hours_command(
     pools: list[str],
     by: By,
@@ -233,18 +388,12 @@ def card_hours_command(
     output: OutputSpec,
 ) -> None:
     """``usage --since``: card-hours per group and mode over a window, from Prometheus."""
-    from gpuctl.cli import clock
     from gpuctl.cli.source import parse_duration
-    from gpuctl.cluster.prometheus import Prometheus, ServiceRef
     from gpuctl.core.cardhours import Window, align, card_hours, queries
-    from gpuctl.core.queueing import epoch_seconds
 
-    if (prometheus is None) == (service is None):
-        raise UsageError("--since reads Prometheus: give --prometheus URL or --prometheus-service NAMESPACE/NAME:PORT")
+    client = _prometheus(prometheus, service, source, "--since")
     step_s = int(parse_duration(step, "--step"))
-    end = clock.now() if until in (None, "now") else epoch_seconds(str(until))
-    if end is None:
-        raise UsageError(f"--until {until!r}: give an RFC 3339 time (2026-12-01T00:00:00Z) or now")
+    end = _window_end(until)
     window = Window(
         align(end, step_s) if step_s > 0 else 0,
         int(parse_duration(since, "--since")),
@@ -252,14 +401,7 @@ def card_hours_command(
         int(parse_duration(idle_for, "--idle-for")),
         idle_below / 100,
     )
-    try:
-        ns = source.scope()
-    except SourceError:  # no kubeconfig to name a namespace: Prometheus alone is read
-        ns = "default"
-    if service is not None:
-        client = Prometheus(service=ServiceRef.parse(service), live=source.live())
-    else:
-        client = Prometheus(prometheus)
+    ns = _namespace(source)
     answers = {
         name: client.query(expr, window.until, what=f"{name} query")
         for name, expr in queries(window, by, ns, pools).items()
