@@ -235,16 +235,12 @@ def queue_command(
         if source.fleet:
             per, failures = fleet_read(
                 source,
-                lambda src: refs.selected_items(
-                    queue_items(src, queues, runtime_label), src, kinds.WORKLOAD, source
-                ),
+                lambda src: refs.selected_items(queue_items(src, queues, runtime_label), src, kinds.WORKLOAD, source),
             )
             items = [{**i, "cluster": ctx} for ctx, rows in per.items() for i in rows]
         else:
             opened = source.open()
-            items = refs.selected_items(
-                queue_items(opened, queues, runtime_label), opened, kinds.WORKLOAD, source
-            )
+            items = refs.selected_items(queue_items(opened, queues, runtime_label), opened, kinds.WORKLOAD, source)
     render.emit(
         render.Listing(
             "PendingWorkload",
