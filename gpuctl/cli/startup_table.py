@@ -512,6 +512,16 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                   '  --no-redact                    Keep inline env values, credential-looking\n'
                   '                                 arguments, annotations and labels, and last-\n'
                   '                                 applied configurations.\n'
+                  '  --prometheus <str>             Also keep the series `usage --since` reads,\n'
+                  '                                 from this Prometheus.\n'
+                  '  --prometheus-service <str>     As --prometheus, through the API server to\n'
+                  '                                 NAMESPACE/NAME:PORT.\n'
+                  '  --since <str>                  With --prometheus: how far back the kept\n'
+                  '                                 series reach.  [default: 30d]\n'
+                  "  --step <str>                   With --prometheus: the kept series' step.\n"
+                  '                                 [default: 5m]\n'
+                  '  --idle-for <str>               With --prometheus: the longest --idle-for\n'
+                  '                                 `usage` may ask of the dump.  [default: 30m]\n'
                   '  --snapshot <str>               Read objects from snapshot files (a file or\n'
                   '                                 directory of YAML/JSON) instead of a cluster.\n'
                   '                                 [env var: GPUCTL_SNAPSHOT]\n'
@@ -3334,6 +3344,36 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                 'names': ['--no-redact'],
                                 'param': 'no_redact',
                                 'takes_value': False},
+                               {'complete': None,
+                                'eager': False,
+                                'multiple': False,
+                                'names': ['--prometheus'],
+                                'param': 'prometheus',
+                                'takes_value': True},
+                               {'complete': None,
+                                'eager': False,
+                                'multiple': False,
+                                'names': ['--prometheus-service'],
+                                'param': 'prometheus_service',
+                                'takes_value': True},
+                               {'complete': None,
+                                'eager': False,
+                                'multiple': False,
+                                'names': ['--since'],
+                                'param': 'since',
+                                'takes_value': True},
+                               {'complete': None,
+                                'eager': False,
+                                'multiple': False,
+                                'names': ['--step'],
+                                'param': 'step',
+                                'takes_value': True},
+                               {'complete': None,
+                                'eager': False,
+                                'multiple': False,
+                                'names': ['--idle-for'],
+                                'param': 'idle_for',
+                                'takes_value': True},
                                {'complete': None,
                                 'eager': False,
                                 'multiple': False,

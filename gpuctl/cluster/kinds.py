@@ -56,6 +56,8 @@ CORE_EVENT = Kind("Event", "", "v1", "events", True)
 """The same Events through the core API (``kubectl get events -o json`` writes these): read from snapshots."""
 # Written by ``gpuctl dump`` beside the objects: when the dump was taken (ages on a snapshot are measured from it).
 DUMP = Kind("Dump", "gpuctl.gpustack.ai", "v1", "dumps", False)
+# Written by ``gpuctl dump --prometheus``: the step-sampled series ``usage --since`` reads back offline.
+PROMETHEUS_SERIES = Kind("PrometheusSeries", "gpuctl.gpustack.ai", "v1", "prometheusseries", False)
 
 ALL = (
     NODE,

@@ -9,15 +9,17 @@ import math
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.cluster.errors import SourceError
-from gpuctl.core.cardhours import Sample
+from gpuctl.core.cardhours import Sample, Series
 
 ANSWER_LIMIT = 64 * 1024 * 1024
 """The largest answer read (bytes)."""
+RANGE_POINTS = 10_000
+"""The most steps one range query asks for (Prometheus refuses more than 11,000 points a series)."""
 
 
 class PrometheusError(SourceError):
@@ -70,17 +72,7 @@ class Prometheus:
     def query(self, expr: str, at: float, what: str = "query") -> list[Sample]:
         """An instant query at ``at`` (epoch seconds): its vector's samples (NaN and infinite values left out)."""
         params = {"query": expr, "time": f"{at:.3f}", "timeout": f"{int(self.timeout)}s"}
-        body = self._get("/api/v1/query", params, what)
-        try:
-            answer = json.loads(body)
-        except ValueError:
-            raise PrometheusError(f"{self.describe()} answered the {what} with something not JSON") from None
-        if not isinstance(answer, Mapping) or answer.get("status") != "success":
-            error = answer.get("error") if isinstance(answer, Mapping) else None
-            raise PrometheusError(f"{self.describe()} failed the {what}: {error or 'no status'}")
-        data = answer.get("data")
-        if not isinstance(data, Mapping):
-            raise PrometheusError(f"{self.describe()} answered the {what} without data")
+        data = self._data(self._get("/api/v1/query", params, what), what)
         kind = data.get("resultType")
         result = data.get("result")
         if kind == "scalar" and isinstance(result, list) and len(result) == 2:
@@ -98,6 +90,58 @@ class Prometheus:
             if math.isfinite(number):
                 out.append(Sample({str(k): str(v) for k, v in metric.items()}, number))
         return out
+
+    def query_range(self, expr: str, start: int, end: int, step: int, what: str = "query") -> list[Series]:
+        """``expr`` at every step of ``[start, end]``, in pieces of at most :data:`RANGE_POINTS` steps: its series,
+        values by epoch second (NaN and infinite values left out)."""
+        merged: dict[tuple[tuple[str, str], ...], dict[int, float]] = {}
+        piece = start
+        while piece <= end:
+            last = min(end, piece + (RANGE_POINTS - 1) * step)
+            params = {
+                "query": expr,
+                "start": str(piece),
+                "end": str(last),
+                "step": f"{step}s",
+                "timeout": f"{int(self.timeout)}s",
+            }
+            for labels, values in self._matrix(self._get("/api/v1/query_range", params, what), what):
+                merged.setdefault(tuple(sorted(labels.items())), {}).update(values)
+            piece = last + step
+        return [Series(dict(k), v) for k, v in sorted(merged.items())]
+
+    def _matrix(self, body: str, what: str) -> list[tuple[dict[str, str], dict[int, float]]]:
+        data = self._data(body, what)
+        result = data.get("result")
+        if data.get("resultType") != "matrix" or not isinstance(result, list):
+            raise PrometheusError(
+                f"{self.describe()} answered the {what} with a {data.get('resultType')}, not a matrix"
+            )
+        out = []
+        for item in result:
+            if not isinstance(item, Mapping) or not isinstance(item.get("metric"), Mapping):
+                continue
+            values: dict[int, float] = {}
+            for pair in item.get("values") or []:
+                if isinstance(pair, list) and len(pair) == 2:
+                    number = _number(pair[1])
+                    if math.isfinite(number):
+                        values[int(float(pair[0]))] = number
+            out.append(({str(k): str(v) for k, v in item["metric"].items()}, values))
+        return out
+
+    def _data(self, body: str, what: str) -> Mapping[str, Any]:
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise PrometheusError(f"{self.describe()} answered the {what} with something not JSON") from None
+        if not isinstance(answer, Mapping) or answer.get("status") != "success":
+            error = answer.get("error") if isinstance(answer, Mapping) else None
+            raise PrometheusError(f"{self.describe()} failed the {what}: {error or 'no status'}")
+        data = answer.get("data")
+        if not isinstance(data, Mapping):
+            raise PrometheusError(f"{self.describe()} answered the {what} without data")
+        return data
 
     def _get(self, path: str, params: Mapping[str, str], what: str) -> str:
         if self.service is not None:
@@ -147,3 +191,40 @@ def _number(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """The series a dump kept (``PrometheusSeries`` objects): their grid and each figure's series."""
+
+    start: int
+    end: int
+    step: int
+    idle_for: int
+    series: Mapping[str, list[Series]]
+
+
+def kept_series(objs: Sequence[Mapping[str, Any]]) -> Kept | None:
+    """What a dump kept of Prometheus, parsed once; None when it kept nothing. A malformed object is an error
+    naming it."""
+    if not objs:
+        return None
+    grids = set()
+    series: dict[str, list[Series]] = {}
+    for obj in objs:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        try:
+            grids.add((int(obj["start"]), int(obj["end"]), int(obj["stepSeconds"]), int(obj["idleForSeconds"])))
+            series[name] = [
+                Series(
+                    {str(k): str(v) for k, v in (item.get("metric") or {}).items()},
+                    {int(t): float(v) for t, v in item.get("values") or []},
+                )
+                for item in obj.get("series") or []
+            ]
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise PrometheusError(f"the snapshot's PrometheusSeries {name!r} is malformed") from None
+    if len(grids) != 1:
+        raise PrometheusError("the snapshot's PrometheusSeries were not kept on one grid")
+    start, end, step, idle_for = grids.pop()
+    return Kept(start, end, step, idle_for, series)

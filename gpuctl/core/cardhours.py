@@ -207,9 +207,12 @@ def card_hours(w: Window, by: By, answers: Mapping[str, Sequence[Sample]]) -> Ca
         row(sample.labels, sample.labels.get("mode", "")).no_data_card_hours += sample.value
     for sample in answers.get("reserved", ()):
         row(sample.labels, RESERVED_MODE).card_hours += sample.value
+    for r in rows.values():  # to a millionth of a card-hour: sums of steps carry float noise below it
+        r.card_hours, r.idle_card_hours = round(r.card_hours, 6), round(r.idle_card_hours, 6)
+        r.no_data_card_hours = round(r.no_data_card_hours, 6)
     order = {m: i for i, m in enumerate((*MODES, RESERVED_MODE))}
     out = CardHours(by, w, sorted(rows.values(), key=lambda r: (r.group, order.get(r.mode, len(order)), r.mode)))
-    out.covered_hours = sum(s.value for s in answers.get("covered", ()))
+    out.covered_hours = round(sum(s.value for s in answers.get("covered", ())), 6)
     return out
 
 
@@ -256,3 +259,131 @@ def idle_holders(w: Window, answers: Mapping[str, Sequence[Sample]]) -> list[Idl
         out.append(IdleHolder(sample.labels, sample.value, None if at is None else max(0, int(w.until - at))))
     out.sort(key=lambda h: (-h.card_equivalents, -(h.idle_seconds if h.idle_seconds is not None else 1 << 62)))
     return out
+
+
+# ----------------------------------------------------------------------------------------------- offline
+
+SAMPLED = ("held", "reserved", "busy", "covered")
+"""The step-sampled series a dump keeps so that :func:`evaluate` answers :func:`queries` without Prometheus."""
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One series sampled on the step grid: epoch second → value."""
+
+    labels: Mapping[str, str]
+    values: Mapping[int, float]
+
+
+def sampled_queries(w: Window) -> dict[str, str]:
+    """What a dump asks Prometheus for as range queries (``step`` = the window's step), over the window and the
+    ``idle_for`` before it: the held and reserved card-equivalents, each card's activity, and whether the operator
+    reported at all."""
+    s = _duration(w.step)
+    return {
+        "held": held(w, ""),
+        "reserved": f"last_over_time({RESERVED}[{s}])",
+        "busy": busy(w),
+        "covered": f"count(last_over_time({CAPACITY}[{s}]))",
+    }
+
+
+def _matches(labels: Mapping[str, str], namespace: str | None, pools: Sequence[str]) -> bool:
+    return (namespace is None or labels.get("namespace", "") == namespace) and (
+        not pools or labels.get("instancetype", "") in pools
+    )
+
+
+def evaluate(
+    w: Window, by: By, sampled: Mapping[str, Sequence[Series]], namespace: str | None = None, pools: Sequence[str] = ()
+) -> dict[str, list[Sample]]:
+    """The answers :func:`queries` would get, computed from step-sampled series by the same rules (a dump's
+    ``usage --since``): each step of ``(until - seconds, until]`` counts ``step`` seconds."""
+    step = w.step
+    n = w.idle_for // step
+    group = GROUPS[by]
+    per_mode = (*group, "mode")
+    busy_by_card: dict[tuple[str, ...], Mapping[int, float]] = {}
+    for s in sampled.get("busy", ()):
+        key = tuple(s.labels.get(k, "") for k in JOIN)
+        merged = dict(busy_by_card.get(key, {}))
+        for t, v in s.values.items():
+            merged[t] = max(v, merged.get(t, v))
+        busy_by_card[key] = merged
+
+    first, last = w.until - w.seconds + step, w.until
+    steps = range(first, last + 1, step)
+
+    def verdicts(card: Mapping[int, float]) -> dict[int, bool | None]:
+        """Per step of the window: idle (in a run of n low steps), not idle, or None (no activity data near)."""
+        lo = first - (n - 1) * step
+        hi = last + (n - 1) * step
+        ends: dict[int, bool | None] = {}
+        present = low = 0
+        window: list[tuple[bool, bool]] = []
+        for t in range(lo, hi + 1, step):
+            v = card.get(t)
+            window.append((v is not None, v is not None and v < w.idle_below))
+            present += window[-1][0]
+            low += window[-1][1]
+            if len(window) > n:
+                gone = window.pop(0)
+                present -= gone[0]
+                low -= gone[1]
+            ends[t] = (low == n) if present else None
+        out: dict[int, bool | None] = {}
+        for t in range(first, last + 1, step):
+            ahead = [ends.get(m) for m in range(t, t + n * step, step)]
+            known = [e for e in ahead if e is not None]
+            out[t] = any(known) if known else None
+        return out
+
+    idle_by_card: dict[tuple[str, ...], dict[int, bool | None]] = {}
+
+    def idle_at(key: tuple[str, ...], t: int) -> bool | None:
+        if key not in idle_by_card:
+            card = busy_by_card.get(key)
+            idle_by_card[key] = verdicts(card) if card else {}
+        return idle_by_card[key].get(t)
+
+    def add(into: dict[tuple[str, ...], float], labels: Mapping[str, str], keys: Sequence[str], value: float) -> None:
+        k = tuple(labels.get(g, "") for g in keys)
+        into[k] = into.get(k, 0.0) + value
+
+    hours = step / 3600
+    held_h: dict[tuple[str, ...], float] = {}
+    idle_h: dict[tuple[str, ...], float] = {}
+    nodata_h: dict[tuple[str, ...], float] = {}
+    for s in sampled.get("held", ()):
+        if not _matches(s.labels, namespace, pools):
+            continue
+        key = tuple(s.labels.get(k, "") for k in JOIN)
+        card = busy_by_card.get(key, {})
+        for t in steps:
+            share = s.values.get(t)
+            if share is None:
+                continue
+            add(held_h, s.labels, per_mode, share * hours)
+            if t not in card:
+                add(nodata_h, s.labels, per_mode, share * hours)
+            verdict = idle_at(key, t)
+            if verdict is not None:
+                add(idle_h, s.labels, per_mode, (share if verdict else 0.0) * hours)
+    reserved_h: dict[tuple[str, ...], float] = {}
+    for s in sampled.get("reserved", ()):
+        if _matches(s.labels, namespace, pools):
+            for t in steps:
+                if t in s.values:
+                    add(reserved_h, s.labels, group, s.values[t] * hours)
+    covered = sum(hours for s in sampled.get("covered", ()) for t in steps if t in s.values)
+
+    def samples(sums: Mapping[tuple[str, ...], float], keys: Sequence[str]) -> list[Sample]:
+        return [Sample(dict(zip(keys, k, strict=True)), v) for k, v in sorted(sums.items())]
+
+    return {
+        "held": samples(held_h, per_mode),
+        "idle": samples(idle_h, per_mode),
+        "noData": samples(nodata_h, per_mode),
+        "reserved": samples(reserved_h, group),
+        "covered": [Sample({}, covered)] if covered else [],
+    }

@@ -86,3 +86,58 @@ def test_a_pool_given_and_the_refusals() -> None:
     assert code == 2 and "--by" in err
     code, out, _ = run("-n", "team-c")
     assert code == 0 and "Nothing held or reserved in namespace team-c." in out + _
+
+
+def test_usage_since_reads_the_series_a_dump_kept(tmp_path: Path) -> None:
+    """A snapshot with kept Prometheus series answers `usage --since` offline: one exclusive card held 10 h at 0 %
+    (10 idle card-hours) and a reservation of half a card for 2 h; -o csv is a header and a row per group and mode."""
+    import csv
+    import io
+    import json
+    import shutil
+
+    from gpuctl.core.cardhours import Window, sampled_queries
+
+    root = tmp_path / "snap"
+    shutil.copytree(ROOT / "examples" / "snapshot", root)
+    until, step = 30 * 86400, 300
+    start = until - 86400 - 1800
+
+    def values(start_h: float, end_h: float, v: float) -> list[list[float]]:
+        base = until - 86400
+        return [[t, v] for t in range(base + int(start_h * 3600) + step, base + int(end_h * 3600) + 1, step)]
+
+    card = {"UUID": "GPU-A", "GPU_I_PROFILE": ""}
+    figures = {
+        "held": [{"metric": {**card, "namespace": "team-a", "mode": "exclusive"}, "values": values(2, 12, 1.0)}],
+        "busy": [{"metric": card, "values": [[t, 0.0] for t in range(start, until + 1, step)]}],
+        "reserved": [{"metric": {"namespace": "team-b"}, "values": values(5, 7, 0.5)}],
+        "covered": [{"metric": {}, "values": values(0, 24, 1.0)}],
+    }
+    w = Window(until=until, seconds=86400, step=step, idle_for=1800, idle_below=0.05)
+    objs = [
+        {
+            "apiVersion": "gpuctl.gpustack.ai/v1",
+            "kind": "PrometheusSeries",
+            "metadata": {"name": name},
+            "query": expr,
+            "start": start,
+            "end": until,
+            "stepSeconds": step,
+            "idleForSeconds": 1800,
+            "series": figures[name],
+        }
+        for name, expr in sampled_queries(w).items()
+    ]
+    (root / "prometheusseries.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    args = ["usage", "-A", "--since", "1d", "--until", "1970-01-31T00:00:00Z", "--snapshot", str(root)]
+    result = CliRunner().invoke(app, [*args, "-o", "csv"])
+    assert result.exit_code == 0, result.stderr
+    rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert rows[0] == ["namespace", "mode", "card_hours", "idle_card_hours", "no_utilization_card_hours"]
+    got = {(r[0], r[1]): tuple(float(x) for x in r[2:]) for r in rows[1:]}
+    assert got == {("team-a", "exclusive"): (10.0, 10.0, 0.0), ("team-b", "reserved"): (1.0, 0.0, 0.0)}
+    table = CliRunner().invoke(app, args)
+    assert "the operator's series cover 24 h" in table.stdout and "idle only when its whole card is" in table.stdout
+    wrong = CliRunner().invoke(app, [*args, "--step", "1m"])
+    assert wrong.exit_code == 2 and "kept its series every 300s" in wrong.stderr

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from gpuctl.core.cardhours import JOIN, Sample, Window, WindowError, align, card_hours, idle, queries, selector
+from gpuctl.core.cardhours import (
+    JOIN,
+    Sample,
+    Series,
+    Window,
+    WindowError,
+    align,
+    card_hours,
+    evaluate,
+    idle,
+    queries,
+    selector,
+)
 from gpuctl.core.usage import By
 
 DAY = 86400
@@ -116,3 +128,86 @@ def test_idle_now_lists_the_holders_of_idle_cards_most_held_first() -> None:
     }
     got = [(h.labels["pod"], h.card_equivalents, h.idle_seconds) for h in idle_holders(w, answers)]
     assert got == [("big", 0.7, 7200), ("mig", 0.49, None), ("small", 0.3, 7200)]
+
+
+# ----------------------------------------------------------------------------------------------- offline, by hand
+
+H = 3600
+STEP = 300  # 5 minutes: 12 steps an hour
+
+
+def grid(start_h: float, end_h: float, value: float, until: int) -> dict[int, float]:
+    """``value`` at each step in ``(until - 24h + start_h, until - 24h + end_h]``."""
+    base = until - 24 * H
+    return {t: value for t in range(base + int(start_h * H) + STEP, base + int(end_h * H) + 1, STEP)}
+
+
+def test_hand_computed_cases_over_one_day() -> None:
+    """One day at a 5 minute step, idle below 5 % for 30 minutes:
+
+    - team-a holds GPU-A whole for 10 h at 0 %: 10 card-hours, all 10 idle (the whole run counts, its first 30
+      minutes too);
+    - team-b holds a 3g.40gb on an 80 GiB H100, GPU-H (the fold: 40192 MiB × 1,600,000 / 81920 MiB = 785,000 units,
+      0.490625 of a card) for 24 h while it works: 24 × 0.490625 = 11.775 card-hours (11.77), none idle;
+    - team-c and team-d each hold a 30 % slice of GPU-S for 24 h; team-d works (the card reads 40 %): 7.2 card-hours
+      each, none idle for either (a slice is idle only when its whole card is);
+    - team-e reserves 0.5 card for 2 h: 1 reserved card-hour;
+    - team-f holds GPU-G whole for 24 h, its exporter silent for 3 h (a scrape gap) and 0 % otherwise: 24 held,
+      3 without data, 21 idle.
+    """
+    until = 30 * DAY
+    w = Window(until=until, seconds=DAY, step=STEP, idle_for=1800, idle_below=0.05)
+    fold = 785_000 / 1_600_000
+
+    def holder(ns: str, uuid: str, mode: str, values: dict[int, float], profile: str = "") -> Series:
+        return Series({"namespace": ns, "UUID": uuid, "GPU_I_PROFILE": profile, "mode": mode}, values)
+
+    def card(uuid: str, values: dict[int, float], profile: str = "") -> Series:
+        return Series({"UUID": uuid, "GPU_I_PROFILE": profile}, values)
+
+    gapped = {**grid(0, 10, 0.0, until), **grid(13, 24, 0.0, until)}
+    sampled = {
+        "held": [
+            holder("team-a", "GPU-A", "exclusive", grid(2, 12, 1.0, until)),
+            holder("team-b", "GPU-H", "partitioned", grid(0, 24, fold, until), "3g.40gb"),
+            holder("team-c", "GPU-S", "sliced", grid(0, 24, 0.3, until)),
+            holder("team-d", "GPU-S", "sliced", grid(0, 24, 0.3, until)),
+            holder("team-f", "GPU-G", "exclusive", grid(0, 24, 1.0, until)),
+        ],
+        "busy": [
+            card("GPU-A", grid(0, 24, 0.0, until)),
+            card("GPU-H", grid(0, 24, 0.6, until), "3g.40gb"),
+            card("GPU-S", grid(0, 24, 0.4, until)),
+            card("GPU-G", gapped),
+        ],
+        "reserved": [Series({"namespace": "team-e"}, grid(5, 7, 0.5, until))],
+        "covered": [Series({}, grid(0, 24, 1.0, until))],
+    }
+    result = card_hours(w, By.NAMESPACE, evaluate(w, By.NAMESPACE, sampled))
+    rows = {(r.group[0], r.mode): (r.card_hours, r.idle_card_hours, r.no_data_card_hours) for r in result.rows}
+    assert rows[("team-a", "exclusive")] == pytest.approx((10.0, 10.0, 0.0))
+    assert rows[("team-b", "partitioned")] == pytest.approx((24 * fold, 0.0, 0.0))
+    assert int(24 * fold * 100) / 100 == 11.77
+    assert rows[("team-c", "sliced")] == pytest.approx((7.2, 0.0, 0.0))
+    assert rows[("team-d", "sliced")] == pytest.approx((7.2, 0.0, 0.0))
+    assert rows[("team-e", "reserved")] == pytest.approx((1.0, 0.0, 0.0))
+    assert rows[("team-f", "exclusive")] == pytest.approx((24.0, 21.0, 3.0))
+    assert result.covered_hours == pytest.approx(24.0)
+    # The rows add up to what the holders held.
+    assert sum(r.card_hours for r in result.rows if r.mode != "reserved") == pytest.approx(
+        10 + 24 * fold + 7.2 + 7.2 + 24
+    )
+
+
+def test_a_run_shorter_than_idle_for_is_not_idle() -> None:
+    until = 30 * DAY
+    w = Window(until=until, seconds=DAY, step=STEP, idle_for=1800, idle_below=0.05)
+    busy = {**grid(0, 24, 0.9, until), **grid(5, 5.25, 0.0, until)}  # 15 low minutes
+    sampled = {
+        "held": [
+            Series({"namespace": "a", "UUID": "G", "GPU_I_PROFILE": "", "mode": "exclusive"}, grid(0, 24, 1.0, until))
+        ],
+        "busy": [Series({"UUID": "G", "GPU_I_PROFILE": ""}, busy)],
+    }
+    [row] = card_hours(w, By.NAMESPACE, evaluate(w, By.NAMESPACE, sampled)).rows
+    assert (row.card_hours, row.idle_card_hours) == pytest.approx((24.0, 0.0))

@@ -11,6 +11,8 @@ import typer
 
 if TYPE_CHECKING:
     from gpuctl.cluster.kinds import Kind
+    from gpuctl.cluster.prometheus import Prometheus
+    from gpuctl.core.cardhours import Window
     from gpuctl.core.redaction import Redactor
 
 from gpuctl.cli.errors import UsageError
@@ -212,6 +214,27 @@ def dump_command(
             "configurations.",
         ),
     ] = False,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus", help="Also keep the series `usage --since` reads, from this Prometheus.", show_default=False
+        ),
+    ] = None,
+    prometheus_service: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus-service",
+            help="As --prometheus, through the API server to NAMESPACE/NAME:PORT.",
+            show_default=False,
+        ),
+    ] = None,
+    since: Annotated[
+        str, typer.Option("--since", help="With --prometheus: how far back the kept series reach.")
+    ] = "30d",
+    step: Annotated[str, typer.Option("--step", help="With --prometheus: the kept series' step.")] = "5m",
+    idle_for: Annotated[
+        str, typer.Option("--idle-for", help="With --prometheus: the longest --idle-for `usage` may ask of the dump.")
+    ] = "30m",
     *,
     source: SourceSpec,
 ) -> None:
@@ -234,6 +257,7 @@ def dump_command(
 
     if fmt not in ("json", "yaml"):
         raise UsageError(f"--format {fmt!r}: use json or yaml")
+    series_window = _series_window(prometheus, prometheus_service, since, step, idle_for)
     target = Path(os.path.abspath(directory))  # `.` has a name and a parent to write beside it in
     _check_target(target, overwrite, directory)
     live = source.live()
@@ -295,6 +319,10 @@ def dump_command(
             kubernetes, _ = kubernetes_version(live)
             record = dump_record(taken, live.describe(), version_text(kubernetes), kueue_version(live).to_dict())
             written.append(_write_list(staging / f"dump.{fmt}", [record], fmt, None))
+            if series_window is not None:
+                progress.update(task, description="reading Prometheus")
+                kept_series = prometheus_series(_prometheus_of(prometheus, prometheus_service, source), series_window)
+                written.append(_write_list(staging / f"prometheusseries.{fmt}", kept_series, fmt, None))
         _write_manifest(staging, redactor)
         kept = _swap_in(staging, target, directory)
     finally:
@@ -419,3 +447,62 @@ def _stderr_console() -> Any:
     from rich.console import Console
 
     return Console(file=sys.stderr, no_color=bool(os.environ.get("NO_COLOR")))
+
+
+def _series_window(
+    prometheus: str | None, service: str | None, since: str, step: str, idle_for: str
+) -> "Window | None":
+    """The window of series a dump keeps, when it reads Prometheus: ``since`` up to now, the step grid, and the
+    longest idle rule it must serve."""
+    if prometheus is None and service is None:
+        return None
+    if prometheus is not None and service is not None:
+        raise UsageError("give --prometheus or --prometheus-service, not both")
+    from gpuctl.cli.source import parse_duration
+    from gpuctl.core.cardhours import Window, align
+
+    step_s = int(parse_duration(step, "--step"))
+    return Window(
+        align(time.time(), step_s) if step_s > 0 else 0,
+        int(parse_duration(since, "--since")),
+        step_s,
+        int(parse_duration(idle_for, "--idle-for")),
+        0.05,
+    )
+
+
+def _prometheus_of(prometheus: str | None, service: str | None, source: SourceSpec) -> "Prometheus":
+    from gpuctl.cluster.prometheus import Prometheus, ServiceRef
+
+    if service is not None:
+        return Prometheus(service=ServiceRef.parse(service), live=source.live())
+    return Prometheus(prometheus)
+
+
+def prometheus_series(client: "Prometheus", w: "Window") -> list[dict[str, Any]]:
+    """One ``PrometheusSeries`` object per figure :func:`gpuctl.core.cardhours.sampled_queries` names: its series on
+    the window's grid, from ``idle_for`` before the window (what the idle rule looks back on) to its end."""
+    from gpuctl.cluster import kinds
+    from gpuctl.core.cardhours import sampled_queries
+
+    start = w.until - w.seconds - w.idle_for
+    out = []
+    for name, expr in sampled_queries(w).items():
+        series = client.query_range(expr, start, w.until, w.step, what=f"{name} series")
+        out.append(
+            {
+                "apiVersion": kinds.PROMETHEUS_SERIES.api_version,
+                "kind": kinds.PROMETHEUS_SERIES.kind,
+                "metadata": {"name": name},
+                "query": expr,
+                "start": start,
+                "end": w.until,
+                "stepSeconds": w.step,
+                "idleForSeconds": w.idle_for,
+                "source": client.describe(),
+                "series": [
+                    {"metric": dict(s.labels), "values": [[t, v] for t, v in sorted(s.values.items())]} for s in series
+                ],
+            }
+        )
+    return out

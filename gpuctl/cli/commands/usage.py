@@ -16,8 +16,9 @@ from gpuctl.core.cardhours import GROUPS
 from gpuctl.core.usage import UNATTRIBUTED, By
 
 if TYPE_CHECKING:
-    from gpuctl.cluster.prometheus import Prometheus
+    from gpuctl.cluster.prometheus import Kept, Prometheus
     from gpuctl.cluster.read import Source
+    from gpuctl.core.cardhours import Window
     from gpuctl.core.usage import Row
 
 OWNER_HEADER = {
@@ -358,6 +359,27 @@ def idle_command(
     )
 
 
+def _kept(source: SourceSpec, window: "Window") -> "Kept":
+    """The series a dump kept, checked to answer ``window``: same step, the window inside what was kept."""
+    from gpuctl.cluster.prometheus import kept_series
+
+    kept = kept_series(source.open().list(kinds.PROMETHEUS_SERIES))
+    if kept is None:
+        raise UsageError(
+            f"{source.snapshot} keeps no Prometheus series: dump with --prometheus URL, or give --prometheus"
+        )
+    if window.step != kept.step:
+        raise UsageError(
+            f"--step {window.step}s: the snapshot kept its series every {kept.step}s; use --step {kept.step}s"
+        )
+    if window.until - window.seconds - window.idle_for < kept.start or window.until > kept.end:
+        raise UsageError(
+            f"the window and --idle-for reach beyond what the snapshot kept ({_stamp(kept.start + kept.idle_for)} to "
+            f"{_stamp(kept.end)}, --idle-for at most {kept.idle_for}s)"
+        )
+    return kept
+
+
 def _workload_creation(source: SourceSpec, keys: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """When each named Workload was created, where the cluster can be read (nothing otherwise: Prometheus alone
     answers the rest)."""
@@ -389,11 +411,17 @@ def card_hours_command(
 ) -> None:
     """``usage --since``: card-hours per group and mode over a window, from Prometheus."""
     from gpuctl.cli.source import parse_duration
-    from gpuctl.core.cardhours import Window, align, card_hours, queries
+    from gpuctl.core.cardhours import Window, align, card_hours, evaluate, queries
 
-    client = _prometheus(prometheus, service, source, "--since")
+    offline = prometheus is None and service is None and source.snapshot is not None
+    client = None if offline else _prometheus(prometheus, service, source, "--since")
     step_s = int(parse_duration(step, "--step"))
-    end = _window_end(until)
+    if offline and until is None:
+        from gpuctl.cli import clock
+
+        end: float = clock.of(source.open())  # the dump's own time
+    else:
+        end = _window_end(until)
     window = Window(
         align(end, step_s) if step_s > 0 else 0,
         int(parse_duration(since, "--since")),
@@ -402,10 +430,15 @@ def card_hours_command(
         idle_below / 100,
     )
     ns = _namespace(source)
-    answers = {
-        name: client.query(expr, window.until, what=f"{name} query")
-        for name, expr in queries(window, by, ns, pools).items()
-    }
+    if client is None:
+        answers = evaluate(window, by, _kept(source, window).series, ns, pools)
+        described = f"the series kept in {source.snapshot}"
+    else:
+        answers = {
+            name: client.query(expr, window.until, what=f"{name} query")
+            for name, expr in queries(window, by, ns, pools).items()
+        }
+        described = client.describe()
     result = card_hours(window, by, answers)
     group = GROUPS_HEADERS[by]
     items = [
@@ -464,7 +497,7 @@ def card_hours_command(
                 "window": {"start": _stamp(start), "end": _stamp(window.until), "stepSeconds": window.step},
                 "coveredHours": result.covered_hours,
                 "idleRule": {"belowPercent": idle_below, "forSeconds": window.idle_for},
-                "prometheus": client.describe(),
+                "prometheus": described,
             },
             csv=(
                 (*GROUPS[by], "mode", "card_hours", "idle_card_hours", "no_utilization_card_hours"),
