@@ -20,6 +20,7 @@ from gpuctl.core.ledger import Capability, LedgerError, Ledgers, NodeDevices, pa
 from gpuctl.core.nodes import Node, parse_node
 from gpuctl.core.pods import Pod, parse_pod
 from gpuctl.core.quota import QuotaBook, quota_book
+from gpuctl.core.serving import OperatorServing
 from gpuctl.core.submissions import PriorityClasses, parse_priority_classes
 from gpuctl.core.variants import folded
 from gpuctl.core.workloads import (
@@ -310,6 +311,8 @@ class AdmissionState:
     """Every queue's quota and usage, as ``simulate`` starts from."""
     raw_tas: Callable[[], bool] | None = None
     """Whether Kueue's TAS counts admitted Workloads in raw device keys, read when first asked."""
+    serving: OperatorServing | None = None
+    """Whether the operator serves its webhooks and check (None: not known)."""
     _contexts: dict[tuple[str, str, str], ExplainContext] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -334,6 +337,7 @@ class AdmissionState:
                 check=self.inputs,
                 quota=self.quota,
                 raw_tas=self.raw_tas,
+                serving=self.serving,
             )
         return found
 
@@ -366,6 +370,7 @@ def admission_state(source: Source) -> AdmissionState:
         ),
         quota=quota_book(queues, read_workloads),
         raw_tas=functools.cache(lambda: _kueue_of(source).tas_charges_raw_requests),
+        serving=operator_serving(source),
     )
 
 
@@ -378,6 +383,25 @@ def _kueue_of(source: Source) -> KueueVersion:
 def priority_classes(source: Source) -> PriorityClasses:
     """Kueue's WorkloadPriorityClasses and the PriorityClasses (none where the cluster does not serve the kind)."""
     return parse_priority_classes(_served(source, kinds.WORKLOAD_PRIORITY_CLASS), _served(source, kinds.PRIORITY_CLASS))
+
+
+def operator_serving(source: Source) -> OperatorServing | None:
+    """The operator's webhook configurations and leader Lease, read as doctor reads them, at the source's time (a
+    dump's own); None where they cannot be read (nothing is claimed then)."""
+    import time
+
+    from gpuctl.core.doctor.records import parse_lease, parse_webhook_configuration
+
+    try:
+        configs = [*_served(source, kinds.MUTATING_WEBHOOKS), *_served(source, kinds.VALIDATING_WEBHOOKS)]
+        lease = source.get(kinds.LEASE, naming.OPERATOR_NAME, naming.OPERATOR_NAMESPACE)
+        deployment = source.get(kinds.DEPLOYMENT, naming.OPERATOR_NAME, naming.OPERATOR_NAMESPACE)
+    except SourceError:  # not allowed to read them, or not kept in a snapshot: say nothing of the operator
+        return None
+    entries = tuple(e for c in configs for e in parse_webhook_configuration(c))
+    return OperatorServing(
+        entries, parse_lease(lease) if lease else None, taken_at(source) or time.time(), deployment is not None
+    )
 
 
 def _served(source: Source, kind: Kind) -> list[dict[str, Any]]:
@@ -429,4 +453,5 @@ def simulation_state(
             pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
         ),
         kueue=kueue if kueue is not None else kueue_version(source),
+        serving=operator_serving(source),
     )

@@ -28,6 +28,7 @@ from gpuctl.core.preemption import eviction, uid_names
 from gpuctl.core.queueing import held_gate, missing_local_queue_hint, standing_eviction
 from gpuctl.core.quota import QuotaBook, amount_text, flavor_quotas, podset_quota_requests, quota_book
 from gpuctl.core.requests import pod_containers, validate_request_rules
+from gpuctl.core.serving import OperatorServing, operator_fix_hint, unserved_check
 from gpuctl.core.tasloop import Loop, placement_loop
 from gpuctl.core.units import QuantityError, parse_quantity
 from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, Condition, LocalQueue, Workload
@@ -130,6 +131,8 @@ class ExplainContext:
     """Every queue's quota and usage (:func:`gpuctl.core.quota.quota_book`, as ``simulate`` starts from); None reads
     the Workload's own ClusterQueue alone."""
     raw_tas: Callable[[], bool] | None = None
+    serving: OperatorServing | None = None
+    """Whether the operator serves its webhooks and check now (None: not known, and nothing is claimed)."""
     """Whether the Kueue at hand counts admitted Workloads in raw device keys in TAS (0.18+), asked only when an
     answer depends on it; None: as the newest tested Kueue does."""
 
@@ -575,6 +578,16 @@ def gate3(w: Workload, ctx: ExplainContext) -> Gate:
     recomputed = (verdict.state, verdict.message) if verdict.judged else None
     if w.admitted or (state is not None and state.state == READY):
         return Gate(3, PASSED, "every assigned node holds the demand card by card", tuple(evidence), "", recomputed)
+    down = unserved_check(ctx.serving)
+    if down is not None:
+        return Gate(
+            3,
+            HELD,
+            f"the {naming.NODE_DEVICES_CHECK} check is not served: no verdict is written",
+            (*evidence, down),
+            operator_fix_hint(ctx.serving),
+            recomputed,
+        )
     if state is not None and state.state == "Rejected":
         return Gate(
             3,

@@ -27,6 +27,7 @@ from gpuctl.core.fit import (
 from gpuctl.core.pending import QUOTA, STRICT_ORDER
 from gpuctl.core.pins import PinContext
 from gpuctl.core.queueing import STRICT_FIFO, order_key, pending
+from gpuctl.core.serving import operator_fix_hint, unserved_check, unserved_review
 from gpuctl.core.simulate.outcome import Outcome, not_reached, placement_of
 from gpuctl.core.simulate.placement import Placement
 from gpuctl.core.simulate.reservation import Reservation, Unreserved, reserved_record
@@ -158,6 +159,7 @@ class Simulator(Reservation, Placement):
         without them."""
         original = sub
         sub, w, g1 = self._gate1(sub)
+        g1 = self._served_gate1(sub, g1)
 
         def outcome(gates: Sequence[Gate], **extra: Any) -> Outcome:
             return Outcome(
@@ -267,6 +269,24 @@ class Simulator(Reservation, Placement):
             part=STRICT_ORDER,
         )
 
+    def _served_gate1(self, sub: Submission, g1: Gate) -> Gate:
+        """Gate 1 as the API server will answer while the operator does not serve its webhooks: the Pods refused
+        where the Pod webhook fails closed, let through unreviewed where it fails open."""
+        if g1.verdict != PASSED or self.state.serving is None:
+            return g1
+        if sub.pod is not None:
+            pods = [("the Pod", (sub.pod.get("metadata") or {}).get("labels") or {})]
+        else:
+            pods = [(f"the Pods of pod set {ps.name}", ps.labels) for ps in sub.podsets]
+        for what, labels in pods:
+            got = unserved_review(self.state.serving, "pods", {str(k): str(v) for k, v in labels.items()}, what)
+            if got is None:
+                continue
+            if got.refused:
+                return Gate(1, FAILED, got.summary, (*got.evidence, *g1.evidence), got.hint)
+            g1 = g1._replace(summary=got.summary, evidence=(*got.evidence, *g1.evidence), hint=got.hint)
+        return g1
+
     def _gate3(self, w: Workload, cq: ClusterQueue) -> tuple[Gate, bool]:
         if naming.NODE_DEVICES_CHECK not in cq.admission_checks:
             return Gate(
@@ -281,6 +301,17 @@ class Simulator(Reservation, Placement):
             evidence.append(
                 f"{len(verdict.inflight)} card charge(s) promised to {', '.join(others)} (admitted, Pods not allocated yet)"
             )
+        down = unserved_check(self.state.serving)
+        if down is not None:
+            # Whatever the ledger holds, no verdict is written while the operator is down.
+            return Gate(
+                3,
+                HELD,
+                f"the {naming.NODE_DEVICES_CHECK} check is not served: no verdict is written",
+                (*evidence, down),
+                operator_fix_hint(self.state.serving),
+                (verdict.state, verdict.message),
+            ), False
         if verdict.state == READY:
             return Gate(
                 3,

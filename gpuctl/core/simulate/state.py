@@ -16,6 +16,7 @@ from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.nodes import Node
 from gpuctl.core.rebuilt import rebuild_ledger
+from gpuctl.core.serving import OperatorServing
 from gpuctl.core.units import M
 from gpuctl.core.versions import UNKNOWN_KUEUE, KueueVersion
 from gpuctl.core.workloads import (
@@ -51,6 +52,8 @@ class ClusterState:
     the Pods read, and each node's ledger rebuilt from the Pods bound to it."""
     kueue: KueueVersion = UNKNOWN_KUEUE
     """The Kueue whose decisions are reproduced (its version decides how TAS counts a node's room)."""
+    serving: OperatorServing | None = None
+    """Whether the operator serves its webhooks and check now (None: not known, and nothing is claimed)."""
 
     @property
     def workloads(self) -> Sequence[Workload]:
