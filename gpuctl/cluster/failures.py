@@ -3,6 +3,7 @@ cause, and a certificate that does not verify named as kubectl (Go's x509 packag
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -32,6 +33,12 @@ def cause(exc: BaseException, configuration: Any = None) -> str:
     failed = next((e for e in seen if isinstance(e, ssl.SSLCertVerificationError)), None)
     if failed is not None:
         return f"tls: failed to verify certificate: {_x509(failed, configuration)}"
+    ca_file = getattr(configuration, "ssl_ca_cert", None)
+    if ca_file and any(w in text for w in ("no certificate or crl found", "PEM lib", "NO_CERTIFICATE")):
+        return (
+            f"the certificate-authority file {ca_file} holds no PEM certificate: point the kubeconfig's "
+            "certificate-authority (or --certificate-authority) at the cluster's CA"
+        )
     if any("SSL" in n for n in names):
         return f"TLS failed: {_first_line(seen[-1])}"
     return _first_line(seen[-1])
@@ -95,5 +102,14 @@ def _hostname_mismatch(configuration: Any) -> str | None:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
+    text = plain(str(exc)) or type(exc).__name__
     return text.splitlines()[0][:300]
+
+
+_INTERNALS = re.compile(r"\s*\(_ssl\.c:\d+\)|_ssl\.c:\d+:\s*|\[(?:SSL|X509)(?::\s*[A-Z0-9_]+)?\]\s*|\[Errno -?\d+\]\s*")
+
+
+def plain(text: str) -> str:
+    """An error's words without the Python and OpenSSL internals around them (``_ssl.c:989``, ``[SSL: ...]``,
+    ``[Errno 111]``): what a user reads is the reason, not where in the interpreter it was raised."""
+    return _INTERNALS.sub(lambda m: " " if m.group(0).startswith(" ") else "", text).strip()

@@ -244,9 +244,18 @@ class LiveSource:
         kind: Kind | None = None,
         name: str | None = None,
         accept: str = "application/json",
+        read_timeout: float | None = None,
     ) -> Any:
         response = self._call(
-            method, path, query=query, body=body, content_type=content_type, kind=kind, name=name, accept=accept
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            kind=kind,
+            name=name,
+            accept=accept,
+            read_timeout=read_timeout,
         )
         try:
             data = response.data
@@ -647,13 +656,19 @@ class LiveSource:
         return result
 
     def create(
-        self, kind: Kind, body: dict[str, Any], *, namespace: str | None = None, dry_run: bool = False
+        self,
+        kind: Kind,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        read_timeout: float | None = None,
     ) -> dict[str, Any]:
         _, path = next(self._paths(kind, namespace))
         query = [("dryRun", "All")] if dry_run else []
         query.append(("fieldManager", self.connection.field_manager))
         result: dict[str, Any] = self._request(
-            "POST", path, query=query, body=body, content_type="application/json", kind=kind
+            "POST", path, query=query, body=body, content_type="application/json", kind=kind, read_timeout=read_timeout
         )
         return result
 

@@ -14,14 +14,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import INSTANCETYPE, POD
 from gpuctl.cluster.live import LiveSource
-from gpuctl.core.doctor import EndpointProbe, LiveReview, WebhookEntry, histogram_quantile, review_probes
+from gpuctl.core.doctor import EndpointProbe, LiveReview, ReviewProbe, WebhookEntry, histogram_quantile, review_probes
 
 READYZ_LIMIT = 64 * 1024
 METRICS_LIMIT = 8 * 1024 * 1024
@@ -110,7 +110,19 @@ def _tls_failure(probe: EndpointProbe, error: ssl.SSLError) -> EndpointProbe:
                 probe, error=f"TLS: {text}: the caBundle does not verify the serving certificate", ca_verified=False
             )
         return replace(probe, error=f"TLS: the serving certificate is refused: {text}")
-    return replace(probe, error=f"TLS failed: {getattr(error, 'reason', None) or error}")
+    from gpuctl.cluster.failures import plain
+
+    return replace(probe, error=f"TLS failed: {plain(str(getattr(error, 'reason', None) or error))}")
+
+
+def _reason(exc: object, timeout: float) -> str:
+    """Why an endpoint could not be read, in plain words: a timeout (also one in the TLS handshake) says how long
+    was waited."""
+    from gpuctl.cluster.failures import plain
+
+    if isinstance(exc, TimeoutError) or "timed out" in str(exc):
+        return f"no answer within {timeout:g} s (it accepts the connection and answers nothing: a hung process?)"
+    return plain(str(exc)) or type(exc).__name__
 
 
 def probe_endpoints(live: LiveSource, entries: Sequence[WebhookEntry], timeout: float) -> list[EndpointProbe]:
@@ -152,9 +164,9 @@ def probe_endpoints(live: LiveSource, entries: Sequence[WebhookEntry], timeout: 
             if isinstance(reason, ssl.SSLError):
                 out.append(_tls_failure(probe, reason))
             else:
-                out.append(replace(probe, error=f"cannot reach it: {reason}", ca_verified=None))
+                out.append(replace(probe, error=f"cannot reach it: {_reason(reason, timeout)}", ca_verified=None))
         except (OSError, SourceError, ValueError, http.client.HTTPException) as exc:
-            out.append(replace(probe, error=f"cannot reach it: {exc or type(exc).__name__}", ca_verified=None))
+            out.append(replace(probe, error=f"cannot reach it: {_reason(exc, timeout)}", ca_verified=None))
     return out
 
 
@@ -163,29 +175,57 @@ def dry_run_reviews(live: LiveSource, entries: Sequence[WebhookEntry], namespace
     calls the webhooks over TLS with their caBundle and persists nothing. Each tells whether its webhook ran (its
     change is in the returned object, or its refusal is the answer), not only whether the object was accepted."""
     config_of = {e.name: e.configuration for e in entries if e.ours}
-    out = []
-    for p in review_probes(namespace):
-        if p.webhook not in config_of:
-            continue  # not registered: the webhook audit says so
-        kind = POD if p.kind == "Pod" else INSTANCETYPE
-        review = LiveReview((config_of[p.webhook],), p.request, 0.0, webhook=p.webhook)
-        started = time.monotonic()
-        returned: dict[str, object] | None = None
-        error = ""
-        try:
-            returned = live.create(kind, dict(p.body), namespace=namespace if kind.namespaced else None, dry_run=True)
-        except SourceError as exc:
-            error = str(exc)
-        seconds = time.monotonic() - started
-        failed = re.search(r'failed calling webhook "([^"]+)"', error)
-        if failed and failed.group(1) in config_of:
-            review = replace(review, configurations=(config_of[failed.group(1)],), error=error)
-        elif failed:
-            review = replace(review, error=error, foreign=failed.group(1))
-        elif error and "denied the request" not in error and "cannot create resource" in error:
-            review = replace(review, error=error, sent=False)  # RBAC: the user may not create it
-        elif not p.ran(returned, error):
-            answer = f"refused: {error[:200]}" if error else "admitted without its change"
-            review = replace(review, ran=False, answer=answer)
-        out.append(replace(review, seconds=seconds))
-    return out
+    waits = {e.name: e.timeout_seconds or DEFAULT_WEBHOOK_TIMEOUT for e in entries if e.ours}
+    probes = [p for p in review_probes(namespace) if p.webhook in config_of]  # unregistered: the audit says so
+    if not probes:
+        return []
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Side by side: a hung webhook costs its timeout once, not once per probe.
+    with ThreadPoolExecutor(max_workers=min(8, len(probes)), thread_name_prefix="gpuctl-review") as pool:
+        return list(pool.map(lambda p: _review(live, p, config_of, waits, namespace), probes))
+
+
+DEFAULT_WEBHOOK_TIMEOUT = 10
+"""The API server's wait on a webhook whose configuration sets no ``timeoutSeconds``."""
+ANSWER_MARGIN = 5.0
+"""How much longer than a webhook's timeout the API server is given to answer a dry run it sends through it."""
+
+
+def _review(
+    live: LiveSource, p: ReviewProbe, config_of: Mapping[str, str], waits: Mapping[str, int], namespace: str
+) -> LiveReview:
+    kind = POD if p.kind == "Pod" else INSTANCETYPE
+    review = LiveReview((config_of[p.webhook],), p.request, 0.0, webhook=p.webhook)
+    started = time.monotonic()
+    returned: dict[str, object] | None = None
+    error = ""
+    wait = waits[p.webhook] + ANSWER_MARGIN
+    try:
+        returned = live.create(
+            kind,
+            dict(p.body),
+            namespace=namespace if kind.namespaced else None,
+            dry_run=True,
+            read_timeout=wait,
+        )
+    except SourceError as exc:
+        error = str(exc)
+        if error.startswith("cannot reach the API server") and "timed out" in error:
+            # The API server answers every other request: what it waits on is the webhook.
+            error = (
+                f'failed calling webhook "{p.webhook}": no answer within {wait:g} s, the API server waiting on '
+                f"the webhook for its timeoutSeconds ({waits[p.webhook]} s)"
+            )
+    seconds = time.monotonic() - started
+    failed = re.search(r'failed calling webhook "([^"]+)"', error)
+    if failed and failed.group(1) in config_of:
+        review = replace(review, configurations=(config_of[failed.group(1)],), error=error)
+    elif failed:
+        review = replace(review, error=error, foreign=failed.group(1))
+    elif error and "denied the request" not in error and "cannot create resource" in error:
+        review = replace(review, error=error, sent=False)  # RBAC: the user may not create it
+    elif not p.ran(returned, error):
+        answer = f"refused: {error[:200]}" if error else "admitted without its change"
+        review = replace(review, ran=False, answer=answer)
+    return replace(review, seconds=seconds)

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -504,3 +505,37 @@ def test_a_dump_carries_what_doctor_reads_of_the_deployment(
     assert record["kind"] == "Dump" and record["metadata"]["creationTimestamp"]
     assert ("operator-leader", "ok") in offline
     assert offline == live
+
+
+def test_with_the_operator_stopped_doctor_names_the_webhook_not_the_api_server(
+    deployed: Operator, control_plane: Any, tmp_path: Path
+) -> None:
+    """The operator stopped (SIGSTOP): its endpoint takes connections and answers nothing. doctor probes it and
+    sends its dry runs side by side, each bounded by the webhook's own timeout, and blames the webhook. How long it
+    takes is measured in `make bench`, not asserted here (the guard below only stops a hang)."""
+    with paused(deployed):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from gpuctl.cli.startup import run; run()",
+                "doctor",
+                "-o",
+                "json",
+                "--kubeconfig",
+                str(control_plane.kubeconfig),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+    assert done.returncode == 3, done.stderr
+    findings = json.loads(done.stdout)["items"]
+    failing = [f for f in findings if f["status"] == "fail"]
+    reviews = [f for f in failing if f["check"] == "webhook-review"]
+    assert reviews and all('failed calling webhook "' in f["saw"] for f in reviews), reviews
+    assert any("pod-accelerators.gpustack.ai" in f["saw"] for f in reviews)
+    assert any(f["check"] == "webhook-endpoint" for f in failing)
+    assert not any("cannot reach the API server" in f["saw"] for f in findings)
+    assert "Traceback" not in done.stderr and "_ssl.c" not in done.stdout + done.stderr

@@ -297,11 +297,33 @@ def _operator_deployed(opened: Any, namespace: str) -> bool:
 
 
 def _probes(live: Any, entries: list[Any], namespace: str, operator_namespace: str, deployed: bool) -> list[Any]:
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
     from gpuctl.cluster.probe import dry_run_reviews, probe_endpoints
     from gpuctl.core import doctor
 
-    timeout = live.connection.timeouts()[1]
+    # A healthy endpoint answers /readyz in milliseconds: a few seconds tell a hung one without waiting the
+    # request timeout out. The dry runs are given each webhook's own timeout (and a margin), side by side.
+    timeout = min(live.connection.timeouts()[1], ENDPOINT_DEADLINE)
+    terminal = sys.stderr.isatty()
+    if terminal:
+        sys.stderr.write("doctor: probing the webhooks' endpoints and sending dry runs through them...")
+        sys.stderr.flush()
+    try:
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpuctl-probe") as pool:
+            probed = pool.submit(probe_endpoints, live, entries, timeout)
+            reviewed = pool.submit(dry_run_reviews, live, entries, namespace)
+            endpoints, reviews = probed.result(), reviewed.result()
+    finally:
+        if terminal:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
     return [
-        *doctor.endpoints(probe_endpoints(live, entries, timeout), entries, operator_namespace, deployed),
-        *doctor.live_reviews(dry_run_reviews(live, entries, namespace), entries, operator_namespace, deployed),
+        *doctor.endpoints(endpoints, entries, operator_namespace, deployed),
+        *doctor.live_reviews(reviews, entries, operator_namespace, deployed),
     ]
+
+
+ENDPOINT_DEADLINE = 5.0
+"""Seconds a webhook endpoint's /readyz may take before doctor calls it unanswered."""
