@@ -2229,47 +2229,59 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
           'version': 'Usage: {prog} version [OPTIONS]\n'
                      '\n'
                      "  Print the client version (with --show-cluster, the API server's and the\n"
-                     "  operator's too).\n"
+                     "  operator's too: its Deployment, or an operator outside the cluster found by\n"
+                     '  its leader Lease and webhook configurations, as doctor finds it).\n'
                      '\n'
                      'Options:\n'
-                     "  --show-cluster                 Also ask the cluster: the API server's and\n"
-                     "                                 the operator's versions.\n"
-                     '  --snapshot <str>               Read objects from snapshot files (a file or\n'
-                     '                                 directory of YAML/JSON) instead of a cluster.\n'
-                     '                                 [env var: GPUCTL_SNAPSHOT]\n'
-                     '  --kubeconfig <str>             Path to the kubeconfig file (default\n'
-                     '                                 $KUBECONFIG or ~/.kube/config).\n'
-                     '  --context <str>                The kubeconfig context to use (views,\n'
-                     '                                 partitions, queue and fragmentation take\n'
-                     '                                 several).\n'
-                     '  --cluster <str>                The kubeconfig cluster to use.\n'
-                     '  --user <str>                   The kubeconfig user to use.\n'
-                     '  -s, --server <str>             The address of the API server.\n'
-                     '  --token <str>                  Bearer token for the API server.\n'
-                     '  --as <str>                     Username to impersonate for the operation.\n'
-                     '  --as-group <str>               Group to impersonate (repeat for several).\n'
-                     "  --insecure-skip-tls-verify     Do not check the server's certificate (its\n"
-                     '                                 name and issuer): the connection is not\n'
-                     '                                 secure.\n'
-                     '  --certificate-authority <str>  Path to a CA certificate file for the server.\n'
-                     '  --client-certificate <str>     Path to a client certificate file for TLS.\n'
-                     '  --client-key <str>             Path to a client key file for TLS.\n'
-                     "  --tls-server-name <str>        The server name to check the server's\n"
-                     '                                 certificate against (default: the host of the\n'
-                     "                                 server's address).\n"
-                     '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
-                     '                                 1m; default 30s).\n'
-                     '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
-                     "                                 context's, else default).\n"
-                     '  -A, --all-namespaces           Every namespace.\n'
-                     '  -l, --selector <str>           Label selector (e.g. key=value,other!=x).\n'
-                     '  --field-selector <str>         Field selector, where the server supports it\n'
-                     '                                 (e.g. metadata.name=x).\n'
-                     '  -h, --help                     Show this message and exit.\n'
+                     "  --show-cluster                  Also ask the cluster: the API server's and\n"
+                     "                                  the operator's versions.\n"
+                     '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
+                     '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
+                     '                                  file=FILE, custom-columns=SPEC, custom-\n'
+                     '                                  columns-file=FILE.  [default: table]\n'
+                     '  --no-headers                    Print tables without their header row.\n'
+                     '  --allow-missing-template-keys / --no-allow-missing-template-keys\n'
+                     '                                  With -o jsonpath: a key the data lacks\n'
+                     '                                  prints nothing (else it is an error).\n'
+                     '                                  [default: allow-missing-template-keys]\n'
+                     '  --snapshot <str>                Read objects from snapshot files (a file or\n'
+                     '                                  directory of YAML/JSON) instead of a\n'
+                     '                                  cluster.  [env var: GPUCTL_SNAPSHOT]\n'
+                     '  --kubeconfig <str>              Path to the kubeconfig file (default\n'
+                     '                                  $KUBECONFIG or ~/.kube/config).\n'
+                     '  --context <str>                 The kubeconfig context to use (views,\n'
+                     '                                  partitions, queue and fragmentation take\n'
+                     '                                  several).\n'
+                     '  --cluster <str>                 The kubeconfig cluster to use.\n'
+                     '  --user <str>                    The kubeconfig user to use.\n'
+                     '  -s, --server <str>              The address of the API server.\n'
+                     '  --token <str>                   Bearer token for the API server.\n'
+                     '  --as <str>                      Username to impersonate for the operation.\n'
+                     '  --as-group <str>                Group to impersonate (repeat for several).\n'
+                     "  --insecure-skip-tls-verify      Do not check the server's certificate (its\n"
+                     '                                  name and issuer): the connection is not\n'
+                     '                                  secure.\n'
+                     '  --certificate-authority <str>   Path to a CA certificate file for the\n'
+                     '                                  server.\n'
+                     '  --client-certificate <str>      Path to a client certificate file for TLS.\n'
+                     '  --client-key <str>              Path to a client key file for TLS.\n'
+                     "  --tls-server-name <str>         The server name to check the server's\n"
+                     '                                  certificate against (default: the host of\n'
+                     "                                  the server's address).\n"
+                     '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
+                     '                                  1m; default 30s).\n'
+                     '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
+                     "                                  context's, else default).\n"
+                     '  -A, --all-namespaces            Every namespace.\n'
+                     '  -l, --selector <str>            Label selector (e.g. key=value,other!=x).\n'
+                     '  --field-selector <str>          Field selector, where the server supports it\n'
+                     '                                  (e.g. metadata.name=x).\n'
+                     '  -h, --help                      Show this message and exit.\n'
                      '\n'
                      '  Examples:\n'
                      '    gpuctl version\n'
-                     '    gpuctl version --show-cluster\n',
+                     '    gpuctl version --show-cluster\n'
+                     '    gpuctl version --show-cluster -o json\n',
           'views': 'Usage: {prog} views [OPTIONS] [names]...\n'
                    '\n'
                    '  Show what each pool can still give: EX/SH/SL/PT as onceMaxRequest/remaining,\n'
@@ -7674,6 +7686,31 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                    'multiple': False,
                                    'names': ['--show-cluster'],
                                    'param': 'show_cluster',
+                                   'takes_value': False},
+                                  {'complete': ['table',
+                                                'wide',
+                                                'json',
+                                                'yaml',
+                                                'name',
+                                                'csv',
+                                                'jsonpath=',
+                                                'custom-columns='],
+                                   'eager': False,
+                                   'multiple': False,
+                                   'names': ['--output', '-o'],
+                                   'param': 'output_format',
+                                   'takes_value': True},
+                                  {'complete': None,
+                                   'eager': False,
+                                   'multiple': False,
+                                   'names': ['--no-headers'],
+                                   'param': 'no_headers',
+                                   'takes_value': False},
+                                  {'complete': None,
+                                   'eager': False,
+                                   'multiple': False,
+                                   'names': ['--allow-missing-template-keys', '--no-allow-missing-template-keys'],
+                                   'param': 'allow_missing',
                                    'takes_value': False},
                                   {'complete': None,
                                    'eager': False,

@@ -11,7 +11,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuctl.core import naming
-from gpuctl.core.doctor.records import LeaseRecord, WebhookEntry, duration_text, operator_fix
+from gpuctl.core.doctor.records import (
+    DeploymentRecord,
+    LeaseRecord,
+    WebhookEntry,
+    duration_text,
+    operator_fix,
+    url_base,
+)
 from gpuctl.core.queueing import epoch_seconds
 
 
@@ -148,3 +155,58 @@ def operator_fix_hint(serving: OperatorServing | None) -> str:
     """Where to look when the operator does not serve."""
     namespace = serving.lease.namespace if serving is not None and serving.lease else naming.OPERATOR_NAMESPACE
     return operator_fix(namespace, serving.deployed if serving is not None else True)
+
+
+def whereabouts(
+    deployment: DeploymentRecord | None, lease: LeaseRecord | None, entries: Sequence[WebhookEntry], now: float
+) -> dict[str, object]:
+    """Where the operator runs and which version, found as ``doctor`` finds it: its Deployment, else its leader
+    Lease or its webhook configurations (an operator outside the cluster, its webhooks called by URL)."""
+    ours = [e for e in entries if e.ours]
+    urls = sorted({url_base(e.url) for e in ours if e.url})
+    services = sorted({f"{e.service[0]}/{e.service[1]}:{e.service[2]}" for e in ours if e.service is not None})
+    runs = "deployment" if deployment is not None else "process" if (lease is not None or urls) else "none"
+    serving = OperatorServing(tuple(entries), lease, now)
+    renewed = epoch_seconds(lease.renew_time) if lease is not None and lease.renew_time else None
+    out: dict[str, object] = {
+        "runs": runs,
+        "version": (deployment.version if deployment else "") or (lease.version if lease else "") or None,
+        "namespace": deployment.namespace if deployment else (lease.namespace if lease else None),
+        "webhooks": urls + services,
+    }
+    if deployment is not None:
+        out["deployment"] = {"name": deployment.name, "replicas": deployment.replicas, "ready": deployment.ready}
+    if lease is not None:
+        out["leader"] = {
+            "holder": lease.holder,
+            "renewedSecondsAgo": None if renewed is None else round(now - renewed, 1),
+            "current": serving.down_for() is None and renewed is not None,
+        }
+    return out
+
+
+def whereabouts_text(found: Mapping[str, object]) -> str:
+    """One line for ``version --show-cluster``."""
+    version = found.get("version") or "unknown version"
+    leader = found.get("leader")
+    lead = ""
+    if isinstance(leader, Mapping):
+        ago = leader.get("renewedSecondsAgo")
+        state = "" if leader.get("current") else ", lapsed: no replica serves"
+        lead = f"; leader {leader.get('holder') or '?'}, Lease renewed {ago} s ago{state}"
+    if found.get("runs") == "deployment":
+        d = found.get("deployment")
+        assert isinstance(d, Mapping)
+        return (
+            f"operator {version} (deployment {found.get('namespace')}/{d.get('name')}, {d.get('ready')}/"
+            f"{d.get('replicas')} ready{lead})"
+        )
+    if found.get("runs") == "process":
+        hooks = found.get("webhooks")
+        named = [str(h) for h in hooks] if isinstance(hooks, list) else []
+        at = f"webhooks called at {', '.join(named)}" if named else "no webhook registered"
+        return f"operator {version} (outside the cluster: {at}{lead})"
+    return (
+        f"operator: not found (no Deployment {naming.OPERATOR_NAMESPACE}/{naming.OPERATOR_NAME}, no leader Lease, no "
+        "webhook configuration of gpuctl's)"
+    )

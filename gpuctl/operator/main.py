@@ -155,7 +155,11 @@ def run(argv: list[str] | None = None) -> int:
         None if args.no_controllers else Controllers(cache, source, metrics, resync_seconds=args.resync, events=events)
     )
     elector = (
-        LeaderElector(source, args.namespace, annotations={naming.ANNOTATION_SERVING_PORT: str(args.port)})
+        LeaderElector(
+            source,
+            args.namespace,
+            annotations={naming.ANNOTATION_SERVING_PORT: str(args.port), naming.ANNOTATION_VERSION: __version__},
+        )
         if args.leader_elect and controllers
         else None
     )

@@ -539,3 +539,24 @@ def test_with_the_operator_stopped_doctor_names_the_webhook_not_the_api_server(
     assert any(f["check"] == "webhook-endpoint" for f in failing)
     assert not any("cannot reach the API server" in f["saw"] for f in findings)
     assert "Traceback" not in done.stderr and "_ssl.c" not in done.stdout + done.stderr
+
+
+def test_version_finds_the_operator_outside_the_cluster_as_doctor_does(deployed: Operator, control_plane: Any) -> None:
+    """No Deployment: the operator runs as a process, found by its leader Lease (which records its version) and the
+    webhook URL it is called at."""
+    from gpuctl import __version__
+
+    args = ["version", "--show-cluster", "--kubeconfig", str(control_plane.kubeconfig)]
+    wait_for(
+        "the leader Lease",
+        lambda: json.loads(CliRunner().invoke(app, [*args, "-o", "json"]).stdout)["operator"].get("leader"),
+        timeout=30,
+    )
+    data = json.loads(CliRunner().invoke(app, [*args, "-o", "json"]).stdout)
+    found = data["operator"]
+    assert data["clientVersion"]["gitVersion"] == __version__ and data["serverVersion"]["gitVersion"].startswith("v")
+    assert found["runs"] == "process" and found["version"] == __version__
+    assert found["webhooks"] == [deployed.url] and found["leader"]["current"] is True
+    text = CliRunner().invoke(app, args).stdout
+    assert f"operator {__version__} (outside the cluster: webhooks called at {deployed.url}" in text
+    assert "not installed" not in text and "not found" not in text

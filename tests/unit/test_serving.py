@@ -61,3 +61,19 @@ def test_a_current_lease_or_none_claims_nothing() -> None:
     assert unserved_review(OperatorServing(entries(), lease("2026-12-01T11:59:50Z"), NOW), "pods", QUEUED, "x") is None
     assert unserved_review(OperatorServing(entries(), None, NOW), "pods", QUEUED, "x") is None
     assert unserved_check(OperatorServing(entries(), None, NOW)) is None and unserved_check(None) is None
+
+
+def test_whereabouts_name_a_deployment_a_process_or_nothing() -> None:
+    from gpuctl.core.doctor.records import DeploymentRecord
+    from gpuctl.core.serving import whereabouts, whereabouts_text
+
+    current = lease("2026-12-01T11:59:55Z")
+    deployed = whereabouts(
+        DeploymentRecord(naming.OPERATOR_NAMESPACE, naming.OPERATOR_NAME, 2, 2, (), "0.9.0"), current, entries(), NOW
+    )
+    assert deployed["runs"] == "deployment" and deployed["version"] == "0.9.0"
+    assert whereabouts_text(deployed).startswith("operator 0.9.0 (deployment gpuctl-system/gpuctl-operator, 2/2 ready")
+    process = whereabouts(None, lease("2026-12-01T11:58:00Z"), entries(), NOW)
+    assert process["runs"] == "process" and process["webhooks"] == ["https://127.0.0.1:9443"]
+    assert "lapsed: no replica serves" in whereabouts_text(process)
+    assert whereabouts_text(whereabouts(None, None, (), NOW)).startswith("operator: not found")

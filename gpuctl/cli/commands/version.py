@@ -1,11 +1,13 @@
 """``gpuctl version``: the client's version, and with ``--show-cluster`` the API server's and the operator's."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from gpuctl import __version__
-from gpuctl.cli.registry import SourceFlags, command
+from gpuctl.cli import render
+from gpuctl.cli.registry import OutputFlags, SourceFlags, command
+from gpuctl.cli.render import OutputSpec
 from gpuctl.cli.source import SourceSpec
 
 
@@ -14,9 +16,11 @@ from gpuctl.cli.source import SourceSpec
     summary="Print the version.",
     examples="""
   gpuctl version
-  gpuctl version --show-cluster""",
+  gpuctl version --show-cluster
+  gpuctl version --show-cluster -o json""",
     listed=0,
     source=SourceFlags(),
+    output=OutputFlags(sort=False),
 )
 def version_command(
     show_cluster: Annotated[
@@ -25,22 +29,48 @@ def version_command(
     ] = False,
     *,
     source: SourceSpec,
+    output: OutputSpec,
 ) -> None:
-    """Print the client version (with --show-cluster, the API server's and the operator's too)."""
-    typer.echo(f"gpuctl {__version__}")
+    """Print the client version (with --show-cluster, the API server's and the operator's too: its Deployment, or
+    an operator outside the cluster found by its leader Lease and webhook configurations, as doctor finds it)."""
+    info: dict[str, Any] = {"clientVersion": {"gitVersion": __version__}}
+    lines = [f"gpuctl {__version__}"]
     if show_cluster:
-        print_cluster_versions(source)
+        cluster = cluster_versions(source)
+        info |= cluster
+        from gpuctl.core.serving import whereabouts_text
+
+        lines += [f"server {cluster['serverVersion']['gitVersion']}", whereabouts_text(cluster["operator"])]
+    render.emit_object(info, output, lambda: "\n".join(lines) + "\n")
 
 
-def print_cluster_versions(spec: SourceSpec) -> None:
-    from gpuctl.cluster.kinds import DEPLOYMENT
+def cluster_versions(spec: SourceSpec) -> dict[str, Any]:
+    """The API server's version and where the operator runs, which version."""
+    import time
+
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.core.doctor.records import parse_deployment, parse_lease, parse_webhook_configuration
     from gpuctl.core.naming import OPERATOR_NAME, OPERATOR_NAMESPACE
+    from gpuctl.core.serving import whereabouts
 
     source = spec.live()
-    typer.echo(f"server {source.server_version()}")
-    deployment = source.get(DEPLOYMENT, OPERATOR_NAME, OPERATOR_NAMESPACE)
-    if deployment is None:
-        typer.echo(f"operator: not installed (no deployment {OPERATOR_NAMESPACE}/{OPERATOR_NAME})")
-        return
-    labels = (deployment.get("metadata") or {}).get("labels") or {}
-    typer.echo(f"operator {labels.get('app.kubernetes.io/version', 'unknown')}")
+    server = source.server_version()
+
+    def readable(read: Any, default: Any) -> Any:
+        try:
+            return read()
+        except SourceError:  # a role that may not read it: what else is read still tells
+            return default
+
+    deployment = readable(lambda: source.get(kinds.DEPLOYMENT, OPERATOR_NAME, OPERATOR_NAMESPACE), None)
+    lease = readable(lambda: source.get(kinds.LEASE, OPERATOR_NAME, OPERATOR_NAMESPACE), None)
+    configs = readable(lambda: [*source.list(kinds.MUTATING_WEBHOOKS), *source.list(kinds.VALIDATING_WEBHOOKS)], [])
+    entries = [e for c in configs for e in parse_webhook_configuration(c)]
+    found = whereabouts(
+        parse_deployment(deployment) if deployment else None,
+        parse_lease(lease) if lease else None,
+        entries,
+        time.time(),
+    )
+    return {"serverVersion": {"gitVersion": server}, "operator": found}

@@ -290,6 +290,8 @@ class LeaseRecord:
     duration_seconds: int
     serving_port: int | None = None
     """The HTTPS port its holder serves the webhooks on (its annotation), when it says."""
+    version: str = ""
+    """The gpuctl version its holder runs (its annotation), when it says."""
 
 
 def parse_lease(obj: Mapping[str, object]) -> LeaseRecord:
@@ -303,6 +305,7 @@ def parse_lease(obj: Mapping[str, object]) -> LeaseRecord:
         str(spec.get("acquireTime") or ""),
         duration if isinstance(duration, int) and not isinstance(duration, bool) else 15,
         _port(field_map(meta, "annotations").get(naming.ANNOTATION_SERVING_PORT)),
+        str(field_map(meta, "annotations").get(naming.ANNOTATION_VERSION) or ""),
     )
 
 
@@ -319,6 +322,8 @@ class DeploymentRecord:
     ready: int
     args: tuple[str, ...]
     """The first container's arguments."""
+    version: str = ""
+    """Its ``app.kubernetes.io/version`` label."""
 
 
 def parse_deployment(obj: Mapping[str, object]) -> DeploymentRecord:
@@ -333,6 +338,7 @@ def parse_deployment(obj: Mapping[str, object]) -> DeploymentRecord:
         replicas if isinstance(replicas, int) else 1,
         ready if isinstance(ready, int) else 0,
         tuple(str(a) for a in args),
+        str(field_map(meta, "labels").get("app.kubernetes.io/version") or ""),
     )
 
 
