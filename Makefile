@@ -30,9 +30,18 @@ venv: $(STAMP)
 help:
 	@sed -n 's/^## \([a-z-]*\): /\1\t/p' $(MAKEFILE_LIST) | awk -F '\t' '{ printf "  %-12s %s\n", $$1, $$2 }'
 
-## demo: install into a local virtual environment and show the views of the bundled example snapshot
-demo: $(STAMP)
-	@$(BIN)/gpuctl views --snapshot examples/snapshot
+DEMO_VENV ?= .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+
+$(DEMO_STAMP): pyproject.toml
+	@$(PYTHON) -m venv $(DEMO_VENV)
+	@# gpuctl and what it runs, nothing else: no test or lint tools.
+	@$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check .
+	@touch $(DEMO_STAMP)
+
+## demo: install gpuctl alone (its runtime dependencies) into .venv-demo and show the views of the example snapshot
+demo: $(DEMO_STAMP)
+	@$(DEMO_VENV)/bin/gpuctl views --snapshot examples/snapshot
 
 ## lint: ruff on every Python package here, mypy --strict on gpuctl/
 lint: $(STAMP)
@@ -106,4 +115,4 @@ bench-scale: $(STAMP) testbin
 
 ## clean: remove the virtual environment and what the builds and the tools wrote
 clean:
-	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DEMO_VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -7,9 +7,11 @@ of the libraries the CLI imports (typer, rich, the kubernetes client, PyYAML wit
 they need), resolved by pip for the oldest Python gpuctl supports (:data:`MIN_PYTHON`), so one archive runs on every
 supported version, on Linux and macOS alike. Below that version the launcher refuses in one line.
 
-No bytecode is shipped: a zip of one version's bytecode is recompiled from source on every run of every other
-version. The plugin's sources are plain files instead, so each Python compiles them once, on its first run, into the
-install directory (or, where that is not writable, the user's cache) and every later run starts from bytecode.
+The plugin's sources are plain files, beside the bytecode of the Python that builds it (``__pycache__``, hash-checked
+against nothing: the archive's sources never change, and unpacking sets no times to compare), so that version starts
+from bytecode even where ``PYTHONDONTWRITEBYTECODE`` forbids writing any, as it does in many images. Every other
+version finds no bytecode of its own tag and compiles the sources once, on its first run, into the install directory
+(or, where that is not writable, the user's cache) — every run, where it may not write bytecode.
 
 The archive ``gpuctl-v<version>.tar.gz`` holds the launcher and the completion shim ``kubectl_complete-gpuctl`` (krew
 puts both on PATH), ``lib/`` and the README; it is byte-for-byte reproducible (sorted entries, fixed times and
@@ -169,6 +171,35 @@ def check_plugin(plugin_dir: Path) -> None:
         shutil.rmtree(cache)
 
 
+def compile_plugin(plugin_dir: Path) -> None:
+    """The building Python's bytecode of every module in ``lib/``, invalidated by nothing (``unchecked-hash``: no
+    source times to compare once unpacked) and reproducible (no times in it)."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-m",
+            "compileall",
+            "-q",
+            "-j",
+            "1",
+            "--invalidation-mode",
+            "unchecked-hash",
+            # Names relative to lib/, not this build's directory (the import system puts the real path back).
+            "-s",
+            str(plugin_dir),
+            str(plugin_dir / "lib"),
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SOURCE_DATE_EPOCH": str(EPOCH)},
+        timeout=600,
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"dist: compiling the plugin failed: {(result.stdout + result.stderr).strip()[-2000:]}")
+
+
 EXECUTABLE = ("kubectl-gpuctl", "kubectl_complete-gpuctl")
 
 
@@ -218,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         plugin = Path(tmp) / "plugin"
         build_plugin(plugin)
         check_plugin(plugin)
+        compile_plugin(plugin)
         archive = Path(tmp) / name
         build_archive(plugin, archive)
         sha256 = hashlib.sha256(archive.read_bytes()).hexdigest()

@@ -1,5 +1,6 @@
-"""`make demo` on a fresh clone: a virtual environment, gpuctl installed into it, and then the views table of the
-example snapshot — and nothing else on either stream (no build warning, no command echoed)."""
+"""`make demo` on a fresh clone: a virtual environment with gpuctl and its runtime dependencies alone (no test or lint
+tool), and then the views table of the example snapshot — and nothing else on either stream (no build warning, no
+command echoed)."""
 
 from __future__ import annotations
 
@@ -26,15 +27,25 @@ def test_make_demo_on_a_fresh_clone_prints_the_views_table_alone(tmp_path: Path)
     assert demo.returncode == 0, demo.stderr
     assert demo.stderr == ""
     assert demo.stdout == run("views", "--snapshot", SNAPSHOT)[1]
+    venv = clone / ".venv-demo"
+    installed = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout.lower()
+    assert "gpuctl==" in installed and "typer==" in installed and "kubernetes==" in installed
+    for tool in ("pytest", "ruff", "mypy", "hypothesis"):
+        assert f"{tool}==" not in installed, tool
     # `man gpuctl` finds its pages once the environment's bin is on PATH (man derives its path from PATH).
-    pages = clone / ".venv" / "share" / "man" / "man1"
+    pages = venv / "share" / "man" / "man1"
     assert (pages / "gpuctl.1").is_file() and (pages / "gpuctl-views.1").is_file()
     if shutil.which("man"):
         found = subprocess.run(
             ["man", "-w", "gpuctl-views"],
             capture_output=True,
             text=True,
-            env={"PATH": f"{clone / '.venv' / 'bin'}:/usr/bin:/bin"},
+            env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin"},
             timeout=60,
         )
         assert found.stdout.strip() == str(pages / "gpuctl-views.1"), found.stderr

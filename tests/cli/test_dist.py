@@ -45,8 +45,11 @@ def test_the_krew_archive_is_self_contained_reproducible_and_named_by_its_manife
         assert {f["from"] for f in platform["files"]} == top and platform["bin"] == "kubectl-gpuctl"
         assert {m.name for m in tar.getmembers() if m.mode & 0o111} == {"kubectl-gpuctl", "kubectl_complete-gpuctl"}
         assert all(m.isfile() and m.uid == 0 and m.mtime == 315532800 for m in tar.getmembers())
-        # Sources only, bytecode for no version: each Python compiles them once, where they are installed.
-        assert not [n for n in names if n.endswith((".pyc", ".so", ".pyd")) or "__pycache__" in n or ".." in n]
+        # Sources, and the building Python's bytecode beside them (no other version's, no compiled extension).
+        tag = sys.implementation.cache_tag
+        assert not [n for n in names if n.endswith((".so", ".pyd")) or ".." in n]
+        assert {n.rsplit(".", 2)[-2] for n in names if n.endswith(".pyc")} == {tag}
+        assert f"lib/gpuctl/cli/__pycache__/startup.{tag}.pyc" in names
         assert "lib/gpuctl/cli/startup.py" in names and "lib/typer/__init__.py" in names
         tar.extractall(tmp_path / "krew", filter="data")
     # Built again: the same bytes.
@@ -68,6 +71,32 @@ def test_the_krew_archive_is_self_contained_reproducible_and_named_by_its_manife
         [*python, str(bin_dir / "kubectl-gpuctl"), "drain", "-h"], capture_output=True, text=True, env=env, timeout=120
     )
     assert "Usage: kubectl gpuctl drain" in usage.stdout, usage.stdout
+    # Where no bytecode may be written (PYTHONDONTWRITEBYTECODE, as many images set it), the building Python compiles
+    # none of the plugin's modules: it reads the shipped bytecode. Every compilation from source is counted.
+    counting = (
+        "import importlib.machinery as m, sys, runpy\n"
+        "compiled = []\n"
+        "real = m.SourceFileLoader.source_to_code\n"
+        "def count(self, data, path, *a, **k):\n"
+        "    compiled.append(str(path))\n"
+        "    return real(self, data, path, *a, **k)\n"
+        "m.SourceFileLoader.source_to_code = count\n"
+        f"sys.argv = [{str(bin_dir / 'kubectl-gpuctl')!r}, 'views', '--snapshot', {SNAPSHOT!r}]\n"
+        "try:\n"
+        f"    runpy.run_path({str(bin_dir / 'kubectl-gpuctl')!r}, run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"sys.stderr.write('COMPILED ' + repr([p for p in compiled if p.startswith({str(bin_dir / 'lib')!r})]))\n"
+    )
+    frozen = subprocess.run(
+        [*python, "-c", counting],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
+        timeout=120,
+    )
+    assert "gpustack--nvidia-a10g-linux-amd64" in frozen.stdout, frozen.stderr
+    assert frozen.stderr.strip().endswith("COMPILED []"), frozen.stderr[-2000:]
     # The shim asks the plugin beside it; the plugin's shebang finds python3 on PATH (the base interpreter, not this
     # environment's).
     interpreter = tmp_path / "python"
