@@ -289,13 +289,17 @@ def test_each_injected_fault_fails_with_a_fix_that_makes_it_pass(
                         },
                     )
 
-    # 6. A stale InstanceType status, while the operator (which would rewrite it) is down: the fix writes the views
-    #    of the ledger.
+    # 6. A stale InstanceType status, while the operator (which owns and would rewrite it) is down: once its Lease
+    #    lapses, the fix writes the views of the ledger (while it leads, the fix is its writer's log, not a patch).
     with paused(deployed):
         objs.patch_cluster_custom_object_status(
             WORKER, WV, "instancetypes", pool.name, {"status": {"accelerator": {"remaining": 99}}}
         )
-        [bad] = doctor.failing("pool-status", pool.name, "--no-probe")
+        [bad] = wait_for(
+            "the Lease to lapse and the fix to write the views",
+            lambda: [f for f in doctor.failing("pool-status", pool.name, "--no-probe") if "kubectl patch" in f["fix"]],
+            timeout=60,
+        )
         doctor.apply(bad["fix"])
         assert not doctor.failing("pool-status", pool.name, "--no-probe")
 

@@ -45,7 +45,7 @@ def healthy_pool() -> list[dict[str, Any]]:
     return objects
 
 
-def run_pools(objects: list[dict[str, Any]]) -> list[doctor.Finding]:
+def run_pools(objects: list[dict[str, Any]], operator_leads: bool = False) -> list[doctor.Finding]:
     cluster = MemoryCluster(objects)
     return doctor.pools(
         {t.name: t for t in read.instancetypes(cluster)},
@@ -53,6 +53,7 @@ def run_pools(objects: list[dict[str, Any]]) -> list[doctor.Finding]:
         [parse_local_queue(o) for o in cluster.list(kinds.LOCALQUEUE)],
         read.devices(cluster),
         {n.name: n for n in read.nodes(cluster)},
+        operator_leads=operator_leads,
     )
 
 
@@ -68,6 +69,11 @@ def test_a_healthy_pool_has_no_finding_and_each_break_is_named() -> None:
                 o["metadata"]["labels"][k] = "0"
     found = run_pools(stale)
     assert statuses(found, "pool-status") == [doctor.FAIL] and "accelerator" in found[1].saw
+    # The status is the operator's: while a replica leads, the fix is to look at its writer, not to patch it.
+    assert found[1].fix.startswith("kubectl patch instancetype") and "no replica leads now" in found[1].why
+    [leading] = [f for f in run_pools(stale, operator_leads=True) if f.check == "pool-status"]
+    assert "patch" not in leading.fix and leading.fix.startswith("kubectl -n gpuctl-system logs")
+    assert "a patch would be overwritten" in leading.why
     assert statuses(found, "pool-entrance") == [doctor.FAIL]
     assert statuses(found, "fit-labels") == [doctor.WARN]
     no_queues = [o for o in healthy_pool() if o["kind"] not in ("LocalQueue",)]

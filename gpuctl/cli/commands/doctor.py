@@ -118,6 +118,7 @@ def doctor_command(
                 [parse_local_queue(o) for o in opened.list(kinds.LOCALQUEUE)],
                 ledgers.served,
                 nodes,
+                operator_leads=_operator_leads(opened),
             ),
             *doctor.orphaned_devices(ledgers.orphaned),
             *doctor.stuck(read.workloads(opened), pods, now, retry_minutes),
@@ -282,6 +283,14 @@ def _operator(opened: Any, entries: list[Any], namespace: str, now: float) -> li
         now,
         entries,
     )
+
+
+def _operator_leads(opened: Any) -> bool:
+    """Whether the operator's leader Lease is current (a replica leads and writes the statuses it owns)."""
+    from gpuctl.cluster import read
+
+    serving = read.operator_serving(opened)
+    return serving is not None and serving.lease is not None and serving.down_for() is None
 
 
 def _operator_deployed(opened: Any, namespace: str) -> bool:

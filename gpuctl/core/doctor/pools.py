@@ -64,9 +64,11 @@ def pools(
     local_queues: Iterable[LocalQueue],
     devices: Sequence[NodeDevices],
     nodes: Mapping[str, Node],
+    operator_leads: bool = False,
 ) -> list[Finding]:
     """Each pool has its entrance label, its ClusterQueue and LocalQueue, a published status equal to the views of
-    its ledger, a Devices object for every node, and fresh fit labels."""
+    its ledger, a Devices object for every node, and fresh fit labels. ``operator_leads``: the operator's leader
+    Lease is current, so a stale status is its status writer's to rewrite (not a patch's)."""
     out = []
     entrances = {(q.name, q.cluster_queue) for q in local_queues}
     for name, it in sorted(instancetypes.items()):
@@ -111,11 +113,21 @@ def pools(
                     FAIL,
                     f"InstanceType {name} publishes views that differ from its ledger (onceMaxRequest/remaining/"
                     f"capacity): {', '.join(stale) or 'none published'}",
-                    "InstanceType.status carries the four views computed from the Devices ledger (the fix writes "
-                    "them); a stale one misleads the gateway and the Instance webhook, and the operator's status "
-                    "writer keeps them current only while it runs and leads",
-                    f"kubectl patch instancetype {name} --subresource status --type merge -p "
-                    + shell_word({"status": computed}),
+                    "InstanceType.status carries the four views computed from the Devices ledger; a stale one "
+                    "misleads the gateway and the Instance webhook. The operator's status writer owns it and "
+                    "rewrites it while it runs and leads"
+                    + (
+                        ": it leads now, so it is behind or failing (a patch would be overwritten)"
+                        if operator_leads
+                        else "; no replica leads now, so the fix writes the views until one does"
+                    ),
+                    (
+                        f"kubectl -n {naming.OPERATOR_NAMESPACE} logs -l app.kubernetes.io/name={naming.OPERATOR_NAME} "
+                        f"--tail=50 | grep -i {shell_word(name)}"
+                        if operator_leads
+                        else f"kubectl patch instancetype {name} --subresource status --type merge -p "
+                        + shell_word({"status": computed})
+                    ),
                 )
             )
         pool = it.pool_labels()
