@@ -92,6 +92,11 @@ class Holding:
     reserved_workloads: int = 0
     reserved_pods: int = 0
     pods: int = 0
+    node: str = ""
+    pod: str = ""
+    """The Pod whose grants these are ("" for a sum, the unattributed rest, or a reservation)."""
+    per_card: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    """One Pod's units per (card id, partition profile, mode): what ``gpuctl_card_holder`` exports."""
 
     @property
     def equivalents(self) -> dict[str, Fraction]:
@@ -134,23 +139,30 @@ def partition_units(card: Card | None, group: Group | None, profile: str) -> tup
 
 
 def charge_grant(h: Holding, grant: CardAllocation, card: Card | None, group: Group | None) -> None:
-    """Add one card grant of a Pod's allocation record to a holding."""
+    """Add one card grant of a Pod's allocation record to a holding (and, for a Pod's own, to its card's row)."""
+    profile = ""
     if grant.mode == Mode.EXCLUSIVE:
         h.cards += 1
-        _charge(h, "exclusive", M)
+        mode, units = "exclusive", M
     elif grant.mode == Mode.SHARED:
-        units = max(grant.allocated, 0)
-        h.shares += units // SHARE
-        _charge(h, "shared", min(units, M))
+        allocated = max(grant.allocated, 0)
+        h.shares += allocated // SHARE
+        mode, units = "shared", min(allocated, M)
     elif grant.mode == Mode.SLICED:
-        units = max(grant.allocated, 0)
+        allocated = max(grant.allocated, 0)
         h.slices += 1
-        h.slice_units += units
-        _charge(h, "sliced", min(units, M))
+        h.slice_units += allocated
+        mode, units = "sliced", min(allocated, M)
     elif grant.mode == Mode.PARTITIONED:
-        name, units = partition_units(card, group, grant.profile)
-        h.partitions[name] = h.partitions.get(name, 0) + 1
-        _charge(h, "partitioned", units)
+        profile, units = partition_units(card, group, grant.profile)
+        h.partitions[profile] = h.partitions.get(profile, 0) + 1
+        mode = "partitioned"
+    else:
+        return
+    _charge(h, mode, units)
+    if h.pod:
+        key = (grant.card_id, profile, mode)
+        h.per_card[key] = h.per_card.get(key, 0) + units
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +224,7 @@ def _pod_holdings(
             if found is None:
                 continue
             claimed.setdefault((found.group.accelerator_key, grant.card_id), []).append(grant)
-            h = mine.setdefault(found.pool, Holding(found.pool, owner, pods=1))
+            h = mine.setdefault(found.pool, Holding(found.pool, owner, pods=1, node=pod.node_name, pod=pod.name))
             charge_grant(h, grant, found.cards.get(grant.card_id), found.group)
         return list(mine.values())
     if pod.node_name and not pod.finished and owner.cluster_queue in cpu_pools:
@@ -463,3 +475,59 @@ def usage_gauges(
         {k: equivalents(Fraction(v, M)) for k, v in held.items()},
         {k: equivalents(v) for k, v in reserved.items()},
     )
+
+
+HOLDER_LABELS = (
+    "node",
+    "UUID",
+    "GPU_I_PROFILE",
+    "GPU_I_ID",
+    "namespace",
+    "pod",
+    "workload",
+    "localqueue",
+    "clusterqueue",
+    "instancetype",
+    "mode",
+)
+"""The labels of ``gpuctl_card_holder``: upper-case ones are the DCGM exporter's names, so the two join by them."""
+RESERVED_LABELS = ("namespace", "workload", "localqueue", "clusterqueue", "instancetype")
+
+
+def holder_rows(items: Iterable[Holding]) -> list[tuple[tuple[str, ...], float]]:
+    """Per Pod and card it holds part of: the labels of :data:`HOLDER_LABELS` and its card-equivalents there. A
+    partition's GPU instance id is not in the allocation record: ``GPU_I_ID`` is empty, and the join with the
+    exporter's series is by card and profile."""
+    rows: list[tuple[tuple[str, ...], float]] = []
+    for h in items:
+        if not h.pod:
+            continue
+        o = h.owner
+        for (card, profile, mode), units in sorted(h.per_card.items()):
+            labels = (
+                h.node,
+                card,
+                profile,
+                "",
+                o.namespace,
+                h.pod,
+                o.workload,
+                o.local_queue,
+                o.cluster_queue,
+                h.pool,
+                mode,
+            )
+            rows.append((labels, equivalents(Fraction(units, M))))
+    return rows
+
+
+def reserved_rows(items: Iterable[Holding]) -> list[tuple[tuple[str, ...], float]]:
+    """Per admitted Workload whose Pods hold no card yet: the labels of :data:`RESERVED_LABELS` and what it
+    reserves, in card-equivalents."""
+    out: dict[tuple[str, ...], Fraction] = {}
+    for h in items:
+        if h.reserved and not h.pod:
+            o = h.owner
+            key = (o.namespace, o.workload, o.local_queue, o.cluster_queue, h.pool)
+            out[key] = out.get(key, ZERO) + h.reserved
+    return [(k, equivalents(v)) for k, v in sorted(out.items())]

@@ -22,6 +22,7 @@ from gpuctl.core.explain import held_at
 from gpuctl.core.fragmentation import Shape, ViewFragmentation, demand_shapes
 from gpuctl.core.pods import Pod
 from gpuctl.core.queueing import epoch_seconds, pending_order, queue_timestamp
+from gpuctl.core.usage import HOLDER_LABELS, RESERVED_LABELS
 from gpuctl.core.workloads import Workload
 from gpuctl.operator.workqueue import WorkQueue
 
@@ -184,7 +185,10 @@ def pool_gauges(pools: Pools) -> Iterator[Any]:
 
 
 def usage_families(
-    held: Mapping[tuple[str, str, str], float], reserved: Mapping[tuple[str, str], float]
+    held: Mapping[tuple[str, str, str], float],
+    reserved: Mapping[tuple[str, str], float],
+    holders: Sequence[tuple[tuple[str, ...], float]] = (),
+    reserved_by_workload: Sequence[tuple[tuple[str, ...], float]] = (),
 ) -> Iterator[Any]:
     """Who holds what, in card-equivalents by the credits fold (:func:`gpuctl.core.usage.usage_gauges`)."""
     yield gauge_family(
@@ -199,6 +203,19 @@ def usage_families(
         "Card-equivalents reserved by admitted Workloads whose Pods hold no allocation yet (held but idle).",
         ["namespace", "instancetype"],
         (([ns, pool], v) for (ns, pool), v in sorted(reserved.items())),
+    )
+    yield gauge_family(
+        "gpuctl_card_holder",
+        "Card-equivalents a Pod holds on one card, by the credits fold; UUID is the card's id as the ledger records "
+        "it and GPU_I_PROFILE a partition's profile (the DCGM exporter's label names: join by them).",
+        list(HOLDER_LABELS),
+        ((list(labels), v) for labels, v in holders),
+    )
+    yield gauge_family(
+        "gpuctl_workload_reserved_card_equivalents",
+        "Card-equivalents an admitted Workload reserves whose Pods hold no card yet.",
+        list(RESERVED_LABELS),
+        ((list(labels), v) for labels, v in reserved_by_workload),
     )
 
 

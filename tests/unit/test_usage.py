@@ -335,3 +335,36 @@ def test_a_memo_gives_what_a_fresh_computation_gives_after_any_change(holds: lis
         after[kind] = kept
     assert usage_gauges(_held(after, memo)) == usage_gauges(_held(after))
     assert summarise(_held(after, memo), By.WORKLOAD) == summarise(_held(after), By.WORKLOAD)
+
+
+def raw_holdings(objects: list[JSON]) -> list[Any]:
+    kinds: dict[str, list[JSON]] = {}
+    for o in objects:
+        kinds.setdefault(o["kind"], []).append(o)
+    return holdings(
+        [parse_instancetype(o) for o in kinds.get("InstanceType", [])],
+        [parse_devices(o) for o in kinds.get("Devices", [])],
+        [parse_pod(o) for o in kinds.get("Pod", [])],
+        [parse_workload(o) for o in kinds.get("Workload", [])],
+        [parse_local_queue(o) for o in kinds.get("LocalQueue", [])],
+    )
+
+
+def test_card_holders_are_one_row_per_pod_and_card_by_the_fold() -> None:
+    """What gpuctl_card_holder exports: a whole card is 1; two slices of one card are each their share; a 3g.40gb on
+    an 80 GiB H100 its VRAM's fold; the row names the card (UUID) and the profile for the DCGM join."""
+    from gpuctl.core.usage import HOLDER_LABELS, holder_rows
+
+    state = State().node("n1", 2).hold("w1", "n1", whole(0)).hold("w2", "n1", slice_of(1, 30))
+    state.hold("w3", "n1", slice_of(1, 25)).node("h1", 1, H100).hold("w4", "h1", partition(0, "3g.40gb", 0))
+    got = {
+        dict(zip(HOLDER_LABELS, labels, strict=True))["workload"]: (dict(zip(HOLDER_LABELS, labels, strict=True)), v)
+        for labels, v in holder_rows(raw_holdings(state.objects()))
+    }
+    w1, v1 = got["w1"]
+    assert (v1, w1["mode"], w1["node"], w1["namespace"], w1["GPU_I_PROFILE"]) == (1.0, "exclusive", "n1", NS, "")
+    assert (got["w2"][1], got["w3"][1]) == (0.3, 0.25) and got["w2"][0]["UUID"] == got["w3"][0]["UUID"]
+    w4, v4 = got["w4"]
+    fold = Fraction(H100_PROFILES["3g.40gb"][3] * M // H100_MIB, M)
+    assert (w4["mode"], w4["GPU_I_PROFILE"], v4) == ("partitioned", "3g.40gb", equivalents(fold))
+    assert w1["localqueue"] == A10G.entrance and w1["clusterqueue"] == A10G.pool == w1["instancetype"]

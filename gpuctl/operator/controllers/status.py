@@ -20,7 +20,7 @@ from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.lifecycle import instancetype_phase, phase_message
 from gpuctl.core.nodes import Node
 from gpuctl.core.queueing import cluster_queues_of, pending_order, pods_by_workload
-from gpuctl.core.usage import UsageMemo, holdings, usage_gauges
+from gpuctl.core.usage import UsageMemo, holder_rows, holdings, reserved_rows, usage_gauges
 from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, pool_devices, views_to_status
 from gpuctl.core.workloads import ClusterQueue
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache
@@ -32,7 +32,13 @@ FRAGMENTATION_TTL = 15.0
 """Seconds a pool's fragmentation metrics, the usage gauges and the queue gauges are reused for (Prometheus scrapes
 every 15 to 60 s); past it they are computed again only if the kinds they read changed."""
 
-UsageGauges = tuple[dict[tuple[str, str, str], float], dict[tuple[str, str], float]]
+UsageGauges = tuple[
+    dict[tuple[str, str, str], float],
+    dict[tuple[str, str], float],
+    list[tuple[tuple[str, ...], float]],
+    list[tuple[tuple[str, ...], float]],
+]
+"""Held per namespace, pool and mode; reserved per namespace and pool; per Pod and card; reserved per Workload."""
 T = TypeVar("T")
 
 FRAGMENTATION_READS = (kinds.INSTANCETYPE, kinds.DEVICES, kinds.NODE, kinds.WORKLOAD, kinds.LOCALQUEUE)
@@ -160,16 +166,15 @@ class StatusController(Controller):
             instancetypes = [c.record for c in self.cache.instancetypes().values()]
             devices = self.cache.all_devices()
             pods = list(self.cache.store(kinds.POD).values())
-        return usage_gauges(
-            holdings(
-                instancetypes,
-                devices,
-                pods,
-                self.cache.records(kinds.WORKLOAD),
-                self.cache.records(kinds.LOCALQUEUE),
-                self._usage_memo,
-            )
+        items = holdings(
+            instancetypes,
+            devices,
+            pods,
+            self.cache.records(kinds.WORKLOAD),
+            self.cache.records(kinds.LOCALQUEUE),
+            self._usage_memo,
         )
+        return (*usage_gauges(items), holder_rows(items), reserved_rows(items))
 
     def queues(self) -> QueueState:
         """Per ClusterQueue the pending count and head, and the Workloads held per gate: computed like the
