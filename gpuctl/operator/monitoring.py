@@ -115,6 +115,50 @@ def dashboard() -> dict[str, Any]:
             32,
         ),
         _panel(
+            11,
+            "Card-hours per namespace and mode, from the holders (range of the dashboard)",
+            [
+                (
+                    "sum by (namespace, mode) (sum_over_time(namespace_mode:gpuctl_card_holder:sum[$__range:1m])) / 60",
+                    "{{namespace}} {{mode}}",
+                )
+            ],
+            0,
+            40,
+        ),
+        _panel(
+            12,
+            "Card-hours per LocalQueue (range of the dashboard)",
+            [
+                (
+                    "sum by (namespace, localqueue) "
+                    "(sum_over_time(localqueue_mode:gpuctl_card_holder:sum[$__range:1m])) / 60",
+                    "{{namespace}}/{{localqueue}}",
+                )
+            ],
+            12,
+            40,
+        ),
+        _panel(
+            13,
+            "Idle card-hours per namespace (below 5 % for 30m+; range of the dashboard)",
+            [
+                (
+                    "sum by (namespace) (sum_over_time(namespace:gpuctl_card_holder_idle:sum[$__range:1m])) / 60",
+                    "{{namespace}}",
+                )
+            ],
+            0,
+            48,
+        ),
+        _panel(
+            14,
+            "Top idle holders now (card-equivalents)",
+            [("topk(10, pod:gpuctl_card_holder_idle:sum)", "{{namespace}}/{{pod}} on {{node}} {{UUID}}")],
+            12,
+            48,
+        ),
+        _panel(
             10,
             "Held but idle: cards reserved with nothing allocated",
             [
@@ -202,5 +246,32 @@ def alert_rules() -> dict[str, Any]:
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": {"name": "gpuctl", "labels": {"app.kubernetes.io/name": "gpuctl-operator"}},
-        "spec": {"groups": [{"name": "gpuctl", "rules": rules}]},
+        "spec": {
+            "groups": [{"name": "gpuctl", "rules": rules}, {"name": "gpuctl-card-hours", "rules": recording_rules()}]
+        },
     }
+
+
+def recording_rules() -> list[dict[str, Any]]:
+    """Per namespace and per LocalQueue, the card-equivalents held (by mode) and held idle now, sampled each minute:
+    their ``sum_over_time(...[30d:1m]) / 60`` are the card-hours of a month (docs/usage.md gives the exact
+    figures ``gpuctl usage --since`` computes)."""
+    from gpuctl.core.cardhours import JOIN, Window, busy
+
+    w = Window(until=0, seconds=60, step=60, idle_for=1800, idle_below=0.05)
+    on = ", ".join(JOIN)
+    idle_now = f"(sum_over_time(({busy(w)} < bool 0.05)[30m:1m]) >= bool 30)"
+    held = "gpuctl_card_holder"
+    return [
+        {"record": "namespace_mode:gpuctl_card_holder:sum", "expr": f"sum by (namespace, mode) ({held})"},
+        {"record": "localqueue_mode:gpuctl_card_holder:sum", "expr": f"sum by (namespace, localqueue, mode) ({held})"},
+        {
+            "record": "namespace:gpuctl_card_holder_idle:sum",
+            "expr": f"sum by (namespace) ({held} * on({on}) group_left() {idle_now})",
+        },
+        {
+            "record": "pod:gpuctl_card_holder_idle:sum",
+            "expr": f"sum by (namespace, pod, workload, localqueue, node, UUID, GPU_I_PROFILE) "
+            f"({held} * on({on}) group_left() {idle_now}) > 0",
+        },
+    ]
