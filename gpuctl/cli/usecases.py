@@ -114,7 +114,7 @@ def explained(source: "Source", namespace: str, name: str) -> "Explanation":
 
     with bulk_allocation():
         w = read.workload(source, namespace, name)
-        state = read.admission_state(source)
+        state = read.admission_state(source, probe_operator=True)  # gate 3 asks whether the check is served
         # A Concurrent Admission parent is explained as its family: the Variant standing for it.
         w = next((x for x in state.workloads if x.key == w.key), w)
         e = explain_workload(w, state.context_for(w))

@@ -67,9 +67,11 @@ class Poller(Generic[T]):
     def stale_for(self, now: float, started: float) -> float | None:
         """Seconds without an answer, where that is more than an interval past when one was due (None: fresh)."""
         with self.lock:
-            last = self.heard_at if self.heard_at is not None else started
+            heard = self.heard_at
             failing = bool(self.error)
-        silent = now - last
+        if heard is None:  # the first read: stale once it fails (a hung server fails at the request timeout)
+            return now - started if failing else None
+        silent = now - heard
         return silent if failing or silent > 2 * self.interval else None
 
     def status(self, now: float, started: float) -> str:

@@ -342,7 +342,7 @@ class AdmissionState:
         return found
 
 
-def admission_state(source: Source) -> AdmissionState:
+def admission_state(source: Source, probe_operator: bool = False) -> AdmissionState:
     """Read what explanations need: queues, pools, ledgers, Nodes, Workloads, and the Pods that are bound or owned.
 
     Gate 3's inputs come from :func:`gpuctl.core.fit.check_inputs`, the function the operator's check calls. Only a
@@ -370,7 +370,7 @@ def admission_state(source: Source) -> AdmissionState:
         ),
         quota=quota_book(queues, read_workloads),
         raw_tas=functools.cache(lambda: _kueue_of(source).tas_charges_raw_requests),
-        serving=operator_serving(source),
+        serving=operator_serving(source, probe=probe_operator),
     )
 
 
@@ -385,9 +385,14 @@ def priority_classes(source: Source) -> PriorityClasses:
     return parse_priority_classes(_served(source, kinds.WORKLOAD_PRIORITY_CLASS), _served(source, kinds.PRIORITY_CLASS))
 
 
-def operator_serving(source: Source) -> OperatorServing | None:
+ENDPOINT_PROBE_SECONDS = 2.0
+"""How long the operator's webhook endpoint may take to answer ``/readyz`` before it counts as not serving."""
+
+
+def operator_serving(source: Source, probe: bool = False) -> OperatorServing | None:
     """The operator's webhook configurations and leader Lease, read as doctor reads them, at the source's time (a
-    dump's own); None where they cannot be read (nothing is claimed then)."""
+    dump's own); with ``probe`` (live), whether its webhook endpoint answers. None where they cannot be read
+    (nothing is claimed then)."""
     import time
 
     from gpuctl.core.doctor.records import parse_lease, parse_webhook_configuration
@@ -399,9 +404,30 @@ def operator_serving(source: Source) -> OperatorServing | None:
     except SourceError:  # not allowed to read them, or not kept in a snapshot: say nothing of the operator
         return None
     entries = tuple(e for c in configs for e in parse_webhook_configuration(c))
+    endpoint = _endpoint_answers(source, entries) if probe and not getattr(source, "is_snapshot", False) else None
     return OperatorServing(
-        entries, parse_lease(lease) if lease else None, taken_at(source) or time.time(), deployment is not None
+        entries,
+        parse_lease(lease) if lease else None,
+        taken_at(source) or time.time(),
+        deployment is not None,
+        endpoint,
     )
+
+
+def _endpoint_answers(source: Source, entries: Sequence[Any]) -> str | None:
+    """ "" when one of the operator's webhook endpoints answers ``/readyz``, else why none does; None when there is
+    none to probe."""
+    from gpuctl.cluster.live import LiveSource
+    from gpuctl.cluster.probe import probe_endpoints
+
+    if not isinstance(source, LiveSource):
+        return None
+    probes = probe_endpoints(source, [e for e in entries if e.ours], ENDPOINT_PROBE_SECONDS)
+    if not probes:
+        return None
+    if any(not p.error for p in probes):
+        return ""
+    return "; ".join(f"{p.target}: {p.error}" for p in probes)
 
 
 def _served(source: Source, kind: Kind) -> list[dict[str, Any]]:
@@ -453,5 +479,5 @@ def simulation_state(
             pods_read=bool(all_pods) or not getattr(source, "is_snapshot", False),
         ),
         kueue=kueue if kueue is not None else kueue_version(source),
-        serving=operator_serving(source),
+        serving=operator_serving(source, probe=True),
     )

@@ -31,6 +31,19 @@ class OperatorServing:
     now: float
     deployed: bool = True
     """Whether a Deployment runs it in the cluster (else its webhooks are called by URL, a process outside)."""
+    endpoint: str | None = None
+    """What probing its webhook endpoint found: "" it answered, else why not; None not probed (a snapshot)."""
+
+    def down(self) -> str | None:
+        """Why no replica serves, or None while one does (or nothing says otherwise). Probed, the endpoint decides:
+        every replica serves the webhooks, leader or not, and an operator run without leader election keeps no
+        Lease. Not probed (a dump), a lapsed Lease does."""
+        if self.endpoint is not None:
+            if not self.endpoint:
+                return None
+            lapsed = f"; {self.why_down()}" if self.down_for() is not None else ""
+            return f"its webhook endpoint does not answer ({self.endpoint}){lapsed}"
+        return self.why_down() if self.down_for() is not None else None
 
     def down_for(self) -> float | None:
         """Seconds since the Lease lapsed (renewal plus duration), or None while it is current or unknown."""
@@ -109,12 +122,12 @@ def unserved_review(
     """None while the operator serves (or nothing is known); else what the API server does with ``what`` (e.g.
     "the Pod") on CREATE: refused when a webhook that would review it fails closed, let through unreviewed when the
     webhooks that would fail open."""
-    if serving is None or serving.down_for() is None:
+    why = serving.down() if serving is not None else None
+    if serving is None or why is None:
         return None
     called = reviewing(serving.entries, resource, "CREATE", labels)
     if not called:
         return None
-    why = serving.why_down()
     namespace = serving.lease.namespace if serving.lease else naming.OPERATOR_NAMESPACE
     hint = operator_fix(namespace, serving.deployed)
     closed = [e for e in called if e.failure_policy != "Ignore"]
@@ -143,11 +156,12 @@ def unserved_review(
 
 def unserved_check(serving: OperatorServing | None) -> str | None:
     """Why no verdict of the ``gpustack-node-devices`` check is being written, or None while the operator serves."""
-    if serving is None or serving.down_for() is None:
+    why = serving.down() if serving is not None else None
+    if why is None:
         return None
     return (
-        f"{serving.why_down()}: the {naming.NODE_DEVICES_CHECK} check writes no verdict, and Kueue keeps the "
-        "Workload at the check until it does"
+        f"the operator does not run: {why}; the {naming.NODE_DEVICES_CHECK} check writes no verdict, and Kueue keeps "
+        "the Workload at the check until it does"
     )
 
 

@@ -77,3 +77,16 @@ def test_whereabouts_name_a_deployment_a_process_or_nothing() -> None:
     assert process["runs"] == "process" and process["webhooks"] == ["https://127.0.0.1:9443"]
     assert "lapsed: no replica serves" in whereabouts_text(process)
     assert whereabouts_text(whereabouts(None, None, (), NOW)).startswith("operator: not found")
+
+
+def test_a_probed_endpoint_decides_over_the_lease() -> None:
+    """Every replica serves the webhooks, leader or not, and an operator run without leader election keeps no Lease:
+    an endpoint that answers is served whatever the Lease says, one that does not is down even with a current one."""
+    from dataclasses import replace
+
+    lapsed = OperatorServing(entries(), lease("2026-12-01T11:58:00Z"), NOW)
+    assert unserved_review(replace(lapsed, endpoint=""), "pods", QUEUED, "the Pod") is None
+    hung = replace(OperatorServing(entries(), lease("2026-12-01T11:59:59Z"), NOW), endpoint="no answer within 2 s")
+    got = unserved_review(hung, "pods", QUEUED, "the Pod")
+    assert got is not None and got.refused and any("does not answer (no answer within 2 s)" in e for e in got.evidence)
+    assert unserved_check(replace(lapsed, endpoint="")) is None
