@@ -233,30 +233,9 @@ class LiveSource:
         self._api()
         return f"cluster {self._server}"
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: list[tuple[str, str]] | None = None,
-        body: Any = None,
-        content_type: str | None = None,
-        kind: Kind | None = None,
-        name: str | None = None,
-        accept: str = "application/json",
-        read_timeout: float | None = None,
-    ) -> Any:
-        response = self._call(
-            method,
-            path,
-            query=query,
-            body=body,
-            content_type=content_type,
-            kind=kind,
-            name=name,
-            accept=accept,
-            read_timeout=read_timeout,
-        )
+    def _request(self, method: str, path: str, **options: Any) -> Any:
+        """One request (``_call``'s options: query, body, content_type, kind, name, accept, read_timeout), its JSON."""
+        response = self._call(method, path, **options)
         try:
             data = response.data
         except Exception as exc:  # noqa: BLE001 - a read that fails mid-body is an unreachable server
