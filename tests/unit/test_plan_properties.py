@@ -92,3 +92,36 @@ def test_every_step_replayed_admits_what_the_plan_claims_and_overcommits_no_card
     assert final == set(p.admitted_after)
     assert set(p.admitted_before) <= final  # a plan never takes what is admitted already
     assert {k for k, _ in p.still_held} == {f"{NS}/d{i}" for i in range(len(demand))} - final
+
+
+def test_a_plan_gives_back_what_an_earlier_step_set_aside() -> None:
+    """Carving two whole cards of h0 admits three partitions but sets aside d0 (two whole cards), which switching
+    h1's partitioned card to whole gives back: a step counts when it admits more, or gives back what is admitted as
+    things are, so the plan ends admitting all that was admitted before it."""
+    state = State()
+    state.node("h0", 4, H100, partitioned=[])
+    state.node("h1", 3, H100, partitioned=[0])
+    for name, node, card in (("held0", "h0", 0), ("held2", "h0", 2), ("held5", "h1", 1)):
+        state.hold(name, node, [Hold(card, MODE_SLICED, percent=10)])
+    mig = f"{GPU}.partitioned"
+    for i, limits in enumerate(
+        (
+            {GPU: "2"},
+            {mig: "1", f"{mig}.mig-1g.10gb": "1"},
+            {GPU: "2"},
+            {mig: "1", f"{mig}.mig-1g.10gb": "1"},
+            {mig: "1", f"{mig}.mig-3g.40gb": "1"},
+            {mig: "1", f"{mig}.mig-7g.80gb": "1"},
+        )
+    ):
+        state.wait(f"d{i}", limits, model=H100, created=f"2026-12-01T00:{i:02d}:00Z", priority=1 if i == 5 else 0)
+    state.nominal[H100.pool] = 64
+    base = Simulator(read.simulation_state(MemoryCluster(state.objects())))
+    sim = base.copy()
+    p = plan.plan_partitions(sim, sim.state.instancetypes[H100.pool], plan.demand_of(sim, H100.pool))
+    assert set(p.admitted_before) == {f"{NS}/d0", f"{NS}/d5"}
+    steps = [s.to_dict() for s in p.steps]
+    assert [(s["node"], s["to"]) for s in steps] == [("h0", "partitioned"), ("h1", "whole")]
+    final = _replayed(base, steps)[1]
+    assert final == set(p.admitted_after) >= set(p.admitted_before)
+    assert len(final) > len(p.admitted_before)

@@ -438,25 +438,41 @@ def _partition_steps(
     seen = set(admitted0)
     last: list[Outcome] = []
     left_out: list[Tried] = []
-    for node, to in groups:
-        mine = [u for u in chosen if (u.node, u.to) == (node, to)]
-        trial = _apply(layout, mine, known)
-        if len(groups) == 1:
-            outcomes, admitted = proof, {o.submission.key for o in proof if o.admitted}
-        else:
-            outcomes, admitted = _admitted(trial.copy(), demand)
-        cards = [c for u in mine for c in u.cards]
-        if len(admitted) <= len(seen):
-            # The replay is the test: a switch after which no more is admitted is no step.
-            left_out.append(
-                Tried(
-                    "switch",
-                    f"switching {node}/{','.join(cards)} to {to} after the steps before it admits {len(admitted)} "
-                    f"of {len(demand)}, no more than {len(seen)}: left out",
-                    len(cards),
+    remaining = list(groups)
+    while remaining:
+        # The next step: the first switch left that admits more (or gives back more of what is admitted as things
+        # are) and sets nothing admitted by the steps before it aside; else the first that admits more at all.
+        tried_now: list[tuple[tuple[str, str], list[Unit], Simulator, list[Outcome], set[str]]] = []
+        better: list[tuple[tuple[str, str], list[Unit], Simulator, list[Outcome], set[str]]] = []
+        for node, to in remaining:
+            mine = [u for u in chosen if (u.node, u.to) == (node, to)]
+            trial = _apply(layout, mine, known)
+            if len(groups) == 1:
+                outcomes, admitted = proof, {o.submission.key for o in proof if o.admitted}
+            else:
+                outcomes, admitted = _admitted(trial.copy(), demand)
+            tried_now.append(((node, to), mine, trial, outcomes, admitted))
+            if (len(admitted), len(admitted & admitted0)) > (len(seen), len(seen & admitted0)):
+                better.append(tried_now[-1])
+                if seen <= admitted:
+                    break  # the first that sets nothing aside: the others are not simulated
+        if not better:
+            # The replay is the test: a switch after which no more is admitted, nor more of what is admitted as
+            # things are given back, is no step.
+            for (node, to), mine, _, _, admitted in tried_now:
+                cards = [c for u in mine for c in u.cards]
+                left_out.append(
+                    Tried(
+                        "switch",
+                        f"switching {node}/{','.join(cards)} to {to} after the steps before it admits "
+                        f"{len(admitted)} of {len(demand)}, no more than {len(seen)}: left out",
+                        len(cards),
+                    )
                 )
-            )
-            continue
+            break
+        (node, to), mine, trial, outcomes, admitted = better[-1] if seen <= better[-1][4] else better[0]
+        remaining.remove((node, to))
+        cards = [c for u in mine for c in u.cards]
         before = [t.status() for t in tallies if t.covers(node)]
         ledger_before = layout.ledgers[node]
         layout, last = trial, outcomes
