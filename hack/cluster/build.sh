@@ -10,12 +10,14 @@
 #   hack/cluster/build.sh --print-name  print the chosen combination's name and versions (name k8s etcd kueue extras)
 #   hack/cluster/build.sh --list        print every combination's name
 #   hack/cluster/build.sh --force       rebuild even if the binaries exist
-#   hack/cluster/build.sh etcd ...      build only the named binaries (etcd, kube-apiserver, kubectl, kueue, krew)
-#   hack/cluster/build.sh --print-dir krew   print the krew bin dir only
+#   hack/cluster/build.sh etcd ...      build only the named binaries (etcd, kube-apiserver, kubectl, kueue, krew,
+#                                       prometheus = prometheus and promtool)
+#   hack/cluster/build.sh --print-dir krew   print the krew bin dir only (likewise prometheus)
 #
 # Each binary is built once per version into ${GPUCTL_TESTBIN:-$HOME/.cache/gpuctl/testbin}/<component>-<version>/;
 # a combination's bin dir holds links to its four binaries, so combinations that share a version share its build.
-# krew (kubectl-krew, built only when named) lands in .../krew-<version>/.
+# krew (kubectl-krew, built only when named) lands in .../krew-<version>/, Prometheus and promtool (built only when
+# named, for the card-hour tests) in .../prometheus-v3.<minor>.<patch>/.
 # Progress and timings go to stderr; stdout carries only the bin dir, so
 # callers can use: BIN_DIR=$(hack/cluster/build.sh | tail -n1)
 set -euo pipefail
@@ -35,8 +37,8 @@ for arg in "$@"; do
     --print-name) print_name=1 ;;
     --list) awk '!/^#/ && NF {print $1}' "$MATRIX"; exit 0 ;;
     --force) force=1 ;;
-    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    etcd|kube-apiserver|kubectl|kueue|krew) targets+=("$arg") ;;
+    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    etcd|kube-apiserver|kubectl|kueue|krew|prometheus) targets+=("$arg") ;;
     *) echo "build.sh: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -56,12 +58,18 @@ if [[ -z "$row" ]]; then
 fi
 read -r NAME K8S_VERSION ETCD_VERSION KUEUE_VERSION EXTRAS <<<"$row"
 KREW_VERSION="$(ls "$HERE/krew")"
+# Prometheus 3.x is tagged v0.3MINOR.PATCH as a Go module: the wrapper is named by the module version, the binaries'
+# directory and version stamp by the release.
+PROM_MODULE_VERSION="$(ls "$HERE/prometheus")"
+PROM_VERSION="${PROM_MODULE_VERSION#v0.3}"
+PROM_VERSION="3.$((10#${PROM_VERSION%%.*})).${PROM_VERSION#*.}"
 
 if [[ $print_name -eq 1 ]]; then
   echo "$NAME $K8S_VERSION $ETCD_VERSION $KUEUE_VERSION $EXTRAS"
   exit 0
 fi
-for dir in "kubernetes/$K8S_VERSION" "etcd/$ETCD_VERSION" "kueue/$KUEUE_VERSION" "krew/$KREW_VERSION"; do
+for dir in "kubernetes/$K8S_VERSION" "etcd/$ETCD_VERSION" "kueue/$KUEUE_VERSION" "krew/$KREW_VERSION" \
+           "prometheus/$PROM_MODULE_VERSION"; do
   if [[ ! -f "$HERE/$dir/go.mod" ]]; then
     echo "build.sh: hack/cluster/$dir/go.mod is missing (write it with hack/cluster/pin.sh)" >&2
     exit 2
@@ -74,22 +82,27 @@ K8S_DIR="$BIN_ROOT/kubernetes-${K8S_VERSION}"
 ETCD_DIR="$BIN_ROOT/etcd-${ETCD_VERSION}"
 KUEUE_DIR="$BIN_ROOT/kueue-${KUEUE_VERSION}"
 KREW_DIR="$BIN_ROOT/krew-${KREW_VERSION}"
+PROM_DIR="$BIN_ROOT/prometheus-v${PROM_VERSION}"
 
+# Asked for krew alone (or Prometheus alone), the last stdout line is its directory, not the combination's.
+out_dir="$BIN_DIR"
+case "${targets[*]:-}" in
+  krew) out_dir="$KREW_DIR" ;;
+  prometheus) out_dir="$PROM_DIR" ;;
+esac
 if [[ $print_dir -eq 1 ]]; then
-  if [[ "${targets[*]:-}" == "krew" ]]; then echo "$KREW_DIR"; else echo "$BIN_DIR"; fi
+  echo "$out_dir"
   exit 0
 fi
 [[ ${#targets[@]} -gt 0 ]] || targets=(etcd kube-apiserver kubectl kueue)
-only_krew=0
-[[ "${targets[*]}" == "krew" ]] && only_krew=1
 
 if ! command -v go >/dev/null 2>&1; then
   echo "build.sh: 'go' not found in PATH" >&2
   exit 127
 fi
 
-mkdir -p "$BIN_DIR" "$K8S_DIR" "$ETCD_DIR" "$KUEUE_DIR" "$KREW_DIR"
-trap 'rm -f "$K8S_DIR"/*.tmp.$$ "$ETCD_DIR"/*.tmp.$$ "$KUEUE_DIR"/*.tmp.$$ "$KREW_DIR"/*.tmp.$$' EXIT
+mkdir -p "$BIN_DIR" "$K8S_DIR" "$ETCD_DIR" "$KUEUE_DIR" "$KREW_DIR" "$PROM_DIR"
+trap 'rm -f "$K8S_DIR"/*.tmp.$$ "$ETCD_DIR"/*.tmp.$$ "$KUEUE_DIR"/*.tmp.$$ "$KREW_DIR"/*.tmp.$$ "$PROM_DIR"/*.tmp.$$' EXIT
 
 # Serialise concurrent invocations (e.g. parallel test sessions, or two combinations sharing a build).
 if command -v flock >/dev/null 2>&1; then
@@ -117,9 +130,9 @@ k8s_ldflags() {
   echo "$flags"
 }
 
-# build NAME MODULE_DIR PACKAGE LDFLAGS OUT_DIR
+# build NAME MODULE_DIR PACKAGE LDFLAGS OUT_DIR [BUILD_TAGS]
 build() {
-  local name="$1" moddir="$2" pkg="$3" ldflags="$4" out="$5/$1"
+  local name="$1" moddir="$2" pkg="$3" ldflags="$4" out="$5/$1" tags="${6:-}"
   if [[ $force -eq 0 && -x "$out" ]]; then
     echo "build.sh: $name: up to date ($out)" >&2
     return 0
@@ -127,7 +140,7 @@ build() {
   echo "build.sh: $name: building $pkg ..." >&2
   local start end tmp="$out.tmp.$$"
   start=$(date +%s)
-  if ! (cd "$moddir" && go build -trimpath -ldflags "$ldflags" -o "$tmp" "$pkg") >&2; then
+  if ! (cd "$moddir" && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$tmp" "$pkg") >&2; then
     rm -f "$tmp"
     echo "build.sh: $name: BUILD FAILED" >&2
     return 1
@@ -165,7 +178,21 @@ for t in "${targets[@]}"; do
         "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=${KREW_VERSION} -X sigs.k8s.io/krew/internal/version.gitCommit=${KREW_VERSION}" \
         "$KREW_DIR"
       ;;
+    prometheus)
+      # remove_all_sd: only static scrape targets are used, so no cloud service discovery is compiled in (promtool
+      # still imports Kubernetes discovery itself). Without the builtinassets tag the web UI is left out; the HTTP
+      # API the tests use is all there.
+      prom_ldflags="-s -w"
+      for kv in "Version=$PROM_VERSION" "Revision=$PROM_MODULE_VERSION" "Branch=HEAD" "BuildUser=gpuctl" \
+                "BuildDate=$(date -u -d "@${SOURCE_DATE_EPOCH:-0}" +%Y%m%d-%H:%M:%S 2>/dev/null || echo 19700101-00:00:00)"; do
+        prom_ldflags+=" -X github.com/prometheus/common/version.$kv"
+      done
+      for cmd in prometheus promtool; do
+        build "$cmd" "$HERE/prometheus/$PROM_MODULE_VERSION" "github.com/prometheus/prometheus/cmd/$cmd" \
+          "$prom_ldflags" "$PROM_DIR" remove_all_sd
+      done
+      ;;
   esac
 done
 echo "build.sh: done in $(( $(date +%s) - total_start ))s" >&2
-if [[ $only_krew -eq 1 ]]; then echo "$KREW_DIR"; else echo "$BIN_DIR"; fi
+echo "$out_dir"

@@ -4,6 +4,7 @@
 #   hack/cluster/pin.sh kubernetes v1.MINOR.PATCH
 #   hack/cluster/pin.sh etcd v3.MINOR.PATCH
 #   hack/cluster/pin.sh kueue v0.MINOR.PATCH
+#   hack/cluster/pin.sh prometheus v0.3MINOR.PATCH   (Prometheus 3.MINOR.PATCH: its Go module tags 3.x that way)
 #
 # The module lands in hack/cluster/<component>/<version>/ (go.mod, go.sum, tools.go); build.sh builds from it and
 # hack/cluster/matrix names which versions make each tested control plane.
@@ -24,7 +25,9 @@ case "$component" in
               imports=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl) ;;
   etcd)       module=go.etcd.io/etcd/server/v3; pattern='^v3\.[0-9]+\.[0-9]+$'; imports=(go.etcd.io/etcd/server/v3) ;;
   kueue)      module=sigs.k8s.io/kueue; pattern='^v0\.[0-9]+\.[0-9]+$'; imports=(sigs.k8s.io/kueue/cmd/kueue) ;;
-  *) echo "pin.sh: usage: pin.sh kubernetes|etcd|kueue vX.Y.Z" >&2; exit 2 ;;
+  prometheus) module=github.com/prometheus/prometheus; pattern='^v0\.3[0-9][0-9]\.[0-9]+$'
+              imports=(github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool) ;;
+  *) echo "pin.sh: usage: pin.sh kubernetes|etcd|kueue|prometheus vX.Y.Z" >&2; exit 2 ;;
 esac
 if [[ ! "$version" =~ $pattern ]]; then
   echo "pin.sh: $component: expected a release like ${pattern//[\\^$]/}, got '$version'" >&2

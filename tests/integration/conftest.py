@@ -7,6 +7,12 @@ Fixtures:
                     client_cert(), write_kubeconfig().
   api / kube_client -- kubernetes.client.ApiClient for the admin (system:masters) kubeconfig.
   test_namespace -- a namespace shared by the session's tests.
+  prometheus_bin -- the directory of prometheus and promtool (hack/cluster/build.sh prometheus).
+  prometheus     -- a running Prometheus (testbed/prometheus.py) for a test module: it scrapes the jobs the module's
+                    ``prometheus_jobs`` fixture returns, after backfilling what its ``prometheus_backfill`` returns
+                    (override either in the module; both are empty here).
+  start_prometheus -- a factory for more: start_prometheus(jobs, backfill=(), **Prometheus options); all stopped
+                    when the module ends.
 
 Binaries come from hack/cluster/build.sh. With CI=true a missing binary is
 built and any build/start failure fails the tests; elsewhere the suite is
@@ -17,14 +23,18 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from testbed import controlplane as cpmod
+from testbed import prometheus as prommod
 
 _STATE: dict[str, object] = {}
+_PROMETHEUS: list[prommod.Prometheus] = []
+"""The Prometheus servers running now: a failed test that used one gets its log."""
 LOG_TAIL_LINES = int(os.environ.get("GPUCTL_IT_LOG_LINES", "120"))
 
 
@@ -119,6 +129,72 @@ def test_namespace(api) -> str:
     return name
 
 
+@pytest.fixture(scope="session")
+def prometheus_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """prometheus and promtool, built when missing (the control plane's skip/fail policy)."""
+    if "prometheus_error" in _STATE:
+        pytest.fail(str(_STATE["prometheus_error"]), pytrace=False)
+    try:
+        return prommod.resolve_binaries(tmp_path_factory.getbasetemp() / "prometheus-build.log", _ci())
+    except prommod.PrometheusUnavailable as exc:
+        pytest.skip(str(exc))
+    except (prommod.PrometheusError, OSError) as exc:
+        _STATE["prometheus_error"] = f"prometheus binaries: {exc}"
+        pytest.fail(str(_STATE["prometheus_error"]), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def start_prometheus(
+    prometheus_bin: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., prommod.Prometheus]]:
+    """``start_prometheus(jobs, backfill=(), **options)``: a Prometheus backfilled (before it starts), then scraping
+    ``jobs``, ready on /-/ready; ``options`` are :class:`testbed.prometheus.Prometheus`'s (``scrape_interval``,
+    ``retention``, ``rule_files``, ``extra_args``). Every one started is stopped when the module ends."""
+    started: list[prommod.Prometheus] = []
+
+    def start(
+        jobs: Sequence[prommod.ScrapeJob], backfill: Iterable[prommod.BackfillSeries] = (), **options: Any
+    ) -> prommod.Prometheus:
+        server = prommod.Prometheus(prometheus_bin, tmp_path_factory.mktemp("prometheus"), tuple(jobs), **options)
+        started.append(server)
+        _PROMETHEUS.append(server)
+        try:
+            server.backfill(backfill)
+            server.start()
+        except prommod.PrometheusError as exc:
+            pytest.fail(f"prometheus failed to start: {exc}", pytrace=False)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()
+            _PROMETHEUS.remove(server)
+
+
+@pytest.fixture(scope="module")
+def prometheus_jobs() -> Sequence[prommod.ScrapeJob]:
+    """What the module's ``prometheus`` scrapes: override in the module."""
+    return ()
+
+
+@pytest.fixture(scope="module")
+def prometheus_backfill() -> Iterable[prommod.BackfillSeries]:
+    """What the module's ``prometheus`` holds from before it started: override in the module."""
+    return ()
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    start_prometheus: Callable[..., prommod.Prometheus],
+    prometheus_jobs: Sequence[prommod.ScrapeJob],
+    prometheus_backfill: Iterable[prommod.BackfillSeries],
+) -> prommod.Prometheus:
+    """A running Prometheus scraping ``prometheus_jobs``, holding ``prometheus_backfill``."""
+    return start_prometheus(prometheus_jobs, prometheus_backfill)
+
+
 def _log_files() -> list[Path]:
     cp = _STATE.get("cp")
     if isinstance(cp, cpmod.ControlPlane):
@@ -135,7 +211,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     report = outcome.get_result()
     if not report.failed:
         return
-    if "control_plane" not in getattr(item, "fixturenames", ()):
+    fixtures = getattr(item, "fixturenames", ())
+    if {"prometheus", "start_prometheus"} & set(fixtures):
+        for server in _PROMETHEUS:
+            path = server.log_path
+            report.sections.append(
+                (f"prometheus log (last {LOG_TAIL_LINES} lines of {path})", cpmod.tail(path, LOG_TAIL_LINES))
+            )
+    if "control_plane" not in fixtures:
         return
     for path in _log_files():
         report.sections.append(
