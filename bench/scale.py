@@ -122,6 +122,72 @@ def pool_of(namespace: str, nodes: int, api: Any = None) -> GpuPool:
     return pool
 
 
+RESOURCES = {
+    "credits.gpustack.ai/nvidia": str(CARDS * M),
+    "nvidia.com/gpu": str(CARDS),
+    "nvidia.com/gpu.shared": str(10 * CARDS),
+    "cpu": "48",
+    "memory": "192Gi",
+    "pods": "110",
+}
+"""What each Node offers."""
+
+
+def node_object(pool: GpuPool, name: str) -> dict[str, Any]:
+    """A ready Node of the pool, with its status (written in one create)."""
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "lastHeartbeatTime": now(),
+        "lastTransitionTime": now(),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {naming.LABEL_HOSTNAME: name, **pool.node_labels()}},
+        "status": {"capacity": RESOURCES, "allocatable": RESOURCES, "conditions": [ready]},
+    }
+
+
+def ledger_object(pool: GpuPool, name: str) -> dict[str, Any]:
+    """A node's Devices with its ledger: the first :data:`PODS_PER_NODE` cards held whole, the rest free."""
+    rows = [card_row(c, mode=1, allocated=M) if c < PODS_PER_NODE else card_row(c) for c in range(CARDS)]
+    return devices(name, group_id=pool.group_id, cards=CARDS, rows=rows)
+
+
+def running_pod(pool: GpuPool, name: str, node: str, card: int) -> dict[str, Any]:
+    """A bound Pod of the Workload ``name`` holding one card whole (its allocation record, as ``Allocate`` leaves
+    it)."""
+    record = {
+        "main": {
+            "devices": {
+                "groups": [
+                    {
+                        "id": pool.group_id,
+                        "manufacturer": "nvidia",
+                        "accelerators": [{"id": f"GPU-{card:04d}", "index": card, "mode": 1, "allocated": M}],
+                    }
+                ]
+            }
+        }
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": pool.namespace,
+            "labels": {naming.LABEL_PODSET: "main"},
+            "annotations": {naming.ANNOTATION_WORKLOAD: name, naming.ANNOTATION_ALLOCATED: json.dumps(record)},
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "main", "image": "bench/none", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+    }
+
+
 def build_pool(cp: Any, api: Any, namespace: str, nodes: int) -> tuple[GpuPool, dict[str, float]]:
     """Nodes, ledgers, Pods and admitted Workloads of one pool of ``nodes`` nodes; the seconds each step took.
 
@@ -131,35 +197,11 @@ def build_pool(cp: Any, api: Any, namespace: str, nodes: int) -> tuple[GpuPool, 
     in one."""
     pool = pool_of(namespace, nodes, api)
     source = Sources(cp.kubeconfig)
-    resources = {
-        "credits.gpustack.ai/nvidia": str(CARDS * M),
-        "nvidia.com/gpu": str(CARDS),
-        "nvidia.com/gpu.shared": str(10 * CARDS),
-        "cpu": "48",
-        "memory": "192Gi",
-        "pods": "110",
-    }
-    ready = {
-        "type": "Ready",
-        "status": "True",
-        "reason": "KubeletReady",
-        "lastHeartbeatTime": now(),
-        "lastTransitionTime": now(),
-    }
-    rows = [card_row(c, mode=1, allocated=M) if c < PODS_PER_NODE else card_row(c) for c in range(CARDS)]
 
     def make_node(name: str) -> None:
         s = source()
-        s.create(
-            kinds.NODE,
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": name, "labels": {naming.LABEL_HOSTNAME: name, **pool.node_labels()}},
-                "status": {"capacity": resources, "allocatable": resources, "conditions": [ready]},
-            },
-        )
-        obj = devices(name, group_id=pool.group_id, cards=CARDS, rows=rows)
+        s.create(kinds.NODE, node_object(pool, name))
+        obj = ledger_object(pool, name)
         status = obj.pop("status")
         s.create(kinds.DEVICES, obj)
         s.patch(kinds.DEVICES, name, {"status": status}, subresource="status")
@@ -175,45 +217,44 @@ def build_pool(cp: Any, api: Any, namespace: str, nodes: int) -> tuple[GpuPool, 
         for p in range(PODS_PER_NODE):
             name = f"run-{i:05d}-{p}"
             write_workload(s, pool, name, node, admitted=True)
-            record = {
-                "main": {
-                    "devices": {
-                        "groups": [
-                            {
-                                "id": pool.group_id,
-                                "manufacturer": "nvidia",
-                                "accelerators": [{"id": f"GPU-{p:04d}", "index": p, "mode": 1, "allocated": M}],
-                            }
-                        ]
-                    }
-                }
-            }
-            s.create(
-                kinds.POD,
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": name,
-                        "namespace": namespace,
-                        "labels": {naming.LABEL_PODSET: "main"},
-                        "annotations": {
-                            naming.ANNOTATION_WORKLOAD: name,
-                            naming.ANNOTATION_ALLOCATED: json.dumps(record),
-                        },
-                    },
-                    "spec": {
-                        "nodeName": node,
-                        "containers": [
-                            {"name": "main", "image": "bench/none", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-                        ],
-                    },
-                },
-                namespace=namespace,
-            )
+            s.create(kinds.POD, running_pod(pool, name, node, p), namespace=namespace)
 
     took["pods"] = _parallel(make_running, list(enumerate(pool.nodes)), "nodes' Pods and admitted Workloads")
     return pool, took
+
+
+def workload_object(pool: GpuPool, name: str) -> dict[str, Any]:
+    """A one-Pod Workload asking one card, in the pool's queue (no status)."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": pool.namespace},
+        "spec": {
+            "queueName": pool.entrance,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "topologyRequest": {"required": naming.LABEL_HOSTNAME},
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": "bench/none",
+                                    "resources": {
+                                        "requests": {"nvidia.com/gpu": "1"},
+                                        "limits": {"nvidia.com/gpu": "1"},
+                                    },
+                                }
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+    }
 
 
 def write_workload(
@@ -222,47 +263,14 @@ def write_workload(
     """A one-Pod Workload asking one card, with its quota reserved on ``node`` as Kueue writes it: admitted with the
     check Ready (a running Workload), or waiting for the check (``admitted=False``); ``reserved=False`` leaves the
     reservation to a later ``reserve``."""
-    s.create(
-        kinds.WORKLOAD,
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Workload",
-            "metadata": {"name": name, "namespace": pool.namespace},
-            "spec": {
-                "queueName": pool.entrance,
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": 1,
-                        "topologyRequest": {"required": naming.LABEL_HOSTNAME},
-                        "template": {
-                            "spec": {
-                                "restartPolicy": "Never",
-                                "containers": [
-                                    {
-                                        "name": "main",
-                                        "image": "bench/none",
-                                        "resources": {
-                                            "requests": {"nvidia.com/gpu": "1"},
-                                            "limits": {"nvidia.com/gpu": "1"},
-                                        },
-                                    }
-                                ],
-                            }
-                        },
-                    }
-                ],
-            },
-        },
-        namespace=pool.namespace,
-    )
+    s.create(kinds.WORKLOAD, workload_object(pool, name), namespace=pool.namespace)
     if reserved:
         reserve(s, pool, name, node, admitted=admitted)
 
 
-def reserve(s: LiveSource, pool: GpuPool, name: str, node: str, *, admitted: bool = False) -> None:
-    """Reserve quota as Kueue does, the check's state set with it: Ready for a running Workload, else Pending (Kueue
-    resets the check to Pending whenever it reserves again)."""
+def reservation(pool: GpuPool, node: str, *, admitted: bool = False) -> dict[str, Any]:
+    """A Workload's status with its quota reserved on ``node`` as Kueue writes it, the check's state with it: Ready for
+    a running Workload, else Pending (Kueue resets the check to Pending whenever it reserves again)."""
     kinds_true = ("QuotaReserved", "Admitted") if admitted else ("QuotaReserved",)
     conditions = [
         {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": now()} for t in kinds_true
@@ -275,7 +283,12 @@ def reserve(s: LiveSource, pool: GpuPool, name: str, node: str, *, admitted: boo
             "lastTransitionTime": now(),
         }
     ]
-    body = {"status": {"conditions": conditions, "admission": admission_on(pool, node), "admissionChecks": checks}}
+    return {"conditions": conditions, "admission": admission_on(pool, node), "admissionChecks": checks}
+
+
+def reserve(s: LiveSource, pool: GpuPool, name: str, node: str, *, admitted: bool = False) -> None:
+    """Reserve quota as Kueue does (:func:`reservation`)."""
+    body = {"status": reservation(pool, node, admitted=admitted)}
     s.patch(kinds.WORKLOAD, name, body, namespace=pool.namespace, subresource="status")
 
 
@@ -667,6 +680,170 @@ def measure(cp: Any, api: Any, nodes: int, work: Path) -> dict[str, Any]:
     return result
 
 
+# ----------------------------------------------------------------------------------------------- the scrape alone
+
+SCRAPE_BEGIN, SCRAPE_END = "<!-- scrape -->", "<!-- /scrape -->"
+CHURN = 100
+"""Nodes whose Pods turn over between two timed scrapes (a Pod and its Workload finish, another takes the card), and
+new Workloads reserved beside them: about what changes in the 15 s between two scrapes of a busy cluster."""
+SCRAPE_ROUNDS = 7
+SCRAPE_BEFORE = {
+    20000: "first scrape 8.48 s, nothing changed 1.962 s, after churn 6.430 s (max 6.568 s), 12.9 MB: every pool's "
+    "fragmentation, every Workload's gate and every node's holdings computed again, and the holder series written by "
+    "prometheus_client, at each scrape",
+}
+"""The same measurement before the scrape was kept node by node (the holder series on)."""
+
+
+class _Listed:
+    """A source of fixed objects for an operator cache fed by hand: each kind listed in one page, no watch (changes
+    are applied as the informers' events); the controllers' writes are not made."""
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.by_kind: dict[str, list[dict[str, Any]]] = {}
+        for o in objects:
+            self.by_kind.setdefault(str(o["kind"]), []).append(o)
+
+    def list_pages(self, kind: Any, **_: Any) -> Iterator[Any]:
+        from types import SimpleNamespace
+
+        yield SimpleNamespace(items=self.by_kind.get(kind.kind, []), resource_version="1")
+
+    def watch(self, *_: Any, **__: Any) -> Iterator[dict[str, Any]]:
+        return iter(())
+
+    def list(self, *_: Any, **__: Any) -> list[dict[str, Any]]:
+        return []
+
+
+def scrape_objects(pool: GpuPool) -> list[dict[str, Any]]:
+    """What :func:`build_pool` writes, as the API server would hold it (every status in place)."""
+    from testbed.factories import instancetype
+
+    out: list[dict[str, Any]] = [
+        instancetype(pool.name, group_id=pool.group_id),
+        pool.flavor_object(),
+        pool.cluster_queue_object(len(pool.nodes) * CARDS),
+    ]
+    for i, node in enumerate(pool.nodes):
+        out += [node_object(pool, node), ledger_object(pool, node)]
+        for p in range(PODS_PER_NODE):
+            out.append(running_workload(pool, f"run-{i:05d}-{p}", node))
+            out.append(running_pod(pool, f"run-{i:05d}-{p}", node, p))
+    return out
+
+
+def running_workload(pool: GpuPool, name: str, node: str, *, admitted: bool = True) -> dict[str, Any]:
+    w = workload_object(pool, name)
+    w["status"] = reservation(pool, node, admitted=admitted)
+    return w
+
+
+def measure_scrape(nodes: int, rounds: int = SCRAPE_ROUNDS, churn: int = CHURN) -> dict[str, Any]:
+    """The operator's ``/metrics`` text at ``nodes`` nodes, in this process: its cache fed with the objects
+    :func:`build_pool` writes, the status writer's views computed, then the exposition rendered (the CPU time it takes,
+    the median of ``rounds``): the first scrape (every gauge computed), a scrape with nothing changed, and scrapes each
+    after ``churn`` nodes' Pods and Workloads turned over and as many new Workloads were reserved, past the gauges'
+    TTL (what a scrape of a busy cluster costs)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpuctl.operator.cache import OperatorCache
+    from gpuctl.operator.controllers import Controllers
+    from gpuctl.operator.controllers import status as status_module
+    from gpuctl.operator.controllers.status import StatusController
+    from gpuctl.operator.metrics import Metrics
+
+    pool = pool_of("scale", nodes)
+    started = time.monotonic()
+    source = _Listed(scrape_objects(pool))
+    cache = OperatorCache(source)
+    for informer in cache.informers.values():
+        informer.relist()
+    controllers = Controllers(cache, source, Metrics())  # type: ignore[arg-type]
+    status = controllers.get(StatusController)
+    for cached in cache.instancetypes().values():
+        status.desired_status(cached)  # the views its reconcile computes (the pool gauges read them)
+    del source
+    loaded = time.monotonic() - started
+
+    def timed() -> tuple[float, float, bytes]:
+        cpu, wall = time.process_time(), time.perf_counter()
+        text = controllers.metrics.render()
+        return time.process_time() - cpu, time.perf_counter() - wall, text
+
+    result: dict[str, Any] = {"nodes": nodes, "loaded": loaded, "churn": churn}
+    result["first_cpu"], result["first_wall"], text = timed()
+    result["idle_cpu"], result["idle_wall"], _ = timed()
+    families = {f.name: len(f.samples) for f in text_string_to_metric_families(text.decode())}
+    result["bytes"] = len(text)
+    result["holders"] = families.get("gpuctl_card_holder", 0)
+    ttl, status_module.FRAGMENTATION_TTL = status_module.FRAGMENTATION_TTL, 0.0
+    informers = cache.informers
+    cpu_times, wall_times = [], []
+    try:
+        for r in range(rounds):
+            for j in range(churn):
+                i = (r * churn + j) * 7919 % nodes
+                node = pool.nodes[i]
+                old, new = f"run-{i:05d}-0", f"run-{i:05d}-0-r{r}"
+                informers[kinds.POD].apply_event({"type": "DELETED", "object": running_pod(pool, old, node, 0)})
+                informers[kinds.WORKLOAD].apply_event({"type": "DELETED", "object": running_workload(pool, old, node)})
+                informers[kinds.WORKLOAD].apply_event({"type": "ADDED", "object": running_workload(pool, new, node)})
+                informers[kinds.POD].apply_event({"type": "ADDED", "object": running_pod(pool, new, node, 0)})
+                pending = running_workload(pool, f"new-{r}-{j}", pool.nodes[(i + 1) % nodes], admitted=False)
+                informers[kinds.WORKLOAD].apply_event({"type": "ADDED", "object": pending})
+            cpu, wall, text = timed()
+            cpu_times.append(cpu)
+            wall_times.append(wall)
+    finally:
+        status_module.FRAGMENTATION_TTL = ttl
+    text_string_to_metric_families(text.decode())  # the exposition parses
+    result["churn_cpu"] = statistics.median(cpu_times)
+    result["churn_cpu_max"] = max(cpu_times)
+    result["churn_wall"] = statistics.median(wall_times)
+    print(
+        f"  scrape at {nodes} nodes: first {result['first_cpu']:.2f}s CPU, idle {result['idle_cpu']:.3f}s, after "
+        f"churn {result['churn_cpu']:.3f}s (max {result['churn_cpu_max']:.3f}s); {result['holders']} holder series, "
+        f"{result['bytes'] / 1e6:.1f} MB",
+        file=sys.stderr,
+    )
+    return result
+
+
+def render_scrape(results: list[dict[str, Any]]) -> str:
+    lines = [
+        SCRAPE_BEGIN,
+        "### The `/metrics` scrape alone (`python -m bench.scale --scrape`)",
+        "",
+        f"Last run: {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores. The operator's cache fed in its own process "
+        "with the objects `make bench-scale`",
+        f"writes ({CARDS}-card nodes, {PODS_PER_NODE} Pods each holding a card, one admitted Workload per Pod), the "
+        "status writer's views computed, then",
+        "the exposition rendered: CPU seconds of the first scrape (every gauge computed), of one with nothing changed, "
+        f"and the median of {SCRAPE_ROUNDS}",
+        f"scrapes each after {CHURN} nodes' Pods and Workloads turned over and {CHURN} new Workloads were reserved, "
+        "past the gauges' TTL.",
+        "",
+        "| nodes | first scrape | nothing changed | after churn (median, max) | `gpuctl_card_holder` series | text |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['nodes']:,} | {r['first_cpu']:.2f} s | {r['idle_cpu']:.3f} s | {r['churn_cpu']:.3f} s, "
+            f"{r['churn_cpu_max']:.3f} s | {r['holders']:,} | {r['bytes'] / 1e6:.1f} MB |"
+        )
+    lines.append("")
+    lines.append(
+        "The `/metrics scrape` column of `make bench-scale` is the same scrape over HTTP in the running operator, the "
+        "first after its verdicts."
+    )
+    for nodes, before in SCRAPE_BEFORE.items():
+        if any(r["nodes"] == nodes for r in results):
+            lines.append(f"Before, at {nodes:,} nodes: {before}.")
+    lines.append(SCRAPE_END)
+    return "\n".join(lines) + "\n"
+
+
 def checks(r: dict[str, Any]) -> list[tuple[str, bool]]:
     """Each target at one size, and whether it was met."""
     t = TARGETS
@@ -755,11 +932,11 @@ def render(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
+def write_section(path: Path, section: str, begin: str = BEGIN, end: str = END) -> None:
     text = path.read_text() if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, _, rest = text.partition(BEGIN)
-        _, _, tail = rest.partition(END)
+    if begin in text and end in text:
+        head, _, rest = text.partition(begin)
+        _, _, tail = rest.partition(end)
         text = head + section.rstrip("\n") + tail
     else:
         text = text.rstrip("\n") + "\n\n" + section
@@ -784,8 +961,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", type=Path, help="write the section into this Markdown file")
     parser.add_argument("--nodes", type=int, action="append", help="pool sizes (default 5000 and 20000)")
+    parser.add_argument(
+        "--scrape",
+        action="store_true",
+        help="measure only the /metrics scrape, in this process on a cache fed by hand (no control plane)",
+    )
     args = parser.parse_args()
     sizes = args.nodes or list(SIZES)
+    if args.scrape:
+        scraped = [measure_scrape(n) for n in sizes]
+        section = render_scrape(scraped)
+        print(section)
+        if args.write:
+            write_section(args.write, section, SCRAPE_BEGIN, SCRAPE_END)
+        return 0
     results = []
     with tempfile.TemporaryDirectory(prefix="gpuctl-scale-") as tmp:
         work = Path(tmp)

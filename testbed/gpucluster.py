@@ -105,6 +105,48 @@ class GpuPool:
                 raise
         self.objs.patch_cluster_custom_object_status(WORKER, WV, "devices", node, {"status": status})
 
+    def flavor_object(self) -> dict[str, Any]:
+        """The pool's TAS ResourceFlavor (hostname topology), pinning its Nodes' labels."""
+        return {
+            "apiVersion": f"{KUEUE}/{KV}",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": self.flavor, "labels": {naming.LABEL_RESOURCE_TYPE: "nodes"}},
+            "spec": {"nodeLabels": dict(self.node_labels()), "topologyName": self.topology},
+        }
+
+    def cluster_queue_object(self, nominal_cards: int, *, check: bool = True) -> dict[str, Any]:
+        """The pool's ClusterQueue: the InstanceType's name and mark, its flavor's credits quota, the check."""
+        return {
+            "apiVersion": f"{KUEUE}/{KV}",
+            "kind": "ClusterQueue",
+            "metadata": {
+                "name": self.name,
+                "labels": {naming.LABEL_RESOURCE_TYPE: naming.RESOURCE_TYPE_INSTANCETYPES},
+            },
+            "spec": {
+                "namespaceSelector": {},
+                "stopPolicy": "None",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["credits.gpustack.ai/nvidia"],
+                        "flavors": [
+                            {
+                                "name": self.flavor,
+                                "resources": [
+                                    {"name": "credits.gpustack.ai/nvidia", "nominalQuota": str(nominal_cards * M)}
+                                ],
+                            }
+                        ],
+                    }
+                ],
+                **(
+                    {"admissionChecksStrategy": {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK}]}}
+                    if check
+                    else {}
+                ),
+            },
+        }
+
     def create_pool_objects(self, nominal_cards: int, *, check: bool = True, local_queue: bool = True) -> None:
         it = instancetype(self.name, group_id=self.group_id)
         status = it.pop("status")
@@ -123,54 +165,11 @@ class GpuPool:
             },
         )
         self.created.append(("topologies", self.topology, None))
-        flavor_labels = {k: v for k, v in self.node_labels().items()}
-        self.objs.create_cluster_custom_object(
-            KUEUE,
-            KV,
-            "resourceflavors",
-            {
-                "apiVersion": f"{KUEUE}/{KV}",
-                "kind": "ResourceFlavor",
-                "metadata": {"name": self.flavor, "labels": {naming.LABEL_RESOURCE_TYPE: "nodes"}},
-                "spec": {"nodeLabels": flavor_labels, "topologyName": self.topology},
-            },
-        )
+        self.objs.create_cluster_custom_object(KUEUE, KV, "resourceflavors", self.flavor_object())
         self.created.append(("resourceflavors", self.flavor, None))
         ensure_active_check(self.api)
         self.objs.create_cluster_custom_object(
-            KUEUE,
-            KV,
-            "clusterqueues",
-            {
-                "apiVersion": f"{KUEUE}/{KV}",
-                "kind": "ClusterQueue",
-                "metadata": {
-                    "name": self.name,
-                    "labels": {naming.LABEL_RESOURCE_TYPE: naming.RESOURCE_TYPE_INSTANCETYPES},
-                },
-                "spec": {
-                    "namespaceSelector": {},
-                    "stopPolicy": "None",
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["credits.gpustack.ai/nvidia"],
-                            "flavors": [
-                                {
-                                    "name": self.flavor,
-                                    "resources": [
-                                        {"name": "credits.gpustack.ai/nvidia", "nominalQuota": str(nominal_cards * M)}
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                    **(
-                        {"admissionChecksStrategy": {"admissionChecks": [{"name": naming.NODE_DEVICES_CHECK}]}}
-                        if check
-                        else {}
-                    ),
-                },
-            },
+            KUEUE, KV, "clusterqueues", self.cluster_queue_object(nominal_cards, check=check)
         )
         self.created.append(("clusterqueues", self.name, None))
         if local_queue:

@@ -196,9 +196,21 @@ def _fit(
     shape: Shape,
     card_mib: int | None,
 ) -> ShapeFit:
+    free, usable, requests = _raw_fit(cards_by_node.values(), facts_by_node.values(), shape, card_mib)
+    return ShapeFit(shape, free, min(usable, free), requests)
+
+
+def _raw_fit(
+    cards_by_node: Iterable[Sequence[Card]],
+    facts_by_node: Iterable[Sequence[_Facts]],
+    shape: Shape,
+    card_mib: int | None,
+) -> tuple[int, int, int]:
+    """Free capacity, what requests of the shape could use of it (before it is capped at the free), and how many
+    such requests fit: sums over nodes, so a pool's are the sums of its nodes'."""
     free = usable = requests = 0
     if shape.view == PT:
-        for cards in cards_by_node.values():
+        for cards in cards_by_node:
             for c in cards:
                 free += _pt_free(c)
                 p = c.profile(shape.profile)
@@ -208,9 +220,9 @@ def _fit(
                 share = Fraction(p.memory_mib, card_mib) if card_mib else Fraction(p.memory_slices or 1, 8)
                 requests += n
                 usable += int(min(Fraction(_pt_free(c)), n * share * 100))
-        return ShapeFit(shape, free, min(usable, free), requests)
+        return free, usable, requests
     size = shape.size
-    for facts in facts_by_node.values():
+    for facts in facts_by_node:
         if shape.view == EX:
             free += sum(f.ex_free for f in facts)
             n = sum(1 for f in facts if f.whole_free) // size
@@ -229,7 +241,7 @@ def _fit(
                     n = min(f.slice_free // size, f.free_slots)
                     requests += n
                     usable += n * size
-    return ShapeFit(shape, free, min(usable, free), requests)
+    return free, usable, requests
 
 
 # ----------------------------------------------------------------------------------------------- a pool
@@ -289,16 +301,89 @@ def pool_fragmentation(
 ) -> tuple[ViewFragmentation, ...]:
     """The views of a pool (one accelerator model) that have cards, against the shapes, each weighted by how often it
     occurs."""
-    weighted: dict[Shape, int] = {}
-    for s in shapes:
-        weighted[s] = weighted.get(s, 0) + 1
-    by_node = cards_of(devices, accelerator_key)
-    cards = [c for cs in by_node.values() for c in cs]
-    populated = {
-        EX: any(not c.partitioned for c in cards),
-        SH: any(not c.partitioned for c in cards),
-        SL: any(c.sliceable for c in cards),
-        PT: any(c.partitioned for c in cards),
-    }
-    facts = {n: [_facts(c) for c in cs] for n, cs in by_node.items()} if populated[EX] else {}
-    return tuple(view_fragmentation(by_node, v, weighted, card_mib, facts) for v in VIEWS if populated[v])
+    book = FragmentationBook(accelerator_key, shapes, card_mib)
+    for node, cards in cards_of(devices, accelerator_key).items():
+        book.set_node(node, cards)
+    return book.views(shapes)
+
+
+class FragmentationBook:
+    """A pool's fragmentation kept node by node: each node's free capacity and fits against the pool's shapes, and
+    their sums, replaced when the node's cards change, so a pool is measured again at the cost of what changed.
+    Made again when the set of shapes changes (their weights are applied when the views are read)."""
+
+    def __init__(self, accelerator_key: str, shapes: Iterable[Shape], card_mib: int | None) -> None:
+        self.key = self.reads(accelerator_key, shapes, card_mib)
+        distinct = self.key[1]
+        self._card_mib = card_mib
+        self._measured = [(v, [s for s in distinct if s.view == v] or [_probe(v)]) for v in VIEWS]
+        self._nodes: dict[str, tuple[tuple[int, int, int], list[tuple[int, int, int]]]] = {}
+        """Per node: how many of its cards are whole, sliceable and partitioned, and its fit of each measured
+        shape, view by view."""
+        self._populated = [0, 0, 0]
+        self._totals: list[list[int]] = [[0, 0, 0] for _, measured in self._measured for _ in measured]
+
+    @staticmethod
+    def reads(
+        accelerator_key: str, shapes: Iterable[Shape], card_mib: int | None
+    ) -> tuple[str, tuple[Shape, ...], int | None]:
+        """The key a book made from these has."""
+        return accelerator_key, tuple(sorted(set(shapes))), card_mib
+
+    def set_node(self, node: str, cards: Sequence[Card] | None) -> None:
+        """Replace a node's cards of the pool's model (None or empty: it has none in the pool)."""
+        old = self._nodes.pop(node, None)
+        if old is not None:
+            self._add(old, -1)
+        if cards:
+            facts = [[_facts(c) for c in cards]]
+            counts = (
+                sum(1 for c in cards if not c.partitioned),
+                sum(1 for c in cards if c.sliceable),
+                sum(1 for c in cards if c.partitioned),
+            )
+            fits = [
+                _raw_fit((cards,), facts if view != PT else (), s, self._card_mib)
+                for view, measured in self._measured
+                for s in measured
+            ]
+            new = (counts, fits)
+            self._nodes[node] = new
+            self._add(new, 1)
+
+    def _add(self, contribution: tuple[tuple[int, int, int], list[tuple[int, int, int]]], sign: int) -> None:
+        counts, fits = contribution
+        for i, n in enumerate(counts):
+            self._populated[i] += sign * n
+        for total, fit in zip(self._totals, fits, strict=True):
+            for i, n in enumerate(fit):
+                total[i] += sign * n
+
+    def views(self, shapes: Sequence[Shape]) -> tuple[ViewFragmentation, ...]:
+        """The views that have cards, against ``shapes`` (the book's, each weighted by how often it occurs)."""
+        weighted: dict[Shape, int] = {}
+        for s in shapes:
+            weighted[s] = weighted.get(s, 0) + 1
+        whole, sliceable, partitioned = self._populated
+        populated = {EX: whole > 0, SH: whole > 0, SL: sliceable > 0, PT: partitioned > 0}
+        out = []
+        i = 0
+        for view, measured in self._measured:
+            totals = self._totals[i : i + len(measured)]
+            i += len(measured)
+            if not populated[view]:
+                continue
+            fits = tuple(
+                ShapeFit(s, free, min(usable, free), requests)
+                for s, (free, usable, requests) in zip(measured, totals, strict=True)
+                if s in weighted
+            )
+            free = totals[0][0]
+            total = sum(weighted[f.shape] for f in fits)
+            score = (
+                sum(weighted[f.shape] * f.stranded for f in fits) / (total * free)
+                if fits and free > 0 and total > 0
+                else 0.0
+            )
+            out.append(ViewFragmentation(view, free, fits, round(score, 4)))
+        return tuple(out)

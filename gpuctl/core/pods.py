@@ -33,6 +33,9 @@ class CardAllocation(NamedTuple):
     allocated: int
     profile: str = ""
     placements: tuple[tuple[int, int], ...] = ()
+    physical_id: str = ""
+    """A partition's own id as the record names it (``allocatedPhysicalID``: the MIG device's UUID); "" otherwise.
+    The record carries no GPU instance id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +137,7 @@ def parse_allocation_annotation(raw: str) -> tuple[CardAllocation, ...]:
                         _int(a.get("allocated")),
                         str(a.get("allocatedPhysicalProfile") or ""),
                         placements,
+                        str(a.get("allocatedPhysicalID") or ""),
                     )
                 )
     return tuple(out)

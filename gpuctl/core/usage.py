@@ -23,7 +23,7 @@ from gpuctl.core.ledger import Card, Group, Mode, NodeDevices
 from gpuctl.core.pods import CardAllocation, Pod
 from gpuctl.core.requests import partitioned_units
 from gpuctl.core.units import PERCENT, SHARE, M
-from gpuctl.core.variants import judged
+from gpuctl.core.variants import judged, standing
 from gpuctl.core.views import in_pool
 from gpuctl.core.workloads import LocalQueue, Workload
 
@@ -95,8 +95,8 @@ class Holding:
     node: str = ""
     pod: str = ""
     """The Pod whose grants these are ("" for a sum, the unattributed rest, or a reservation)."""
-    per_card: dict[tuple[str, str, str], int] = field(default_factory=dict)
-    """One Pod's units per (card id, partition profile, mode): what ``gpuctl_card_holder`` exports."""
+    per_card: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    """One Pod's units per (card id, partition profile, partition id, mode): what ``gpuctl_card_holder`` exports."""
 
     @property
     def equivalents(self) -> dict[str, Fraction]:
@@ -161,7 +161,7 @@ def charge_grant(h: Holding, grant: CardAllocation, card: Card | None, group: Gr
         return
     _charge(h, mode, units)
     if h.pod:
-        key = (grant.card_id, profile, mode)
+        key = (grant.card_id, profile, grant.physical_id, mode)
         h.per_card[key] = h.per_card.get(key, 0) + units
 
 
@@ -327,17 +327,61 @@ def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
+PoolsKey = tuple[tuple[str, bool, str, tuple[tuple[str, str], ...]], ...]
+
+
+def pools_key(instancetypes: Iterable[InstanceType]) -> PoolsKey:
+    """What a holding reads of the pools: their names, kinds, card models and labels (a status write makes a new
+    InstanceType record, and changes none of them)."""
+    return tuple(
+        sorted(
+            (t.name, t.acceleratable, t.accelerator_group, tuple(sorted(t.pool_labels().items())))
+            for t in instancetypes
+        )
+    )
+
+
+class _Pools:
+    """The pools and queues every node's and Workload's holdings are read against."""
+
+    __slots__ = ("accelerated", "cpu_pools", "names", "queues")
+
+    def __init__(self, types: PoolsKey, queues: dict[tuple[str, str], str]) -> None:
+        self.accelerated = [
+            (name, group, dict(labels)) for name, acceleratable, group, labels in types if acceleratable
+        ]
+        self.cpu_pools = {name for name, acceleratable, _, _ in types if not acceleratable}
+        self.names = {name for name, _, _, _ in types}
+        self.queues = queues
+
+    def node(self, d: NodeDevices | None, pods: Sequence[Pod], owners: Sequence[Workload | None]) -> list[Holding]:
+        """One node's holdings: its Pods' grants (each with its Workload, or None), then what its ledger charges
+        beyond them."""
+        where = _node_pools(d, self.accelerated)
+        claimed: dict[tuple[str, str], list[CardAllocation]] = {}
+        found = [
+            h
+            for p, w in zip(pods, owners, strict=True)
+            for h in _pod_holdings(p, w, where, self.cpu_pools, self.queues, claimed)
+        ]
+        return found + _unattributed(where, claimed)
+
+    def reserved(self, w: Workload, pods: Iterable[Pod]) -> Holding | None:
+        return _reserved(w, pods, self.names, self.cpu_pools, self.queues)
+
+
 class UsageMemo:
     """What :func:`holdings` found for each node and each Workload, reused while the records it was found from are
     the same objects: a cache replaces a record that changes and never edits one, so recomputing a large cluster's
     usage reads again only the nodes whose ledger, Pods or their Workloads changed. Its holdings are read, never
     added to (``summarise`` sums copies)."""
 
-    __slots__ = ("_nodes", "_queues", "_reserved", "_types")
+    __slots__ = ("_nodes", "_pools", "_queues", "_reserved", "_types")
 
     def __init__(self) -> None:
-        self._types: tuple[tuple[str, bool, str, tuple[tuple[str, str], ...]], ...] = ()
+        self._types: PoolsKey = ()
         self._queues: dict[tuple[str, str], str] = {}
+        self._pools = _Pools((), {})
         self._nodes: dict[str, tuple[tuple[object, ...], list[Holding]]] = {}
         self._reserved: dict[tuple[str, str], tuple[tuple[object, ...], Holding | None]] = {}
 
@@ -349,20 +393,11 @@ class UsageMemo:
         workloads: Mapping[tuple[str, str], Workload],
         queues: dict[tuple[str, str], str],
     ) -> list[Holding]:
-        # What a holding reads of the pools: their names, kinds, card models and labels (a status write makes a new
-        # InstanceType record, and changes none of them).
-        types = tuple(
-            sorted(
-                (t.name, t.acceleratable, t.accelerator_group, tuple(sorted(t.pool_labels().items())))
-                for t in instancetypes
-            )
-        )
+        types = pools_key(instancetypes)
         if types != self._types or queues != self._queues:
             self._nodes, self._reserved = {}, {}
             self._types, self._queues = types, queues
-        accelerated = [(name, group, dict(labels)) for name, acceleratable, group, labels in types if acceleratable]
-        cpu_pools = {name for name, acceleratable, _, _ in types if not acceleratable}
-        pools = {name for name, _, _, _ in types}
+            self._pools = _Pools(types, queues)
         ledger = {d.node: d for d in devices}
         on_node: dict[str, list[Pod]] = {}
         by_workload: dict[tuple[str, str], list[Pod]] = {}
@@ -379,17 +414,7 @@ class UsageMemo:
             owners = [workloads.get((p.namespace, p.workload)) if p.workload else None for p in mine]
             read = (d, *mine, *owners)
             last = self._nodes.get(node)
-            if last is not None and _same(last[0], read):
-                found = last[1]
-            else:
-                where = _node_pools(d, accelerated)
-                claimed: dict[tuple[str, str], list[CardAllocation]] = {}
-                found = [
-                    h
-                    for p, w in zip(mine, owners, strict=True)
-                    for h in _pod_holdings(p, w, where, cpu_pools, queues, claimed)
-                ]
-                found += _unattributed(where, claimed)
+            found = last[1] if last is not None and _same(last[0], read) else self._pools.node(d, mine, owners)
             nodes[node] = (read, found)
             out.extend(found)
         reserved: dict[tuple[str, str], tuple[tuple[object, ...], Holding | None]] = {}
@@ -400,12 +425,108 @@ class UsageMemo:
             if last_reserved is not None and _same(last_reserved[0], read):
                 h = last_reserved[1]
             else:
-                h = _reserved(w, mine, pools, cpu_pools, queues)
+                h = self._pools.reserved(w, mine)
             reserved[key] = (read, h)
             if h is not None:
                 out.append(h)
         self._nodes, self._reserved = nodes, reserved
         return out
+
+
+def owners_of(workloads: Iterable[Workload]) -> dict[tuple[str, str], Workload]:
+    """The Workload each Pod's ``kueue.x-k8s.io/workload`` names, by ``(namespace, name)``: a Concurrent Admission
+    family by the name its Pods carry, the Variant that stands for it."""
+    out: dict[tuple[str, str], Workload] = {}
+    for w in judged(workloads):
+        key = (w.namespace, w.pod_owner)
+        other = out.get(key)
+        out[key] = w if other is None else standing((other, w))
+    return out
+
+
+class UsageBook:
+    """Holdings kept node by node and Workload by Workload, each replaced when its records change, with the sums
+    the usage gauges read kept as they change: the operator updates only what its cache saw change, and a scrape of
+    a large cluster costs what changed since the last, not the cluster's size.
+
+    ``set_node`` and ``set_workload`` take the records :func:`holdings` reads for that node or Workload; the book
+    then holds what :func:`holdings` finds for the same records, in its order (node by node, then the
+    reservations by Workload)."""
+
+    def __init__(self, instancetypes: Iterable[InstanceType], local_queues: Iterable[LocalQueue]) -> None:
+        self.key = self.reads(instancetypes, local_queues)
+        """What the book's holdings read of the pools and queues: a book whose key changed is made again."""
+        self._pools = _Pools(*self.key)
+        self.nodes: dict[str, list[Holding]] = {}
+        self.reservations: dict[tuple[str, str], Holding] = {}
+        self._held: dict[tuple[str, str, str], list[int]] = {}
+        """Per (namespace, pool, mode): the units held and how many holdings add to them."""
+        self._reserved: dict[tuple[str, str], tuple[Fraction, int]] = {}
+
+    @staticmethod
+    def reads(
+        instancetypes: Iterable[InstanceType], local_queues: Iterable[LocalQueue]
+    ) -> tuple[PoolsKey, dict[tuple[str, str], str]]:
+        """The key a book made from these has."""
+        return pools_key(instancetypes), _queues(local_queues)
+
+    def set_node(
+        self, node: str, d: NodeDevices | None, pods: Iterable[Pod], owners: Mapping[tuple[str, str], Workload]
+    ) -> list[Holding]:
+        """Replace a node's holdings, from its ledger (None when none is served), the Pods bound to it and the
+        Workloads their Pods name (:func:`owners_of`)."""
+        mine = sorted(pods, key=lambda p: (p.namespace, p.name))
+        owners_ = [owners.get((p.namespace, p.workload)) if p.workload else None for p in mine]
+        found = self._pools.node(d, mine, owners_) if d is not None or mine else []
+        self._count(self.nodes.pop(node, []), -1)
+        if found:
+            self.nodes[node] = found
+            self._count(found, 1)
+        return found
+
+    def set_workload(self, key: tuple[str, str], w: Workload | None, pods: Iterable[Pod]) -> Holding | None:
+        """Replace what the Workload that Pods name ``key`` (``(namespace, name)``) reserves: ``w`` is
+        ``owners_of(...).get(key)``, ``pods`` the Pods that name it."""
+        h = self._pools.reserved(w, pods) if w is not None else None
+        old = self.reservations.pop(key, None)
+        if old is not None:
+            self._count([old], -1)
+        if h is not None:
+            self.reservations[key] = h
+            self._count([h], 1)
+        return h
+
+    def _count(self, items: Iterable[Holding], sign: int) -> None:
+        held, reserved = self._held, self._reserved
+        for h in items:
+            for mode, u in h.units.items():
+                k = (h.owner.namespace, h.pool, mode)
+                total = held.get(k)
+                if total is None:
+                    total = held[k] = [0, 0]
+                total[0] += sign * u
+                total[1] += sign
+                if not total[1]:
+                    del held[k]
+            if h.reserved:
+                r = (h.owner.namespace, h.pool)
+                value, n = reserved.get(r, (ZERO, 0))
+                if n + sign:
+                    reserved[r] = (value + sign * h.reserved, n + sign)
+                else:
+                    del reserved[r]
+
+    def holdings(self) -> list[Holding]:
+        """Every holding, in the order :func:`holdings` gives them."""
+        out = [h for node in sorted(self.nodes) for h in self.nodes[node]]
+        return out + [self.reservations[k] for k in sorted(self.reservations)]
+
+    def gauges(self) -> tuple[dict[tuple[str, str, str], float], dict[tuple[str, str], float]]:
+        """What :func:`usage_gauges` gives for :meth:`holdings`, from the sums kept."""
+        return (
+            {k: equivalents(Fraction(u, M)) for k, (u, _) in self._held.items()},
+            {k: equivalents(v) for k, (v, _) in self._reserved.items()},
+        )
 
 
 def holdings(
@@ -418,8 +539,7 @@ def holdings(
 ) -> list[Holding]:
     """Every holding of every owner in every pool, node by node: Pods' grants, what the ledger charges beyond them
     (unattributed), then reservations. ``memo`` keeps what each node and Workload came to for the next call."""
-    known = {(w.namespace, w.pod_owner): w for w in judged(workloads)}  # a family by the name its Pods carry
-    return (memo or UsageMemo()).holdings(instancetypes, devices, pods, known, _queues(local_queues))
+    return (memo or UsageMemo()).holdings(instancetypes, devices, pods, owners_of(workloads), _queues(local_queues))
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,6 +602,7 @@ HOLDER_LABELS = (
     "UUID",
     "GPU_I_PROFILE",
     "GPU_I_ID",
+    "mig_uuid",
     "namespace",
     "pod",
     "workload",
@@ -493,22 +614,29 @@ HOLDER_LABELS = (
 """The labels of ``gpuctl_card_holder``: upper-case ones are the DCGM exporter's names, so the two join by them."""
 RESERVED_LABELS = ("namespace", "workload", "localqueue", "clusterqueue", "instancetype")
 
+Rows = list[tuple[tuple[str, ...], float]]
 
-def holder_rows(items: Iterable[Holding]) -> list[tuple[tuple[str, ...], float]]:
-    """Per Pod and card it holds part of: the labels of :data:`HOLDER_LABELS` and its card-equivalents there. A
-    partition's GPU instance id is not in the allocation record: ``GPU_I_ID`` is empty, and the join with the
-    exporter's series is by card and profile."""
-    rows: list[tuple[tuple[str, ...], float]] = []
+
+def holder_rows(items: Iterable[Holding]) -> Rows:
+    """Per Pod and card it holds part of: the labels of :data:`HOLDER_LABELS` and its card-equivalents there (the
+    sum over its containers, by the fold), ordered by the labels.
+
+    ``UUID`` is the card's id as the ledger records it; a partition adds its profile as published (``3g.40gb``) and
+    the MIG device's UUID its allocation record names (``allocatedPhysicalID``). The record carries no GPU instance
+    id, so ``GPU_I_ID`` is empty: the exporter's series are joined by card and profile. Only Pods' own grants are
+    rows (what the ledger charges to no Pod is not); a Pod outside Kueue has empty ``workload`` and queues."""
+    rows: Rows = []
     for h in items:
         if not h.pod:
             continue
         o = h.owner
-        for (card, profile, mode), units in sorted(h.per_card.items()):
+        for (card, profile, partition, mode), units in h.per_card.items():
             labels = (
                 h.node,
                 card,
                 profile,
                 "",
+                partition,
                 o.namespace,
                 h.pod,
                 o.workload,
@@ -518,12 +646,13 @@ def holder_rows(items: Iterable[Holding]) -> list[tuple[tuple[str, ...], float]]
                 mode,
             )
             rows.append((labels, equivalents(Fraction(units, M))))
+    rows.sort()
     return rows
 
 
-def reserved_rows(items: Iterable[Holding]) -> list[tuple[tuple[str, ...], float]]:
-    """Per admitted Workload whose Pods hold no card yet: the labels of :data:`RESERVED_LABELS` and what it
-    reserves, in card-equivalents."""
+def reserved_rows(items: Iterable[Holding]) -> Rows:
+    """Per admitted Workload whose Pods hold no allocation yet: the labels of :data:`RESERVED_LABELS` and what it
+    reserves, in card-equivalents, ordered by the labels."""
     out: dict[tuple[str, ...], Fraction] = {}
     for h in items:
         if h.reserved and not h.pod:

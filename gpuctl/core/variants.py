@@ -36,7 +36,7 @@ def judged(workloads: Iterable[Workload]) -> list[Workload]:
     return [w for w in listed if (w.namespace, w.name) not in families]
 
 
-def _standing(variants: Sequence[Workload]) -> Workload:
+def standing(variants: Sequence[Workload]) -> Workload:
     """The Variant that stands for its family: the one that holds quota (admitted first), else an active one, else
     the first by name."""
     ordered = sorted(variants, key=lambda v: v.name)
@@ -63,8 +63,8 @@ def folded(workloads: Iterable[Workload]) -> list[Workload]:
             continue
         if w.variant_of:
             variants = families[family]
-            standing = _standing(variants)
-            if w is not standing:
+            stand = standing(variants)
+            if w is not stand:
                 continue
             parent = parents.get(family)
             out.append(

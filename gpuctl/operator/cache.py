@@ -153,6 +153,51 @@ def _drop(index: dict[str, set[str]], key: str, value: str) -> None:
             del index[key]
 
 
+class ChangeLog:
+    """Which nodes and which Workloads the cache's events touched, in the order they did: what is computed from the
+    cache node by node (the usage gauges, the holder series) is computed again only for what changed since.
+
+    A node is touched by its Node's, its Devices' and its Pods' events, and by an event of a Workload whose Pods run
+    on it; a Workload (``namespace/name`` as Pods name it, a Concurrent Admission family by its parent's name) by its
+    own events and its Pods'. Each is kept once, at its last touch (``serial``); past :data:`CHANGES_KEPT` the
+    oldest half is forgotten, and a reader from before it is told to read everything again."""
+
+    def __init__(self, kept: int = 0) -> None:
+        self.serial = 0
+        self.kept = kept or CHANGES_KEPT
+        self._nodes: dict[str, int] = {}
+        self._workloads: dict[str, int] = {}
+        self._forgotten = 0
+        """The last serial forgotten: a reader from before it cannot be told what changed."""
+
+    def touch(self, nodes: Iterable[str] = (), workloads: Iterable[str] = ()) -> None:
+        self.serial += 1
+        for log, keys in ((self._nodes, nodes), (self._workloads, workloads)):
+            for key in keys:
+                if key:
+                    log.pop(key, None)  # kept in the order of the last touch
+                    log[key] = self.serial
+            if len(log) > self.kept:
+                for key in list(log)[: len(log) // 2]:
+                    self._forgotten = max(self._forgotten, log.pop(key))
+
+    def since(self, serial: int) -> tuple[set[str], set[str]] | None:
+        """The nodes and Workloads touched after ``serial``; None when some of it is forgotten."""
+        if serial < self._forgotten:
+            return None
+        out: tuple[set[str], set[str]] = (set(), set())
+        for found, log in zip(out, (self._nodes, self._workloads), strict=True):
+            for key, at in reversed(log.items()):
+                if at <= serial:
+                    break
+                found.add(key)
+        return out
+
+
+CHANGES_KEPT = 200_000
+"""Nodes and Workloads the change log remembers, each (a reader far behind reads everything again)."""
+
+
 def workload_nodes(w: Workload) -> set[str]:
     """The nodes a Workload's topology assignment names (hostname level)."""
     return {node for a in w.assignments for node, _ in (a.hostnames or [])}
@@ -186,6 +231,9 @@ class OperatorCache:
         self.workloads_by_node: dict[str, set[str]] = {}
         self.devices_by_model: dict[str, set[str]] = {}
         self.instances_by_type: dict[str, set[str]] = {}
+        self.workloads_by_owner: dict[str, set[str]] = {}
+        """Workloads by the ``namespace/name`` their Pods carry (a Concurrent Admission family under its parent)."""
+        self.changes = ChangeLog()
         self.generations: dict[Kind, int] = dict.fromkeys(PARSERS, 0)
         """Events applied per kind: what is computed from the cache can be reused while the kinds it read stay put."""
         self._webhook_version = 0
@@ -262,12 +310,27 @@ class OperatorCache:
                     index(self.pods_by_node, pod.node_name, key)
                 if pod.workload:
                     index(self.pods_by_workload, f"{pod.namespace}/{pod.workload}", key)
+            self.changes.touch(
+                (p.node_name for p in (old, new) if p is not None),
+                (f"{p.namespace}/{p.workload}" for p in (old, new) if p is not None and p.workload),
+            )
         elif kind == kinds.WORKLOAD:
             for node in workload_nodes(old) if old is not None else ():
                 _drop(self.workloads_by_node, node, key)
             for node in workload_nodes(new) if new is not None else ():
                 _add(self.workloads_by_node, node, key)
+            owners = {f"{w.namespace}/{w.pod_owner}" for w in (old, new) if w is not None}
+            if old is not None:
+                _drop(self.workloads_by_owner, f"{old.namespace}/{old.pod_owner}", key)
+            if new is not None:
+                _add(self.workloads_by_owner, f"{new.namespace}/{new.pod_owner}", key)
+            pods = self.store(kinds.POD)
+            nodes = {pods[k].node_name for o in owners for k in self.pods_by_workload.get(o, ()) if k in pods}
+            self.changes.touch(nodes, owners)
+        elif kind == kinds.NODE:
+            self.changes.touch((key,))
         elif kind == kinds.DEVICES:
+            self.changes.touch((key,))
             for model in devices_models(old) if old is not None else ():
                 _drop(self.devices_by_model, model, old.node)
             for model in devices_models(new) if new is not None else ():
@@ -298,6 +361,25 @@ class OperatorCache:
     def workload(self, key: str) -> Workload | None:
         w: Workload | None = self.store(kinds.WORKLOAD).get(key)
         return w
+
+    def workloads_owning(self, owner: str) -> list[Workload]:
+        """The Workloads whose Pods carry ``owner`` (``namespace/name``): one, or a Concurrent Admission family."""
+        with self.lock:
+            store = self.store(kinds.WORKLOAD)
+            return [store[k] for k in sorted(self.workloads_by_owner.get(owner, ())) if k in store]
+
+    def pods_of(self, owner: str) -> list[Pod]:
+        """The Pods that name the Workload ``owner`` (``namespace/name``)."""
+        with self.lock:
+            store = self.store(kinds.POD)
+            return [store[k] for k in sorted(self.pods_by_workload.get(owner, ())) if k in store]
+
+    def served_devices(self, node: str) -> NodeDevices | None:
+        """A node's ledger, when its Node exists (:meth:`all_devices`, for one node)."""
+        with self.lock:
+            d: NodeDevices | None = self.store(kinds.DEVICES).get(node)
+            served = split_orphans([d], self.store(kinds.NODE)).served if d is not None else []
+            return served[0] if served else None
 
     def workloads_on(self, nodes: Iterable[str]) -> list[Workload]:
         with self.lock:

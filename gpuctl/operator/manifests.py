@@ -408,7 +408,8 @@ def deployment(apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[s
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": {"name": NAME, "namespace": NAMESPACE},
+            # Labelled for the ServiceMonitor of deploy/monitoring.
+            "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(selector)},
             "spec": {
                 "selector": selector,
                 "ports": [
@@ -506,9 +507,10 @@ def write(root: Path) -> list[Path]:
         dump(base / "operator-policy.yaml", operator_write_policy(crd_spec_fields(instance_crd))),
         dump(root / "rbac" / "gpuctl-cli.yaml", cli_roles()),
     ]
-    from gpuctl.operator.monitoring import alert_rules, dashboard
+    from gpuctl.operator.monitoring import alert_rules, dashboard, service_monitor
 
     files.append(dump(root / "monitoring" / "prometheus-rules.yaml", [alert_rules()]))
+    files.append(dump(root / "monitoring" / "service-monitor.yaml", [service_monitor()]))
     board = root / "monitoring" / "grafana-dashboard.json"
     board.write_text(json.dumps(dashboard(), indent=2) + "\n")
     files.append(board)

@@ -17,12 +17,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from gpuctl.core.explain import held_at
 from gpuctl.core.fragmentation import Shape, ViewFragmentation, demand_shapes
 from gpuctl.core.pods import Pod
 from gpuctl.core.queueing import epoch_seconds, pending_order, queue_timestamp
-from gpuctl.core.usage import HOLDER_LABELS, RESERVED_LABELS
 from gpuctl.core.workloads import Workload
 from gpuctl.operator.workqueue import WorkQueue
 
@@ -44,6 +44,9 @@ class _Gauges(Collector):
 
 class Metrics:
     def __init__(self) -> None:
+        self.texts: list[Callable[[], Iterable[bytes]]] = []
+        """Families rendered by their owners as exposition text (kept from scrape to scrape where they are large),
+        written after the registry's."""
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
         self.requests = Counter(
@@ -102,8 +105,12 @@ class Metrics:
     def gauge(self, source: Callable[[], Iterable[GaugeMetricFamily]]) -> None:
         self.gauges.sources.append(source)
 
+    def text(self, source: Callable[[], Iterable[bytes]]) -> None:
+        """Register families rendered as text (:func:`family_text`): their names must be no other family's."""
+        self.texts.append(source)
+
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return generate_latest(self.registry) + b"".join(chunk for source in self.texts for chunk in source())
 
 
 def counter_family(name: str, documentation: str, labels: list[str], values: Iterable[tuple[list[str], float]]) -> Any:
@@ -185,10 +192,7 @@ def pool_gauges(pools: Pools) -> Iterator[Any]:
 
 
 def usage_families(
-    held: Mapping[tuple[str, str, str], float],
-    reserved: Mapping[tuple[str, str], float],
-    holders: Sequence[tuple[tuple[str, ...], float]] = (),
-    reserved_by_workload: Sequence[tuple[tuple[str, ...], float]] = (),
+    held: Mapping[tuple[str, str, str], float], reserved: Mapping[tuple[str, str], float]
 ) -> Iterator[Any]:
     """Who holds what, in card-equivalents by the credits fold (:func:`gpuctl.core.usage.usage_gauges`)."""
     yield gauge_family(
@@ -204,19 +208,48 @@ def usage_families(
         ["namespace", "instancetype"],
         (([ns, pool], v) for (ns, pool), v in sorted(reserved.items())),
     )
-    yield gauge_family(
-        "gpuctl_card_holder",
-        "Card-equivalents a Pod holds on one card, by the credits fold; UUID is the card's id as the ledger records "
-        "it and GPU_I_PROFILE a partition's profile (the DCGM exporter's label names: join by them).",
-        list(HOLDER_LABELS),
-        ((list(labels), v) for labels, v in holders),
-    )
-    yield gauge_family(
-        "gpuctl_workload_reserved_card_equivalents",
-        "Card-equivalents an admitted Workload reserves whose Pods hold no card yet.",
-        list(RESERVED_LABELS),
-        ((list(labels), v) for labels, v in reserved_by_workload),
-    )
+
+
+# ----------------------------------------------------------------------------------------------- as text
+#
+# The holder series are one per Pod and card: 40,000 and more on a large cluster, where prometheus_client's rendering
+# alone took two seconds a scrape. Their lines are written here, as ``generate_latest`` writes them, node by node
+# and Workload by Workload, and kept while what they were written from stays (``gpuctl.operator.usage``).
+
+HOLDER = "gpuctl_card_holder"
+HOLDER_HELP = (
+    "Card-equivalents a Pod holds on one card (the sum over its containers, by the credits fold); UUID is the card's "
+    "id as the ledger records it, GPU_I_PROFILE a partition's profile and mig_uuid its MIG device (the DCGM "
+    "exporter's names: join by UUID and GPU_I_PROFILE); GPU_I_ID is empty, the allocation record naming none."
+)
+RESERVED_BY_WORKLOAD = "gpuctl_workload_reserved_card_equivalents"
+RESERVED_BY_WORKLOAD_HELP = "Card-equivalents an admitted Workload reserves whose Pods hold no allocation yet."
+
+
+def family_header(name: str, documentation: str, kind: str = "gauge") -> bytes:
+    """A family's ``# HELP`` and ``# TYPE`` lines, as ``generate_latest`` writes them."""
+    doc = documentation.replace("\\", r"\\").replace("\n", r"\n")
+    return f"# HELP {name} {doc}\n# TYPE {name} {kind}\n".encode()
+
+
+def _escape(value: str) -> str:
+    if "\\" in value or "\n" in value or '"' in value:
+        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    return value
+
+
+def sample_lines(name: str, labels: Sequence[str], rows: Iterable[tuple[Sequence[str], float]]) -> bytes:
+    """A family's sample lines, byte for byte as ``generate_latest`` writes them (labels in name order)."""
+    order = sorted(range(len(labels)), key=lambda i: labels[i])
+    prefixes = [f'{name}{{{labels[order[0]]}="', *(f'",{labels[i]}="' for i in order[1:])] if labels else []
+    out = []
+    for values, value in rows:
+        if prefixes:
+            head = "".join(p + _escape(values[i]) for p, i in zip(prefixes, order, strict=True)) + '"} '
+        else:
+            head = name + " "
+        out.append(head + floatToGoString(value) + "\n")  # type: ignore[no-untyped-call]
+    return "".join(out).encode()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,13 @@
-"""The Grafana dashboard and the Prometheus alert rules built on the operator's metrics (written to deploy/monitoring
-by ``make docs``): pools (the four views, free and stranded capacity, the fragmentation score), queues (depth, the
-head's age, Workloads held per gate) and the webhooks' latency."""
+"""The Grafana dashboard, the Prometheus alert and recording rules built on the operator's metrics, and the
+ServiceMonitor that scrapes them (written to deploy/monitoring by ``make docs``): pools (the four views, free and
+stranded capacity, the fragmentation score), queues (depth, the head's age, Workloads held per gate), the webhooks'
+latency, and card-hours held and idle."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from gpuctl.core import naming
 
 HEAD_WAIT_SECONDS = 900
 """The head's wait past which a pool whose free capacity would hold it, but not usably, is alerted on."""
@@ -248,6 +251,27 @@ def alert_rules() -> dict[str, Any]:
         "metadata": {"name": "gpuctl", "labels": {"app.kubernetes.io/name": "gpuctl-operator"}},
         "spec": {
             "groups": [{"name": "gpuctl", "rules": rules}, {"name": "gpuctl-card-hours", "rules": recording_rules()}]
+        },
+    }
+
+
+def service_monitor(metrics_port: str = "metrics") -> dict[str, Any]:
+    """The Prometheus Operator's scrape of the operator's Service, port ``metrics_port``. ``honorLabels``: the holder
+    series carry their Pods' ``namespace`` and ``pod``, which without it become ``exported_namespace`` and
+    ``exported_pod`` under the operator's own (and every card-hour would be the operator's namespace's). Only the
+    replica that leads exports the cluster-wide series, so scraping both counts nothing twice."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {
+            "name": naming.OPERATOR_NAME,
+            "namespace": naming.OPERATOR_NAMESPACE,
+            "labels": {"app.kubernetes.io/name": naming.OPERATOR_NAME},
+        },
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": naming.OPERATOR_NAME}},
+            "namespaceSelector": {"matchNames": [naming.OPERATOR_NAMESPACE]},
+            "endpoints": [{"port": metrics_port, "path": "/metrics", "interval": "30s", "honorLabels": True}],
         },
     }
 

@@ -70,6 +70,10 @@ def split_key(key: str) -> tuple[str | None, str]:
     return (ns or None), name
 
 
+def _always() -> bool:
+    return True
+
+
 class Controller(ABC):
     """A work queue, the watches that fill it, and the reconcile of one key.
 
@@ -91,6 +95,8 @@ class Controller(ABC):
         self.heartbeat = time.monotonic()
         self.current: tuple[str, float] | None = None
         self.reconciled = 0
+        self.leading: Callable[[], bool] = _always
+        """Whether this replica leads: set when the controllers start (a controller run alone leads)."""
 
     def record(self, regarding: Regarding, event_type: str, reason: str, action: str, note: str) -> None:
         """Record a decision as an Event. A recorder that fails must never fail a reconcile that succeeded."""
@@ -158,6 +164,10 @@ class Controller(ABC):
                     self.queue.add(key)  # another replica leads now; keep the key for when this one does again
             finally:
                 self.queue.done(key)
+
+    def warm(self) -> None:
+        """Compute ahead what a scrape of the metrics reads, once this replica starts leading (nothing by default)."""
+        return None
 
     def stuck_for(self) -> float:
         """Seconds this controller has been on one key, or since its worker last looped (0 when healthy)."""

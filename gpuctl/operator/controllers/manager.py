@@ -8,6 +8,7 @@ its watches are registered by kind, its workers started, its keys resynced and i
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
 import threading
 import time
@@ -19,6 +20,8 @@ from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers.base import Controller, Watch, Writer
 from gpuctl.operator.events import EventSink
 from gpuctl.operator.metrics import Metrics, workqueue_gauges
+
+log = logging.getLogger(__name__)
 
 C = TypeVar("C", bound=Controller)
 PACKAGE = __name__.rpartition(".")[0]
@@ -107,6 +110,8 @@ class Controllers:
             return self.cache.synced()
 
         for c in self.all:
+            c.leading = leading
+        for c in self.all:
             for i in range(c.workers):
                 t = threading.Thread(target=c.run, args=(stop, leading, ready), name=f"{c.name}-{i}", daemon=True)
                 t.start()
@@ -121,10 +126,21 @@ class Controllers:
             now_leading = ready() and leading()
             # A replica that starts leading (or finishes its first sync) goes over everything once.
             if now_leading and (not self._was_leading or time.monotonic() - last >= self.resync_seconds):
+                if not self._was_leading:
+                    # What a scrape reads is computed now, beside the workers, not by the first scrape (at 20,000
+                    # nodes that takes longer than Prometheus waits for an answer).
+                    threading.Thread(target=self._warm, name="warm", daemon=True).start()
                 self.resync()
                 last = time.monotonic()
             self._was_leading = now_leading
             stop.wait(0.5)
+
+    def _warm(self) -> None:
+        for c in self.all:
+            try:
+                c.warm()
+            except Exception:  # a scrape computes it anyway; the warm-up must never stop the replica
+                log.exception("%s: computing the metrics ahead of the first scrape failed", c.name)
 
     def stuck(self) -> str | None:
         """Why the controllers are stuck (a key held longer than ``stuck_after``), or None."""

@@ -15,30 +15,25 @@ from typing import Any, Generic, TypeVar
 from gpuctl.cluster import kinds
 from gpuctl.cluster.kinds import Kind
 from gpuctl.core import naming
-from gpuctl.core.fragmentation import ViewFragmentation, demand_shapes, pool_fragmentation, reference_shapes
+from gpuctl.core.fragmentation import ViewFragmentation, demand_shapes, reference_shapes
 from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.lifecycle import instancetype_phase, phase_message
 from gpuctl.core.nodes import Node
-from gpuctl.core.queueing import cluster_queues_of, pending_order, pods_by_workload
-from gpuctl.core.usage import UsageMemo, holder_rows, holdings, reserved_rows, usage_gauges
-from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, pool_devices, views_to_status
+from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, views_to_status
 from gpuctl.core.workloads import ClusterQueue
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache
 from gpuctl.operator.controllers.base import Controller, Watch, Writer, node_moved
 from gpuctl.operator.events import NORMAL, EventSink, Regarding
-from gpuctl.operator.metrics import Metrics, QueueState, pool_gauges, queue_gauges, queue_state, usage_families
+from gpuctl.operator.metrics import Metrics, QueueState, pool_gauges, queue_gauges, usage_families
+from gpuctl.operator.scrape import PoolFragmentation, QueueBook, UsageText
 
 FRAGMENTATION_TTL = 15.0
 """Seconds a pool's fragmentation metrics, the usage gauges and the queue gauges are reused for (Prometheus scrapes
 every 15 to 60 s); past it they are computed again only if the kinds they read changed."""
 
-UsageGauges = tuple[
-    dict[tuple[str, str, str], float],
-    dict[tuple[str, str], float],
-    list[tuple[tuple[str, ...], float]],
-    list[tuple[tuple[str, ...], float]],
-]
-"""Held per namespace, pool and mode; reserved per namespace and pool; per Pod and card; reserved per Workload."""
+UsageGauges = tuple[dict[tuple[str, str, str], float], dict[tuple[str, str], float], bytes]
+"""Held per namespace, pool and mode; reserved per namespace and pool; the text of the families per Pod and card and
+per reserving Workload."""
 T = TypeVar("T")
 
 FRAGMENTATION_READS = (kinds.INSTANCETYPE, kinds.DEVICES, kinds.NODE, kinds.WORKLOAD, kinds.LOCALQUEUE)
@@ -70,8 +65,14 @@ class StatusController(Controller):
         self._fragmentation: dict[str, Computed[tuple[ViewFragmentation, ...]]] = {}
         """Per InstanceType: its fragmentation as last computed."""
         self._usage: Computed[UsageGauges] | None = None
-        self._usage_memo = UsageMemo()
-        """Each node's and Workload's holdings from the last computation: a scrape reads again only what changed."""
+        self._usage_text = UsageText(cache)
+        """Each node's and Workload's holdings and lines from the last computation: a scrape reads again only what
+        changed."""
+        metrics.text(self.texts)
+        self._queue_book = QueueBook(cache)
+        """Each Workload's gate and whether it is pending, kept from the cache's changes (queue gauges, shapes)."""
+        self._pool_fragmentation: dict[str, PoolFragmentation] = {}
+        """Per InstanceType: its nodes' free capacity and fits, kept from the cache's changes."""
         self._queues: Computed[QueueState] | None = None
 
     # ------------------------------------------------------------------------------------------- what wakes it
@@ -156,25 +157,14 @@ class StatusController(Controller):
         return last.value
 
     def usage(self) -> UsageGauges:
-        """Card-equivalents held per namespace, pool and mode, and reserved per namespace and pool: computed from
-        the cache when scraped, like the fragmentation."""
+        """Card-equivalents held per namespace, pool and mode, and reserved per namespace and pool, with the text of
+        the per-holder and per-Workload families: computed from the cache when scraped, like the fragmentation,
+        node by node and Workload by Workload for those that changed."""
         self._usage = self._reuse(self._usage, USAGE_READS, self._compute_usage)
         return self._usage.value
 
     def _compute_usage(self) -> UsageGauges:
-        with self.cache.lock:
-            instancetypes = [c.record for c in self.cache.instancetypes().values()]
-            devices = self.cache.all_devices()
-            pods = list(self.cache.store(kinds.POD).values())
-        items = holdings(
-            instancetypes,
-            devices,
-            pods,
-            self.cache.records(kinds.WORKLOAD),
-            self.cache.records(kinds.LOCALQUEUE),
-            self._usage_memo,
-        )
-        return (*usage_gauges(items), holder_rows(items), reserved_rows(items))
+        return self._usage_text.update()
 
     def queues(self) -> QueueState:
         """Per ClusterQueue the pending count and head, and the Workloads held per gate: computed like the
@@ -183,34 +173,30 @@ class StatusController(Controller):
         return self._queues.value
 
     def _compute_queues(self) -> QueueState:
-        workloads = self.cache.records(kinds.WORKLOAD)
-        return queue_state(
-            workloads,
-            sorted(q.name for q in self.cache.records(kinds.CLUSTERQUEUE)),
-            cluster_queues_of(workloads, self.cache.records(kinds.LOCALQUEUE)),
-            pods_by_workload(self.cache.records(kinds.POD)),
-        )
+        self._queue_book.update()
+        return self._queue_book.state(sorted(q.name for q in self.cache.records(kinds.CLUSTERQUEUE)))
 
     def _compute_fragmentation(self, name: str) -> tuple[ViewFragmentation, ...]:
         cached = self.cache.instancetypes().get(name)
         it = cached.record if cached is not None else None
         if it is None or not it.acceleratable:
+            self._pool_fragmentation.pop(name, None)
             return ()
-        devices = self.cache.pool_devices(it.accelerator_group)
-        pending = pending_order(self.cache.records(kinds.WORKLOAD), self._queue_of(), it.name)
-        asked = demand_shapes(pending)
+        self._queue_book.update()
+        asked = demand_shapes(self._queue_book.pending_order(it.name))
         covered = {s.view for s in asked}
         shapes = asked + [s for s in reference_shapes([p.name for p in it.offered_profiles]) if s.view not in covered]
-        return pool_fragmentation(pool_devices(devices, it), it.accelerator_group, shapes, it.card_mib)
-
-    def _queue_of(self) -> dict[str, str]:
-        return cluster_queues_of(self.cache.records(kinds.WORKLOAD), self.cache.records(kinds.LOCALQUEUE))
+        kept = self._pool_fragmentation.get(name)
+        if kept is None:
+            kept = self._pool_fragmentation[name] = PoolFragmentation(self.cache)
+        return kept.update(it, shapes)
 
     def reconcile(self, key: str) -> None:
         cached = self.cache.instancetypes().get(key)
         if cached is None:
             self.pools.pop(key, None)
             self._fragmentation.pop(key, None)
+            self._pool_fragmentation.pop(key, None)
             return
         desired = self.desired_status(cached)
         if all(cached.status.get(k) == v for k, v in desired.items()):
@@ -234,11 +220,30 @@ class StatusController(Controller):
 
     def gauges(self) -> Iterable[Any]:
         """Per InstanceType and view, the views this writer published, free and stranded capacity and the
-        fragmentation score; per ClusterQueue, pending Workloads, the head's age and Workloads held per gate."""
+        fragmentation score; per ClusterQueue, pending Workloads, the head's age and Workloads held per gate. Only
+        the replica that leads exports them: every replica's cache holds the same cluster, and Prometheus scraping
+        two replicas would count every holding twice in a sum."""
+        if not self.leading():
+            return
         pools = {name: (status, self.fragmentation(name)) for name, status in dict(self.pools).items()}
         yield from pool_gauges(pools)
-        yield from usage_families(*self.usage())
+        held, reserved, _ = self.usage()
+        yield from usage_families(held, reserved)
         yield from queue_gauges(self.queues(), {name: frag for name, (_, frag) in pools.items()}, time.time())
+
+    def warm(self) -> None:
+        """Every gauge and the holder text computed once, so that the first scrape finds them."""
+        for _ in self.gauges():
+            pass
+        for _ in self.texts():
+            pass
+
+    def texts(self) -> Iterable[bytes]:
+        """``gpuctl_card_holder`` and ``gpuctl_workload_reserved_card_equivalents``, as text kept node by node
+        (only where this replica leads, as :meth:`gauges`)."""
+        if not self.leading():
+            return
+        yield self.usage()[2]
 
 
 def queue_facts(queue: ClusterQueue | None) -> tuple[bool, str, bool, int]:

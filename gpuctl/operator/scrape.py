@@ -1,0 +1,239 @@
+"""What a scrape reads of a large cluster, kept from the cache's changes: the usage gauges and the per-holder series,
+the queue gauges, and each pool's fragmentation.
+
+A scrape must not cost the cluster's size. The holdings are kept node by node and Workload by Workload in a
+:class:`~gpuctl.core.usage.UsageBook`, each node's ``gpuctl_card_holder`` lines and each Workload's
+``gpuctl_workload_reserved_card_equivalents`` line as exposition text beside them; the gate each Workload is held at
+and the pending Workloads per ClusterQueue in a :class:`QueueBook`; each pool's free capacity and fits node by node
+in a :class:`~gpuctl.core.fragmentation.FragmentationBook`. An update reads again only the nodes and Workloads the
+cache's change log names since the last (their Devices, Node, Pods or Workloads changed); a change of the pools, the
+LocalQueues or a pool's set of shapes, a Node store that becomes or stops being empty, or a change log that forgot
+what it held, reads everything again. Either way the result is the same, byte for byte.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import TypeVar
+
+from gpuctl.cluster import kinds
+from gpuctl.core.explain import held_at
+from gpuctl.core.fragmentation import FragmentationBook, Shape, ViewFragmentation
+from gpuctl.core.instancetypes import InstanceType
+from gpuctl.core.pods import Pod
+from gpuctl.core.queueing import order_key, pending
+from gpuctl.core.usage import (
+    HOLDER_LABELS,
+    RESERVED_LABELS,
+    UsageBook,
+    holder_rows,
+    owners_of,
+    reserved_rows,
+)
+from gpuctl.core.views import in_pool
+from gpuctl.core.workloads import Workload
+from gpuctl.operator.cache import OperatorCache
+from gpuctl.operator.metrics import (
+    HOLDER,
+    HOLDER_HELP,
+    RESERVED_BY_WORKLOAD,
+    RESERVED_BY_WORKLOAD_HELP,
+    QueueState,
+    family_header,
+    sample_lines,
+)
+
+Held = dict[tuple[str, str, str], float]
+K = TypeVar("K")
+Reserved = dict[tuple[str, str], float]
+
+
+class UsageText:
+    """The usage book of one cache, its holder and reservation lines, and what they were last brought up to."""
+
+    def __init__(self, cache: OperatorCache) -> None:
+        self.cache = cache
+        self.book: UsageBook | None = None
+        self._lock = threading.Lock()
+        self._serial = 0
+        self._nodes_known = False
+        self._holders: dict[str, bytes] = {}
+        self._reserved: dict[tuple[str, str], bytes] = {}
+        self.read = (0, 0)
+        """Nodes and Workloads read again by the last update."""
+
+    def update(self) -> tuple[Held, Reserved, bytes]:
+        """Bring the book up to the cache; the usage gauges and the text of the two families. The records are
+        gathered under the cache's lock, the holdings computed outside it."""
+        cache = self.cache
+        with self._lock:
+            with cache.lock:
+                instancetypes = [c.record for c in cache.store(kinds.INSTANCETYPE).values()]
+                local_queues = list(cache.store(kinds.LOCALQUEUE).values())
+                nodes_known = bool(cache.store(kinds.NODE))
+                key = UsageBook.reads(instancetypes, local_queues)
+                book = self.book
+                changed = (
+                    cache.changes.since(self._serial)
+                    if book is not None and book.key == key and nodes_known == self._nodes_known
+                    else None
+                )
+                self._serial = cache.changes.serial
+                if changed is None:
+                    nodes = set(cache.store(kinds.DEVICES)) | set(cache.pods_by_node)
+                    workloads = set(cache.workloads_by_owner) | set(cache.pods_by_workload)
+                else:
+                    nodes, workloads = changed
+                node_records = [(node, cache.served_devices(node), *self._pods_and_owners(node)) for node in nodes]
+                workload_records = [(owner, self._owner(owner), cache.pods_of(owner)) for owner in workloads]
+            if book is None or changed is None:
+                book = self.book = UsageBook(instancetypes, local_queues)
+                self._holders, self._reserved = {}, {}
+                self._nodes_known = nodes_known
+            for node, d, pods, owners in node_records:
+                found = book.set_node(node, d, pods, owners)
+                _keep(self._holders, node, sample_lines(HOLDER, HOLDER_LABELS, holder_rows(found)))
+            for owner, w, pods in workload_records:
+                namespace, _, name = owner.partition("/")
+                h = book.set_workload((namespace, name), w, pods)
+                rows = reserved_rows([h] if h is not None else [])
+                _keep(self._reserved, (namespace, name), sample_lines(RESERVED_BY_WORKLOAD, RESERVED_LABELS, rows))
+            self.read = (len(node_records), len(workload_records))
+            held, reserved = book.gauges()
+            text = b"".join(
+                (
+                    family_header(HOLDER, HOLDER_HELP),
+                    *(self._holders[n] for n in sorted(self._holders)),
+                    family_header(RESERVED_BY_WORKLOAD, RESERVED_BY_WORKLOAD_HELP),
+                    *(self._reserved[k] for k in sorted(self._reserved)),
+                )
+            )
+        return held, reserved, text
+
+    def _owner(self, owner: str) -> Workload | None:
+        """The Workload Pods naming ``owner`` (``namespace/name``) belong to, as :func:`owners_of` finds it."""
+        namespace, _, name = owner.partition("/")
+        return owners_of(self.cache.workloads_owning(owner)).get((namespace, name))
+
+    def _pods_and_owners(self, node: str) -> tuple[list[Pod], dict[tuple[str, str], Workload]]:
+        pods = self.cache.pods_on(node)
+        owners = {}
+        for owner in {f"{p.namespace}/{p.workload}" for p in pods if p.workload}:
+            w = self._owner(owner)
+            if w is not None:
+                owners[(w.namespace, w.pod_owner)] = w
+        return pods, owners
+
+
+def _keep(blocks: dict[K, bytes], key: K, lines: bytes) -> None:
+    if lines:
+        blocks[key] = lines
+    else:
+        blocks.pop(key, None)
+
+
+class QueueBook:
+    """Per ClusterQueue its pending Workloads, and the Workloads held per queue and gate (:func:`queue_state`),
+    kept Workload by Workload."""
+
+    def __init__(self, cache: OperatorCache) -> None:
+        self.cache = cache
+        self._serial = 0
+        self._local: dict[tuple[str, str], str] | None = None
+        self._entries: dict[str, dict[str, tuple[str, int | None, bool]]] = {}
+        """Per ``namespace/name`` Pods carry: its Workloads' queue, the gate that holds each, whether it is pending."""
+        self._held: dict[tuple[str, str], int] = {}
+        self._pending: dict[str, dict[str, Workload]] = {}
+        self._lock = threading.Lock()
+
+    def update(self) -> None:
+        """Bring the book up to the cache (under its lock: only the Workloads that changed are judged again, or all
+        of them when the LocalQueues changed)."""
+        cache = self.cache
+        with self._lock, cache.lock:
+            local = {(q.namespace, q.name): q.cluster_queue for q in cache.store(kinds.LOCALQUEUE).values()}
+            changed = cache.changes.since(self._serial) if local == self._local else None
+            self._serial = cache.changes.serial
+            if changed is None:
+                self._local, self._entries, self._held, self._pending = local, {}, {}, {}
+                owners = set(cache.workloads_by_owner) | set(cache.pods_by_workload)
+            else:
+                owners = changed[1]
+            for owner in owners:
+                self._owner(owner, local)
+
+    def _owner(self, owner: str, local: dict[tuple[str, str], str]) -> None:
+        for key, (cq, gate, waiting) in self._entries.pop(owner, {}).items():
+            if gate is not None:
+                self._count((cq, str(gate)), -1)
+            if waiting:
+                self._pending[cq].pop(key, None)
+        pods = self.cache.pods_of(owner)
+        entries = {}
+        for w in self.cache.workloads_owning(owner):
+            cq = w.cluster_queue or local.get((w.namespace, w.queue_name), "")
+            gate = held_at(w, pods) if cq else None
+            if gate is not None:
+                self._count((cq, str(gate)), 1)
+            waiting = pending(w)
+            if waiting:
+                self._pending.setdefault(cq, {})[w.key] = w
+            entries[w.key] = (cq, gate, waiting)
+        if entries:
+            self._entries[owner] = entries
+
+    def _count(self, key: tuple[str, str], sign: int) -> None:
+        n = self._held.get(key, 0) + sign
+        if n:
+            self._held[key] = n
+        else:
+            del self._held[key]
+
+    def pending_order(self, cluster_queue: str) -> list[Workload]:
+        """The pending Workloads of one ClusterQueue in Kueue's order (:func:`gpuctl.core.queueing.pending_order`)."""
+        with self._lock:
+            waiting = dict(self._pending.get(cluster_queue, {}))
+        return sorted((waiting[k] for k in sorted(waiting)), key=order_key)
+
+    def state(self, cluster_queues: Iterable[str]) -> QueueState:
+        """What :func:`gpuctl.operator.metrics.queue_state` gives for the cache's Workloads."""
+        lines = {cq: self.pending_order(cq) for cq in cluster_queues}
+        with self._lock:
+            held = dict(self._held)
+        return QueueState({cq: (len(line), line[0] if line else None) for cq, line in lines.items()}, held)
+
+
+class PoolFragmentation:
+    """One pool's :class:`~gpuctl.core.fragmentation.FragmentationBook`, kept up to the cache's ledgers."""
+
+    def __init__(self, cache: OperatorCache) -> None:
+        self.cache = cache
+        self.book: FragmentationBook | None = None
+        self._lock = threading.Lock()
+        self._serial = 0
+        self._reads: object = None
+
+    def update(self, it: InstanceType, shapes: list[Shape]) -> tuple[ViewFragmentation, ...]:
+        """The pool's views against ``shapes``, its nodes' cards read again where they changed."""
+        cache = self.cache
+        model = it.accelerator_group
+        selector = it.pool_labels()
+        with self._lock:
+            with cache.lock:
+                reads = (FragmentationBook.reads(model, shapes, it.card_mib), selector, bool(cache.store(kinds.NODE)))
+                book = self.book
+                changed = cache.changes.since(self._serial) if book is not None and reads == self._reads else None
+                self._serial = cache.changes.serial
+                nodes = set(cache.devices_by_model.get(model, ())) if changed is None else changed[0]
+                cards = []
+                for node in nodes:
+                    d = cache.served_devices(node)
+                    g = d.group(model) if d is not None and in_pool(d.labels, selector) else None
+                    cards.append((node, g.cards if g is not None else None))
+            if book is None or changed is None:
+                book = self.book = FragmentationBook(model, shapes, it.card_mib)
+                self._reads = reads
+            for node, held in cards:
+                book.set_node(node, held)
+            return book.views(shapes)
