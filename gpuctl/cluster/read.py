@@ -404,14 +404,34 @@ def operator_serving(source: Source, probe: bool = False) -> OperatorServing | N
     except SourceError:  # not allowed to read them, or not kept in a snapshot: say nothing of the operator
         return None
     entries = tuple(e for c in configs for e in parse_webhook_configuration(c))
-    endpoint = _endpoint_answers(source, entries) if probe and not getattr(source, "is_snapshot", False) else None
+    live = not getattr(source, "is_snapshot", False)
+    endpoint = _endpoint_answers(source, entries) if probe and live else None
     return OperatorServing(
         entries,
         parse_lease(lease) if lease else None,
         taken_at(source) or time.time(),
         deployment is not None,
         endpoint,
+        # Read live, the configurations are all the cluster holds: a webhook missing from them is not registered.
+        registered=live,
+        namespaces=_namespace_labels(source) if any(e.ours and e.namespace_selector for e in entries) else None,
     )
+
+
+def _namespace_labels(source: Source) -> dict[str, dict[str, str]] | None:
+    """Each Namespace's labels, for a webhook that selects by namespace; None where they cannot be read (the shipped
+    view role does not read Namespaces) or a snapshot holds none."""
+    try:
+        found = source.list(kinds.NAMESPACE)
+    except SourceError:
+        return None
+    out: dict[str, dict[str, str]] = {}
+    for obj in found:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        if isinstance(meta, dict) and meta.get("name"):
+            out[str(meta["name"])] = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+    return out or None
 
 
 def _endpoint_answers(source: Source, entries: Sequence[Any]) -> str | None:
@@ -422,7 +442,8 @@ def _endpoint_answers(source: Source, entries: Sequence[Any]) -> str | None:
 
     if not isinstance(source, LiveSource):
         return None
-    probes = probe_endpoints(source, [e for e in entries if e.ours], ENDPOINT_PROBE_SECONDS)
+    # A probe the user may not make (services/proxy forbidden) tells nothing of the operator: the Lease decides.
+    probes = [p for p in probe_endpoints(source, [e for e in entries if e.ours], ENDPOINT_PROBE_SECONDS) if p.allowed]
     if not probes:
         return None
     if any(not p.error for p in probes):

@@ -28,7 +28,7 @@ from gpuctl.core.preemption import eviction, uid_names
 from gpuctl.core.queueing import held_gate, missing_local_queue_hint, standing_eviction
 from gpuctl.core.quota import QuotaBook, amount_text, flavor_quotas, podset_quota_requests, quota_book
 from gpuctl.core.requests import pod_containers, validate_request_rules
-from gpuctl.core.serving import OperatorServing, operator_fix_hint, unserved_check
+from gpuctl.core.serving import OperatorServing, operator_fix_hint, pods_review, uncreated_pods, unserved_check
 from gpuctl.core.tasloop import Loop, placement_loop
 from gpuctl.core.units import QuantityError, parse_quantity
 from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, Condition, LocalQueue, Workload
@@ -131,10 +131,11 @@ class ExplainContext:
     """Every queue's quota and usage (:func:`gpuctl.core.quota.quota_book`, as ``simulate`` starts from); None reads
     the Workload's own ClusterQueue alone."""
     raw_tas: Callable[[], bool] | None = None
-    serving: OperatorServing | None = None
-    """Whether the operator serves its webhooks and check now (None: not known, and nothing is claimed)."""
     """Whether the Kueue at hand counts admitted Workloads in raw device keys in TAS (0.18+), asked only when an
     answer depends on it; None: as the newest tested Kueue does."""
+    serving: OperatorServing | None = None
+    """Whether the operator serves its webhooks and check now, and which webhooks are registered (None: not known,
+    and nothing is claimed: the answers are those of a serving operator)."""
 
     @property
     def pods(self) -> Sequence[Pod]:
@@ -209,6 +210,20 @@ def _gate1(w: Workload) -> Gate:
             "a template-built slice without folded units is neither pinned nor charged its memory by Kueue: create the Pods through the queue so the webhook folds them",
         )
     return Gate(1, PASSED, "every PodSet template satisfies the request rules", tuple(evidence))
+
+
+def served_gate1(
+    g1: Gate, pods: Sequence[tuple[str, Mapping[str, str]]], namespace: str, serving: OperatorServing | None
+) -> Gate:
+    """Gate 1 as the API server will answer for Pods still to be created where gpuctl's webhooks will not review them
+    (:func:`gpuctl.core.serving.pods_review`): ``failed`` where it refuses them, ``unknown`` where that turns on what
+    cannot be read, the summary saying so where they are let through unreviewed."""
+    got = pods_review(serving, pods, namespace) if g1.verdict == PASSED else None
+    if got is None:
+        return g1
+    if got.refused:
+        return Gate(1, FAILED if got.known else UNKNOWN, got.summary, (*got.evidence, *g1.evidence), got.hint)
+    return g1._replace(summary=got.summary, evidence=(*got.evidence, *g1.evidence), hint=got.hint)
 
 
 # ----------------------------------------------------------------------------------------------- gate 2
@@ -588,6 +603,9 @@ def gate3(w: Workload, ctx: ExplainContext) -> Gate:
             operator_fix_hint(ctx.serving),
             recomputed,
         )
+    leaderless = ctx.serving.leaderless() if ctx.serving is not None else None
+    if leaderless is not None:
+        evidence.append(leaderless)
     if state is not None and state.state == "Rejected":
         return Gate(
             3,
@@ -761,6 +779,8 @@ def explain_workload(w: Workload, ctx: ExplainContext) -> Explanation:
         return _finished(w)
     pods = _own_pods(w, ctx)
     g1 = gate1(w)
+    if ctx.serving is not None:
+        g1 = served_gate1(g1, uncreated_pods(w.podsets, pods), w.namespace, ctx.serving)
     g2 = gate2(w, ctx)
     g3 = (
         gate3(w, ctx)

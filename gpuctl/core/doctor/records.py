@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Final
 
@@ -90,6 +90,9 @@ class WebhookEntry:
     """(namespace, name, port) of the Service, when called through one."""
     match_conditions: tuple[tuple[str, str], ...] = ()
     """(name, CEL expression) of each ``matchConditions`` entry: the API server calls the webhook only when all hold."""
+    namespace_selector: Mapping[str, object] = field(default_factory=dict)
+    """Its ``namespaceSelector``: for a namespaced object, the API server calls the webhook only when the object's
+    Namespace's labels match it (an empty one matches every Namespace)."""
 
     @property
     def ours(self) -> bool:
@@ -169,6 +172,7 @@ def parse_webhook_configuration(obj: Mapping[str, object]) -> list[WebhookEntry]
                     for c in _list(conditions)
                     if isinstance(c, Mapping)
                 ),
+                field_map(raw, "namespaceSelector"),
             )
         )
     return out

@@ -19,6 +19,7 @@ from gpuctl.core.explain import (
     Explanation,
     Gate,
     gate1,
+    served_gate1,
 )
 from gpuctl.core.fit import (
     READY,
@@ -27,7 +28,7 @@ from gpuctl.core.fit import (
 from gpuctl.core.pending import QUOTA, STRICT_ORDER
 from gpuctl.core.pins import PinContext
 from gpuctl.core.queueing import STRICT_FIFO, order_key, pending
-from gpuctl.core.serving import operator_fix_hint, unserved_check, unserved_review
+from gpuctl.core.serving import operator_fix_hint, uncreated_pods, unserved_check
 from gpuctl.core.simulate.outcome import Outcome, not_reached, placement_of
 from gpuctl.core.simulate.placement import Placement
 from gpuctl.core.simulate.reservation import Reservation, Unreserved, reserved_record
@@ -270,22 +271,21 @@ class Simulator(Reservation, Placement):
         )
 
     def _served_gate1(self, sub: Submission, g1: Gate) -> Gate:
-        """Gate 1 as the API server will answer while the operator does not serve its webhooks: the Pods refused
-        where the Pod webhook fails closed, let through unreviewed where it fails open."""
-        if g1.verdict != PASSED or self.state.serving is None:
-            return g1
+        """Gate 1 as the API server will answer where gpuctl's webhooks will not review the Pods: refused where the
+        Pod webhook fails closed and the operator does not serve it, let through unreviewed where it fails open or
+        is not registered (:func:`gpuctl.core.explain.served_gate1`). An existing Workload simulated anew keeps the
+        Pods it has: only those still to be created reach the webhook."""
+        serving = self.state.serving
+        if serving is None or not (serving.registered or serving.down()):
+            return g1  # nothing to say: served, and no configuration read whole
+        pods: list[tuple[str, Mapping[str, str]]]
         if sub.pod is not None:
             pods = [("the Pod", (sub.pod.get("metadata") or {}).get("labels") or {})]
+        elif sub.created:  # an existing Workload simulated anew
+            pods = uncreated_pods(sub.podsets, self.state.check.own_pods(sub.namespace, sub.name))
         else:
             pods = [(f"the Pods of pod set {ps.name}", ps.labels) for ps in sub.podsets]
-        for what, labels in pods:
-            got = unserved_review(self.state.serving, "pods", {str(k): str(v) for k, v in labels.items()}, what)
-            if got is None:
-                continue
-            if got.refused:
-                return Gate(1, FAILED, got.summary, (*got.evidence, *g1.evidence), got.hint)
-            g1 = g1._replace(summary=got.summary, evidence=(*got.evidence, *g1.evidence), hint=got.hint)
-        return g1
+        return served_gate1(g1, pods, sub.namespace, serving)
 
     def _gate3(self, w: Workload, cq: ClusterQueue) -> tuple[Gate, bool]:
         if naming.NODE_DEVICES_CHECK not in cq.admission_checks:
@@ -312,6 +312,9 @@ class Simulator(Reservation, Placement):
                 operator_fix_hint(self.state.serving),
                 (verdict.state, verdict.message),
             ), False
+        leaderless = self.state.serving.leaderless() if self.state.serving is not None else None
+        if leaderless is not None:
+            evidence.append(leaderless)
         if verdict.state == READY:
             return Gate(
                 3,
