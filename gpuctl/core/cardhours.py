@@ -43,6 +43,10 @@ GROUPS: Mapping[By, tuple[str, ...]] = {
 RESERVED_MODE = "reserved"
 
 
+MAX_STEPS = 200_000
+"""The most steps a window may have (Prometheus' own limit on a subquery's points is higher)."""
+
+
 class WindowError(InputError, ValueError):
     """A window, step or idle rule that cannot be asked."""
 
@@ -70,9 +74,9 @@ class Window:
             raise WindowError(f"--idle-for must be at least one --step ({self.step}s)")
         if not 0 < self.idle_below <= 1:
             raise WindowError("--idle-below must be a percentage above 0 and at most 100")
-        if self.seconds // self.step > 200_000:
+        if self.seconds // self.step > MAX_STEPS:
             raise WindowError(
-                f"--since over --step is {self.seconds // self.step} steps; at most 200000 (a larger --step)"
+                f"--since over --step is {self.seconds // self.step} steps; at most {MAX_STEPS} (a larger --step)"
             )
 
     @property
@@ -219,7 +223,12 @@ def card_hours(w: Window, by: By, answers: Mapping[str, Sequence[Sample]]) -> Ca
 # ----------------------------------------------------------------------------------------------- idle now
 
 LOOKBACK = 7 * 86400
-"""How far back ``usage --idle`` looks for a card's last busy step."""
+"""How far back ``usage --idle`` looks for a card's last busy step (at most :data:`MAX_STEPS` steps)."""
+
+
+def lookback(step: int) -> int:
+    """How far back ``usage --idle`` looks at ``step``: :data:`LOOKBACK`, in whole steps, within :data:`MAX_STEPS`."""
+    return min(LOOKBACK // step, MAX_STEPS) * step
 
 
 def idle_now_queries(w: Window, namespace: str | None = None, pools: Sequence[str] = ()) -> dict[str, str]:

@@ -289,14 +289,14 @@ def idle_command(
     from gpuctl.cli.source import parse_duration
     from gpuctl.core.ages import age_text
     from gpuctl.core.ages import since as age_since
-    from gpuctl.core.cardhours import LOOKBACK, Window, align, idle_holders, idle_now_queries
+    from gpuctl.core.cardhours import LOOKBACK, Window, align, idle_holders, idle_now_queries, lookback
 
     client = _prometheus(prometheus, service, source, "--idle")
     step_s = int(parse_duration(step, "--step"))
     end = _window_end(until)
     window = Window(
         align(end, step_s) if step_s > 0 else 0,
-        LOOKBACK // step_s * step_s if step_s > 0 else LOOKBACK,
+        lookback(step_s) if step_s > 0 else LOOKBACK,
         step_s,
         int(parse_duration(idle_for, "--idle-for")),
         idle_below / 100,
@@ -352,7 +352,10 @@ def idle_command(
             row,
             ref=lambda i: refs.ObjectRef(kinds.POD, i["pod"], i["namespace"]),
             empty=f"No card held idle for {idle_for} or more (below {idle_below:g} %).",
-            extra={"idleRule": {"belowPercent": idle_below, "forSeconds": window.idle_for}},
+            extra={
+                "idleRule": {"belowPercent": idle_below, "forSeconds": window.idle_for},
+                "lookBackSeconds": window.seconds,
+            },
             csv=(("namespace", "pod", "workload", "localqueue", "mode", "card_equivalents", "idle_seconds"), csv_rows),
         ),
         output,
