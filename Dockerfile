@@ -2,7 +2,7 @@
 # (hack/image/build.sh: mmdebstrap + umoci).
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY gpuctl ./gpuctl
 RUN python -m venv /opt/gpuctl && /opt/gpuctl/bin/pip install --no-cache-dir .
 

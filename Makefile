@@ -33,7 +33,8 @@ help:
 DEMO_VENV ?= .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-$(DEMO_STAMP): pyproject.toml
+# Installed, not linked to the checkout: installed again when a source it was built from changes.
+$(DEMO_STAMP): pyproject.toml setup.py $(shell find gpuctl -name '*.py') $(wildcard man/*.1)
 	@$(PYTHON) -m venv $(DEMO_VENV)
 	@# gpuctl and what it runs, nothing else: no test or lint tools.
 	@$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check .
@@ -45,13 +46,13 @@ demo: $(DEMO_STAMP)
 
 ## lint: ruff on every Python package here, mypy --strict on gpuctl/
 lint: $(STAMP)
-	$(BIN)/ruff check gpuctl testbed tests bench hack
-	$(BIN)/ruff format --check gpuctl testbed tests bench hack
+	$(BIN)/ruff check gpuctl testbed tests bench hack setup.py
+	$(BIN)/ruff format --check gpuctl testbed tests bench hack setup.py
 	$(BIN)/mypy
 
-## testbin: build the control plane (etcd, kube-apiserver, Kueue) from Go modules into a cache outside the repo
+## testbin: build the control plane (etcd, kube-apiserver, Kueue) and Prometheus from Go modules into a cache outside the repo
 testbin:
-	@if command -v go >/dev/null 2>&1; then hack/cluster/build.sh >/dev/null; \
+	@if command -v go >/dev/null 2>&1; then hack/cluster/build.sh >/dev/null && hack/cluster/build.sh prometheus >/dev/null; \
 	else echo "testbin: go not found; integration tests will say so" >&2; fi
 
 ## test: lint, then every test suite (unit, CLI, integration on a real control plane)

@@ -9,9 +9,10 @@ supported version, on Linux and macOS alike. Below that version the launcher ref
 
 The plugin's sources are plain files, beside the bytecode of the Python that builds it (``__pycache__``, hash-checked
 against nothing: the archive's sources never change, and unpacking sets no times to compare), so that version starts
-from bytecode even where ``PYTHONDONTWRITEBYTECODE`` forbids writing any, as it does in many images. Every other
-version finds no bytecode of its own tag and compiles the sources once, on its first run, into the install directory
-(or, where that is not writable, the user's cache) — every run, where it may not write bytecode.
+from bytecode even where ``PYTHONDONTWRITEBYTECODE`` forbids writing any, as it does in many images, and where the
+install is not the running user's to write. Every other version finds no bytecode of its own tag and compiles the
+sources once, on its first run, into the install directory (or, where that is not writable, the user's cache) — every
+run, where it may not write bytecode: the same answers, each run slower by the compiling (see docs/benchmarks.md).
 
 The archive ``gpuctl-v<version>.tar.gz`` holds the launcher and the completion shim ``kubectl_complete-gpuctl`` (krew
 puts both on PATH), ``lib/`` and the README; it is byte-for-byte reproducible (sorted entries, fixed times and
@@ -61,8 +62,10 @@ if sys.version_info[:2] < {min_python!r}:
     )
     sys.exit(1)
 lib = os.path.join(os.path.dirname(os.path.realpath(__file__)), "lib")
-if not os.access(lib, os.W_OK):
-    # Each Python compiles the sources once; where the install cannot hold the bytecode, the user's cache does.
+own = os.path.join(lib, "gpuctl", "__pycache__", "__init__.%s.pyc" % sys.implementation.cache_tag)
+if not os.access(lib, os.W_OK) and not os.path.exists(own):
+    # The archive holds one version's bytecode; any other compiles the sources once, into the install where it may
+    # write, else into the user's cache. (A cache prefix hides the bytecode beside the sources: only without any.)
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     sys.pycache_prefix = os.path.join(cache, "gpuctl", "pycache")
 sys.path.insert(0, lib)
