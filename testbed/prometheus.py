@@ -280,6 +280,9 @@ class Prometheus:
     retention: str = "400d"
     rule_files: Sequence[Path] = ()
     extra_args: Sequence[str] = ()
+    listen_host: str = "127.0.0.1"
+    """The address it listens on: loopback, unless a test needs another (the API server proxies to no loopback
+    address)."""
     port: int = field(init=False, default=0)
     process: Process | None = field(init=False, default=None)
     backfilled_samples: int = field(init=False, default=0)
@@ -298,7 +301,7 @@ class Prometheus:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.listen_host}:{self.port}"
 
     @property
     def promtool(self) -> Path:
@@ -351,7 +354,7 @@ class Prometheus:
                 f"--config.file={self.config_path}",
                 f"--storage.tsdb.path={self.tsdb_dir}",
                 f"--storage.tsdb.retention.time={self.retention}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
+                f"--web.listen-address={self.listen_host}:{self.port}",
                 "--web.enable-lifecycle",
                 "--web.enable-remote-write-receiver",
                 "--log.level=info",

@@ -181,9 +181,26 @@ class Prometheus:
             scheme=s.scheme,
             read_timeout=self.timeout + 10,
         )
+        said = _kubernetes_status(text)
+        if said is not None:  # the API server's own answer, not Prometheus' (no endpoint ready, say)
+            raise PrometheusError(f"the API server's proxy to {self.describe()} answered the {what}: {said}")
         if status == 200 or (status in (400, 422, 503) and text.lstrip().startswith("{")):
             return str(text)
         raise PrometheusError(f"{self.describe()} answered the {what} with HTTP {status}: {str(text)[:200]}")
+
+
+def _kubernetes_status(text: str) -> str | None:
+    """The message of a Kubernetes ``Status`` a body holds (the API server's answer in place of the Service's), or
+    None where it holds none."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(answer, Mapping) or answer.get("kind") != "Status":
+        return None
+    return str(answer.get("message") or answer.get("reason") or "failure")
 
 
 def _number(value: Any) -> float:

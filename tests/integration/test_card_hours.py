@@ -406,3 +406,63 @@ def test_of_two_replicas_only_the_leader_exports_the_holders(
         leader.proc.terminate()
         leader.proc.wait(30)
         wait_for("the standby takes over and exports", lambda: holders(standby) == 3, timeout=120)
+
+
+def test_prometheus_reached_through_the_api_servers_service_proxy_answers_alike(
+    start_prometheus: Any, control_plane: Any, api: Any, test_namespace: str
+) -> None:
+    """``--prometheus-service NS/NAME:PORT``: the same answers through the API server's proxy of a Service, with the
+    kubeconfig's credentials, as at Prometheus' URL. The API server proxies to no loopback address, so this
+    Prometheus listens on the machine's own."""
+    from kubernetes import client
+
+    one_day = [
+        flat("gpuctl_card_holder", holder("team-a", "GPU-A", "exclusive"), day(30, 2), day(30, 12), 1.0),
+        flat(GPU_UTIL, card("GPU-A", 0), day(29), UNTIL, 0.0),
+    ]
+    server: Prometheus = start_prometheus((), one_day, listen_host=control_plane.host_address)
+    # As in a cluster: the Service's Endpoints name the Pod that serves it (the API server proxies only to an address
+    # that is a Pod's), the Pod's IP the address Prometheus listens on.
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod(
+        test_namespace,
+        {
+            "metadata": {"name": "prometheus-0", "labels": {"app": "prometheus"}},
+            "spec": {"nodeName": "monitoring-node", "containers": [{"name": "prometheus", "image": "gpuctl-it/none"}]},
+        },
+    )
+    ip = control_plane.host_address
+    core.patch_namespaced_pod_status(
+        "prometheus-0", test_namespace, {"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}}
+    )
+    core.create_namespaced_service(
+        test_namespace,
+        {
+            "metadata": {"name": "prometheus"},
+            "spec": {
+                "selector": {"app": "prometheus"},
+                "ports": [{"name": "web", "port": 9090, "targetPort": server.port}],
+            },
+        },
+    )
+    target = {"kind": "Pod", "name": "prometheus-0", "namespace": test_namespace}
+    core.create_namespaced_endpoints(
+        test_namespace,
+        {
+            "metadata": {"name": "prometheus"},
+            "subsets": [
+                {"addresses": [{"ip": ip, "targetRef": target}], "ports": [{"name": "web", "port": server.port}]}
+            ],
+        },
+    )
+    common = ["usage", "-A", "--since", "1d", "--until", until_text(), "-o", "csv"]
+    direct = gpuctl(*common, "--prometheus", server.url)
+    proxied = gpuctl(
+        *common,
+        "--prometheus-service",
+        f"{test_namespace}/prometheus:9090",
+        "--kubeconfig",
+        str(control_plane.kubeconfig),
+    )
+    assert proxied == direct
+    assert csv_rows(direct) == {("team-a", "exclusive"): pytest.approx((10.0, 10.0, 0.0))}
