@@ -352,7 +352,7 @@ def test_usage_idle_lists_the_idle_cards_holder_and_not_a_busy_cards_slices(
     live: tuple[Any, Operator, FakeDcgmExporter, Prometheus], test_namespace: str
 ) -> None:
     pool, _, dcgm, prometheus = live
-    args = ["usage", "--idle", "-A", pool.name, "--prometheus", prometheus.url, "--idle-for", "5s", "--step", "1s"]
+    args = ["usage", "--idle", "-A", pool.name, "--prometheus", prometheus.url, "--idle-for", "10s", "--step", "2s"]
 
     def idle_pods() -> dict[str, float] | None:
         rows = list(csv.DictReader(io.StringIO(gpuctl(*args, "-o", "csv"))))
@@ -370,7 +370,8 @@ def test_usage_idle_lists_the_idle_cards_holder_and_not_a_busy_cards_slices(
     unhealthy = [(r["name"], r.get("lastError")) for g in groups for r in g["rules"] if r.get("health") == "err"]
     assert unhealthy == []
 
-    # The card starts working: after 5 s of it, nobody is idle.
+    # The card starts working: within a step, nobody is idle (steps of 2 s over scrapes every 1 s, so a late scrape
+    # leaves no step empty).
     dcgm.set_util("GPU-0000", 55)
     assert wait_for("no idle holder", lambda: idle_pods() is None, timeout=120)
 
