@@ -601,6 +601,8 @@ def measure_operator(cp: Any, pool: GpuPool, work: Path, tag: str) -> dict[str, 
             text = op.get("/metrics")[1]
             scrapes.append(time.monotonic() - t)
         result["scrape"] = max(scrapes)
+        # The per-holder series are part of what is timed: one per Pod holding a card.
+        result["holder_series"] = sum(1 for line in text.splitlines() if line.startswith("gpuctl_card_holder{"))
         after = _buckets(text, VERDICT_HISTOGRAM)
         own = {bound: after.get(bound, 0) - before.get(bound, 0) for bound in after}
         result["own_p50"] = bucket_quantile(own, 0.5)
@@ -810,6 +812,11 @@ def measure_scrape(nodes: int, rounds: int = SCRAPE_ROUNDS, churn: int = CHURN) 
     return result
 
 
+def _holders(r: dict[str, Any]) -> str:
+    """How many ``gpuctl_card_holder`` series the timed scrape held (runs before it was counted: nothing)."""
+    return f" ({r['holder_series']:,} holder series)" if "holder_series" in r else ""
+
+
 def render_scrape(results: list[dict[str, Any]]) -> str:
     lines = [
         SCRAPE_BEGIN,
@@ -901,7 +908,7 @@ def render(results: list[dict[str, Any]]) -> str:
             f"| {r['nodes']:,} | {r['ready']:.1f} s | {r['synced']:.1f} s | {r['settled']:.0f} s | "
             f"p50 {r['p50']:.3f} s, p99 {r['p99']:.3f} s, max {r['max']:.3f} s ({r['verdicts']} verdicts){_own(r)} | "
             f"{r['idle_cpu']:.1f} % | {r['idle_traffic']:.3f} MB/min | {r['rss']:.0f} MiB ({r['peak_rss']:.0f} MiB) | "
-            f"{r['scrape']:.2f} s | {r['failover']:.1f} s (Lease taken over after {r['took_over']:.1f} s) |"
+            f"{r['scrape']:.2f} s{_holders(r)} | {r['failover']:.1f} s (Lease taken over after {r['took_over']:.1f} s) |"
         )
     lines.append("")
     for r in results:
