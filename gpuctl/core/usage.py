@@ -323,10 +323,6 @@ def _template_usage(spec: Mapping[str, Any], count: int) -> dict[str, Fraction]:
     return out
 
 
-def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
-
-
 PoolsKey = tuple[tuple[str, bool, str, tuple[tuple[str, str], ...]], ...]
 
 
@@ -368,69 +364,6 @@ class _Pools:
 
     def reserved(self, w: Workload, pods: Iterable[Pod]) -> Holding | None:
         return _reserved(w, pods, self.names, self.cpu_pools, self.queues)
-
-
-class UsageMemo:
-    """What :func:`holdings` found for each node and each Workload, reused while the records it was found from are
-    the same objects: a cache replaces a record that changes and never edits one, so recomputing a large cluster's
-    usage reads again only the nodes whose ledger, Pods or their Workloads changed. Its holdings are read, never
-    added to (``summarise`` sums copies)."""
-
-    __slots__ = ("_nodes", "_pools", "_queues", "_reserved", "_types")
-
-    def __init__(self) -> None:
-        self._types: PoolsKey = ()
-        self._queues: dict[tuple[str, str], str] = {}
-        self._pools = _Pools((), {})
-        self._nodes: dict[str, tuple[tuple[object, ...], list[Holding]]] = {}
-        self._reserved: dict[tuple[str, str], tuple[tuple[object, ...], Holding | None]] = {}
-
-    def holdings(
-        self,
-        instancetypes: Sequence[InstanceType],
-        devices: Sequence[NodeDevices],
-        pods: Sequence[Pod],
-        workloads: Mapping[tuple[str, str], Workload],
-        queues: dict[tuple[str, str], str],
-    ) -> list[Holding]:
-        types = pools_key(instancetypes)
-        if types != self._types or queues != self._queues:
-            self._nodes, self._reserved = {}, {}
-            self._types, self._queues = types, queues
-            self._pools = _Pools(types, queues)
-        ledger = {d.node: d for d in devices}
-        on_node: dict[str, list[Pod]] = {}
-        by_workload: dict[tuple[str, str], list[Pod]] = {}
-        for pod in pods:
-            if pod.node_name:
-                on_node.setdefault(pod.node_name, []).append(pod)
-            if pod.workload:
-                by_workload.setdefault((pod.namespace, pod.workload), []).append(pod)
-        out: list[Holding] = []
-        nodes: dict[str, tuple[tuple[object, ...], list[Holding]]] = {}
-        for node in sorted(ledger.keys() | on_node.keys()):
-            d = ledger.get(node)
-            mine = on_node.get(node, [])
-            owners = [workloads.get((p.namespace, p.workload)) if p.workload else None for p in mine]
-            read = (d, *mine, *owners)
-            last = self._nodes.get(node)
-            found = last[1] if last is not None and _same(last[0], read) else self._pools.node(d, mine, owners)
-            nodes[node] = (read, found)
-            out.extend(found)
-        reserved: dict[tuple[str, str], tuple[tuple[object, ...], Holding | None]] = {}
-        for key, w in sorted(workloads.items()):
-            mine = by_workload.get(key, [])
-            read = (w, *mine)
-            last_reserved = self._reserved.get(key)
-            if last_reserved is not None and _same(last_reserved[0], read):
-                h = last_reserved[1]
-            else:
-                h = self._pools.reserved(w, mine)
-            reserved[key] = (read, h)
-            if h is not None:
-                out.append(h)
-        self._nodes, self._reserved = nodes, reserved
-        return out
 
 
 def owners_of(workloads: Iterable[Workload]) -> dict[tuple[str, str], Workload]:
@@ -535,11 +468,32 @@ def holdings(
     pods: Sequence[Pod],
     workloads: Iterable[Workload] = (),
     local_queues: Iterable[LocalQueue] = (),
-    memo: UsageMemo | None = None,
 ) -> list[Holding]:
     """Every holding of every owner in every pool, node by node: Pods' grants, what the ledger charges beyond them
-    (unattributed), then reservations. ``memo`` keeps what each node and Workload came to for the next call."""
-    return (memo or UsageMemo()).holdings(instancetypes, devices, pods, owners_of(workloads), _queues(local_queues))
+    (unattributed), then reservations. (The operator keeps the same node by node in a :class:`UsageBook`.)"""
+    pools = _Pools(pools_key(instancetypes), _queues(local_queues))
+    owners = owners_of(workloads)
+    ledger = {d.node: d for d in devices}
+    on_node: dict[str, list[Pod]] = {}
+    by_workload: dict[tuple[str, str], list[Pod]] = {}
+    for pod in pods:
+        if pod.node_name:
+            on_node.setdefault(pod.node_name, []).append(pod)
+        if pod.workload:
+            by_workload.setdefault((pod.namespace, pod.workload), []).append(pod)
+    out: list[Holding] = []
+    for node in sorted(ledger.keys() | on_node.keys()):
+        mine = on_node.get(node, [])
+        out.extend(
+            pools.node(
+                ledger.get(node), mine, [owners.get((p.namespace, p.workload)) if p.workload else None for p in mine]
+            )
+        )
+    for key, w in sorted(owners.items()):
+        h = pools.reserved(w, by_workload.get(key, []))
+        if h is not None:
+            out.append(h)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

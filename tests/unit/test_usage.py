@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -14,7 +13,7 @@ from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.pods import parse_pod
 from gpuctl.core.units import M
-from gpuctl.core.usage import UNATTRIBUTED, By, Row, UsageMemo, equivalents, holdings, summarise, usage_gauges
+from gpuctl.core.usage import UNATTRIBUTED, By, Row, equivalents, holdings, summarise, usage_gauges
 from gpuctl.core.workloads import parse_local_queue, parse_workload
 from testbed.factories import H100_MIB, H100_PROFILES, container, devices, instancetype, node, workload
 from tests.states import A10G, H100, NS, State, partition, shares, slice_of, whole
@@ -286,55 +285,6 @@ def test_a_reservation_is_counted_in_the_pools_read_only() -> None:
     w = workload("w9", [("main", 1, {"nvidia.com/gpu": "1"})], admitted=True, check_state="Ready")
     objects = [o for o in State().node("n1", 1).objects() if o["kind"] != "InstanceType"]
     assert rows([*objects, w], By.WORKLOAD) == []  # its ClusterQueue is no pool read: nowhere to count it
-
-
-def _records(objects: list[JSON]) -> dict[str, list[Any]]:
-    parsers = {
-        "InstanceType": parse_instancetype,
-        "Devices": parse_devices,
-        "Pod": parse_pod,
-        "Workload": parse_workload,
-        "LocalQueue": parse_local_queue,
-    }
-    out: dict[str, list[Any]] = {k: [] for k in parsers}
-    for o in objects:
-        if o["kind"] in parsers:
-            out[o["kind"]].append(parsers[o["kind"]](o))
-    return out
-
-
-def _held(records: dict[str, list[Any]], memo: UsageMemo | None = None) -> list[Any]:
-    return holdings(*(records[k] for k in ("InstanceType", "Devices", "Pod", "Workload", "LocalQueue")), memo=memo)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1), st.booleans()), max_size=8), st.sets(st.integers(0, 9)))
-def test_a_memo_gives_what_a_fresh_computation_gives_after_any_change(holds: list[Any], changed: set[int]) -> None:
-    state = State().node("n1", 4).node("n2", 4)
-    taken: set[tuple[int, int]] = set()
-    for i, (card, on, team_b) in enumerate(holds):
-        if (card, on) in taken:
-            continue
-        taken.add((card, on))
-        state.hold(f"w{i}", f"n{on + 1}", whole(card), namespace="team-b" if team_b else None)
-    before = _records(state.objects())
-    memo = UsageMemo()
-    first = _held(before, memo)
-    assert usage_gauges(first) == usage_gauges(_held(before))
-    # The next read: the changed Pods and Workloads are new records (moved to another namespace's queue or gone),
-    # the rest the same objects, as a cache keeps them.
-    after = {k: list(v) for k, v in before.items()}
-    for kind in ("Pod", "Workload"):
-        kept = []
-        for r in after[kind]:
-            index = int(r.name[1:].split("-")[0])
-            if index not in changed:
-                kept.append(r)
-            elif index % 2:
-                kept.append(replace(r, labels={**r.labels, "changed": "yes"}, namespace="team-c"))
-        after[kind] = kept
-    assert usage_gauges(_held(after, memo)) == usage_gauges(_held(after))
-    assert summarise(_held(after, memo), By.WORKLOAD) == summarise(_held(after), By.WORKLOAD)
 
 
 def raw_holdings(objects: list[JSON]) -> list[Any]:
