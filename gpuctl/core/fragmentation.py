@@ -260,25 +260,6 @@ class ViewFragmentation:
         return UNITS[self.view]
 
 
-def view_fragmentation(
-    cards_by_node: Mapping[str, Sequence[Card]],
-    view: str,
-    weighted: Mapping[Shape, int],
-    card_mib: int | None,
-    facts: Mapping[str, Sequence[_Facts]] | None = None,
-) -> ViewFragmentation:
-    if facts is None and view != PT:
-        facts = {n: [_facts(c) for c in cards] for n, cards in cards_by_node.items()}
-    shapes = sorted(s for s in weighted if s.view == view)
-    fits = tuple(_fit(cards_by_node, facts or {}, s, card_mib) for s in shapes)
-    free = fits[0].free if fits else _fit(cards_by_node, facts or {}, _probe(view), card_mib).free
-    total = sum(weighted[s] for s in shapes)
-    score = (
-        sum(weighted[f.shape] * f.stranded for f in fits) / (total * free) if fits and free > 0 and total > 0 else 0.0
-    )
-    return ViewFragmentation(view, free, fits, round(score, 4))
-
-
 def _probe(view: str) -> Shape:
     return Shape(view, 1, "") if view != SL else Shape(SL, REFERENCE_SLICE)
 

@@ -19,10 +19,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from gpuctl.core.explain import held_at
 from gpuctl.core.fragmentation import Shape, ViewFragmentation, demand_shapes
-from gpuctl.core.pods import Pod
-from gpuctl.core.queueing import epoch_seconds, pending_order, queue_timestamp
+from gpuctl.core.queueing import epoch_seconds, queue_timestamp
 from gpuctl.core.workloads import Workload
 from gpuctl.operator.workqueue import WorkQueue
 
@@ -259,26 +257,6 @@ class QueueState:
 
     pending: Mapping[str, tuple[int, Workload | None]]
     held: Mapping[tuple[str, str], int]
-
-
-def queue_state(
-    workloads: Sequence[Workload],
-    cluster_queues: Iterable[str],
-    queue_of: Mapping[str, str],
-    pods: Mapping[str, Sequence[Pod]],
-) -> QueueState:
-    """Per ClusterQueue its pending Workloads' count and head; Workloads held per queue and gate."""
-    pending: dict[str, tuple[int, Workload | None]] = {}
-    for cq in cluster_queues:
-        line = pending_order(workloads, queue_of, cq)
-        pending[cq] = (len(line), line[0] if line else None)
-    held: dict[tuple[str, str], int] = {}
-    for w in workloads:
-        cq = queue_of.get(w.key, "")
-        gate = held_at(w, pods.get(f"{w.namespace}/{w.pod_owner}", ()))
-        if cq and gate is not None:
-            held[(cq, str(gate))] = held.get((cq, str(gate)), 0) + 1
-    return QueueState(pending, held)
 
 
 def queue_gauges(

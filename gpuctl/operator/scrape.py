@@ -134,8 +134,9 @@ def _keep(blocks: dict[K, bytes], key: K, lines: bytes) -> None:
 
 
 class QueueBook:
-    """Per ClusterQueue its pending Workloads, and the Workloads held per queue and gate (:func:`queue_state`),
-    kept Workload by Workload."""
+    """Per ClusterQueue its pending Workloads (in Kueue's order, the head first), and the Workloads held per queue
+    and gate (:func:`gpuctl.core.explain.held_at`, as ``top`` and ``workloads --held`` count them), kept Workload by
+    Workload."""
 
     def __init__(self, cache: OperatorCache) -> None:
         self.cache = cache
@@ -197,7 +198,8 @@ class QueueBook:
         return sorted((waiting[k] for k in sorted(waiting)), key=order_key)
 
     def state(self, cluster_queues: Iterable[str]) -> QueueState:
-        """What :func:`gpuctl.operator.metrics.queue_state` gives for the cache's Workloads."""
+        """Per ClusterQueue of ``cluster_queues`` its pending count and head, and the Workloads held per queue and
+        gate, for the cache's Workloads as last updated."""
         lines = {cq: self.pending_order(cq) for cq in cluster_queues}
         with self._lock:
             held = dict(self._held)
