@@ -9,12 +9,16 @@ in a :class:`~gpuctl.core.fragmentation.FragmentationBook`. An update reads agai
 cache's change log names since the last (their Devices, Node, Pods or Workloads changed); a change of the pools, the
 LocalQueues or a pool's set of shapes, a Node store that becomes or stops being empty, or a change log that forgot
 what it held, reads everything again. Either way the result is the same, byte for byte.
+
+Records are read in short holds of the cache's lock (:func:`gathered`) and everything is computed from them outside
+it: while a large cluster is read again, the cache keeps applying its watch events and the webhooks keep reading it
+(a watch not read for seconds is closed by the API server, and a webhook that waits past its timeout fails closed).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from gpuctl.cluster import kinds
@@ -65,7 +69,7 @@ class UsageText:
 
     def update(self) -> tuple[Held, Reserved, bytes]:
         """Bring the book up to the cache; the usage gauges and the text of the two families. The records are
-        gathered under the cache's lock, the holdings computed outside it."""
+        read in short holds of the cache's lock (:func:`gathered`), the holdings computed outside it."""
         cache = self.cache
         with self._lock:
             with cache.lock:
@@ -85,8 +89,14 @@ class UsageText:
                     workloads = set(cache.workloads_by_owner) | set(cache.pods_by_workload)
                 else:
                     nodes, workloads = changed
-                node_records = [(node, cache.served_devices(node), *self._pods_and_owners(node)) for node in nodes]
-                workload_records = [(owner, self._owner(owner), cache.pods_of(owner)) for owner in workloads]
+            raw_nodes = gathered(
+                cache, sorted(nodes), lambda n: (n, cache.served_devices(n), *self._pods_and_owners(n))
+            )
+            raw_workloads = gathered(
+                cache, sorted(workloads), lambda o: (o, cache.workloads_owning(o), cache.pods_of(o))
+            )
+            node_records = [(node, d, pods, _owners(owning)) for node, d, pods, owning in raw_nodes]
+            workload_records = [(owner, _owner(owner, owning), pods) for owner, owning, pods in raw_workloads]
             if book is None or changed is None:
                 book = self.book = UsageBook(instancetypes, local_queues)
                 self._holders, self._reserved = {}, {}
@@ -111,19 +121,48 @@ class UsageText:
             )
         return held, reserved, text
 
-    def _owner(self, owner: str) -> Workload | None:
-        """The Workload Pods naming ``owner`` (``namespace/name``) belong to, as :func:`owners_of` finds it."""
-        namespace, _, name = owner.partition("/")
-        return owners_of(self.cache.workloads_owning(owner)).get((namespace, name))
-
-    def _pods_and_owners(self, node: str) -> tuple[list[Pod], dict[tuple[str, str], Workload]]:
+    def _pods_and_owners(self, node: str) -> tuple[list[Pod], dict[str, list[Workload]]]:
+        """The Pods bound to ``node`` and the Workloads each of their owners (``namespace/name``) names (under the
+        cache's lock: records only, nothing computed)."""
         pods = self.cache.pods_on(node)
-        owners = {}
-        for owner in {f"{p.namespace}/{p.workload}" for p in pods if p.workload}:
-            w = self._owner(owner)
-            if w is not None:
-                owners[(w.namespace, w.pod_owner)] = w
-        return pods, owners
+        owning = {
+            o: self.cache.workloads_owning(o) for o in {f"{p.namespace}/{p.workload}" for p in pods if p.workload}
+        }
+        return pods, owning
+
+
+def _owner(owner: str, owning: list[Workload]) -> Workload | None:
+    """The Workload Pods naming ``owner`` (``namespace/name``) belong to, among those that name it, as
+    :func:`owners_of` finds it."""
+    namespace, _, name = owner.partition("/")
+    return owners_of(owning).get((namespace, name))
+
+
+def _owners(owning: dict[str, list[Workload]]) -> dict[tuple[str, str], Workload]:
+    out = {}
+    for owner, found in owning.items():
+        w = _owner(owner, found)
+        if w is not None:
+            out[(w.namespace, w.pod_owner)] = w
+    return out
+
+
+GATHERED_PER_HOLD = 500
+"""Keys whose records are read per hold of the cache's lock: the cache applies its watch events (and the webhooks
+read it) between two holds, however large the cluster."""
+
+R = TypeVar("R")
+
+
+def gathered(cache: OperatorCache, keys: list[K], read: Callable[[K], R]) -> list[R]:
+    """``read(key)`` for every key, :data:`GATHERED_PER_HOLD` keys per hold of the cache's lock: records only (what
+    is computed from them is computed outside the lock). What changes between two holds is in the change log, read
+    again by the next update."""
+    out: list[R] = []
+    for i in range(0, len(keys), GATHERED_PER_HOLD):
+        with cache.lock:
+            out.extend(read(k) for k in keys[i : i + GATHERED_PER_HOLD])
+    return out
 
 
 def _keep(blocks: dict[K, bytes], key: K, lines: bytes) -> None:
@@ -149,30 +188,32 @@ class QueueBook:
         self._lock = threading.Lock()
 
     def update(self) -> None:
-        """Bring the book up to the cache (under its lock: only the Workloads that changed are judged again, or all
-        of them when the LocalQueues changed)."""
+        """Bring the book up to the cache: only the Workloads that changed are judged again (all of them when the
+        LocalQueues changed), their records read in short holds of the cache's lock and judged outside it."""
         cache = self.cache
-        with self._lock, cache.lock:
-            local = {(q.namespace, q.name): q.cluster_queue for q in cache.store(kinds.LOCALQUEUE).values()}
-            changed = cache.changes.since(self._serial) if local == self._local else None
-            self._serial = cache.changes.serial
+        with self._lock:
+            with cache.lock:
+                local = {(q.namespace, q.name): q.cluster_queue for q in cache.store(kinds.LOCALQUEUE).values()}
+                changed = cache.changes.since(self._serial) if local == self._local else None
+                self._serial = cache.changes.serial
+                if changed is None:
+                    owners = set(cache.workloads_by_owner) | set(cache.pods_by_workload)
+                else:
+                    owners = changed[1]
             if changed is None:
                 self._local, self._entries, self._held, self._pending = local, {}, {}, {}
-                owners = set(cache.workloads_by_owner) | set(cache.pods_by_workload)
-            else:
-                owners = changed[1]
-            for owner in owners:
-                self._owner(owner, local)
+            records = gathered(cache, sorted(owners), lambda o: (o, cache.pods_of(o), cache.workloads_owning(o)))
+            for owner, pods, owning in records:
+                self._owner(owner, pods, owning, local)
 
-    def _owner(self, owner: str, local: dict[tuple[str, str], str]) -> None:
+    def _owner(self, owner: str, pods: list[Pod], owning: list[Workload], local: dict[tuple[str, str], str]) -> None:
         for key, (cq, gate, waiting) in self._entries.pop(owner, {}).items():
             if gate is not None:
                 self._count((cq, str(gate)), -1)
             if waiting:
                 self._pending[cq].pop(key, None)
-        pods = self.cache.pods_of(owner)
         entries = {}
-        for w in self.cache.workloads_owning(owner):
+        for w in owning:
             cq = w.cluster_queue or local.get((w.namespace, w.queue_name), "")
             gate = held_at(w, pods) if cq else None
             if gate is not None:
@@ -228,11 +269,11 @@ class PoolFragmentation:
                 changed = cache.changes.since(self._serial) if book is not None and reads == self._reads else None
                 self._serial = cache.changes.serial
                 nodes = set(cache.devices_by_model.get(model, ())) if changed is None else changed[0]
-                cards = []
-                for node in nodes:
-                    d = cache.served_devices(node)
-                    g = d.group(model) if d is not None and in_pool(d.labels, selector) else None
-                    cards.append((node, g.cards if g is not None else None))
+            served = gathered(cache, sorted(nodes), lambda n: (n, cache.served_devices(n)))
+            cards = []
+            for node, d in served:
+                g = d.group(model) if d is not None and in_pool(d.labels, selector) else None
+                cards.append((node, g.cards if g is not None else None))
             if book is None or changed is None:
                 book = self.book = FragmentationBook(model, shapes, it.card_mib)
                 self._reads = reads

@@ -328,3 +328,35 @@ def test_a_replica_that_does_not_lead_exports_no_cluster_wide_series() -> None:
     leading = scrape(controllers)
     assert 'pod="w1-0"' in family_text(leading, ("gpuctl_card_holder",))
     assert status._usage is computed  # the scrape found it computed
+
+
+def test_reading_everything_again_holds_the_cache_lock_briefly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full read of every node and Workload takes the cache's lock a few keys at a time (its watch events and the
+    webhooks wait for no more than that), and computes the same as reading them at once."""
+    from gpuctl.operator import scrape as scrape_module
+
+    state = State()
+    for n in range(6):
+        state.node(f"n{n}", 2).hold(f"w{n}", f"n{n}", whole(0))
+    at_once = family_text(scrape(operator(MemoryCluster(state.objects()))), HOLDER_FAMILIES)
+
+    class CountingLock:
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.holds, self.depth = inner, 0, 0
+
+        def __enter__(self) -> None:
+            self.inner.__enter__()
+            self.depth += 1
+            self.holds += self.depth == 1
+
+        def __exit__(self, *exc: object) -> None:
+            self.depth -= 1
+            self.inner.__exit__(*exc)
+
+    controllers = operator(MemoryCluster(state.objects()))
+    counting = CountingLock(controllers.cache.lock)
+    controllers.cache.lock = counting
+    monkeypatch.setattr(scrape_module, "GATHERED_PER_HOLD", 2)
+    text = controllers.get(StatusController)._usage_text.update()[2].decode()
+    assert counting.holds >= 1 + 6 // 2 + 6 // 2  # what changed, then the nodes and the Workloads two per hold
+    assert family_text(text, HOLDER_FAMILIES) == at_once
