@@ -221,6 +221,8 @@ def test_watch_redraws_when_the_ledger_moves(api: Any, test_namespace: str, cont
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # Ctrl-C as a terminal's foreground job gets it: a suite started in the background inherits SIGINT ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout is not None
@@ -238,6 +240,9 @@ def test_watch_redraws_when_the_ledger_moves(api: Any, test_namespace: str, cont
             proc.send_signal(signal.SIGINT)
             code = proc.wait(10)
         finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
             p.cleanup()
     assert code == 0
 
