@@ -36,7 +36,7 @@ from gpuctl.core.usage import (
     reserved_rows,
 )
 from gpuctl.core.views import in_pool
-from gpuctl.core.workloads import Workload
+from gpuctl.core.workloads import LocalQueue, Workload
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.metrics import (
     HOLDER,
@@ -83,43 +83,60 @@ class UsageText:
                     if book is not None and book.key == key and nodes_known == self._nodes_known
                     else None
                 )
-                self._serial = cache.changes.serial
+                serial = cache.changes.serial
                 if changed is None:
                     nodes = set(cache.store(kinds.DEVICES)) | set(cache.pods_by_node)
                     workloads = set(cache.workloads_by_owner) | set(cache.pods_by_workload)
                 else:
                     nodes, workloads = changed
-            raw_nodes = gathered(
-                cache, sorted(nodes), lambda n: (n, cache.served_devices(n), *self._pods_and_owners(n))
-            )
-            raw_workloads = gathered(
-                cache, sorted(workloads), lambda o: (o, cache.workloads_owning(o), cache.pods_of(o))
-            )
-            node_records = [(node, d, pods, _owners(owning)) for node, d, pods, owning in raw_nodes]
-            workload_records = [(owner, _owner(owner, owning), pods) for owner, owning, pods in raw_workloads]
-            if book is None or changed is None:
-                book = self.book = UsageBook(instancetypes, local_queues)
-                self._holders, self._reserved = {}, {}
-                self._nodes_known = nodes_known
-            for node, d, pods, owners in node_records:
-                found = book.set_node(node, d, pods, owners)
-                _keep(self._holders, node, sample_lines(HOLDER, HOLDER_LABELS, holder_rows(found)))
-            for owner, w, pods in workload_records:
-                namespace, _, name = owner.partition("/")
-                h = book.set_workload((namespace, name), w, pods)
-                rows = reserved_rows([h] if h is not None else [])
-                _keep(self._reserved, (namespace, name), sample_lines(RESERVED_BY_WORKLOAD, RESERVED_LABELS, rows))
-            self.read = (len(node_records), len(workload_records))
-            held, reserved = book.gauges()
-            text = b"".join(
-                (
-                    family_header(HOLDER, HOLDER_HELP),
-                    *(self._holders[n] for n in sorted(self._holders)),
-                    family_header(RESERVED_BY_WORKLOAD, RESERVED_BY_WORKLOAD_HELP),
-                    *(self._reserved[k] for k in sorted(self._reserved)),
+            try:
+                book, text = self._bring_up(
+                    book if changed is not None else None, nodes, workloads, instancetypes, local_queues
                 )
-            )
+            except BaseException:
+                self.book = None  # half brought up: the next update reads everything again
+                raise
+            # Only now: what changed while a failed update read is read again by the next.
+            self._serial, self._nodes_known = serial, nodes_known
+            held, reserved = book.gauges()
         return held, reserved, text
+
+    def _bring_up(
+        self,
+        book: UsageBook | None,
+        nodes: set[str],
+        workloads: set[str],
+        instancetypes: list[InstanceType],
+        local_queues: list[LocalQueue],
+    ) -> tuple[UsageBook, bytes]:
+        """Read ``nodes`` and ``workloads`` again into ``book`` (a new one when None); the book and the two
+        families' text."""
+        cache = self.cache
+        raw_nodes = gathered(cache, sorted(nodes), lambda n: (n, cache.served_devices(n), *self._pods_and_owners(n)))
+        raw_workloads = gathered(cache, sorted(workloads), lambda o: (o, cache.workloads_owning(o), cache.pods_of(o)))
+        node_records = [(node, d, pods, _owners(owning)) for node, d, pods, owning in raw_nodes]
+        workload_records = [(owner, _owner(owner, owning), pods) for owner, owning, pods in raw_workloads]
+        if book is None:
+            book = self.book = UsageBook(instancetypes, local_queues)
+            self._holders, self._reserved = {}, {}
+        for node, d, pods, owners in node_records:
+            found = book.set_node(node, d, pods, owners)
+            _keep(self._holders, node, sample_lines(HOLDER, HOLDER_LABELS, holder_rows(found)))
+        for owner, w, pods in workload_records:
+            namespace, _, name = owner.partition("/")
+            h = book.set_workload((namespace, name), w, pods)
+            rows = reserved_rows([h] if h is not None else [])
+            _keep(self._reserved, (namespace, name), sample_lines(RESERVED_BY_WORKLOAD, RESERVED_LABELS, rows))
+        self.read = (len(node_records), len(workload_records))
+        text = b"".join(
+            (
+                family_header(HOLDER, HOLDER_HELP),
+                *(self._holders[n] for n in sorted(self._holders)),
+                family_header(RESERVED_BY_WORKLOAD, RESERVED_BY_WORKLOAD_HELP),
+                *(self._reserved[k] for k in sorted(self._reserved)),
+            )
+        )
+        return book, text
 
     def _pods_and_owners(self, node: str) -> tuple[list[Pod], dict[str, list[Workload]]]:
         """The Pods bound to ``node`` and the Workloads each of their owners (``namespace/name``) names (under the
@@ -195,16 +212,21 @@ class QueueBook:
             with cache.lock:
                 local = {(q.namespace, q.name): q.cluster_queue for q in cache.store(kinds.LOCALQUEUE).values()}
                 changed = cache.changes.since(self._serial) if local == self._local else None
-                self._serial = cache.changes.serial
+                serial = cache.changes.serial
                 if changed is None:
                     owners = set(cache.workloads_by_owner) | set(cache.pods_by_workload)
                 else:
                     owners = changed[1]
             if changed is None:
                 self._local, self._entries, self._held, self._pending = local, {}, {}, {}
-            records = gathered(cache, sorted(owners), lambda o: (o, cache.pods_of(o), cache.workloads_owning(o)))
-            for owner, pods, owning in records:
-                self._owner(owner, pods, owning, local)
+            try:
+                records = gathered(cache, sorted(owners), lambda o: (o, cache.pods_of(o), cache.workloads_owning(o)))
+                for owner, pods, owning in records:
+                    self._owner(owner, pods, owning, local)
+            except BaseException:
+                self._local = None  # half brought up: the next update judges everything again
+                raise
+            self._serial = serial
 
     def _owner(self, owner: str, pods: list[Pod], owning: list[Workload], local: dict[tuple[str, str], str]) -> None:
         for key, (cq, gate, waiting) in self._entries.pop(owner, {}).items():
@@ -267,16 +289,17 @@ class PoolFragmentation:
                 reads = (FragmentationBook.reads(model, shapes, it.card_mib), selector, bool(cache.store(kinds.NODE)))
                 book = self.book
                 changed = cache.changes.since(self._serial) if book is not None and reads == self._reads else None
-                self._serial = cache.changes.serial
+                serial = cache.changes.serial
                 nodes = set(cache.devices_by_model.get(model, ())) if changed is None else changed[0]
-            served = gathered(cache, sorted(nodes), lambda n: (n, cache.served_devices(n)))
-            cards = []
-            for node, d in served:
-                g = d.group(model) if d is not None and in_pool(d.labels, selector) else None
-                cards.append((node, g.cards if g is not None else None))
             if book is None or changed is None:
                 book = self.book = FragmentationBook(model, shapes, it.card_mib)
                 self._reads = reads
-            for node, held in cards:
-                book.set_node(node, held)
+            try:
+                for node, d in gathered(cache, sorted(nodes), lambda n: (n, cache.served_devices(n))):
+                    g = d.group(model) if d is not None and in_pool(d.labels, selector) else None
+                    book.set_node(node, g.cards if g is not None else None)
+            except BaseException:
+                self.book = None  # half brought up: the next update reads every node again
+                raise
+            self._serial = serial
             return book.views(shapes)

@@ -13,11 +13,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.core import naming
-from gpuctl.core.fragmentation import FragmentationBook, Shape, cards_of, pool_fragmentation
+from gpuctl.core.fragmentation import FragmentationBook, Shape, cards_of, pool_fragmentation, reference_shapes
 from gpuctl.core.units import M
 from gpuctl.core.usage import HOLDER_LABELS, RESERVED_LABELS, UsageBook, holder_rows, holdings, owners_of, reserved_rows
 from gpuctl.operator.controllers.status import StatusController
 from gpuctl.operator.metrics import gauge_family, sample_lines
+from gpuctl.operator.scrape import PoolFragmentation
 from testbed.factories import H100_MIB, H100_PROFILES, card_row, workload
 from tests.memory_cluster import MemoryCluster
 from tests.states import A10G, H100, NS, State, partition, shares, slice_of, whole
@@ -282,7 +283,8 @@ def test_a_scrape_parses_and_exports_both_families() -> None:
     assert set(holders[0].labels) == set(HOLDER_LABELS)
     (reserved,) = families["gpuctl_workload_reserved_card_equivalents"].samples
     assert (reserved.labels["workload"], reserved.value) == ("w9", 1.0)
-    assert len(families) == len({f.name for f in text_string_to_metric_families(text)})  # each family once
+    names = [f.name for f in text_string_to_metric_families(text)]
+    assert len(names) == len(set(names))  # each family once
 
 
 def test_the_cache_says_which_nodes_and_workloads_changed() -> None:
@@ -322,7 +324,9 @@ def test_a_replica_that_does_not_lead_exports_no_cluster_wide_series() -> None:
     assert family_text(standby, (*HOLDER_FAMILIES, "gpuctl_usage_card_equivalents", "gpuctl_queue_pending")) == ""
     assert "gpuctl_webhook_requests_total" in standby  # its own counters, as every replica's
     leads[0] = True
+    status.pools.clear()  # a standby reconciles nothing: it knows no pool's views
     status.warm()  # what the first scrape reads, computed as the replica starts leading
+    assert set(status.pools) == {A10G.pool}
     computed = status._usage
     assert computed is not None and status._usage_text.read[0] == 1
     leading = scrape(controllers)
@@ -360,3 +364,41 @@ def test_reading_everything_again_holds_the_cache_lock_briefly(monkeypatch: pyte
     text = controllers.get(StatusController)._usage_text.update()[2].decode()
     assert counting.holds >= 1 + 6 // 2 + 6 // 2  # what changed, then the nodes and the Workloads two per hold
     assert family_text(text, HOLDER_FAMILIES) == at_once
+
+
+def test_an_update_that_failed_is_read_again_by_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change read by an update that failed half-way is not lost: the next update reads it again, and the kept
+    holder text and pool fits are what a fresh operator computes."""
+    from gpuctl.core.fragmentation import FragmentationBook as Fits
+    from gpuctl.core.usage import UsageBook as Book
+
+    state = State().node("n1", 4).node("n2", 4).hold("w1", "n1", whole(0)).hold("w2", "n2", slice_of(0, 30))
+    cluster = MemoryCluster(state.objects())
+    status = operator(cluster).get(StatusController)
+    it = status.cache.instancetypes()[A10G.pool].record
+    shapes = reference_shapes([])
+    before = status._usage_text.update()[2]
+    pool = PoolFragmentation(status.cache)
+    fits_before = pool.update(it, shapes)
+    w1 = next(o for (k, _, n), o in cluster.objects.items() if k == "Pod" and n == "w1-0")
+    cluster.delete(w1)
+    freed = copy.deepcopy(next(o for (k, _, n), o in cluster.objects.items() if k == "Devices" and n == "n1"))
+    freed["status"]["groups"][0]["accelerators"][0] = card_row(0)
+    cluster.put(freed)
+
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("half-way")
+
+    with monkeypatch.context() as m:
+        m.setattr(Book, "set_node", broken)
+        m.setattr(Fits, "set_node", broken)
+        with pytest.raises(RuntimeError):
+            status._usage_text.update()
+        with pytest.raises(RuntimeError):
+            pool.update(it, shapes)
+    after = status._usage_text.update()[2]
+    fresh = operator(MemoryCluster(cluster.copy().objects.values())).get(StatusController)
+    assert after == fresh._usage_text.update()[2] and after != before
+    assert b'pod="w1-0"' not in after
+    fits = pool.update(it, shapes)
+    assert fits == PoolFragmentation(fresh.cache).update(it, shapes) and fits != fits_before

@@ -96,7 +96,8 @@ class Controller(ABC):
         self.current: tuple[str, float] | None = None
         self.reconciled = 0
         self.leading: Callable[[], bool] = _always
-        """Whether this replica leads: set when the controllers start (a controller run alone leads)."""
+        """Whether this replica leads and its cache holds its first lists: set when the controllers start (a controller
+        run alone leads). Series read off a half-listed cache would under-count what the cluster holds."""
 
     def record(self, regarding: Regarding, event_type: str, reason: str, action: str, note: str) -> None:
         """Record a decision as an Event. A recorder that fails must never fail a reconcile that succeeded."""

@@ -109,8 +109,11 @@ class Controllers:
         def ready() -> bool:
             return self.cache.synced()
 
+        def leads_synced() -> bool:
+            return ready() and leading()
+
         for c in self.all:
-            c.leading = leading
+            c.leading = leads_synced
         for c in self.all:
             for i in range(c.workers):
                 t = threading.Thread(target=c.run, args=(stop, leading, ready), name=f"{c.name}-{i}", daemon=True)

@@ -7,6 +7,7 @@ ClusterQueue's or its own events. It also publishes the pool and queue gauges, f
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ class StatusController(Controller):
         """Each Workload's gate and whether it is pending, kept from the cache's changes (queue gauges, shapes)."""
         self._pool_fragmentation: dict[str, PoolFragmentation] = {}
         """Per InstanceType: its nodes' free capacity and fits, kept from the cache's changes."""
+        self._books_lock = threading.Lock()
         self._queues: Computed[QueueState] | None = None
 
     # ------------------------------------------------------------------------------------------- what wakes it
@@ -186,9 +188,10 @@ class StatusController(Controller):
         asked = demand_shapes(self._queue_book.pending_order(it.name))
         covered = {s.view for s in asked}
         shapes = asked + [s for s in reference_shapes([p.name for p in it.offered_profiles]) if s.view not in covered]
-        kept = self._pool_fragmentation.get(name)
-        if kept is None:
-            kept = self._pool_fragmentation[name] = PoolFragmentation(self.cache)
+        with self._books_lock:  # the warm-up and a scrape may both ask first
+            kept = self._pool_fragmentation.get(name)
+            if kept is None:
+                kept = self._pool_fragmentation[name] = PoolFragmentation(self.cache)
         return kept.update(it, shapes)
 
     def reconcile(self, key: str) -> None:
@@ -232,7 +235,12 @@ class StatusController(Controller):
         yield from queue_gauges(self.queues(), {name: frag for name, (_, frag) in pools.items()}, time.time())
 
     def warm(self) -> None:
-        """Every gauge and the holder text computed once, so that the first scrape finds them."""
+        """Every gauge and the holder text computed once, so that the first scrape finds them: each pool's views
+        first (a replica that stood by reconciled none, and the pool series are exported for the pools it has)."""
+        if not self.leading():
+            return
+        for cached in list(self.cache.instancetypes().values()):
+            self.desired_status(cached)
         for _ in self.gauges():
             pass
         for _ in self.texts():

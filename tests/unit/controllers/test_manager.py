@@ -127,3 +127,32 @@ def test_the_first_lists_queue_nothing_and_the_first_resync_queues_every_owned_k
     assert drain(controllers.get(FitLabelController)) == {"node-x", "node-y"}
     cluster.put(pending("later", "node-x"))  # once synced, events queue their keys
     assert drain(check) == {"team-a/later"}
+
+
+def test_a_leader_exports_the_cluster_wide_series_only_once_its_cache_holds_its_first_lists() -> None:
+    """Series read off a half-listed cache would bill less than the cluster holds: a replica that leads from the
+    start (the Lease's creator, or one run without leader election) exports them once every kind is listed."""
+    import threading
+
+    from gpuctl.operator.cache import OperatorCache
+    from gpuctl.operator.controllers import Controllers
+    from gpuctl.operator.controllers.status import StatusController
+    from gpuctl.operator.metrics import Metrics
+    from tests.unit.controllers.harness import pending
+
+    cluster, _ = cluster_with(pending("waits", "node-x"))
+    cache = OperatorCache(cluster)
+    controllers = Controllers(cache, cluster, Metrics())
+    informers = list(cache.informers.values())
+    for informer in informers[:-1]:
+        informer.relist()
+    stop = threading.Event()
+    controllers.start(stop, lambda: True)
+    try:
+        status = controllers.get(StatusController)
+        assert not status.leading() and list(status.gauges()) == [] and list(status.texts()) == []
+        informers[-1].relist()
+        cluster.feed(cache)
+        assert status.leading() and list(status.texts()) != []
+    finally:
+        stop.set()
