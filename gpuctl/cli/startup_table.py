@@ -2163,14 +2163,15 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                    '                                  30d).\n'
                    "  --until <str>                   The window's end: an RFC 3339 time (default:\n"
                    '                                  now).\n'
-                   '  --step <str>                    With --since: the sampling step (at least\n'
-                   '                                  the scrape interval).  [default: 5m]\n'
+                   '  --step <str>                    With --since or --idle: the sampling step\n'
+                   '                                  (at least the scrape interval).  [default:\n'
+                   '                                  5m]\n'
                    "  --prometheus <str>              Prometheus' URL.\n"
                    "  --prometheus-service <str>      NAMESPACE/NAME:PORT of Prometheus' Service,\n"
                    '                                  reached through the API server with the\n'
                    '                                  kubeconfig.\n'
-                   '  --idle-below <float>            With --since: idle under this utilization,\n'
-                   '                                  in percent.  [default: 5.0]\n'
+                   '  --idle-below <float>            With --since or --idle: idle under this\n'
+                   '                                  utilization, in percent.  [default: 5.0]\n'
                    '  --idle-for <str>                With --since or --idle: idle for at least\n'
                    '                                  this long.  [default: 30m]\n'
                    '  --idle                          The Pods whose cards are idle now (for at\n'

@@ -124,16 +124,16 @@ class Prometheus:
             values: dict[int, float] = {}
             for pair in item.get("values") or []:
                 if isinstance(pair, list) and len(pair) == 2:
-                    number = _number(pair[1])
-                    if math.isfinite(number):
-                        values[int(float(pair[0]))] = number
+                    at, number = _number(pair[0]), _number(pair[1])
+                    if math.isfinite(at) and math.isfinite(number):
+                        values[int(at)] = number
             out.append(({str(k): str(v) for k, v in item["metric"].items()}, values))
         return out
 
     def _data(self, body: str, what: str) -> Mapping[str, Any]:
         try:
             answer = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past what the parser's stack holds
             raise PrometheusError(f"{self.describe()} answered the {what} with something not JSON") from None
         if not isinstance(answer, Mapping) or answer.get("status") != "success":
             error = answer.get("error") if isinstance(answer, Mapping) else None
@@ -181,7 +181,7 @@ class Prometheus:
             scheme=s.scheme,
             read_timeout=self.timeout + 10,
         )
-        said = _kubernetes_status(text)
+        said = _kubernetes_status(text) if status != 200 else None
         if said is not None:  # the API server's own answer, not Prometheus' (no endpoint ready, say)
             raise PrometheusError(f"the API server's proxy to {self.describe()} answered the {what}: {said}")
         if status == 200 or (status in (400, 422, 503) and text.lstrip().startswith("{")):
@@ -196,7 +196,7 @@ def _kubernetes_status(text: str) -> str | None:
         return None
     try:
         answer = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(answer, Mapping) or answer.get("kind") != "Status":
         return None

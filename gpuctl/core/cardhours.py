@@ -231,6 +231,13 @@ def lookback(step: int) -> int:
     return min(LOOKBACK // step, MAX_STEPS) * step
 
 
+def idle_window(now: float, step: int, idle_for: int, idle_below: float) -> Window:
+    """The window ``usage --idle`` reads at ``now``: its :func:`lookback` up to the last step boundary."""
+    if not 0 < step <= LOOKBACK:
+        raise WindowError(f"--step must be a positive duration of at most {LOOKBACK // 86400}d with --idle")
+    return Window(align(now, step), lookback(step), step, idle_for, idle_below)
+
+
 def idle_now_queries(w: Window, namespace: str | None = None, pools: Sequence[str] = ()) -> dict[str, str]:
     """Instant queries at ``w.until``: every holder with its card's idle verdict now (1 when the last ``idle_for``
     were all low, else 0; absent without activity data), and each card's last busy step within ``w.seconds``."""

@@ -38,6 +38,16 @@ def test_a_window_is_whole_steps_and_an_idle_rule_of_at_least_one_step() -> None
         window(seconds=365 * DAY, step=60)
 
 
+def test_idle_now_looks_back_a_week_in_at_most_200000_steps() -> None:
+    from gpuctl.core.cardhours import idle_window
+
+    assert idle_window(30 * DAY + 59, 60, 1800, 0.05) == window(seconds=7 * DAY)  # 10,080 steps of a minute
+    assert idle_window(30 * DAY, 1, 1800, 0.05).seconds == 200_000  # a week of seconds is 604,800 steps
+    for step in (0, 8 * DAY):
+        with pytest.raises(WindowError, match=r"^--step must be a positive duration of at most 7d with --idle$"):
+            idle_window(30 * DAY, step, 1800, 0.05)
+
+
 def test_matchers_quote_what_they_are_given() -> None:
     assert selector() == ""
     assert selector("team-a") == '{namespace="team-a"}'

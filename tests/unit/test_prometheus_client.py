@@ -80,6 +80,20 @@ def test_a_body_that_is_not_prometheus_answer_is_refused(server: str) -> None:
         Prometheus(server).query("x", 1.0)
 
 
+def test_a_body_nested_past_the_parsers_stack_is_refused_in_one_line(server: str) -> None:
+    answer("/api/v1/query", b"[" * 200_000 + b"]" * 200_000)
+    with pytest.raises(PrometheusError, match="with something not JSON"):
+        Prometheus(server).query("x", 1.0)
+
+
+def test_a_sample_whose_time_is_not_a_number_is_left_out(server: str) -> None:
+    values = [[60, "1"], ["NaN", "2"], ["soon", "3"], [180, "4"]]
+    matrix = {"resultType": "matrix", "result": [{"metric": {"UUID": "GPU-1"}, "values": values}]}
+    answer("/api/v1/query_range", {"status": "success", "data": matrix})
+    [series] = Prometheus(server).query_range("x", 60, 180, 60)
+    assert series.values == {60: 1.0, 180: 4.0}
+
+
 def test_an_unreachable_prometheus_is_one_line_without_errno() -> None:
     with pytest.raises(PrometheusError) as caught:
         Prometheus("http://127.0.0.1:1", timeout=2).query("x", 1.0)

@@ -169,7 +169,7 @@ def usage_command(
         typer.Option("--until", help="The window's end: an RFC 3339 time (default: now).", show_default=False),
     ] = None,
     step: Annotated[
-        str, typer.Option("--step", help="With --since: the sampling step (at least the scrape interval).")
+        str, typer.Option("--step", help="With --since or --idle: the sampling step (at least the scrape interval).")
     ] = "5m",
     prometheus: Annotated[str | None, typer.Option("--prometheus", help="Prometheus' URL.", show_default=False)] = None,
     prometheus_service: Annotated[
@@ -181,7 +181,7 @@ def usage_command(
         ),
     ] = None,
     idle_below: Annotated[
-        float, typer.Option("--idle-below", help="With --since: idle under this utilization, in percent.")
+        float, typer.Option("--idle-below", help="With --since or --idle: idle under this utilization, in percent.")
     ] = 5.0,
     idle_for: Annotated[
         str, typer.Option("--idle-for", help="With --since or --idle: idle for at least this long.")
@@ -289,18 +289,12 @@ def idle_command(
     from gpuctl.cli.source import parse_duration
     from gpuctl.core.ages import age_text
     from gpuctl.core.ages import since as age_since
-    from gpuctl.core.cardhours import LOOKBACK, Window, align, idle_holders, idle_now_queries, lookback
+    from gpuctl.core.cardhours import idle_holders, idle_now_queries, idle_window
 
     client = _prometheus(prometheus, service, source, "--idle")
     step_s = int(parse_duration(step, "--step"))
     end = _window_end(until)
-    window = Window(
-        align(end, step_s) if step_s > 0 else 0,
-        lookback(step_s) if step_s > 0 else LOOKBACK,
-        step_s,
-        int(parse_duration(idle_for, "--idle-for")),
-        idle_below / 100,
-    )
+    window = idle_window(end, step_s, int(parse_duration(idle_for, "--idle-for")), idle_below / 100)
     ns = _namespace(source)
     answers = {
         name: client.query(expr, window.until, what=f"{name} query")
