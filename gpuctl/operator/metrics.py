@@ -104,7 +104,8 @@ class Metrics:
         self.gauges.sources.append(source)
 
     def text(self, source: Callable[[], Iterable[bytes]]) -> None:
-        """Register families rendered as text (:func:`family_text`): their names must be no other family's."""
+        """Register families rendered as text (:func:`family_header`, :func:`sample_lines`): their names must be no
+        other family's."""
         self.texts.append(source)
 
     def render(self) -> bytes:
@@ -212,7 +213,7 @@ def usage_families(
 #
 # The holder series are one per Pod and card: 40,000 and more on a large cluster, where prometheus_client's rendering
 # alone took two seconds a scrape. Their lines are written here, as ``generate_latest`` writes them, node by node
-# and Workload by Workload, and kept while what they were written from stays (``gpuctl.operator.usage``).
+# and Workload by Workload, and kept while what they were written from stays (``gpuctl.operator.scrape``).
 
 HOLDER = "gpuctl_card_holder"
 HOLDER_HELP = (

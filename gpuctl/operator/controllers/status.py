@@ -251,7 +251,10 @@ class StatusController(Controller):
         (only where this replica leads, as :meth:`gauges`)."""
         if not self.leading():
             return
-        yield self.usage()[2]
+        # What the scrape's gauges just computed (they are rendered first): the holder lines and the usage gauges
+        # of one scrape come from one computation, whichever way the reuse window turns between the two.
+        last = self._usage
+        yield (last.value if last is not None else self.usage())[2]
 
 
 def queue_facts(queue: ClusterQueue | None) -> tuple[bool, str, bool, int]:
