@@ -56,7 +56,13 @@ def order_key(w: Workload, requeuing: str = EVICTION) -> tuple[int, float, str, 
 def cluster_queues_of(workloads: Iterable[Workload], local_queues: Iterable[LocalQueue]) -> dict[str, str]:
     """Each Workload's ClusterQueue (by key): its admission's, else the one its LocalQueue points at ("" for none)."""
     lq = {(q.namespace, q.name): q.cluster_queue for q in local_queues}
-    return {w.key: w.cluster_queue or lq.get((w.namespace, w.queue_name), "") for w in workloads}
+    return {w.key: cluster_queue_of(w, lq) for w in workloads}
+
+
+def cluster_queue_of(w: Workload, local_queues: Mapping[tuple[str, str], str]) -> str:
+    """One Workload's ClusterQueue: its admission's, else the one its LocalQueue (``local_queues``: ClusterQueue by
+    LocalQueue ``(namespace, name)``) points at ("" for none)."""
+    return w.cluster_queue or local_queues.get((w.namespace, w.queue_name), "")
 
 
 def pending_order(

@@ -26,7 +26,7 @@ from gpuctl.core.explain import held_at
 from gpuctl.core.fragmentation import FragmentationBook, Shape, ViewFragmentation
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.pods import Pod
-from gpuctl.core.queueing import order_key, pending
+from gpuctl.core.queueing import cluster_queue_of, order_key, pending
 from gpuctl.core.usage import (
     HOLDER_LABELS,
     RESERVED_LABELS,
@@ -236,7 +236,7 @@ class QueueBook:
                 self._pending[cq].pop(key, None)
         entries = {}
         for w in owning:
-            cq = w.cluster_queue or local.get((w.namespace, w.queue_name), "")
+            cq = cluster_queue_of(w, local)
             gate = held_at(w, pods) if cq else None
             if gate is not None:
                 self._count((cq, str(gate)), 1)
