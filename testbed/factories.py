@@ -58,14 +58,14 @@ def card_row(
     remaining_profiles: dict[str, int] | None = None,
     card_id: str | None = None,
 ) -> JSON:
-    """A ledger row (``status.groups[].accelerators[]``)."""
-    row: JSON = {
-        "id": card_id or f"GPU-{index:04d}",
-        "index": index,
-        "mode": mode,
-        "allocated": allocated,
-        "remaining": (M - allocated) if remaining is None else remaining,
-    }
+    """A ledger row (``status.groups[].accelerators[]``) as GPUStack's device manager writes it: ``allocated`` and
+    ``remaining`` left out where they are 0 (its types omit them empty)."""
+    left = (M - allocated) if remaining is None else remaining
+    row: JSON = {"id": card_id or f"GPU-{index:04d}", "index": index, "mode": mode}
+    if allocated:
+        row["allocated"] = allocated
+    if left:
+        row["remaining"] = left
     if slices:
         row["allocatedSlices"] = slices
     if allocated_profiles is not None:

@@ -33,19 +33,11 @@ def compute_items(
 
     types = read.instancetypes(source, names, label_selector=selector, field_selector=field_selector)
     devices, orphans = read.ledgers(source) if any(t.acceleratable for t in types) else ([], [])
-    nodes = read.nodes(source) if any(not t.acceleratable for t in types) else []
-    queues = read.cluster_queues(source) if nodes else {}
+    queues = read.cluster_queues(source) if types else {}
     items = []
     for t in types:
-        cores: list[int] = []
-        reserved = 0
-        if not t.acceleratable:
-            pool = t.pool_labels()
-            cores = [n.cpu_cores for n in nodes if views.in_pool(n.labels, pool)]
-            queue = queues.get(t.name)
-            if queue:
-                reserved = queue.reserved.get("cpu", 0)
-        v = views.instancetype_views(t, devices, node_cores=cores, cpu_reserved=reserved)
+        queue = queues.get(t.name)
+        v = views.instancetype_views(t, devices, queue)
         items.append(
             {
                 "name": t.name,
@@ -56,6 +48,7 @@ def compute_items(
                 "_pool": views.pool_devices(devices, t) if t.acceleratable else [],
                 "_orphans": [d.node for d in views.pool_devices(orphans, t)] if t.acceleratable else [],
                 "_labels": dict(t.labels),
+                "_draining": views.draining(queue),
             }
         )
     return items

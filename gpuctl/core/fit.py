@@ -229,11 +229,7 @@ class _Budget:
             d = self._devices.get(node)
             if d is None:
                 return None
-            cards = [
-                _CardState(node, g, c, c.mode, c.remaining if c.mode is not Mode.NONE else M, c.allocated_slices)
-                for g in d.groups
-                for c in g.cards
-            ]
+            cards = [_CardState(node, g, c, c.mode, c.remaining, c.allocated_slices) for g in d.groups for c in g.cards]
             self._cards[node] = cards
         return cards
 

@@ -29,6 +29,8 @@ class Mode(IntEnum):
     SLICED = 3
     PARTITIONED = 4
     VISIBILITY = 5
+    UNKNOWN = -1
+    """A value gpuctl does not know (GPUStack's types define 0 to 5): the card is read as held, and named."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,8 @@ class Card(NamedTuple):
     remaining_profiles: Mapping[str, int] = NO_COUNTS
     """Per-profile free instances, in the manufacturer's spelling (the catalog counts when no ledger says)."""
     has_ledger: bool = False
+    raw_mode: int = 0
+    """The mode as the ledger wrote it (differs from ``mode`` only for an unknown one)."""
 
     @property
     def logical_slots(self) -> int:
@@ -183,6 +187,8 @@ class Group:
     family: str = ""
     cores: int = 0
     compute_capability: str = ""
+    runtime_version: str = ""
+    driver_version: str = ""
 
     accelerator_key: str = field(init=False, compare=False)
     """``<manufacturer>-<group id>``: the model's node key."""
@@ -199,6 +205,18 @@ class NodeDevices:
     labels: Mapping[str, str]
     groups: tuple[Group, ...]
     resource_version: str = ""
+
+    @property
+    def unreadable(self) -> tuple[str, ...]:
+        """Why a card of this ledger cannot be read as written (an allocation mode gpuctl does not know): one line
+        each. The card is read as held; the rest of the ledger stands."""
+        return tuple(
+            f"Devices {self.node}: card {c.id} ({g.accelerator_key} index {c.index}): allocation mode {c.raw_mode} is "
+            "not one gpuctl knows (0 to 5); read as held"
+            for g in self.groups
+            for c in g.cards
+            if c.mode is Mode.UNKNOWN
+        )
 
     @property
     def managed(self) -> bool:
@@ -388,7 +406,7 @@ def _capability_key(logical: Mapping[str, Any], physical: Mapping[str, Any], man
     )
 
 
-_MODES = tuple(Mode)
+_MODES = (Mode.NONE, Mode.EXCLUSIVE, Mode.SHARED, Mode.SLICED, Mode.PARTITIONED, Mode.VISIBILITY)
 
 
 def _card(
@@ -406,14 +424,11 @@ def _card(
         return Card(card_id, index, capability, unhealthy, remaining_profiles=catalog)
     rwhere = (*where, "(ledger)")
     raw_mode = _int(row.get("mode"), (*rwhere, "mode"))
-    if not 0 <= raw_mode < len(_MODES):
-        raise LedgerError(f"{_where((*rwhere, 'mode'))}: unknown allocation mode {raw_mode} (expected 0 to 5)")
-    mode = _MODES[raw_mode]
+    mode = _MODES[raw_mode] if 0 <= raw_mode < len(_MODES) else Mode.UNKNOWN
     if mode is Mode.VISIBILITY:
         mode = Mode.NONE
     allocated = _int(row.get("allocated"), (*rwhere, "allocated"))
-    # An empty ledger row is a free card, never a full one.
-    remaining = M if mode is Mode.NONE and allocated == 0 else _int(row.get("remaining"), (*rwhere, "remaining"))
+    remaining = _remaining(mode, allocated, row, lambda v: _int(v, (*rwhere, "remaining")))
     allocated_profiles: Mapping[str, int] = NO_COUNTS
     remaining_profiles: Mapping[str, int] = catalog
     if capability.profiles and ("allocatedProfiles" in row or "remainingProfiles" in row):
@@ -433,7 +448,17 @@ def _card(
         allocated_profiles,
         remaining_profiles,
         True,
+        raw_mode,
     )
+
+
+def _remaining(mode: Mode, allocated: int, row: Mapping[str, Any], read: Any) -> int:
+    """A ledger row's free units as written. A row that says nothing of them (GPUStack omits a zero) is free when
+    it holds nothing in no mode — an empty row is never a full card — and full otherwise."""
+    raw = row.get("remaining")
+    if raw is None:
+        return M if mode is Mode.NONE and allocated == 0 else 0
+    return int(read(raw))
 
 
 def parse_devices(obj: Mapping[str, Any], capabilities: dict[Any, Capability] | None = None) -> NodeDevices:
@@ -532,11 +557,18 @@ def _parse_well_formed(obj: Mapping[str, Any], cache: dict[Any, Capability]) -> 
             if row is None:
                 cards.append(Card(card_id, index, capability, unhealthy, remaining_profiles=catalog))
                 continue
-            mode = _MODES[_plain_int(row.get("mode"))]
+            raw_mode = _plain_int(row.get("mode"))
+            if not 0 <= raw_mode < 6:
+                raise _Unusual
+            mode = _MODES[raw_mode]
             if mode is visibility:
                 mode = none
             allocated = _plain_int(row.get("allocated"))
-            remaining = M if mode is none and allocated == 0 else _plain_int(row.get("remaining"))
+            raw_remaining = row.get("remaining")
+            if raw_remaining is None:
+                remaining = M if mode is none and allocated == 0 else 0
+            else:
+                remaining = _plain_int(raw_remaining)
             if capability.profiles and ("allocatedProfiles" in row or "remainingProfiles" in row):
                 raise _Unusual
             cards.append(
@@ -552,6 +584,7 @@ def _parse_well_formed(obj: Mapping[str, Any], cache: dict[Any, Capability]) -> 
                     NO_COUNTS,
                     catalog,
                     True,
+                    raw_mode,
                 )
             )
         groups.append(
@@ -564,6 +597,8 @@ def _parse_well_formed(obj: Mapping[str, Any], cache: dict[Any, Capability]) -> 
                 intern(family),
                 _plain_int(g.get("cores")),
                 intern(str(g.get("computeCapability") or "")),
+                intern(str(g.get("runtimeVersion") or "")),
+                intern(str(g.get("driverVersion") or "")),
             )
         )
     return NodeDevices(
@@ -619,6 +654,8 @@ def _parse_checked(obj: Mapping[str, Any]) -> NodeDevices:
                 family=str(g.get("family", "")),
                 cores=_descriptor_int(g.get("cores")),
                 compute_capability=str(g.get("computeCapability") or ""),
+                runtime_version=str(g.get("runtimeVersion") or ""),
+                driver_version=str(g.get("driverVersion") or ""),
             )
         )
     labels = {str(k): str(v) for k, v in _mapping(meta.get("labels"), (top, "metadata", "labels")).items()}

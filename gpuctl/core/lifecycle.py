@@ -22,6 +22,7 @@ from typing import Any, Concatenate, Final, ParamSpec
 from gpuctl.core.admission import JSON, Admission, allow
 from gpuctl.core.compat import StrEnum
 from gpuctl.core.errors import GpuctlError
+from gpuctl.core.workloads import ActiveCondition
 
 # ----------------------------------------------------------------------------------------------- vocabulary
 
@@ -55,6 +56,7 @@ class Phase(StrEnum):
     ACTIVE = "Active"
     INACTIVE = "Inactive"
     DRAINING = "Draining"
+    PREPARING = "Preparing"
 
 
 class InstancePhase(StrEnum):
@@ -114,27 +116,51 @@ def deletion_guard(handler: Handler[P], *, receives_deletion_updates: bool) -> H
 # ----------------------------------------------------------------------------------------------- InstanceType phase
 
 
-def instancetype_phase(stop_policy: str, reservations_outstanding: bool) -> Phase:
+def instancetype_phase(
+    stop_policy: str, reservations_outstanding: bool, active: ActiveCondition | None = None
+) -> Phase:
     """``Inactive`` when the queue is held, or drained with nothing left reserved; ``Draining`` while a drain still
-    has reservations; ``Active`` otherwise."""
-    policy = StopPolicy.read(stop_policy)
-    if policy is StopPolicy.HOLD:
-        return Phase.INACTIVE
-    if policy is StopPolicy.HOLD_AND_DRAIN:
-        return Phase.DRAINING if reservations_outstanding else Phase.INACTIVE
-    return Phase.ACTIVE
+    has reservations; otherwise what the queue's ``Active`` condition says (``Active``; ``Inactive`` when False,
+    ``Preparing`` when Unknown), as GPUStack's status writer summarises the queue."""
+    return Phase(queue_summary(stop_policy, reservations_outstanding, active)[0] or Phase.ACTIVE.value)
 
 
-def phase_message(stop_policy: str, reservations_outstanding: bool) -> str:
-    """The sentence that goes with the phase (``status.phaseMessage``)."""
+def phase_message(stop_policy: str, reservations_outstanding: bool, active: ActiveCondition | None = None) -> str:
+    """The sentence that goes with the phase (``status.phaseMessage``), in GPUStack's words."""
+    return queue_summary(stop_policy, reservations_outstanding, active)[1]
+
+
+def queue_summary(stop_policy: str, reservations_outstanding: bool, active: ActiveCondition | None) -> tuple[str, str]:
+    """(phase, message) of an InstanceType from its ClusterQueue, as GPUStack's status writer writes them: its stop
+    policy first (``HoldAndDrain`` is ``Draining`` while reservations remain, then ``Inactive``; ``Hold`` is
+    ``Inactive``), else its ``Active`` condition — phase by its status, Kueue's message with its first letter made
+    upper-case and a full stop added. A queue with no conditions yet reads ``Active`` with no message; one whose
+    conditions lack ``Active`` reads no phase."""
     policy = StopPolicy.read(stop_policy)
-    if policy is StopPolicy.HOLD:
-        return "the queue is held: new workloads wait, running workloads keep running"
     if policy is StopPolicy.HOLD_AND_DRAIN:
         if reservations_outstanding:
-            return "the queue is draining: admitted workloads are being evicted and no new workload is admitted"
-        return "the queue is drained: no workload holds a reservation and no new workload is admitted"
-    return "the queue admits workloads"
+            return Phase.DRAINING.value, "cluster queue is draining admitted workloads"
+        return Phase.INACTIVE.value, "cluster queue is held and drained"
+    if policy is StopPolicy.HOLD:
+        return Phase.INACTIVE.value, "cluster queue is held"
+    if active is None:
+        return Phase.ACTIVE.value, ""
+    if not active.present:
+        return "", ""
+    phase = {"True": Phase.ACTIVE.value, "False": Phase.INACTIVE.value}.get(active.status, Phase.PREPARING.value)
+    return phase, _sentence(active.message)
+
+
+def _sentence(message: str) -> str:
+    """GPUStack's formatting of a condition's message: the first ASCII letter upper-cased, a full stop added unless
+    it ends in one (or ``!``, ``?``)."""
+    if not message:
+        return ""
+    for i, ch in enumerate(message):
+        if "a" <= ch <= "z" or "A" <= ch <= "Z":
+            message = message[:i] + ch.upper() + message[i + 1 :]
+            break
+    return message if message[-1] in ".!?" else message + "."
 
 
 # ----------------------------------------------------------------------------------------------- running-instance stop

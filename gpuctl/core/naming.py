@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from gpuctl.core.compat import StrEnum
+from gpuctl.core.errors import GpuctlError
 
 # ----------------------------------------------------------------------------------------------- label keys
 
@@ -119,21 +123,150 @@ class Manufacturer:
         return ResourceNames(self.base, self.partition_kind)
 
 
-MANUFACTURERS: Final[dict[str, Manufacturer]] = {
-    m.name: m
-    for m in (
-        Manufacturer("amd", "1002", "amd.com/gpu", None, False, None),
-        Manufacturer("ascend", "19e5", "huawei.com/npu", 63, True, None),
-        Manufacturer("cambricon", "cabc", "cambricon.com/mlu", 16, False, None),
-        Manufacturer("hygon", "1d94", "hygon.com/dcu", 4, False, "mig"),
-        Manufacturer("iluvatar", "1e3e", "iluvatar.com/gpu", None, False, None),
-        Manufacturer("metax", "9999", "metax-tech.com/gpu", 16, False, None),
-        Manufacturer("mthreads", "1ed5", "mthreads.com/gpu", 16, False, None),
-        Manufacturer("nvidia", "10de", "nvidia.com/gpu", 128, True, "mig"),
-        Manufacturer("thead", "1ded", "alibabacloud.com/ppu", None, False, "mig"),
-    )
+DEFAULT_MANUFACTURERS: Final[tuple[Manufacturer, ...]] = (
+    Manufacturer("amd", "1002", "amd.com/gpu", None, False, None),
+    Manufacturer("ascend", "19e5", "huawei.com/npu", 63, True, None),
+    Manufacturer("cambricon", "cabc", "cambricon.com/mlu", 16, False, None),
+    Manufacturer("hygon", "1d94", "hygon.com/dcu", 4, False, "mig"),
+    Manufacturer("iluvatar", "1e3e", "iluvatar.com/gpu", None, False, None),
+    Manufacturer("metax", "9999", "metax-tech.com/gpu", 16, False, None),
+    Manufacturer("mthreads", "1ed5", "mthreads.com/gpu", 16, False, None),
+    Manufacturer("nvidia", "10de", "nvidia.com/gpu", 128, True, "mig"),
+    Manufacturer("thead", "1ded", "alibabacloud.com/ppu", None, False, "mig"),
+)
+"""GPUStack's defaults, which its chart may override per manufacturer on the worker (``GPUSTACK_<MFR>_*``)."""
+
+WORKER_ENV_PREFIX: Final = "GPUSTACK_"
+_OVERRIDE_FIELDS: Final = {
+    "_ACCELERATABLE_RESOURCE_NAME": "base",
+    "_PCI_VENDOR_ID": "pci_vendor",
+    "_PARTITION_KIND": "partition_kind",
 }
-_BY_BASE: Final = {m.base: m for m in MANUFACTURERS.values()}
+_RESOURCE_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+class ManufacturerTable(Mapping[str, Manufacturer]):
+    """The manufacturers a cluster's worker knows, by name, with their base resources as that worker names them.
+
+    One table is in force at a time (:func:`use_manufacturers`): GPUStack's defaults, or those with the overrides
+    read from the worker's environment, since every resource key, credit and capacity key follows from them."""
+
+    __slots__ = ("_by_base", "_by_name", "overrides")
+
+    def __init__(self, manufacturers: Iterable[Manufacturer], overrides: Mapping[str, str] | None = None) -> None:
+        self._by_name = {m.name: m for m in manufacturers}
+        self._by_base = {m.base: m for m in self._by_name.values()}
+        self.overrides: Mapping[str, str] = dict(overrides or {})
+        """The worker's ``GPUSTACK_<MFR>_*`` settings this table applies (name → value)."""
+
+    def __getitem__(self, name: str) -> Manufacturer:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def by_base(self, base: str) -> Manufacturer | None:
+        return self._by_base.get(base)
+
+
+class ManufacturerOverrideError(GpuctlError, ValueError):
+    """A ``GPUSTACK_<MFR>_*`` setting that cannot be applied."""
+
+
+def manufacturer_table(env: Mapping[str, str]) -> ManufacturerTable:
+    """GPUStack's manufacturers with the overrides among ``env`` applied, as its worker reads them at start:
+    ``GPUSTACK_<MFR>_ACCELERATABLE_RESOURCE_NAME`` (the base resource), ``GPUSTACK_<MFR>_PCI_VENDOR_ID`` and
+    ``GPUSTACK_<MFR>_PARTITION_KIND`` (only for a manufacturer that partitions). Other variables are ignored; an
+    empty value keeps the default. Raises ManufacturerOverrideError naming the variable and the fix."""
+    table = {m.name: m for m in DEFAULT_MANUFACTURERS}
+    applied: dict[str, str] = {}
+    for name, value in sorted(env.items()):
+        if not name.startswith(WORKER_ENV_PREFIX) or not value:
+            continue
+        rest = name[len(WORKER_ENV_PREFIX) :]
+        for suffix, attribute in _OVERRIDE_FIELDS.items():
+            if not rest.endswith(suffix):
+                continue
+            mfr = table.get(rest[: -len(suffix)].lower())
+            if mfr is None:
+                break
+            if attribute == "base" and not _RESOURCE_NAME.match(value):
+                raise ManufacturerOverrideError(
+                    f"{name}={value!r}: not a resource name; give one as <domain>/<name>, e.g. nvidia.com/gpu"
+                )
+            if attribute == "partition_kind":
+                if mfr.partition_kind is None:
+                    break  # GPUStack reads a partition kind only for the manufacturers that partition
+                if not re.fullmatch(r"[a-z0-9]+", value):
+                    raise ManufacturerOverrideError(
+                        f"{name}={value!r}: a partition kind is lower-case letters and digits, e.g. mig"
+                    )
+            if attribute == "base":
+                mfr = dataclasses.replace(mfr, base=value)
+            elif attribute == "pci_vendor":
+                mfr = dataclasses.replace(mfr, pci_vendor=value)
+            else:
+                mfr = dataclasses.replace(mfr, partition_kind=value)
+            table[mfr.name] = mfr
+            applied[name] = value
+            break
+    bases: dict[str, str] = {}
+    for m in table.values():
+        if m.base in bases:
+            raise ManufacturerOverrideError(
+                f"{m.base} names both {bases[m.base]} and {m.name}: give each manufacturer its own resource name"
+            )
+        bases[m.base] = m.name
+    return ManufacturerTable(table.values(), applied)
+
+
+DEFAULT_TABLE: Final = ManufacturerTable(DEFAULT_MANUFACTURERS)
+
+
+class _InForce(Mapping[str, Manufacturer]):
+    """The table in force, read through as a mapping (``MANUFACTURERS["nvidia"]``)."""
+
+    table: ManufacturerTable = DEFAULT_TABLE
+
+    def __getitem__(self, name: str) -> Manufacturer:
+        return self.table[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.table)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def by_base(self, base: str) -> Manufacturer | None:
+        return self.table.by_base(base)
+
+    @property
+    def overrides(self) -> Mapping[str, str]:
+        return self.table.overrides
+
+
+MANUFACTURERS: Final = _InForce()
+"""The manufacturers in force: GPUStack's defaults unless a shell set the cluster's overrides."""
+
+
+@contextlib.contextmanager
+def use_manufacturers(table: ManufacturerTable) -> Iterator[ManufacturerTable]:
+    """Put ``table`` in force for the block (the shells call it once, where they read the cluster's worker)."""
+    previous = MANUFACTURERS.table
+    MANUFACTURERS.table = table
+    try:
+        yield table
+    finally:
+        MANUFACTURERS.table = previous
+
+
+def set_manufacturers(table: ManufacturerTable) -> None:
+    """Put ``table`` in force for the rest of the process (a command or the operator, once it knows its cluster)."""
+    MANUFACTURERS.table = table
+
 
 RDMA_KEYS: Final = frozenset(
     {"device.gpustack.ai/rdma", "device.gpustack.ai/rdma.shared", "device.gpustack.ai/rdma.partitioned"}
@@ -285,7 +418,7 @@ def classify_resource(name: str) -> ResourceKey | None:
         return None
     dot = name.find(".", slash)
     base, suffix = (name, "") if dot < 0 else (name[:dot], name[dot:])
-    mfr = _BY_BASE.get(base)
+    mfr = MANUFACTURERS.by_base(base)
     if mfr is None:
         return None
     kind = _SUFFIX_KINDS.get(suffix)
@@ -301,23 +434,30 @@ def classify_resource(name: str) -> ResourceKey | None:
 
 # ----------------------------------------------------------------------------------------------- profiles
 
-_UNSEPARATED_PROFILE: Final = re.compile(r"^(\d+g)(\d+gb)$")
+_UNSEPARATED_PROFILE: Final = re.compile(r"^([0-9]+)g([0-9]+)gb$")
+_SEPARATED_PROFILE: Final = re.compile(r"^([0-9]+)g\.([0-9]+)gb$")
+_UNSEPARATED_MANUFACTURERS: Final = frozenset({"thead"})
+"""Manufacturers whose driver names a profile without GPUStack's separator (T-Head's ``4g48gb``)."""
 EXCLUDED_PROFILE_MARKERS: Final = ("+me", "+gfx")
 
 
 def publish_profile(manufacturer_name: str, vendor_name: str) -> str:
-    """A profile's published spelling: T-Head ``4g48gb`` → ``4g.48gb``; others as they are."""
-    if manufacturer_name == "thead":
+    """A profile's published spelling: T-Head ``4g48gb`` → ``4g.48gb``; a name of any other shape, or of another
+    manufacturer, as it is."""
+    if manufacturer_name in _UNSEPARATED_MANUFACTURERS:
         match = _UNSEPARATED_PROFILE.match(vendor_name)
         if match:
-            return f"{match[1]}.{match[2]}"
+            return f"{match[1]}g.{match[2]}gb"
     return vendor_name
 
 
 def vendor_profile(manufacturer_name: str, published: str) -> str:
-    """The manufacturer's own spelling of a published profile name (the inverse of publish_profile)."""
-    if manufacturer_name == "thead":
-        return published.replace(".", "", 1)
+    """The manufacturer's own spelling of a published profile name (the inverse of publish_profile): T-Head
+    ``4g.48gb`` → ``4g48gb``; any other shape as it is."""
+    if manufacturer_name in _UNSEPARATED_MANUFACTURERS:
+        match = _SEPARATED_PROFILE.match(published)
+        if match:
+            return f"{match[1]}g{match[2]}gb"
     return published
 
 
@@ -328,6 +468,47 @@ def profile_is_published(vendor_name: str) -> bool:
 
 # ----------------------------------------------------------------------------------------------- node keys
 
+_SEPARATORS: Final = frozenset("-_.")
+_CPU_CRUFT: Final = re.compile(r"\((?:R|r|TM|tm)\)")
+_CPU_TAIL: Final = re.compile(r"(?: CPU| Processor| [0-9]+-Cores?)$")
+
+
+def normalize_name(name: str, prefix: str = "", max_length: int = 0, *, strip_cruft: bool = False) -> str:
+    """A name as GPUStack's device layer writes it into a key: lower-case letters and digits kept, a space turned
+    into ``-``, ``-``, ``_`` and ``.`` kept (a run of them folded to its first, none leading or trailing), anything
+    else dropped; ``prefix`` dropped where it is the leading text (a manufacturer from its product: ``NVIDIA A10G``
+    → ``a10g``); at most ``max_length`` characters (0: no bound). ``strip_cruft`` first takes the marks a CPU's
+    model name carries off (``(R)``, ``(TM)``, ``Genuine``, ``Nth Gen``, the clock after ``@``, a trailing ``CPU``,
+    ``Processor`` or ``N-Core``), as for CPU keys. Hygon ``K100_AI`` → ``k100_ai``."""
+    if strip_cruft:
+        name = name.split(" @ ", 1)[0]
+        name = _CPU_CRUFT.sub("", name)
+        name = re.sub(r"^(?:Genuine |[0-9]+(?:st|nd|rd|th) Gen )", "", name.strip())
+        previous = None
+        while previous != name:
+            previous, name = name, _CPU_TAIL.sub("", name.strip())
+    limit = max_length if max_length > 0 else len(name)
+    out: list[str] = []
+    for ch in name:
+        if "A" <= ch <= "Z":
+            ch = ch.lower()
+        if ch == " ":
+            ch = "-"
+        if ch in _SEPARATORS:
+            if not out or out[-1] in _SEPARATORS:
+                continue
+        elif not ("a" <= ch <= "z" or "0" <= ch <= "9"):
+            continue
+        out.append(ch)
+        if prefix and len(out) == len(prefix) and "".join(out) == prefix.lower():
+            out.clear()
+        if len(out) >= limit:
+            break
+    if out and out[-1] in _SEPARATORS:
+        out.pop()
+    return "".join(out)
+
+
 _NOT_KEY: Final = re.compile(r"[^a-z0-9]+")
 
 
@@ -336,24 +517,28 @@ def sanitize(text: str) -> str:
     return _NOT_KEY.sub("-", text.lower()).strip("-")
 
 
+def group_id(manufacturer_name: str, product: str) -> str:
+    """The id GPUStack's device layer gives a model's group: its product name normalized, the manufacturer's name
+    dropped where it leads, within the 63 characters a label name allows beside ``<manufacturer>-``."""
+    return normalize_name(product, manufacturer_name, 63 - len(manufacturer_name) - 1)
+
+
 @functools.lru_cache(maxsize=4096)
 def accelerator_key(manufacturer_name: str, group_id: str) -> str:
-    """``<manufacturer>-<group id>``, e.g. ``nvidia-a10g``, ``nvidia-h100-80gb-hbm3``."""
-    return f"{manufacturer_name}-{sanitize(group_id)}"
-
-
-_CPU_NOISE: Final = re.compile(r"\((?:r|tm|c)\)|\bcpu\b|@.*$|\b\d+-core processor\b|\bprocessor\b", re.IGNORECASE)
+    """``<manufacturer>-<group id>``, e.g. ``nvidia-a10g``, ``nvidia-h100-80gb-hbm3``, ``hygon-k100_ai``: the group id
+    as the device layer wrote it into the ledger, joined as GPUStack joins it (never folded again: ``_`` and ``.``
+    stay)."""
+    return f"{manufacturer_name}-{group_id}"
 
 
 def general_key(cpu_vendor: str, cpu_name: str) -> str:
-    """``<vendor>-<sanitized cpu name>``, e.g. ``amd-epyc-7r32``, ``intel-xeon-platinum-8259cl``; ``generic`` when
-    nothing is known. Trademark marks, the word CPU and the clock suffix are dropped from the model name."""
-    vendor = sanitize(_CPU_NOISE.sub(" ", cpu_vendor))
-    name = sanitize(_CPU_NOISE.sub(" ", cpu_name))
+    """``<vendor>-<cpu name>``, e.g. ``amd-epyc-7r32``, ``intel-xeon-platinum-8259cl``; ``generic`` when nothing is
+    known. The model name is normalized as GPUStack's device layer does (marks, the word CPU and the clock taken off,
+    the vendor dropped where it leads)."""
+    vendor = normalize_name(cpu_vendor, strip_cruft=True)
     if not vendor:
         return GENERIC
-    if name.startswith(vendor + "-"):
-        name = name[len(vendor) + 1 :]
+    name = normalize_name(cpu_name, vendor, 63 - len(vendor) - 1, strip_cruft=True)
     return f"{vendor}-{name}" if name else vendor
 
 

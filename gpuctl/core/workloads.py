@@ -405,6 +405,15 @@ class FlavorQuota:
 
 
 @dataclass(frozen=True, slots=True)
+class ActiveCondition:
+    """A ClusterQueue's ``Active`` condition, or ``present=False`` where its status has conditions but not this one."""
+
+    status: str
+    message: str
+    present: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterQueue:
     name: str
     labels: Mapping[str, str]
@@ -436,6 +445,8 @@ class ClusterQueue:
     """The orchestrator that wrote ``effectiveQuotas`` (``Kind/name``)."""
     quota_field: str = "spec.resourceGroups"
     """Where ``quotas`` and ``nominal`` were read: the spec, or ``status.effectiveQuotas`` once they are in force."""
+    active: ActiveCondition | None = None
+    """Its ``Active`` condition (None while its status has no condition at all)."""
 
     @property
     def quota_note(self) -> str:
@@ -456,6 +467,13 @@ class ClusterQueue:
         return replace(
             self, quotas=self.effective_quotas, nominal=nominal, quota_field="status.effectiveQuotas.resourceGroups"
         )
+
+    def reservation_milli(self, resource: str) -> int:
+        """Σ ``status.flavorsReservation[].resources[].total`` of one resource, in thousandths (0 when the status
+        reports no reservation)."""
+        if self.reported_field != "flavorsReservation":
+            return 0
+        return int(sum((t for _, r, t in self.reported if r == resource), Fraction(0)) * 1000)
 
     @property
     def instancetype_mark(self) -> bool:
@@ -514,7 +532,18 @@ def parse_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
         preemption_within=str(_m(spec.get("preemption")).get("withinClusterQueue") or "Never"),
         effective_quotas=_flavor_quotas([_m(g) for g in _l(effective.get("resourceGroups"))]) if effective else None,
         effective_by=f"{by.get('kind') or 'orchestrator'}/{by.get('name')}" if by.get("name") else "",
+        active=_active_condition(_l(status.get("conditions"))),
     )
+
+
+def _active_condition(conditions: list[Any]) -> ActiveCondition | None:
+    if not conditions:
+        return None
+    for c in conditions:
+        c = _m(c)
+        if c.get("type") == "Active":
+            return ActiveCondition(str(c.get("status") or ""), str(c.get("message") or ""))
+    return ActiveCondition("", "", present=False)
 
 
 def _flavor_quotas(groups: list[Mapping[str, Any]]) -> tuple[FlavorQuota, ...]:

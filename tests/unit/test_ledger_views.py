@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.ledger import Capability, LedgerError, Mode, parse_devices
 from gpuctl.core.units import SHARE, M
 from gpuctl.core.views import View, accelerator_views, instancetype_views, pool_devices, views_to_status
+from gpuctl.core.workloads import ClusterQueue, parse_cluster_queue
 from testbed.factories import H100_PROFILES, card_row, devices, h100_devices, instancetype, physical_profiles
 
 A10G = "nvidia-a10g"
@@ -72,13 +74,36 @@ def test_family_comes_from_capability_never_the_scalar_ledger() -> None:
     assert pt.capacity == 14 and pt.remaining == 14
 
 
+def test_a_card_in_an_unknown_mode_is_named_and_the_rest_of_the_ledger_stands() -> None:
+    odd = devices("n", cards=2, rows=[card_row(0), card_row(1)])
+    odd["status"]["groups"][0]["accelerators"][0]["mode"] = 9  # type: ignore[index]
+    odd["status"]["groups"][0]["accelerators"][0]["remaining"] = 0  # type: ignore[index]
+    node = parse_devices(odd)
+    first, second = node.cards(A10G)
+    assert first.mode is Mode.UNKNOWN and first.raw_mode == 9
+    assert second.mode is Mode.NONE and second.free
+    assert node.unreadable == (
+        "Devices n: card GPU-0000 (nvidia-a10g index 0): allocation mode 9 is not one gpuctl knows (0 to 5); "
+        "read as held",
+    )
+    ex = accelerator_views([node], A10G)[0]
+    assert (ex.remaining, ex.capacity) == (1, 2)  # held, as GPUStack's status writer counts a card it cannot read
+
+
+def test_a_mode_0_row_that_leaves_less_than_a_card_is_read_as_written() -> None:
+    row = card_row(0)
+    row["remaining"] = M // 2
+    node = parse_devices(devices("n", cards=1, rows=[row]))
+    [card] = node.cards(A10G)
+    assert (card.mode, card.remaining) == (Mode.NONE, M // 2)
+    ex, sh, sl, _ = accelerator_views([node], A10G)
+    # The status writer counts such a card in no view but capacity (it is neither free, nor shared, nor sliced).
+    assert (ex, sh, sl) == (View(0, 0, 1), View(0, 0, 10), View(0, 0, 100))
+    empty = parse_devices(devices("n", cards=1, rows=[{"id": "GPU-0000", "index": 0, "mode": 0}]))
+    assert empty.cards(A10G)[0].free  # an empty row is a free card, never a full one
+
+
 def test_malformed_ledger_names_the_field() -> None:
-    bad = devices("n", rows=[card_row(0)])
-    bad["status"]["groups"][0]["accelerators"][0]["mode"] = 9  # type: ignore[index]
-    with pytest.raises(
-        LedgerError, match=r"Devices n: spec.groups\[0\].accelerators\[0\] \(ledger\).mode: unknown allocation mode 9"
-    ):
-        parse_devices(bad)
     bad2 = devices("n")
     bad2["spec"]["groups"] = "oops"  # type: ignore[index]
     with pytest.raises(LedgerError, match=r"spec\.groups: expected a list"):
@@ -224,11 +249,56 @@ def test_status_shape() -> None:
     assert status["cpu"] == {"onceMaxRequest": 0, "remaining": 0, "capacity": 0}
 
 
-def test_cpu_pool_view() -> None:
+def _cpu_queue(reserved: str, *, flavors: dict[str, int], policy: str = "None") -> ClusterQueue:
+    return parse_cluster_queue(
+        {
+            "metadata": {"name": "gpustack--generic-linux-amd64"},
+            "spec": {
+                "stopPolicy": policy,
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [
+                            {"name": f, "resources": [{"name": "cpu", "nominalQuota": str(n)}]}
+                            for f, n in flavors.items()
+                        ],
+                    }
+                ],
+            },
+            "status": {
+                "flavorsReservation": [{"name": f, "resources": [{"name": "cpu", "total": reserved}]} for f in flavors][
+                    :1
+                ]
+            },
+        }
+    )
+
+
+def test_cpu_pool_view_is_read_from_its_queue_as_gpustack_writes_it() -> None:
+    """Capacity the flavors' nominal cores; remaining that less the reservation, scaled back from the scheduler's
+    800m per core while general overcommit is on; once-max the largest node's cores (from the flavor names) within
+    what remains."""
     it = parse_instancetype(instancetype(acceleratable=False))
-    v = instancetype_views(it, [], node_cores=[16, 32, 24], cpu_reserved=4)
-    assert v.cpu == View(32, 68, 72)
+    flavors = {"gpustack--amd-epyc-7r32-linux-amd64-16c": 48, "gpustack--amd-epyc-7r32-linux-amd64-32c": 32}
+    v = instancetype_views(it, [], _cpu_queue("3200m", flavors=flavors))
+    assert v.cpu == View(32, 76, 80)  # 3200m is 4 cores of limits
+    assert instancetype_views(it, [], _cpu_queue("3200m", flavors=flavors), overcommit=False).cpu == View(32, 76, 80)
+    assert instancetype_views(it, [], _cpu_queue("78", flavors=flavors), overcommit=False).cpu == View(2, 2, 80)
     assert v.accelerator == View(0, 0, 0)
+    assert instancetype_views(it, [], None).cpu == View(0, 0, 0)
+
+
+def test_a_draining_pool_publishes_zero_views() -> None:
+    it = parse_instancetype(instancetype(acceleratable=False))
+    queue = _cpu_queue("0", flavors={"gpustack--generic-linux-amd64-16c": 16}, policy="HoldAndDrain")
+    assert instancetype_views(it, [], queue).cpu == View(0, 0, 0)
+    a10g = parse_instancetype(instancetype())
+    held = dataclasses.replace(queue, name=a10g.name)
+    assert views_to_status(instancetype_views(a10g, [parse_devices(devices("n", cards=4))], held))["accelerator"] == {
+        "onceMaxRequest": 0,
+        "remaining": 0,
+        "capacity": 0,
+    }
 
 
 def test_identical_cards_of_a_whole_read_share_one_capability() -> None:

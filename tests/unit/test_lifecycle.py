@@ -28,6 +28,7 @@ from gpuctl.core.lifecycle import (
     plan_stop,
     should_stop_instance,
 )
+from gpuctl.core.workloads import ActiveCondition
 
 NAME = "gpustack--nvidia-a10g-linux-amd64"
 
@@ -150,15 +151,21 @@ def test_instancetype_phase(policy: str, outstanding: bool, phase: Phase) -> Non
     assert instancetype_phase(policy, outstanding) is phase
 
 
-def test_phase_messages_tell_hold_drain_and_drained_apart() -> None:
-    messages = {
-        phase_message("None", False),
-        phase_message("Hold", False),
-        phase_message("HoldAndDrain", True),
-        phase_message("HoldAndDrain", False),
-    }
-    assert len(messages) == 4
-    assert "keep running" in phase_message("Hold", True)
+def test_phase_and_message_are_gpustacks_summary_of_the_queue() -> None:
+    assert phase_message("Hold", True) == "cluster queue is held"
+    assert phase_message("HoldAndDrain", True) == "cluster queue is draining admitted workloads"
+    assert phase_message("HoldAndDrain", False) == "cluster queue is held and drained"
+    # Otherwise the queue's Active condition, its message made a sentence; no condition yet reads Active.
+    active = ActiveCondition("True", "can admit new workloads")
+    assert (instancetype_phase("None", False, active), phase_message("None", False, active)) == (
+        Phase.ACTIVE,
+        "Can admit new workloads.",
+    )
+    stopped = ActiveCondition("False", "Can't admit new workloads: FlavorNotFound!")
+    assert instancetype_phase("None", False, stopped) is Phase.INACTIVE
+    assert phase_message("None", False, stopped) == "Can't admit new workloads: FlavorNotFound!"
+    assert instancetype_phase("None", False, ActiveCondition("Unknown", "")) is Phase.PREPARING
+    assert (instancetype_phase("None", False), phase_message("None", False)) == (Phase.ACTIVE, "")
 
 
 # ----------------------------------------------------------------------------------------------- stop rule

@@ -39,7 +39,7 @@ def unpartitioned_row(draw: st.DrawFn, index: int) -> dict[str, Any]:
 def partitioned_row(draw: st.DrawFn, index: int) -> dict[str, Any]:
     if draw(st.booleans()):
         return card_row(index)
-    remaining = {n: draw(st.integers(0, H100_PROFILES[n][0] + 2)) for n in PROFILE_NAMES}
+    remaining = {n: draw(st.integers(0, H100_PROFILES[n][0])) for n in PROFILE_NAMES}  # as the device manager counts
     allocated = {n: draw(st.integers(0, 3)) for n in PROFILE_NAMES}
     return card_row(
         index, mode=4, allocated=draw(st.integers(1, M)), allocated_profiles=allocated, remaining_profiles=remaining

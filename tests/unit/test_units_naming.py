@@ -174,8 +174,15 @@ def test_profile_spelling() -> None:
 
 
 def test_node_keys() -> None:
+    """A group id is written by GPUStack's device layer (``_`` and ``.`` kept, the manufacturer dropped where it
+    leads) and joined to its manufacturer as it stands."""
     assert naming.accelerator_key("nvidia", "a10g") == "nvidia-a10g"
-    assert naming.accelerator_key("nvidia", "H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert naming.group_id("nvidia", "NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert naming.group_id("hygon", "K100_AI") == "k100_ai"
+    assert naming.accelerator_key("hygon", naming.group_id("hygon", "K100_AI")) == "hygon-k100_ai"
+    assert naming.group_id("nvidia", "Tesla  T4 / PCIe") == "tesla-t4-pcie"
+    assert naming.normalize_name("A..B__c--", "") == "a.b_c"
+    assert naming.normalize_name("x" * 80, "", 10) == "x" * 10
     assert naming.general_key("AMD", "AMD EPYC 7R32") == "amd-epyc-7r32"
     assert naming.general_key("Intel", "Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz") == "intel-xeon-platinum-8259cl"
     assert naming.general_key("AMD", "AMD EPYC 7R13 48-Core Processor") == "amd-epyc-7r13"

@@ -7,7 +7,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuctl.core import naming
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.views import (
@@ -28,21 +27,10 @@ class _NodeViews:
     sh: View
     sl: View
     pt: PartitionView
-    memory: tuple[tuple[str, int], ...]
-    """Each profile name the node's cards offer or hold, with its memory (the order the views sort profiles by)."""
 
 
 def _node_views(d: NodeDevices, key: str) -> _NodeViews:
-    ex, sh, sl, pt = accelerator_views([d], key)
-    memory: dict[str, int] = {}
-    g = d.group(key)
-    if g is not None:
-        for c in g.cards:
-            for p in c.profiles:
-                memory.setdefault(p.published, p.memory_mib)
-            for name in c.allocated_profiles:
-                memory.setdefault(naming.publish_profile(g.manufacturer, name), 1 << 62)
-    return _NodeViews(ex, sh, sl, pt, tuple(memory.items()))
+    return _NodeViews(*accelerator_views([d], key))
 
 
 class PoolTally:
@@ -81,23 +69,20 @@ class PoolTally:
             top = max((v.once_max_request for v in views), default=0)
             return View(top, sum(v.remaining for v in views), sum(v.capacity for v in views))
 
-        memory: dict[str, int] = {}
         remaining: dict[str, int] = {}
         allocated: dict[str, int] = {}
         for p in parts:
-            for name, mib in p.memory:
-                memory.setdefault(name, mib)
             for pc in p.pt.remaining_profiles:
                 remaining[pc.name] = remaining.get(pc.name, 0) + pc.count
             for pc in p.pt.allocated_profiles:
                 allocated[pc.name] = allocated.get(pc.name, 0) + pc.count
-        order = sorted(memory, key=lambda n: (memory[n], n))
+        order = sorted(remaining.keys() | allocated.keys())
         pt_remaining = sum(p.pt.remaining for p in parts)
         pt = PartitionView(
             1 if pt_remaining > 0 else 0,
             pt_remaining,
             sum(p.pt.capacity for p in parts),
-            tuple(ProfileCount(n, remaining.get(n, 0)) for n in order),
+            tuple(ProfileCount(n, remaining[n]) for n in order if n in remaining),
             tuple(ProfileCount(n, allocated[n]) for n in order if allocated.get(n, 0) > 0),
         )
         views = PoolViews(

@@ -11,19 +11,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from gpuctl.cluster import kinds
 from gpuctl.cluster.kinds import Kind
 from gpuctl.core import naming
 from gpuctl.core.fragmentation import ViewFragmentation, demand_shapes, reference_shapes
 from gpuctl.core.ledger import NodeDevices
-from gpuctl.core.lifecycle import instancetype_phase, phase_message
+from gpuctl.core.lifecycle import queue_summary
 from gpuctl.core.nodes import Node
-from gpuctl.core.views import in_pool, instancetype_detail, instancetype_views, views_to_status
-from gpuctl.core.workloads import ClusterQueue
+from gpuctl.core.views import instancetype_detail, instancetype_views, views_to_status
+from gpuctl.core.workloads import ActiveCondition, ClusterQueue
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache
-from gpuctl.operator.controllers.base import Controller, Watch, Writer, node_moved
+from gpuctl.operator.controllers.base import Controller, Watch, Writer
 from gpuctl.operator.events import NORMAL, EventSink, Regarding
 from gpuctl.operator.metrics import Metrics, QueueState, pool_gauges, queue_gauges, usage_families
 from gpuctl.operator.scrape import PoolFragmentation, QueueBook, UsageText
@@ -102,41 +102,27 @@ class StatusController(Controller):
         ]
 
     def _on_node(self, _key: str, old: Node | None, new: Node | None) -> list[str]:
-        """A Node that comes or goes takes its Devices ledger into or out of every accelerated pool; a change of its
-        labels or keys moves the CPU pools."""
-        if not node_moved(old, new):
+        """A Node that comes or goes takes its Devices ledger into or out of every accelerated pool (a CPU pool's
+        view is its ClusterQueue's)."""
+        if old is not None and new is not None:
             return []
-        born_or_gone = old is None or new is None
-        return [
-            name
-            for name, c in self.cache.store(kinds.INSTANCETYPE).items()
-            if born_or_gone or not c.record.acceleratable
-        ]
+        return [name for name, c in self.cache.store(kinds.INSTANCETYPE).items() if c.record.acceleratable]
 
     # ------------------------------------------------------------------------------------------- the status
 
     def desired_status(self, cached: CachedInstanceType) -> dict[str, Any]:
         it = cached.record
-        cores: list[int] = []
         queue = self.cache.cluster_queue(it.name)
         devices = self.cache.pool_devices(it.accelerator_group) if it.acceleratable else []
-        _, policy, outstanding, reserved = queue_facts(queue)
-        if it.acceleratable:
-            reserved = 0  # cores reserved count in a CPU pool's views only
-        else:
-            pool = it.pool_labels()
-            cores = [n.cpu_cores for n in self.cache.nodes().values() if in_pool(n.labels, pool)]
-        status: dict[str, Any] = views_to_status(
-            instancetype_views(it, devices, node_cores=cores, cpu_reserved=reserved)
-        )
+        status: dict[str, Any] = views_to_status(instancetype_views(it, devices, queue))
         self.pools[it.name] = dict(status)
         detail = instancetype_detail(it, devices)
         if detail is not None:
             # Every accelerated type gets the pool's detail; fields this writer does not compute stay.
             status["detail"] = {**(cached.status.get("detail") or {}), **detail}
         status["entrance"] = naming.queue_entrance(it.name)
-        status["phase"] = instancetype_phase(policy, outstanding).value
-        status["phaseMessage"] = phase_message(policy, outstanding)
+        facts = queue_facts(queue)
+        status["phase"], status["phaseMessage"] = queue_summary(facts.stop_policy, facts.outstanding, facts.active)
         return status
 
     def _reuse(self, last: Computed[T] | None, reads: Iterable[Kind], compute: Callable[[], T]) -> Computed[T]:
@@ -257,10 +243,21 @@ class StatusController(Controller):
         yield (last.value if last is not None else self.usage())[2]
 
 
-def queue_facts(queue: ClusterQueue | None) -> tuple[bool, str, bool, int]:
-    """What an InstanceType's status is written from its ClusterQueue: whether it exists, its stop policy, whether it
-    has reservations outstanding, and the cores it reserved (a CPU pool's views)."""
+class QueueFacts(NamedTuple):
+    """What an InstanceType's status is written from its ClusterQueue."""
+
+    exists: bool
+    stop_policy: str
+    outstanding: bool
+    """Whether it holds reservations (reserving or admitted Workloads, or a reserved total)."""
+    active: ActiveCondition | None
+    cpu: tuple[int, int, tuple[str, ...]]
+    """A CPU pool's view inputs: nominal cores, reserved millicores, the flavors."""
+
+
+def queue_facts(queue: ClusterQueue | None) -> QueueFacts:
     if queue is None:
-        return False, "None", False, 0
-    outstanding = bool(queue.reserving or any(v for v in queue.reserved.values()))
-    return True, queue.stop_policy, outstanding, queue.reserved.get("cpu", 0)
+        return QueueFacts(False, "None", False, None, (0, 0, ()))
+    outstanding = bool(queue.reserving or queue.admitted or any(t for _, _, t in queue.reported))
+    cpu = (queue.nominal.get("cpu", 0), queue.reservation_milli("cpu"), queue.flavors)
+    return QueueFacts(True, queue.stop_policy, outstanding, queue.active, cpu)

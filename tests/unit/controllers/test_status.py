@@ -38,15 +38,16 @@ def test_a_ledger_wakes_the_pools_of_its_card_model_only_after_the_delay() -> No
     assert drain(status, DUE) == set()  # no pool of that model
 
 
-def test_a_node_that_comes_wakes_every_pool_and_a_relabelled_one_the_cpu_pools() -> None:
+def test_a_node_that_comes_wakes_the_accelerated_pools_and_a_relabelled_one_none() -> None:
+    """A CPU pool's view is its ClusterQueue's (nominal cores, reservation), so no Node event moves it."""
     cluster, controllers = cluster_with(instancetype(acceleratable=False))
     status = controllers.get(StatusController)
     drain(status, DUE)
     labels = {**POOL, naming.accelerator_label(A10G): "true"}
     cluster.put(node("node-z", labels=labels))
-    assert drain(status, DUE) == {A10G_TYPE, CPU_TYPE}
+    assert drain(status, DUE) == {A10G_TYPE}
     cluster.put(node("node-z", labels={**labels, "rack": "r2"}))
-    assert drain(status, DUE) == {CPU_TYPE}
+    assert drain(status, DUE) == set()
 
 
 def test_an_instancetype_wakes_itself_and_a_queue_its_pool() -> None:
