@@ -98,13 +98,15 @@ def devices(
     ids = [f"GPU-{i:04d}" for i in range(cards)]
     accelerators = []
     for i in range(cards):
-        status: JSON = {}
+        status: JSON = {"unhealthy": False}
         if profiles:
             status["physicalSliced"] = {"count": max(p["count"] for p in profiles), "profiles": profiles}
             status["logicalSliced"] = {"count": 0}
         elif slots:
             status["logicalSliced"] = {"count": slots, "coresPercentageOvercommit": overcommit}
-        accelerators.append({"id": ids[i], "index": i, "status": status})
+        accelerators.append(
+            {"id": ids[i], "index": i, "physicalIndexes": [i], "topology": card_topology(i), "status": status}
+        )
     labels = {
         naming.accelerator_label(akey): "true",
         naming.LABEL_OS: os,
@@ -132,6 +134,17 @@ def devices(
     if rows is not None:
         obj["status"]["groups"] = [{"id": group_id, "manufacturer": manufacturer, "accelerators": rows}]
     return obj
+
+
+def card_topology(index: int) -> JSON:
+    """Where a card sits on its node's PCI tree, as GPUStack's detector reports it."""
+    return {
+        "pciBusId": f"0000:{0x10 + index:02x}:00.0",
+        "pciRootId": f"pci0000:{index // 4:02x}",
+        "pciClass": "0302",
+        "numaAffinity": str(index // 4),
+        "cpuAffinity": "",
+    }
 
 
 def h100_devices(node: str, *, cards: int = 8, rows: list[JSON] | None = None) -> JSON:
@@ -203,6 +216,15 @@ def instancetype(
         "spec": spec,
         "status": {"detail": detail, "entrance": naming.queue_entrance(name), "phase": phase},
     }
+
+
+ZERO_VIEWS: JSON = {
+    **{v: {"onceMaxRequest": "0", "remaining": "0", "capacity": "0"} for v in ("accelerator", "acceleratorShared")},
+    **{v: {"onceMaxRequest": "0", "remaining": "0", "capacity": "0"} for v in ("acceleratorSliced", "cpu")},
+    "acceleratorPartitioned": {"onceMaxRequest": "0", "remaining": "0", "capacity": "0"},
+}
+"""Every view at zero, as GPUStack's status writer writes a status it has not counted yet (its types require all
+five): what a status written through the API carries beside the fields it sets."""
 
 
 def container(name: str = "main", limits: dict[str, Any] | None = None, **extra: Any) -> JSON:

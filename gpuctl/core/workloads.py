@@ -91,8 +91,10 @@ class PodSetAssignment:
 
     @property
     def credit_flavors(self) -> list[str]:
-        """The flavors assigned to ``credits.gpustack.ai/*`` resources (one for a resolvable accelerated PodSet)."""
-        return sorted({f for r, f in self.flavors.items() if r.startswith(naming.CREDITS_PREFIX)})
+        """The flavor of each ``credits.gpustack.ai/*`` resource assigned (exactly one for a resolvable accelerated
+        PodSet: as GPUStack's check counts them, credits of two manufacturers leave it unresolved even on one
+        flavor)."""
+        return sorted(f for r, f in self.flavors.items() if r.startswith(naming.CREDITS_PREFIX))
 
     @property
     def hostnames(self) -> list[tuple[str, int]] | None:
