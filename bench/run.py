@@ -26,7 +26,7 @@ from gpuctl.core.instancetypes import parse_instancetype
 from gpuctl.core.ledger import parse_devices
 from gpuctl.core.units import M
 from gpuctl.core.views import instancetype_views
-from testbed.factories import instancetype
+from testbed.factories import ZERO_VIEWS, instancetype
 from testbed.pki import loopback_tls_files
 from testbed.synthetic import simulation_snapshot, synthetic_devices
 
@@ -536,7 +536,12 @@ def bench_live(nodes: int) -> list[Row]:
             it = instancetype()
             it_status = it.pop("status")
             source.create(kinds.INSTANCETYPE, it)
-            source.patch(kinds.INSTANCETYPE, it["metadata"]["name"], {"status": it_status}, subresource="status")
+            source.patch(
+                kinds.INSTANCETYPE,
+                it["metadata"]["name"],
+                {"status": {**ZERO_VIEWS, **it_status}},
+                subresource="status",
+            )
 
             def put(obj: dict[str, Any]) -> None:
                 status = obj.pop("status")

@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from gpuctl.core import naming
 from gpuctl.core.units import M
-from testbed.factories import card_row, devices, instancetype
+from testbed.factories import ZERO_VIEWS, card_row, devices, instancetype
 
 WORKER, WV = "worker.gpustack.ai", "v1alpha1"
 KUEUE, KV = "kueue.x-k8s.io", "v1beta2"
@@ -151,7 +151,9 @@ class GpuPool:
         it = instancetype(self.name, group_id=self.group_id)
         status = it.pop("status")
         self.objs.create_cluster_custom_object(WORKER, WV, "instancetypes", it)
-        self.objs.patch_cluster_custom_object_status(WORKER, WV, "instancetypes", self.name, {"status": status})
+        self.objs.patch_cluster_custom_object_status(
+            WORKER, WV, "instancetypes", self.name, {"status": {**ZERO_VIEWS, **status}}
+        )
         self.created.append(("instancetypes", self.name, None))
         self.objs.create_cluster_custom_object(
             KUEUE,

@@ -317,7 +317,10 @@ class State:
         )
         for i, a in enumerate(obj["spec"]["groups"][0]["accelerators"]):
             if not self.card_partitioned(node, i):  # a whole card reports its logical slicing, no geometry
-                a["status"] = {"logicalSliced": {"count": model.slots, "coresPercentageOvercommit": model.overcommit}}
+                a["status"] = {
+                    "unhealthy": False,
+                    "logicalSliced": {"count": model.slots, "coresPercentageOvercommit": model.overcommit},
+                }
         return obj
 
     def _pool_objects(self, model: Model) -> list[JSON]:

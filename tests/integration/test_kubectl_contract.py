@@ -133,8 +133,9 @@ def _instance(name: str, labels: dict[str, str], suffix: str) -> dict[str, Any]:
             "type": f"contract-{suffix}-a",
             "image": "gpuctl-it/none",
             "volume": {"ephemeral": {"capacity": "10Gi"}},
-            # kept as written (unknown fields): numbers the API server stores as 4, 2.5, 1600000 and 1.5e-07
-            "additionalVolumes": [{"name": "scratch", "ratio": 4.0, "share": 2.5, "units": 1600000.0, "tiny": 1.5e-7}],
+            # numbers written as floats the API server stores as the integers GPUStack's schema types them
+            "ports": [{"port": 8080.0, "name": "http"}],
+            "resources": {"cpu": 4.0, "ram": 1600000.0, "localStorage": "10Gi", "acceleratorSlicedMemoryPercentage": 50},
         },
     }
 
@@ -358,8 +359,8 @@ TEMPLATES = [
     '{.items[?(@.metadata.labels.tier=="gold")].metadata.name}',
     "{.items[0].spec.unitResources}",
     "{.items[-1:].metadata.labels}",
-    "{.items[*].spec.additionalVolumes[0]}",
-    "{range .items[*].spec.additionalVolumes[*]}{.ratio} {.share} {.units} {.tiny}{end}",
+    "{.items[*].spec.ports[0]}",
+    "{range .items[*].spec.resources}{.cpu} {.ram} {.acceleratorSlicedMemoryPercentage}{end}",
     "{.items[1].metadata.name} {.items[0:4:2].kind}",
     "{.items[?(@.metadata.labels.gpu)].metadata.name}",
 ]
@@ -382,9 +383,9 @@ def test_jsonpath_prints_what_kubectl_prints(cluster: Cluster, template: str) ->
 
 
 def test_numbers_print_as_kubectl_prints_them(cluster: Cluster) -> None:
-    template = "{.items[0].spec.additionalVolumes[0].ratio} {.items[0].spec.additionalVolumes[0]}"
+    template = "{.items[0].spec.resources.cpu} {.items[0].spec.resources}"
     _code, expected, _ = cluster.kubectl("get", "instances", "-A", "-o", f"jsonpath={template}")
-    assert expected == '4 {"name":"scratch","ratio":4,"share":2.5,"tiny":1.5e-7,"units":1600000}'
+    assert expected == '4 {"acceleratorSlicedMemoryPercentage":50,"cpu":4,"localStorage":"10Gi","ram":1600000}'
     assert cluster.gpuctl("instance", "list", "-A", "-o", f"jsonpath={template}")[1] == expected
 
 

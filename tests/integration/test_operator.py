@@ -20,7 +20,7 @@ from gpuctl.cli.main import app
 from gpuctl.core import naming
 from gpuctl.core.units import M
 from gpuctl.operator.manifests import cli_roles
-from testbed.factories import H100_PROFILES, card_row, container, instancetype, physical_profiles, pod
+from testbed.factories import H100_PROFILES, ZERO_VIEWS, card_row, container, instancetype, physical_profiles, pod
 from testbed.gpucluster import WORKER, WV, GpuPool, condition, new_pool, wait_for
 from testbed.operator_process import Operator, webhooks_registered
 from testbed.request_examples import EXAMPLES
@@ -49,7 +49,11 @@ def pools(operator: Operator, api: Any, test_namespace: str) -> Iterator[dict[st
         raw["metadata"]["labels"] = {}  # the defaulting webhook stamps them
         objs.create_cluster_custom_object(WORKER, WV, "instancetypes", raw)
         objs.patch_cluster_custom_object_status(
-            WORKER, WV, "instancetypes", raw["metadata"]["name"], {"status": {"detail": status["detail"]}}
+            WORKER,
+            WV,
+            "instancetypes",
+            raw["metadata"]["name"],
+            {"status": {**ZERO_VIEWS, "phase": "", "detail": status["detail"]}},
         )
         made.append(raw["metadata"]["name"])
     yield {"names": made, "namespace": test_namespace}

@@ -72,6 +72,7 @@ def remode_by_hand(cluster: Cluster, node: str, cards: list[str]) -> None:
         for a in group["accelerators"]:
             if a["id"] in cards:
                 a["status"] = {
+                    "unhealthy": False,
                     "physicalSliced": {"count": 7, "profiles": physical_profiles(H100_PROFILES)},
                     "logicalSliced": {"count": 0},
                 }

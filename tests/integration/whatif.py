@@ -22,7 +22,7 @@ from gpuctl.core.quota import quota_book
 from gpuctl.core.rebuilt import rebuild_ledger
 from gpuctl.core.units import M
 from gpuctl.core.workloads import parse_cluster_queue, parse_workload
-from testbed.factories import container
+from testbed.factories import ZERO_VIEWS, container
 from testbed.gpucluster import KUEUE, KV, WORKER, WV, condition, create_ready_node, ensure_active_check, wait_for
 from tests.states import Model
 
@@ -63,6 +63,8 @@ class Cluster:
                 self.objs.create_cluster_custom_object(
                     WORKER, WV, plural, {k: v for k, v in o.items() if k != "status"}
                 )
+                if kind == "InstanceType":
+                    status = {**ZERO_VIEWS, **status}  # its types require every view
                 self.objs.patch_cluster_custom_object_status(WORKER, WV, plural, name, {"status": status})
                 self.created.append((plural, name, None))
             else:

@@ -367,11 +367,16 @@ def review_probes(namespace: str) -> list[ReviewProbe]:
         ),
         ReviewProbe(
             "InstanceType",
-            instancetype(unitResources={"cpu": "1", "ram": "1Gi"}, localStorage="1Gi"),
+            instancetype(acceleratable=False, unitResources={"cpu": "1", "ram": "1Gi"}, localStorage="1Gi"),
             "instancetype-default.gpustack.ai",
             lambda got: field_map(field_map(got, "metadata"), "labels").get(naming.LABEL_QUEUE_ENTRANCE) == entrance,
         ),
-        ReviewProbe("InstanceType", instancetype(), "instancetype-validate.gpustack.ai"),
+        # Whole to the schema (GPUStack's states what is required), refused by the webhook alone: RAM not in Gi.
+        ReviewProbe(
+            "InstanceType",
+            instancetype(acceleratable=False, unitResources={"cpu": "1", "ram": "1GB"}, localStorage="1Gi"),
+            "instancetype-validate.gpustack.ai",
+        ),
     ]
 
 
