@@ -359,6 +359,7 @@ def measure(
         sys.executable,
         "-m",
         "gpuctl.operator",
+        "--mode=standalone",
         "--kubeconfig",
         str(kubeconfig),
         "--bind",

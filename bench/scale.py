@@ -422,6 +422,7 @@ class Operator:
                 "gpuctl.operator",
                 "--kubeconfig",
                 str(kubeconfig),
+                *(() if any(a.startswith("--mode") for a in args) else ("--mode=standalone",)),
                 "--insecure-http",
                 "--bind",
                 "127.0.0.1",

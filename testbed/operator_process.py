@@ -83,12 +83,14 @@ def ready(op: Operator) -> bool:
         return False
 
 
-def operator_argv(kubeconfig: Path, port: int, work: Path) -> list[str]:
-    """The operator on loopback, serving with the certificate pair ``work/tls.{crt,key}``."""
+def operator_argv(kubeconfig: Path, port: int, work: Path, mode: str = "standalone") -> list[str]:
+    """The operator on loopback, serving with the certificate pair ``work/tls.{crt,key}`` (the test control plane
+    runs no GPUStack worker: the standalone operator takes its place)."""
     return [
         sys.executable,
         "-m",
         "gpuctl.operator",
+        f"--mode={mode}",
         "--kubeconfig",
         str(kubeconfig),
         "--bind",

@@ -11,6 +11,10 @@ class NoKubeconfig(SourceError):
     """No kubeconfig file exists where one was looked for: nothing names a cluster."""
 
 
+class NotServedError(SourceError):
+    """The cluster does not serve an API (its CRD or its API group is not installed)."""
+
+
 class NotFound(SourceError):
     """A named object does not exist (exit 1, as kubectl's NotFound)."""
 

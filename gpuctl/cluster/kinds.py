@@ -51,6 +51,8 @@ VALIDATING_WEBHOOKS = Kind("ValidatingWebhookConfiguration", ADMISSION, "v1", "v
 CONFIGMAP = Kind("ConfigMap", "", "v1", "configmaps", True)
 DEPLOYMENT = Kind("Deployment", "apps", "v1", "deployments", True)
 LEASE = Kind("Lease", "coordination.k8s.io", "v1", "leases", True)
+CRD = Kind("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
+"""Created by the standalone operator where the worker.gpustack.ai CRDs do not exist (``--install-crds``)."""
 EVENT = Kind("Event", "events.k8s.io", "v1", "events", True)
 CORE_EVENT = Kind("Event", "", "v1", "events", True)
 """The same Events through the core API (``kubectl get events -o json`` writes these): read from snapshots."""

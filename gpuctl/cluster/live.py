@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpuctl.cluster.errors import RefusedError, SelectorError, SourceError
+from gpuctl.cluster.errors import NotServedError, RefusedError, SelectorError, SourceError
 from gpuctl.cluster.failures import cause as _cause
 from gpuctl.cluster.kinds import Kind
 
@@ -306,7 +306,7 @@ class LiveSource:
             # API itself is not served at this version.
             return NotFoundError(message)
         if status == 404:
-            return SourceError(_not_served(kind) if kind else f"{path} is not served by this cluster")
+            return NotServedError(_not_served(kind) if kind else f"{path} is not served by this cluster")
         if status == 409:
             return ConflictError(message or f"{what} {name} changed since it was read")
         if status == 400 and method == "GET" and ("selector" in message or "field label" in message):
@@ -386,7 +386,7 @@ class LiveSource:
             if first:  # an empty list
                 self._versions[kind.kind] = version
             return
-        raise SourceError(_not_served(kind))
+        raise NotServedError(_not_served(kind))
 
     def _pages(
         self,
@@ -496,7 +496,7 @@ class LiveSource:
             self._versions[kind.kind] = version
             yield from self._events(kind, response, opened)
             return
-        raise SourceError(_not_served(kind))
+        raise NotServedError(_not_served(kind))
 
     @staticmethod
     def _watch_query(
@@ -553,7 +553,7 @@ class LiveSource:
             self._versions[kind.kind] = version
             result: dict[str, Any] = obj
             return result
-        raise SourceError(_not_served(kind))
+        raise NotServedError(_not_served(kind))
 
     def pending_workloads(self, cluster_queue: str) -> builtins.list[dict[str, Any]] | None:
         """Kueue's own pending order for a ClusterQueue (its visibility API), or None where it is not served."""

@@ -62,8 +62,9 @@ OPERATOR_NAME: Final = "gpuctl-operator"
 OPERATOR_TLS_SECRET: Final = f"{OPERATOR_NAME}-tls"
 INSTANCE_STOP_MANAGER: Final = "gpuctl-instance-stop"
 """The field manager of the operator's running-instance stop, so a stop by a drain is told from a user's."""
-MUTATING_CONFIGURATION: Final = "gpustack-worker-mutation"
-VALIDATING_CONFIGURATION: Final = "gpustack-worker-validation"
+MUTATING_CONFIGURATION: Final = "gpuctl-mutation"
+VALIDATING_CONFIGURATION: Final = "gpuctl-validation"
+"""The standalone operator's own webhook configurations (it takes none of GPUStack's names)."""
 KUEUE_MUTATING_CONFIGURATION: Final = "kueue-mutating-webhook-configuration"
 
 # Kueue as its manifests deploy it: the manager's Deployment and the ConfigMap holding its Configuration.

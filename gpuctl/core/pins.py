@@ -15,9 +15,10 @@ from typing import Any
 from gpuctl.core import naming
 from gpuctl.core.admission import JSON, Admission, allow, deep_copy, fail_open
 from gpuctl.core.instancetypes import InstanceType
-from gpuctl.core.ledger import NodeDevices
+from gpuctl.core.ledger import Card, Mode, NodeDevices
 from gpuctl.core.naming import Family
 from gpuctl.core.requests import add_required_node_expression
+from gpuctl.core.units import SHARE
 from gpuctl.core.workloads import PodSet
 
 FIT_PREFIXES = (naming.SLICED_FIT_PREFIX, naming.SHARED_FIT_PREFIX)
@@ -26,7 +27,8 @@ FIT_PREFIXES = (naming.SLICED_FIT_PREFIX, naming.SHARED_FIT_PREFIX)
 def node_fit_labels(devices: NodeDevices | None) -> dict[str, str]:
     """The fit labels a node should carry: per accelerator model present, its largest free slice and its shareable
     cards. None for an unmanaged node or one without Devices; a label is absent when the model has no card of that
-    population, and ``0`` when every such card is full (a slot-full card counts as 0)."""
+    population, and ``0`` when every such card is full (a slot-full card counts as 0). Counted from the ledger as
+    written, as GPUStack's fit-label writer counts it (a card's health is not its to read)."""
     if devices is None or not devices.managed:
         return {}
     labels: dict[str, str] = {}
@@ -34,11 +36,25 @@ def node_fit_labels(devices: NodeDevices | None) -> dict[str, str]:
         key = g.accelerator_key
         sliceable = [c for c in g.cards if c.sliceable]
         if sliceable:
-            labels[naming.sliced_fit_label(key)] = str(max(c.free_slice_units for c in sliceable))
+            labels[naming.sliced_fit_label(key)] = str(max(label_slice_units(c) for c in sliceable))
         whole = [c for c in g.cards if c.whole_card_capable]
         if whole:
-            labels[naming.shared_fit_label(key)] = str(sum(1 for c in whole if c.free_shares > 0))
+            labels[naming.shared_fit_label(key)] = str(sum(1 for c in whole if label_shares(c) > 0))
     return {k: v for k, v in labels.items() if _valid_label_key(k)}
+
+
+def label_slice_units(card: Card) -> int:
+    """What a card gives the sliced fit label: its free units when it is free or sliced with a free slot, else 0."""
+    if not card.sliceable or card.mode not in (Mode.NONE, Mode.SLICED) or card.free_slots == 0:
+        return 0
+    return max(0, card.remaining)
+
+
+def label_shares(card: Card) -> int:
+    """The shares a card can still grant, for the shared fit label: a free or shared card's remaining over M/10."""
+    if card.partitioned or card.mode not in (Mode.NONE, Mode.SHARED):
+        return 0
+    return max(0, card.remaining) // SHARE
 
 
 def _valid_label_key(key: str) -> bool:

@@ -11,12 +11,23 @@ import threading
 from typing import Any
 
 from gpuctl import __version__
+from gpuctl.core import naming
+from gpuctl.core.gpustack import WORKER_NAMESPACE, parse_worker_env
+from gpuctl.operator.mode import COMPANION, STANDALONE
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="gpuctl-operator",
-        description="The gpuctl operator: admission webhooks and controllers for Kueue-shared GPU pools.",
+        description="The gpuctl operator: beside GPUStack's worker (companion: metrics, history and shadow verdicts), "
+        "or in its place (standalone: admission webhooks and controllers for Kueue-shared GPU pools).",
+    )
+    p.add_argument(
+        "--mode",
+        choices=(COMPANION, STANDALONE),
+        default=COMPANION,
+        help="companion (default): read only, beside GPUStack's worker; standalone: serve the webhooks and write, "
+        "where no worker runs (refused where one does)",
     )
     p.add_argument("--kubeconfig", help="kubeconfig file (the in-cluster service account when omitted)")
     p.add_argument("--context", help="kubeconfig context")
@@ -77,10 +88,60 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--health-check", metavar="URL", help="GET URL/healthz and exit 0 when it answers ok (an image's probe)"
     )
+    p.add_argument(
+        "--worker-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a GPUSTACK_<MFR>_* setting of GPUStack's worker (its manufacturer overrides); the companion also reads "
+        "them from the worker's Deployment, and these win",
+    )
+    p.add_argument(
+        "--gpustack-namespace",
+        default=WORKER_NAMESPACE,
+        help=f"where GPUStack's worker runs (default {WORKER_NAMESPACE})",
+    )
+    p.add_argument(
+        "--shadow-settle",
+        type=float,
+        default=45.0,
+        help="companion: seconds a disagreement must hold before it is reported (default 45: longer than the "
+        "worker's 30 s check requeue, so its next pass can mend a moment's difference)",
+    )
+    p.add_argument(
+        "--install-crds",
+        action="store_true",
+        help="standalone: create the worker.gpustack.ai CRDs (GPUStack's schemas) where none exist",
+    )
+    p.add_argument(
+        "--register-webhooks",
+        action="store_true",
+        help="standalone: register gpuctl's webhook configurations once the webhooks answer (and again when the CA "
+        "changes), so no fail-closed webhook is registered before its endpoint serves",
+    )
+    p.add_argument(
+        "--webhook-ca",
+        help="the CA bundle (PEM) the API server verifies the webhooks with (default: ca.crt beside --tls-cert)",
+    )
+    p.add_argument(
+        "--webhook-service",
+        default=f"{naming.OPERATOR_NAMESPACE}/{naming.OPERATOR_NAME}",
+        help="NAMESPACE/NAME of the Service the webhooks are registered by (port 443)",
+    )
+    p.add_argument("--webhook-url", help="register the webhooks by this base URL instead (out of cluster)")
     p.add_argument("--version", action="version", version=f"gpuctl-operator {__version__}")
     args = p.parse_args(argv)
-    if not args.health_check and not args.insecure_http and not (args.tls_cert and args.tls_key):
+    companion = args.mode == COMPANION
+    if companion and (args.install_crds or args.register_webhooks):
+        p.error("--install-crds and --register-webhooks are the standalone operator's: the companion writes nothing")
+    if args.register_webhooks and not (args.tls_cert and args.tls_key):
+        p.error("--register-webhooks needs --tls-cert and --tls-key: the API server calls webhooks over TLS")
+    if not args.health_check and not companion and not args.insecure_http and not (args.tls_cert and args.tls_key):
         p.error("--tls-cert and --tls-key are required (or --insecure-http)")
+    try:
+        args.worker_settings = parse_worker_env(args.worker_env)
+    except ValueError as exc:
+        p.error(str(exc))
     return args
 
 
@@ -126,17 +187,25 @@ def run(argv: list[str] | None = None) -> int:
         return health_check(args.health_check)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from gpuctl.cluster.live import Connection, LiveSource
-    from gpuctl.core import naming
+    from gpuctl.operator import beside
     from gpuctl.operator.cache import WEBHOOK_KINDS, OperatorCache
     from gpuctl.operator.controllers import Controllers
     from gpuctl.operator.events import EventRecorder
     from gpuctl.operator.leader import LeaderElector
     from gpuctl.operator.metrics import Metrics, event_families, gauge_family
     from gpuctl.operator.server import CertificateReloader, Limits, WebhookServer
+    from gpuctl.operator.shadow import ShadowBook
 
     source = LiveSource(
         Connection(args.kubeconfig, args.context, args.request_timeout, field_manager=naming.OPERATOR_FIELD_MANAGER)
     )
+    companion = args.mode == COMPANION
+    log = logging.getLogger("gpuctl.operator")
+    try:
+        beside.start(source, args, log)
+    except beside.Refused as exc:
+        print(f"gpuctl-operator: {exc}", file=sys.stderr)
+        return 1
     cache = OperatorCache(
         source,
         cpu_aware=args.cpu_aware,
@@ -147,12 +216,14 @@ def run(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    log = logging.getLogger("gpuctl.operator")
 
     # Events name this replica as the Pod it runs in (its host name), as client-go's recorders do.
     events = None if args.no_controllers or args.no_events else EventRecorder(source, socket.gethostname())
+    shadow = ShadowBook(args.shadow_settle, events) if companion else None
     controllers = (
-        None if args.no_controllers else Controllers(cache, source, metrics, resync_seconds=args.resync, events=events)
+        None
+        if args.no_controllers
+        else Controllers(cache, source, metrics, resync_seconds=args.resync, events=events, shadow=shadow)
     )
     elector = (
         LeaderElector(
@@ -168,6 +239,9 @@ def run(argv: list[str] | None = None) -> int:
         return elector.holds() if elector is not None else True
 
     def cache_checks() -> list[tuple[str, bool, str]]:
+        if companion:
+            synced = cache.synced()
+            return [("cache", synced, "every kind is synced" if synced else "still syncing")]
         age = cache.contact_age(WEBHOOK_KINDS)
         return [
             ("webhook-cache", cache.webhooks_synced(), "the kinds the webhooks read are synced"),
@@ -220,7 +294,7 @@ def run(argv: list[str] | None = None) -> int:
     if events is not None:
         recorder = events
         metrics.gauge(lambda: event_families(*recorder.counts()))
-    certs = None if args.insecure_http else CertificateReloader(args.tls_cert, args.tls_key)
+    certs = None if args.insecure_http or not args.tls_cert else CertificateReloader(args.tls_cert, args.tls_key)
     from gpuctl.operator.memory import UNLIMITED_BUDGET, detect_memory_limit
 
     try:
@@ -238,10 +312,22 @@ def run(argv: list[str] | None = None) -> int:
         healthy=healthy,
         limits=limits,
         probe_address=(args.bind, args.probe_port) if args.probe_port else None,
+        webhooks=not companion,
     )
     cache.start()
     server.start()
-    log.info("serving on %s:%d (%s)", args.bind, server.port, "http" if certs is None else "https")
+    log.info(
+        "%s: serving on %s:%d (%s)%s",
+        args.mode,
+        args.bind,
+        server.port,
+        "http" if certs is None else "https",
+        "" if companion else ", with the webhooks",
+    )
+    if args.register_webhooks:
+        threading.Thread(
+            target=beside.keep_webhooks_registered, args=(source, cache, args, stop, log), name="register", daemon=True
+        ).start()
     if memory_limit is None:
         log.info(
             "no memory limit known: the reviews running at once may cost %d MiB between them", UNLIMITED_BUDGET >> 20

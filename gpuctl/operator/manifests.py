@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl import __version__
-from gpuctl.core import naming
+from gpuctl.core import gpustack, naming
 from gpuctl.core.webhooks import REGISTRY, RESOURCES, Webhook
 from gpuctl.core.webhooks import Kind as WebhookKind
+from gpuctl.operator.mode import COMPANION, STANDALONE
 
 NAMESPACE = naming.OPERATOR_NAMESPACE
 NAME = naming.OPERATOR_NAME
@@ -24,14 +25,16 @@ VALIDATING = naming.VALIDATING_CONFIGURATION
 IMAGE = f"gpuctl-operator:{__version__}"
 
 
-def webhook_configurations(*, ca_bundle: str = "", url: str | None = None) -> list[dict[str, Any]]:
-    """The mutating and validating configurations: by ``url`` (out of cluster) or by the operator's Service."""
+def webhook_configurations(
+    *, ca_bundle: str = "", url: str | None = None, service: tuple[str, str] = (NAMESPACE, NAME)
+) -> list[dict[str, Any]]:
+    """The mutating and validating configurations: by ``url`` (out of cluster) or by a Service (the operator's)."""
 
     def client_config(w: Webhook) -> dict[str, Any]:
         cfg: dict[str, Any] = (
             {"url": f"{url}{w.path}"}
             if url
-            else {"service": {"name": NAME, "namespace": NAMESPACE, "path": w.path, "port": 443}}
+            else {"service": {"name": service[1], "namespace": service[0], "path": w.path, "port": 443}}
         )
         if ca_bundle:
             cfg["caBundle"] = ca_bundle
@@ -62,28 +65,58 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> dict[str
 READ = ["get", "list", "watch"]
 
 
-def operator_role() -> dict[str, Any]:
-    """Exactly what the operator reads and writes."""
+def operator_role(mode: str = STANDALONE) -> dict[str, Any]:
+    """Exactly what the operator reads and writes in ``mode``: the companion reads, and writes only Events (and its
+    own Lease, by its namespaced Role); the standalone operator writes what GPUStack's worker would."""
+    reads = [
+        _rule([""], ["nodes", "pods"], READ),
+        _rule(["worker.gpustack.ai"], ["devices", "instancetypes", "instances"], READ),
+        _rule(
+            ["kueue.x-k8s.io"],
+            ["workloads", "clusterqueues", "localqueues", "resourceflavors", "admissionchecks"],
+            READ,
+        ),
+        _rule(["kvcache.gpustack.ai"], ["kvcachepoolbindings", "kvcachepools", "kvcachebackends"], READ),
+        # The Events it records: created once, then patched as a series.
+        _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
+    ]
+    if mode == COMPANION:
+        # GPUStack's worker Deployment, for the manufacturer settings the chart put on it.
+        rules = [*reads, _rule(["apps"], ["deployments"], ["get", "list"])]
+        return {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": NAME},
+            "rules": rules,
+        }
+    rules = [
+        *reads,
+        _rule([""], ["nodes"], ["patch"]),
+        _rule(["worker.gpustack.ai"], ["instancetypes/status"], ["patch"]),
+        _rule(["worker.gpustack.ai"], ["instances"], ["patch"]),
+        _rule(["kueue.x-k8s.io"], ["workloads/status"], ["patch"]),
+        _rule(["kueue.x-k8s.io"], ["admissionchecks"], ["create"]),
+        _rule(["kueue.x-k8s.io"], ["admissionchecks/status"], ["patch"]),
+        # Whether GPUStack's worker runs: it refuses to start where it does.
+        {**_rule(["coordination.k8s.io"], ["leases"], ["get"]), "resourceNames": [gpustack.WORKER_LEASE]},
+        {
+            **_rule(ADMISSION, ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], ["get", "patch"]),
+            "resourceNames": [*gpustack.CONFIGURATIONS, MUTATING, VALIDATING],
+        },
+        # Its own webhook configurations, registered once it serves (a create cannot be limited by name).
+        _rule(ADMISSION, ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], ["create"]),
+        # The worker.gpustack.ai CRDs, created where none exist.
+        _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], ["get", "create"]),
+    ]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": NAME},
-        "rules": [
-            _rule([""], ["nodes"], [*READ, "patch"]),
-            _rule([""], ["pods"], READ),
-            _rule(["worker.gpustack.ai"], ["devices"], READ),
-            _rule(["worker.gpustack.ai"], ["instancetypes"], READ),
-            _rule(["worker.gpustack.ai"], ["instancetypes/status"], ["patch"]),
-            _rule(["worker.gpustack.ai"], ["instances"], [*READ, "patch"]),
-            _rule(["kueue.x-k8s.io"], ["workloads", "clusterqueues", "localqueues", "resourceflavors"], READ),
-            _rule(["kueue.x-k8s.io"], ["workloads/status"], ["patch"]),
-            _rule(["kueue.x-k8s.io"], ["admissionchecks"], [*READ, "create"]),
-            _rule(["kueue.x-k8s.io"], ["admissionchecks/status"], ["patch"]),
-            _rule(["kvcache.gpustack.ai"], ["kvcachepoolbindings", "kvcachepools", "kvcachebackends"], READ),
-            # The Events it records: created once, then patched as a series.
-            _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
-        ],
+        "rules": rules,
     }
+
+
+ADMISSION = ["admissionregistration.k8s.io"]
 
 
 def _role(kind: str, name: str, rules: list[dict[str, Any]], namespace: str | None = None) -> dict[str, Any]:
@@ -271,11 +304,50 @@ MEMORY_LIMIT = "768Mi"
 their cost while the process stays under 55 % of it (``make bench`` measures the peak under the worst mix)."""
 
 
-def deployment(apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[str, Any]]:
+def deployment(mode: str = STANDALONE, apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[str, Any]]:
+    """The operator's namespace, account, bindings, Deployment, disruption budget, network policy and Service, for
+    ``mode``. The standalone operator serves the webhooks over TLS (from the Secret it mounts), creates the CRDs
+    where none exist and registers its webhook configurations once it serves; the companion serves only its probes
+    and metrics, over plain HTTP."""
+    standalone = mode == STANDALONE
     selector = {"app.kubernetes.io/name": NAME}
     labels = {**selector, "app.kubernetes.io/version": __version__}
     probe = {"httpGet": {"path": "/readyz", "port": PROBE_PORT}, "periodSeconds": 5, "failureThreshold": 3}
     live = {"httpGet": {"path": "/healthz", "port": PROBE_PORT}, "periodSeconds": 10, "failureThreshold": 6}
+    args = [f"--mode={mode}", "--leader-elect", f"--namespace={NAMESPACE}", f"--probe-port={PROBE_PORT}"]
+    ports: list[dict[str, Any]] = [{"name": "probes", "containerPort": PROBE_PORT}]
+    service_ports: list[dict[str, Any]] = [{"name": "metrics", "port": PROBE_PORT, "targetPort": PROBE_PORT}]
+    ingress: list[dict[str, Any]] = [
+        # Probes and metrics: the kubelet and the cluster's scrapers.
+        {"ports": [{"protocol": "TCP", "port": PROBE_PORT}]}
+    ]
+    container: dict[str, Any] = {}
+    volumes: dict[str, Any] = {}
+    if standalone:
+        args = [
+            *args,
+            "--tls-cert=/tls/tls.crt",
+            "--tls-key=/tls/tls.key",
+            f"--port={WEBHOOK_PORT}",
+            "--install-crds",
+            "--register-webhooks",
+            f"--webhook-service={NAMESPACE}/{NAME}",
+        ]
+        ports.insert(0, {"name": "https", "containerPort": WEBHOOK_PORT})
+        service_ports.insert(0, {"name": "https", "port": 443, "targetPort": WEBHOOK_PORT})
+        # The webhooks: the API server only.
+        ingress.insert(
+            0,
+            {
+                "from": [{"ipBlock": {"cidr": cidr}} for cidr in apiserver_cidrs],
+                "ports": [{"protocol": "TCP", "port": WEBHOOK_PORT}],
+            },
+        )
+        container["volumeMounts"] = [{"name": "tls", "mountPath": "/tls", "readOnly": True}]
+        volumes["volumes"] = [{"name": "tls", "secret": {"secretName": naming.OPERATOR_TLS_SECRET}}]
+    else:
+        args = [*args, f"--port={PROBE_PORT}", "--bind=0.0.0.0"]
+        args.remove(f"--probe-port={PROBE_PORT}")
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": NAMESPACE}},
@@ -315,7 +387,7 @@ def deployment(apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[s
                             "runAsUser": 65532,
                             "seccompProfile": {"type": "RuntimeDefault"},
                         },
-                        # Both replicas serve the webhooks: never on one node, so one node's loss leaves one serving.
+                        # Two replicas, never on one node: one node's loss leaves one serving.
                         "affinity": {
                             "podAntiAffinity": {
                                 "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -338,14 +410,7 @@ def deployment(apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[s
                             {
                                 "name": "operator",
                                 "image": IMAGE,
-                                "args": [
-                                    "--tls-cert=/tls/tls.crt",
-                                    "--tls-key=/tls/tls.key",
-                                    "--leader-elect",
-                                    f"--namespace={NAMESPACE}",
-                                    f"--port={WEBHOOK_PORT}",
-                                    f"--probe-port={PROBE_PORT}",
-                                ],
+                                "args": args,
                                 # The reviews' memory budget is a share of this limit (gpuctl.operator.memory).
                                 "env": [
                                     {
@@ -358,10 +423,7 @@ def deployment(apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[s
                                         },
                                     }
                                 ],
-                                "ports": [
-                                    {"name": "https", "containerPort": WEBHOOK_PORT},
-                                    {"name": "probes", "containerPort": PROBE_PORT},
-                                ],
+                                "ports": ports,
                                 "readinessProbe": probe,
                                 "livenessProbe": live,
                                 "resources": {
@@ -373,10 +435,10 @@ def deployment(apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[s
                                     "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"]},
                                 },
-                                "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": True}],
+                                **container,
                             }
                         ],
-                        "volumes": [{"name": "tls", "secret": {"secretName": naming.OPERATOR_TLS_SECRET}}],
+                        **volumes,
                     },
                 },
             },
@@ -391,32 +453,14 @@ def deployment(apiserver_cidrs: Sequence[str] = PRIVATE_NETWORKS) -> list[dict[s
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
             "metadata": {"name": NAME, "namespace": NAMESPACE},
-            "spec": {
-                "podSelector": {"matchLabels": selector},
-                "policyTypes": ["Ingress"],
-                "ingress": [
-                    # The webhooks: the API server only.
-                    {
-                        "from": [{"ipBlock": {"cidr": cidr}} for cidr in apiserver_cidrs],
-                        "ports": [{"protocol": "TCP", "port": WEBHOOK_PORT}],
-                    },
-                    # Probes and metrics: the kubelet and the cluster's scrapers.
-                    {"ports": [{"protocol": "TCP", "port": PROBE_PORT}]},
-                ],
-            },
+            "spec": {"podSelector": {"matchLabels": selector}, "policyTypes": ["Ingress"], "ingress": ingress},
         },
         {
             "apiVersion": "v1",
             "kind": "Service",
             # Labelled for the ServiceMonitor of deploy/monitoring.
             "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(selector)},
-            "spec": {
-                "selector": selector,
-                "ports": [
-                    {"name": "https", "port": 443, "targetPort": WEBHOOK_PORT},
-                    {"name": "metrics", "port": PROBE_PORT, "targetPort": PROBE_PORT},
-                ],
-            },
+            "spec": {"selector": selector, "ports": service_ports},
         },
     ]
 
@@ -457,10 +501,19 @@ def kustomization(resources: Sequence[str], *, patches: Sequence[str] = ()) -> d
     return out
 
 
+LAYOUT = {
+    "companion": "beside GPUStack's worker: reads only",
+    "standalone": "in the worker's place, where none runs",
+    "standalone-cert-manager": "the standalone operator with a cert-manager serving certificate",
+}
+
+
 def write(root: Path) -> list[Path]:
-    """Write the kustomizations (``crds``, ``base``, ``cert-manager``), the CRDs, the CLI roles and the monitoring
-    files under ``root`` (deploy/); return the files written."""
+    """Write under ``root`` (deploy/) the CRDs, the kustomizations of both modes (``companion``, ``standalone``,
+    ``standalone-cert-manager``), the CLI roles and the monitoring files; return the files written."""
     import yaml
+
+    from gpuctl.operator import crds as crd_definitions
 
     header = "# Generated by python -m gpuctl.operator.manifests; do not edit.\n"
 
@@ -469,46 +522,26 @@ def write(root: Path) -> list[Path]:
         path.write_text(header + yaml.safe_dump_all(docs, sort_keys=False))
         return path
 
-    from gpuctl.operator import crds as crd_definitions
-
-    # kustomize reads files only in or below a kustomization's own directory: the base takes the CRDs as a directory
-    # with its own kustomization.
-    crd_files = [dump(root / "crds" / crd_definitions.file_name(d), [d]) for d in crd_definitions.definitions()]
-    crds = sorted(p.name for p in crd_files)
-    base = root / "base"
-    overlay = root / "cert-manager"
-    # cert-manager's CA injector copies the Certificate's CA into every webhook of an annotated configuration.
-    ca_from = {"annotations": {"cert-manager.io/inject-ca-from": f"{NAMESPACE}/{NAME}"}}
-    instance_crd = yaml.safe_load((root / "crds" / "worker.gpustack.ai_instances.yaml").read_text())
+    definitions = crd_definitions.definitions()
+    crd_files = [dump(root / "crds" / crd_definitions.file_name(d), [d]) for d in definitions]
+    [instance_crd] = [d for d in definitions if d["spec"]["names"]["kind"] == "Instance"]
+    companion, standalone, overlay = (root / name for name in LAYOUT)
     files = [
         *crd_files,
-        dump(root / "crds" / KUSTOMIZATION, [kustomization(crds)]),
-        dump(base / "operator.yaml", deployment()),
-        dump(base / "rbac.yaml", [operator_role()]),
-        dump(base / "webhooks.yaml", webhook_configurations()),
+        dump(root / "crds" / KUSTOMIZATION, [kustomization(sorted(p.name for p in crd_files))]),
+        dump(companion / "operator.yaml", deployment(COMPANION)),
+        dump(companion / "rbac.yaml", [operator_role(COMPANION)]),
+        dump(companion / KUSTOMIZATION, [kustomization(["operator.yaml", "rbac.yaml"])]),
         # Every namespaced object names its namespace itself: a namespace transformer would also stamp one on the
-        # cluster-scoped admission policies, which kustomize does not know to be cluster-scoped.
-        dump(
-            base / KUSTOMIZATION,
-            [kustomization(["../crds", "operator.yaml", "operator-policy.yaml", "rbac.yaml", "webhooks.yaml"])],
-        ),
+        # cluster-scoped admission policies, which kustomize does not know to be cluster-scoped. No CRD and no
+        # webhook configuration: the operator creates the CRDs where none exist and registers its webhooks once it
+        # serves them.
+        dump(standalone / "operator.yaml", deployment(STANDALONE)),
+        dump(standalone / "rbac.yaml", [operator_role(STANDALONE)]),
+        dump(standalone / "operator-policy.yaml", operator_write_policy(crd_spec_fields(instance_crd))),
+        dump(standalone / KUSTOMIZATION, [kustomization(["operator.yaml", "operator-policy.yaml", "rbac.yaml"])]),
         dump(overlay / "certificate.yaml", certificate()),
-        dump(
-            overlay / "webhooks-ca.yaml",
-            [
-                {
-                    "apiVersion": c["apiVersion"],
-                    "kind": c["kind"],
-                    "metadata": {"name": c["metadata"]["name"], **ca_from},
-                }
-                for c in webhook_configurations()
-            ],
-        ),
-        dump(
-            overlay / KUSTOMIZATION,
-            [kustomization(["../base", "certificate.yaml"], patches=["webhooks-ca.yaml"])],
-        ),
-        dump(base / "operator-policy.yaml", operator_write_policy(crd_spec_fields(instance_crd))),
+        dump(overlay / KUSTOMIZATION, [kustomization(["../standalone", "certificate.yaml"])]),
         dump(root / "rbac" / "gpuctl-cli.yaml", cli_roles()),
     ]
     from gpuctl.operator.monitoring import alert_rules, dashboard, service_monitor

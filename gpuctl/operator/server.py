@@ -194,8 +194,11 @@ class WebhookServer:
         healthy: Check,
         limits: Limits | None = None,
         probe_address: tuple[str, int] | None = None,
+        webhooks: bool = True,
     ) -> None:
         self.address = address
+        self.webhooks = webhooks
+        """Whether admission reviews are answered (the companion serves none: health, readiness and metrics only)."""
         self.probe_address = probe_address
         """Where health, readiness and metrics are also served over plain HTTP (for probes and scrapers that a network
         policy keeps off the webhook port); None: only on the webhook port."""
@@ -250,7 +253,8 @@ class WebhookServer:
         app.router.add_get("/livez", self._health)
         app.router.add_get("/readyz", self._readiness)
         app.router.add_get("/metrics", self._metrics)
-        app.router.add_post("/{path:.*}", self._review)
+        if self.webhooks:
+            app.router.add_post("/{path:.*}", self._review)
         handler_options: dict[str, Any] = {"access_log": None, "keepalive_timeout": self.limits.keepalive_timeout}
         self._runner = web.AppRunner(app, **handler_options)
         await self._runner.setup()

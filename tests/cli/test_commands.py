@@ -190,15 +190,18 @@ def test_deploy_manifests_are_fresh(tmp_path: Path) -> None:
         )
 
 
-def test_every_served_webhook_is_registered() -> None:
-    import yaml
-
+def test_every_served_webhook_is_registered_under_gpuctls_own_names() -> None:
+    """What the standalone operator registers once it serves: every webhook it serves, in configurations of gpuctl's
+    own names (none of GPUStack's), the mutating one still ordered before Kueue's."""
+    from gpuctl.core import gpustack
     from gpuctl.core.webhooks import REGISTRY as WEBHOOKS
+    from gpuctl.operator.manifests import webhook_configurations
 
-    docs = list(yaml.safe_load_all((ROOT / "deploy" / "base" / "webhooks.yaml").read_text()))
+    docs = webhook_configurations(ca_bundle="Q0E=")
     registered = {h["name"]: h["clientConfig"]["service"]["path"] for d in docs for h in d["webhooks"]}
     assert registered == {w.name: w.path for w in WEBHOOKS}
     assert docs[0]["metadata"]["name"] < "kueue-mutating-webhook-configuration"
+    assert not {d["metadata"]["name"] for d in docs} & set(gpustack.CONFIGURATIONS)
     assert all(h["sideEffects"] == "None" for d in docs for h in d["webhooks"])
 
 

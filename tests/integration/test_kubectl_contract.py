@@ -135,7 +135,12 @@ def _instance(name: str, labels: dict[str, str], suffix: str) -> dict[str, Any]:
             "volume": {"ephemeral": {"capacity": "10Gi"}},
             # numbers written as floats the API server stores as the integers GPUStack's schema types them
             "ports": [{"port": 8080.0, "name": "http"}],
-            "resources": {"cpu": 4.0, "ram": 1600000.0, "localStorage": "10Gi", "acceleratorSlicedMemoryPercentage": 50},
+            "resources": {
+                "cpu": 4.0,
+                "ram": 1600000.0,
+                "localStorage": "10Gi",
+                "acceleratorSlicedMemoryPercentage": 50,
+            },
         },
     }
 

@@ -131,7 +131,7 @@ def test_the_generated_webhook_configurations_pass_and_each_break_fails() -> Non
     [bad] = [f for f in doctor.webhooks(entries(flipped)) if f.status == doctor.FAIL]
     assert "failurePolicy Ignore (want Fail)" in bad.saw
     renamed = copy.deepcopy(healthy)
-    renamed[0]["metadata"]["name"] = "zz-gpustack-worker-mutation"
+    renamed[0]["metadata"]["name"] = "zz-gpuctl-mutation"
     assert statuses(doctor.webhooks(entries(renamed)), "webhook-order") == [doctor.FAIL]
     no_ca = webhook_configurations()
     assert any("no caBundle" in f.saw for f in doctor.webhooks(entries(no_ca)))
@@ -404,7 +404,7 @@ def test_endpoint_and_live_review_findings() -> None:
         found,
     )
     assert [f.status for f in reviews] == [doctor.OK, doctor.FAIL, doctor.WARN, doctor.WARN]
-    assert reviews[1].fix.startswith("CA=$(kubectl") and "gpustack-worker-mutation" in reviews[1].fix
+    assert reviews[1].fix.startswith("CA=$(kubectl") and naming.MUTATING_CONFIGURATION in reviews[1].fix
     assert "policy.example" in reviews[3].saw and "CA=" not in reviews[3].fix
 
 
@@ -529,17 +529,17 @@ def test_the_rename_fix_copies_the_webhooks_under_the_generated_name() -> None:
             [
                 {
                     "kind": "MutatingWebhookConfiguration",
-                    "metadata": {"name": "zz-gpustack-worker-mutation"},
+                    "metadata": {"name": "zz-gpuctl-mutation"},
                     "webhooks": [{"name": "pod-accelerators.gpustack.ai"}],
                 }
             ]
         )
     )[-1].fix
-    assert "kubectl get mutatingwebhookconfiguration zz-gpustack-worker-mutation -o jsonpath='{.webhooks}'" in fix
-    assert fix.endswith("&& kubectl delete mutatingwebhookconfiguration zz-gpustack-worker-mutation")
+    assert "kubectl get mutatingwebhookconfiguration zz-gpuctl-mutation -o jsonpath='{.webhooks}'" in fix
+    assert fix.endswith("&& kubectl delete mutatingwebhookconfiguration zz-gpuctl-mutation")
     # What the shell makes of it, with kubectl's jsonpath answer stubbed by `printf`.
     echo = fix.split(" | ")[0].replace(
-        "kubectl get mutatingwebhookconfiguration zz-gpustack-worker-mutation -o jsonpath='{.webhooks}'",
+        "kubectl get mutatingwebhookconfiguration zz-gpuctl-mutation -o jsonpath='{.webhooks}'",
         "printf '%s' '[{\"name\":\"w\"}]'",
     )
     import json

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from gpuctl.cluster import kinds
 from gpuctl.core import naming
 from gpuctl.operator.controllers.base import Controller, Watch, now_rfc3339
+from gpuctl.operator.mode import STANDALONE
 
 ACTIVE_MESSAGE = "the node-devices admission check controller is running"
 
@@ -19,6 +20,8 @@ class ActiveCheckController(Controller):
 
     name = "admission-check-active"
     kind = kinds.ADMISSIONCHECK
+    modes = frozenset({STANDALONE})
+    """Beside GPUStack's worker the check and its controller are the worker's."""
 
     def watches(self) -> Iterable[Watch]:
         return (Watch(kinds.ADMISSIONCHECK, lambda key, _old, _new: [key]),)

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,9 +20,13 @@ from gpuctl.cluster import kinds
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import Kind
 from gpuctl.cluster.live import ConflictError, NotFoundError
+from gpuctl.core.shadow import Disagreement
+from gpuctl.core.shadow import Kind as ShadowKind
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.events import DiscardEvents, EventSink, EventWriter, Regarding
 from gpuctl.operator.metrics import Metrics
+from gpuctl.operator.mode import COMPANION, STANDALONE
+from gpuctl.operator.shadow import ShadowBook
 from gpuctl.operator.workqueue import WorkQueue
 
 log = logging.getLogger("gpuctl.operator")
@@ -84,11 +88,24 @@ class Controller(ABC):
     name = ""
     kind: Kind = kinds.NODE
     workers = 1
+    modes: frozenset[str] = frozenset({STANDALONE, COMPANION})
+    """The operator modes this controller runs in."""
 
-    def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics, events: EventSink | None = None) -> None:
+    def __init__(
+        self,
+        cache: OperatorCache,
+        source: Writer,
+        metrics: Metrics,
+        events: EventSink | None = None,
+        *,
+        shadow: ShadowBook | None = None,
+    ) -> None:
         self.cache = cache
         self.source = source
         self.metrics = metrics
+        self.shadow = shadow
+        """Set in the companion: what this controller decides is compared with what GPUStack's worker published,
+        never written."""
         self.events: EventSink = events if events is not None else DiscardEvents()
         """Where the decisions are recorded as Events (never waited on)."""
         self.queue: WorkQueue[str] = WorkQueue(self.name)
@@ -113,6 +130,14 @@ class Controller(ABC):
     @abstractmethod
     def reconcile(self, key: str) -> None:
         """Bring one key to its desired state: read the cache, decide with the core, write only a difference."""
+
+    def observe(self, kind: ShadowKind, key: str, found: Sequence[Disagreement], uid: str = "") -> None:
+        """The companion's report of one object: what differs now (none: it agrees); looked at again once an
+        unsettled difference has held long enough to be reported."""
+        assert self.shadow is not None
+        wait = self.shadow.observe(kind, key, found, uid)
+        if wait is not None:
+            self.queue.add_after(key, wait + 0.05)
 
     def owned_keys(self) -> Iterable[str]:
         """Every key this controller owns, from the cache (the resync)."""

@@ -16,13 +16,16 @@ from typing import Any
 
 from gpuctl.cluster import kinds
 from gpuctl.core import naming
-from gpuctl.core.fit import READY, Verdict, check_inputs, judge_workload, judgeable
+from gpuctl.core.fit import READY, RETRY, Verdict, check_inputs, judge_workload, judgeable
 from gpuctl.core.pods import Pod, parse_pod
+from gpuctl.core.shadow import Kind as ShadowKind
+from gpuctl.core.shadow import verdict_disagreement
 from gpuctl.core.workloads import CheckState, Workload
 from gpuctl.operator.cache import OperatorCache, workload_nodes
 from gpuctl.operator.controllers.base import Controller, Watch, Writer, log, node_moved, now_rfc3339
 from gpuctl.operator.events import NORMAL, WARNING, EventSink, Regarding
 from gpuctl.operator.metrics import Metrics
+from gpuctl.operator.shadow import ShadowBook
 
 
 class CheckController(Controller):
@@ -32,8 +35,19 @@ class CheckController(Controller):
     name = "node-devices-check"
     kind = kinds.WORKLOAD
 
-    def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics, events: EventSink | None = None) -> None:
-        super().__init__(cache, source, metrics, events)
+    def __init__(
+        self,
+        cache: OperatorCache,
+        source: Writer,
+        metrics: Metrics,
+        events: EventSink | None = None,
+        *,
+        shadow: ShadowBook | None = None,
+    ) -> None:
+        super().__init__(cache, source, metrics, events, shadow=shadow)
+        self.compared: dict[str, tuple[str, str, str]] = {}
+        """The companion's: Workload key → (uid, state, message) of the verdict of GPUStack's check it last compared,
+        once the Workload is admitted (no longer re-judged on the cluster's changes)."""
         self.ready_written: dict[str, str] = {}
         """Workload key → uid of a Workload this controller answered Ready, until the cache shows it."""
         self.reserved_seen: dict[str, float] = {}
@@ -117,8 +131,9 @@ class CheckController(Controller):
                 pods.append(parse_pod(obj))
         return pods
 
-    def verdict(self, w: Workload) -> Verdict:
-        """The verdict on the Workload's own nodes (the flavor's whole pool when a PodSet has no hostname level)."""
+    def verdict(self, w: Workload, *, own_pods: bool = True) -> Verdict:
+        """The verdict on the Workload's own nodes (the flavor's whole pool when a PodSet has no hostname level);
+        ``own_pods=False`` leaves the Workload's own Pods out of the ledgers (judged as at its reservation)."""
         nodes = workload_nodes(w)
         pool_wide = any(a.hostnames is None for a in w.assignments) or not w.assignments
         if pool_wide:
@@ -134,10 +149,15 @@ class CheckController(Controller):
                 node_map = {n: node for n in nodes if (node := self.cache.node(n)) is not None}
                 others = self.cache.workloads_on(nodes)
         workloads = [self.remembered(o) for o in others if o.key != w.key] + [w]
+        if not own_pods:
+            pods = [p for p in pods if not (p.namespace == w.namespace and p.workload == w.pod_owner)]
         inputs = check_inputs(self.cache.flavors(), devices, node_map, workloads, pods)
         return judge_workload(w, inputs)
 
     def reconcile(self, key: str) -> None:
+        if self.shadow is not None:
+            self.compare(key)
+            return
         stored = self.cache.workload(key)
         self.forget_seen(stored, key)
         if stored is None:
@@ -158,6 +178,40 @@ class CheckController(Controller):
         seen = self.reserved_seen.pop(key, None)
         if seen is not None:
             self.metrics.verdict_latency.observe(time.monotonic() - seen)
+
+    def compare(self, key: str) -> None:
+        """The companion: the verdict GPUStack's check wrote (Ready or Retry) against the core's on the same
+        Workload, as it stood at reservation — an admitted one is judged without its admission and its own Pods'
+        allocations, once per verdict written (the cluster moves on after admission; the verdict does not)."""
+        assert self.shadow is not None
+        w = self.cache.workload(key)
+        state = w.check(naming.NODE_DEVICES_CHECK) if w is not None else None
+        if (
+            w is None
+            or state is None
+            or state.state not in (READY, RETRY)
+            or not w.quota_reserved
+            or w.evicted
+            or w.finished
+            or not w.active
+        ):
+            self.shadow.forget(ShadowKind.VERDICT, key)
+            self.compared.pop(key, None)
+            return
+        written = (w.uid, state.state, state.message)
+        if w.admitted and self.compared.get(key) == written:
+            return
+        reserved = w
+        if w.admitted:
+            conditions = {k: c for k, c in w.conditions.items() if k != "Admitted"}
+            reserved = dataclasses.replace(w, conditions=conditions)
+        verdict = self.verdict(reserved, own_pods=False)
+        found = verdict_disagreement(
+            w.namespace, w.name, naming.NODE_DEVICES_CHECK, state.state, verdict.state, verdict.message
+        )
+        self.observe(ShadowKind.VERDICT, key, [found] if found else [], w.uid)
+        if w.admitted:
+            self.compared[key] = written
 
     def write_verdict(self, w: Workload, verdict: Verdict) -> None:
         entry: dict[str, Any] = {

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from gpuctl.cluster import kinds
 from gpuctl.core import naming
 from gpuctl.core.pins import fit_label_changes, node_fit_labels, pin_transitions
+from gpuctl.core.shadow import Kind as ShadowKind
+from gpuctl.core.shadow import fit_label_disagreements
 from gpuctl.operator.controllers.base import Controller, Watch
 from gpuctl.operator.events import NORMAL, Regarding
 
@@ -31,9 +33,16 @@ class FitLabelController(Controller):
     def reconcile(self, key: str) -> None:
         node = self.cache.node(key)
         if node is None:
+            if self.shadow is not None:
+                self.shadow.forget(ShadowKind.FIT_LABEL, key)
             return
         managed = node.labels.get(naming.LABEL_MANAGED) == "true"
-        changes = fit_label_changes(node.labels, node_fit_labels(self.cache.devices(key)) if managed else {})
+        devices = self.cache.devices(key)
+        desired = node_fit_labels(devices) if managed else {}
+        if self.shadow is not None:
+            self.observe(ShadowKind.FIT_LABEL, key, fit_label_disagreements(key, node.labels, desired, devices))
+            return
+        changes = fit_label_changes(node.labels, desired)
         if not changes:
             return
         self.source.patch(kinds.NODE, key, {"metadata": {"labels": changes}})

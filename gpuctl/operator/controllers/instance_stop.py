@@ -12,6 +12,8 @@ from typing import Any
 from gpuctl.cluster import kinds
 from gpuctl.core import naming
 from gpuctl.core.lifecycle import PlanRefused, plan_stop, should_stop_instance
+from gpuctl.core.shadow import Kind as ShadowKind
+from gpuctl.core.shadow import stop_disagreement
 from gpuctl.core.workloads import ClusterQueue
 from gpuctl.operator.cache import CachedInstanceType
 from gpuctl.operator.controllers.base import Controller, Watch, log, split_key
@@ -48,23 +50,28 @@ class InstanceStopController(Controller):
     def reconcile(self, key: str) -> None:
         raw = self.cache.store(kinds.INSTANCE).get(key)
         if raw is None:
+            if self.shadow is not None:
+                self.shadow.forget(ShadowKind.STOP, key)
             return
         spec = raw.get("spec") or {}
-        if spec.get("stop"):
-            return
         type_name = str(spec.get("type") or "")
         cached = self.cache.instancetypes().get(type_name)
         queue = self.cache.cluster_queue(type_name)
         decision = should_stop_instance(
             cached is not None, bool(cached and cached.record.deleting), queue.stop_policy if queue else "None"
         )
-        if not decision.stop:
+        namespace, name = split_key(key)
+        meta = raw.get("metadata") or {}
+        if self.shadow is not None:
+            found = stop_disagreement(namespace or "default", name, bool(spec.get("stop")), decision)
+            self.observe(ShadowKind.STOP, key, [found] if found else [], str(meta.get("uid") or ""))
+            return
+        if spec.get("stop") or not decision.stop:
             return
         try:
             plan = plan_stop(raw, running_instance_stop=True)
         except PlanRefused:
             return
-        namespace, name = split_key(key)
         self.source.patch(
             kinds.INSTANCE,
             name,
@@ -76,7 +83,6 @@ class InstanceStopController(Controller):
         log.info(
             "instance %s: stop instance as its instance type is gone, deleting, or draining (%s)", key, decision.reason
         )
-        meta = raw.get("metadata") or {}
         self.record(
             Regarding(kinds.INSTANCE, name, namespace or "default", str(meta.get("uid") or "")),
             NORMAL,

@@ -20,6 +20,8 @@ from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers.base import Controller, Watch, Writer
 from gpuctl.operator.events import EventSink
 from gpuctl.operator.metrics import Metrics, workqueue_gauges
+from gpuctl.operator.mode import COMPANION, STANDALONE
+from gpuctl.operator.shadow import ShadowBook
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +57,17 @@ class Controllers:
         resync_seconds: float = 300.0,
         stuck_after: float = 120.0,
         events: EventSink | None = None,
+        shadow: ShadowBook | None = None,
     ) -> None:
+        """``shadow`` set runs the companion: the controllers of that mode, each reporting to the book instead of
+        writing; unset, the standalone operator's, writing."""
         self.cache = cache
         self.metrics = metrics
-        self.all: tuple[Controller, ...] = tuple(cls(cache, source, metrics, events) for cls in controller_classes())
+        self.mode = STANDALONE if shadow is None else COMPANION
+        self.shadow = shadow
+        self.all: tuple[Controller, ...] = tuple(
+            cls(cache, source, metrics, events, shadow=shadow) for cls in controller_classes() if self.mode in cls.modes
+        )
         self.watching: dict[Kind, list[tuple[Controller, Watch]]] = {}
         """Kind → each controller's watch of it."""
         for c in self.all:
@@ -157,4 +166,6 @@ class Controllers:
     def _gauges(self) -> Iterable[Any]:
         for c in self.all:
             yield from c.gauges()
+        if self.shadow is not None and self.all and self.all[0].leading():
+            yield from self.shadow.gauges()
         yield from workqueue_gauges([(c.name, c.queue) for c in self.all])

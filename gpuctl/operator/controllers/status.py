@@ -17,16 +17,20 @@ from gpuctl.cluster import kinds
 from gpuctl.cluster.kinds import Kind
 from gpuctl.core import naming
 from gpuctl.core.fragmentation import ViewFragmentation, demand_shapes, reference_shapes
+from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.lifecycle import queue_summary
 from gpuctl.core.nodes import Node
-from gpuctl.core.views import instancetype_detail, instancetype_views, views_to_status
+from gpuctl.core.shadow import Disagreement, view_disagreements
+from gpuctl.core.shadow import Kind as ShadowKind
+from gpuctl.core.views import instancetype_detail, instancetype_views, pool_devices, views_to_status
 from gpuctl.core.workloads import ActiveCondition, ClusterQueue
 from gpuctl.operator.cache import CachedInstanceType, OperatorCache
 from gpuctl.operator.controllers.base import Controller, Watch, Writer
 from gpuctl.operator.events import NORMAL, EventSink, Regarding
 from gpuctl.operator.metrics import Metrics, QueueState, pool_gauges, queue_gauges, usage_families
 from gpuctl.operator.scrape import PoolFragmentation, QueueBook, UsageText
+from gpuctl.operator.shadow import ShadowBook
 
 FRAGMENTATION_TTL = 15.0
 """Seconds a pool's fragmentation metrics, the usage gauges and the queue gauges are reused for (Prometheus scrapes
@@ -59,8 +63,16 @@ class StatusController(Controller):
     coalesce = 0.5
     """Seconds a ledger's or a Node's change waits before the pools it touches are written: a burst is one write."""
 
-    def __init__(self, cache: OperatorCache, source: Writer, metrics: Metrics, events: EventSink | None = None) -> None:
-        super().__init__(cache, source, metrics, events)
+    def __init__(
+        self,
+        cache: OperatorCache,
+        source: Writer,
+        metrics: Metrics,
+        events: EventSink | None = None,
+        *,
+        shadow: ShadowBook | None = None,
+    ) -> None:
+        super().__init__(cache, source, metrics, events, shadow=shadow)
         self.pools: dict[str, dict[str, Any]] = {}
         """The views last computed per InstanceType: the pool metrics read them."""
         self._fragmentation: dict[str, Computed[tuple[ViewFragmentation, ...]]] = {}
@@ -76,6 +88,8 @@ class StatusController(Controller):
         """Per InstanceType: its nodes' free capacity and fits, kept from the cache's changes."""
         self._books_lock = threading.Lock()
         self._queues: Computed[QueueState] | None = None
+        self.found: dict[str, list[Disagreement]] = {}
+        """The companion's: per InstanceType, where its published views differ from the computed ones."""
 
     # ------------------------------------------------------------------------------------------- what wakes it
 
@@ -114,7 +128,15 @@ class StatusController(Controller):
         it = cached.record
         queue = self.cache.cluster_queue(it.name)
         devices = self.cache.pool_devices(it.accelerator_group) if it.acceleratable else []
-        status: dict[str, Any] = views_to_status(instancetype_views(it, devices, queue))
+        computed = instancetype_views(it, devices, queue)
+        status: dict[str, Any] = views_to_status(computed)
+        if self.shadow is not None:
+            # Beside GPUStack's worker the pool series are what it published; where they differ from the
+            # computed ones, the shadow book says so.
+            self.pools[it.name] = published_status(it)
+            pool = pool_devices(devices, it) if it.acceleratable else []
+            self.found[it.name] = view_disagreements(it, computed, pool, queue)
+            return status
         self.pools[it.name] = dict(status)
         detail = instancetype_detail(it, devices)
         if detail is not None:
@@ -186,8 +208,14 @@ class StatusController(Controller):
             self.pools.pop(key, None)
             self._fragmentation.pop(key, None)
             self._pool_fragmentation.pop(key, None)
+            if self.shadow is not None:
+                self.found.pop(key, None)
+                self.shadow.forget(ShadowKind.VIEW, key)
             return
         desired = self.desired_status(cached)
+        if self.shadow is not None:
+            self.observe(ShadowKind.VIEW, key, self.found.get(key, []), cached.uid)
+            return
         if all(cached.status.get(k) == v for k, v in desired.items()):
             return
         self.source.patch(
@@ -241,6 +269,20 @@ class StatusController(Controller):
         # of one scrape come from one computation, whichever way the reuse window turns between the two.
         last = self._usage
         yield (last.value if last is not None else self.usage())[2]
+
+
+def published_status(it: InstanceType) -> dict[str, Any]:
+    """An InstanceType's views as its status publishes them, in the shape :func:`views_to_status` writes."""
+    out: dict[str, Any] = {
+        key: {"onceMaxRequest": v.once_max_request, "remaining": v.remaining, "capacity": v.capacity}
+        for key, v in it.published_views.items()
+    }
+    if "acceleratorPartitioned" in out:
+        for key in ("remainingProfiles", "allocatedProfiles"):
+            out["acceleratorPartitioned"][key] = [
+                {"name": n, "count": c} for n, c in it.published_profiles.get(key, {}).items()
+            ]
+    return out
 
 
 class QueueFacts(NamedTuple):
