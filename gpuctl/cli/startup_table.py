@@ -361,6 +361,8 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                     '                                  [default: kueue-system/kueue-manager-config]\n'
                     "  --operator-namespace <str>      Where the operator's Deployment and leader\n"
                     '                                  Lease live.  [default: gpuctl-system]\n'
+                    "  --gpustack-namespace <str>      Where GPUStack's worker, its Lease and\n"
+                    '                                  settings live.  [default: gpustack-system]\n'
                     '  --probe / --no-probe            On a live cluster, reach the webhook\n'
                     '                                  endpoints and send dry-run reviews through\n'
                     '                                  the API server.  [default: probe]\n'
@@ -3008,6 +3010,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                   'multiple': False,
                                   'names': ['--operator-namespace'],
                                   'param': 'operator_namespace',
+                                  'takes_value': True},
+                                 {'complete': None,
+                                  'eager': False,
+                                  'multiple': False,
+                                  'names': ['--gpustack-namespace'],
+                                  'param': 'gpustack_namespace',
                                   'takes_value': True},
                                  {'complete': None,
                                   'eager': False,

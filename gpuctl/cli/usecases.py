@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 from gpuctl.cli import refs
 from gpuctl.cli.errors import UsageError
 from gpuctl.cluster import kinds
+from gpuctl.core import naming
 from gpuctl.core.compat import StrEnum
 
 if TYPE_CHECKING:
     from gpuctl.cluster.kinds import Kind
     from gpuctl.cluster.read import Source
     from gpuctl.core.explain import Explanation
+    from gpuctl.core.shadow import Disagreement
     from gpuctl.core.webhooks import WebhookContext
     from gpuctl.core.workloads import Workload
 
@@ -52,6 +54,37 @@ def compute_items(
             }
         )
     return items
+
+
+def disagreements(source: "Source") -> list["Disagreement"]:
+    """Every figure the read's status writer, check and fit-label writer published (GPUStack's worker's, or the
+    standalone operator's) that the core computes otherwise: views from the pools' ledgers, fit labels from each
+    node's, the verdicts of Workloads the check judges now, and the stops of Instances whose pool drains or is gone."""
+    from gpuctl.cluster import read
+    from gpuctl.core.fit import READY, RETRY, judge_workload, judgeable
+    from gpuctl.core.instances import parse_instance
+    from gpuctl.core.lifecycle import should_stop_instance
+    from gpuctl.core.shadow import survey
+
+    state = read.admission_state(source)
+    types = list(state.instancetypes.values())
+    ledgers = list(state.inputs.devices.values())
+    labels = {n.name: n.labels for n in (state.inputs.nodes or {}).values()}
+    verdicts = []
+    for w in state.inputs.workloads:
+        published = w.check(naming.NODE_DEVICES_CHECK)
+        if published is None or published.state not in (READY, RETRY) or judgeable(w) is not None:
+            continue
+        v = judge_workload(w, state.inputs)
+        verdicts.append((w.namespace, w.name, published.state, v.state, v.message))
+    stops = []
+    for raw in read.optional(source, kinds.INSTANCE):
+        inst = parse_instance(raw)
+        it = state.instancetypes.get(inst.type)
+        cq = state.cluster_queues.get(inst.type)
+        decision = should_stop_instance(it is not None, bool(it and it.deleting), cq.stop_policy if cq else "None")
+        stops.append((inst.namespace, inst.name, inst.stop, decision))
+    return survey(types, state.cluster_queues, ledgers, labels, verdicts, stops)
 
 
 def public(item: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from gpuctl.cluster.kinds import Kind
 from gpuctl.core import naming
 from gpuctl.core.explain import ExplainContext
 from gpuctl.core.fit import FitContext, check_inputs
+from gpuctl.core.gpustack import WorkerPresence
 from gpuctl.core.instancetypes import InstanceType, parse_instancetype
 from gpuctl.core.lazy import MadeOnRead
 from gpuctl.core.ledger import Capability, LedgerError, Ledgers, NodeDevices, parse_devices, split_orphans
@@ -283,6 +284,14 @@ def admission_check(source: Source, name: str) -> AdmissionCheck | None:
     return parse_admission_check(obj) if obj else None
 
 
+def admission_checks(source: Source) -> dict[str, AdmissionCheck]:
+    """Every AdmissionCheck by name (none where they cannot be read)."""
+    try:
+        return {c.name: c for c in (parse_admission_check(o) for o in _served(source, kinds.ADMISSIONCHECK))}
+    except SourceError:
+        return {}
+
+
 def taken_at(source: Source) -> float | None:
     """When a snapshot was taken (the time ``gpuctl dump`` recorded), in seconds since the epoch; None for a live
     cluster or a snapshot that does not say."""
@@ -451,6 +460,11 @@ def _endpoint_answers(source: Source, entries: Sequence[Any]) -> str | None:
     return "; ".join(f"{p.target}: {p.error}" for p in probes)
 
 
+def optional(source: Source, kind: Kind) -> list[dict[str, Any]]:
+    """A kind's objects, or none where the cluster does not serve it (its CRD not installed)."""
+    return _served(source, kind)
+
+
 def _served(source: Source, kind: Kind) -> list[dict[str, Any]]:
     """A kind's objects, or none where the cluster does not serve it (or the snapshot has none)."""
     try:
@@ -501,4 +515,43 @@ def simulation_state(
         ),
         kueue=kueue if kueue is not None else kueue_version(source),
         serving=operator_serving(source, probe=True),
+    )
+
+
+# ----------------------------------------------------------------------------------------------- GPUStack's worker
+
+
+def worker_presence(source: Source, namespace: str) -> WorkerPresence | None:
+    """What the read shows of GPUStack's worker (its Lease, its webhook configurations); None where it cannot be
+    told (not allowed to read them)."""
+    from gpuctl.core.gpustack import CONFIGURATIONS, WORKER_LEASE, worker_presence
+
+    try:
+        configs = [*_served(source, kinds.MUTATING_WEBHOOKS), *_served(source, kinds.VALIDATING_WEBHOOKS)]
+        lease = source.get(kinds.LEASE, WORKER_LEASE, namespace)
+    except SourceError:
+        return None
+    names = [str((c.get("metadata") or {}).get("name") or "") for c in configs]
+    return worker_presence(lease, [n for n in names if n in CONFIGURATIONS], namespace)
+
+
+def worker_deployment(source: Source, namespace: str) -> dict[str, Any] | None:
+    """GPUStack's worker Deployment (by the chart's labels), or None where there is none or it cannot be read."""
+    from gpuctl.core.gpustack import WORKER_SELECTOR, is_worker_deployment
+
+    try:
+        found = (
+            _served(source, kinds.DEPLOYMENT)
+            if getattr(source, "is_snapshot", False)
+            else source.list(kinds.DEPLOYMENT, namespace=namespace, label_selector=WORKER_SELECTOR)
+        )
+    except SourceError:
+        return None
+    return next(
+        (
+            d
+            for d in found
+            if is_worker_deployment(d) and (d.get("metadata") or {}).get("namespace", namespace) == namespace
+        ),
+        None,
     )

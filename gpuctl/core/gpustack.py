@@ -38,6 +38,13 @@ ACTIVE_MESSAGES: Final = {
     JOINT_CHECK: "the model deployment joint admission check controller is running",
 }
 SETTING_DERIVED_FROM_NODE: Final = "instance-type-derived-from-node"
+
+STANDALONE: Final = "standalone"
+"""gpuctl's operator in the place of GPUStack's worker, where none runs: it serves the webhooks and writes what it
+decides."""
+COMPANION: Final = "companion"
+"""gpuctl's operator beside GPUStack's worker: it writes nothing the worker owns, and reports where what the worker
+published differs from what it decides."""
 """While on (the default), accelerated queues reference the node-devices check."""
 
 

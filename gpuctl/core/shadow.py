@@ -257,3 +257,41 @@ def by_object(disagreements: Iterable[Disagreement]) -> dict[str, list[Disagreem
     for d in disagreements:
         out.setdefault(d.object, []).append(d)
     return out
+
+
+# ----------------------------------------------------------------------------------------------- a whole read
+
+
+def survey(
+    instancetypes: Iterable[InstanceType],
+    queues: Mapping[str, ClusterQueue],
+    devices: Sequence[NodeDevices],
+    node_labels: Mapping[str, Mapping[str, str]],
+    verdicts: Iterable[tuple[str, str, str, str, str]] = (),
+    stops: Iterable[tuple[str, str, bool, StopDecision]] = (),
+) -> list[Disagreement]:
+    """Every disagreement of one read of a cluster (``doctor``, ``diff``): each InstanceType's views against its
+    pool's ledgers (``devices``: those whose Node exists), each Node's fit labels (``node_labels``: name → labels)
+    against its ledger, each judged verdict (``(namespace, name, published, computed, reason)``) and each Instance's
+    stop (``(namespace, name, stopped, decision)``)."""
+    from gpuctl.core.pins import node_fit_labels
+    from gpuctl.core.views import instancetype_views, pool_devices
+
+    out: list[Disagreement] = []
+    for it in instancetypes:
+        queue = queues.get(it.name)
+        pool = pool_devices(devices, it) if it.acceleratable else []
+        out += view_disagreements(it, instancetype_views(it, pool, queue), pool, queue)
+    by_node = {d.node: d for d in devices}
+    for node, labels in sorted(node_labels.items()):
+        led = by_node.get(node)
+        out += fit_label_disagreements(node, labels, node_fit_labels(led), led)
+    for namespace, name, published, computed, reason in verdicts:
+        found = verdict_disagreement(namespace, name, naming.NODE_DEVICES_CHECK, published, computed, reason)
+        if found is not None:
+            out.append(found)
+    for namespace, name, stopped, decision in stops:
+        stop = stop_disagreement(namespace, name, stopped, decision)
+        if stop is not None:
+            out.append(stop)
+    return out

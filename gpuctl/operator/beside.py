@@ -17,7 +17,7 @@ from gpuctl.cluster.errors import NotServedError, SourceError
 from gpuctl.cluster.live import LiveSource
 from gpuctl.core import gpustack, naming
 from gpuctl.core.errors import GpuctlError
-from gpuctl.operator.mode import COMPANION
+from gpuctl.core.gpustack import COMPANION
 
 REGISTER_EVERY = 60.0
 """Seconds between re-applies of the webhook configurations (a rotated CA, a configuration removed by hand)."""

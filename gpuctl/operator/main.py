@@ -12,8 +12,7 @@ from typing import Any
 
 from gpuctl import __version__
 from gpuctl.core import naming
-from gpuctl.core.gpustack import WORKER_NAMESPACE, parse_worker_env
-from gpuctl.operator.mode import COMPANION, STANDALONE
+from gpuctl.core.gpustack import COMPANION, STANDALONE, WORKER_NAMESPACE, parse_worker_env
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

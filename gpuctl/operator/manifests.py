@@ -14,9 +14,9 @@ from typing import Any
 
 from gpuctl import __version__
 from gpuctl.core import gpustack, naming
+from gpuctl.core.gpustack import COMPANION, STANDALONE
 from gpuctl.core.webhooks import REGISTRY, RESOURCES, Webhook
 from gpuctl.core.webhooks import Kind as WebhookKind
-from gpuctl.operator.mode import COMPANION, STANDALONE
 
 NAMESPACE = naming.OPERATOR_NAMESPACE
 NAME = naming.OPERATOR_NAME

@@ -194,5 +194,5 @@ def test_a_snapshot_without_webhook_configurations_says_so_and_no_finding_is_a_p
     assert not any("not registered" in i["saw"] for i in items)
     text = " ".join(f"{i['saw']} {i['why']} {i['fix']}" for i in items)
     assert not re.search(r"\{'|': '|\('|\[\(|\bNone\b|\bTrue\b|\bFalse\b", text), text
-    fit = [i for i in items if i["check"] == "fit-labels"]
-    assert fit and all("=" in i["saw"] and "{" not in i["saw"] for i in fit)
+    fit = [i for i in items if i["check"] == "shadow-fit-label"]
+    assert fit and all("published absent, gpuctl computes" in i["saw"] and "{" not in i["saw"] for i in fit)

@@ -45,7 +45,7 @@ def healthy_pool() -> list[dict[str, Any]]:
     return objects
 
 
-def run_pools(objects: list[dict[str, Any]], operator_leads: bool = False) -> list[doctor.Finding]:
+def run_pools(objects: list[dict[str, Any]]) -> list[doctor.Finding]:
     cluster = MemoryCluster(objects)
     return doctor.pools(
         {t.name: t for t in read.instancetypes(cluster)},
@@ -53,12 +53,26 @@ def run_pools(objects: list[dict[str, Any]], operator_leads: bool = False) -> li
         [parse_local_queue(o) for o in cluster.list(kinds.LOCALQUEUE)],
         read.devices(cluster),
         {n.name: n for n in read.nodes(cluster)},
-        operator_leads=operator_leads,
+        writer_fix="check the writer",
+    )
+
+
+def survey_of(objects: list[dict[str, Any]]) -> list[Any]:
+    from gpuctl.core.shadow import survey
+
+    cluster = MemoryCluster(objects)
+    devices = read.devices(cluster)
+    return survey(
+        read.instancetypes(cluster),
+        read.cluster_queues(cluster),
+        devices,
+        {n.name: n.labels for n in read.nodes(cluster)},
     )
 
 
 def test_a_healthy_pool_has_no_finding_and_each_break_is_named() -> None:
     assert run_pools(healthy_pool()) == []
+    assert survey_of(healthy_pool()) == []
     stale = healthy_pool()
     for o in stale:
         if o["kind"] == "InstanceType":
@@ -68,14 +82,21 @@ def test_a_healthy_pool_has_no_finding_and_each_break_is_named() -> None:
             for k in [k for k in o["metadata"]["labels"] if k.startswith("sliced-max-free-units")]:
                 o["metadata"]["labels"][k] = "0"
     found = run_pools(stale)
-    assert statuses(found, "pool-status") == [doctor.FAIL] and "accelerator" in found[1].saw
-    # The status is the operator's: while a replica leads, the fix is to look at its writer, not to patch it.
-    assert found[1].fix.startswith("kubectl patch instancetype") and "no replica leads now" in found[1].why
-    [leading] = [f for f in run_pools(stale, operator_leads=True) if f.check == "pool-status"]
-    assert "patch" not in leading.fix and leading.fix.startswith("kubectl -n gpuctl-system logs")
-    assert "a patch would be overwritten" in leading.why
     assert statuses(found, "pool-entrance") == [doctor.FAIL]
-    assert statuses(found, "fit-labels") == [doctor.WARN]
+    # A published figure the ledger does not give is the shadow's to report, with both values (never a patch of a
+    # status its writer owns).
+    assert statuses(found, "pool-status") == []
+    by_field = {d.field: d for d in survey_of(stale)}
+    assert (by_field["accelerator.remaining"].published, by_field["accelerator.remaining"].computed) == ("1", "4")
+    sliced = next(d for f, d in by_field.items() if f.startswith("sliced-max-free-units"))
+    assert (sliced.published, sliced.computed) == ("0", "1600000")
+    unwritten = healthy_pool()
+    for o in unwritten:
+        if o["kind"] == "InstanceType":
+            for view in ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned", "cpu"):
+                o["status"].pop(view)
+    [none] = [f for f in run_pools(unwritten) if f.check == "pool-status"]
+    assert none.status == doctor.FAIL and "publishes no views" in none.saw and none.fix == "check the writer"
     no_queues = [o for o in healthy_pool() if o["kind"] not in ("LocalQueue",)]
     assert statuses(run_pools(no_queues), "pool-queues") == [doctor.FAIL]
     no_devices = [o for o in healthy_pool() if o["kind"] != "Devices"]

@@ -1,5 +1,6 @@
 """``gpuctl doctor``: audit the deployed admission chain against the design; one line per finding, with the fix."""
 
+import datetime
 import time
 from typing import Annotated, Any
 
@@ -52,6 +53,9 @@ def doctor_command(
     operator_namespace: Annotated[
         str, typer.Option("--operator-namespace", help="Where the operator's Deployment and leader Lease live.")
     ] = "gpuctl-system",
+    gpustack_namespace: Annotated[
+        str, typer.Option("--gpustack-namespace", help="Where GPUStack's worker, its Lease and settings live.")
+    ] = "gpustack-system",
     probe: Annotated[
         bool,
         typer.Option(
@@ -73,11 +77,13 @@ def doctor_command(
     published views, Devices and fit labels), orphaned Devices, stuck work and the operator's health; exit 3 when a
     check fails. Runs the same on a live cluster and on a dump attached to a ticket (without the probes; ages are
     measured from when the dump was taken)."""
+    from gpuctl.cli.usecases import disagreements
     from gpuctl.cluster import kinds, read
     from gpuctl.cluster.bulk import bulk_allocation
     from gpuctl.cluster.live import LiveSource
     from gpuctl.cluster.versions import kubernetes_version, kueue_version
-    from gpuctl.core import credits, doctor, naming
+    from gpuctl.core import credits, doctor, gpustack, naming
+    from gpuctl.core.doctor import gpustack as gpustack_doctor
     from gpuctl.core.workloads import parse_local_queue
 
     if kueue_resources:
@@ -91,26 +97,51 @@ def doctor_command(
     opened = source.open()
     # On a dump, every age (the leader's renewal, a Retry, an inactive pool) is measured from when it was taken.
     now = read.taken_at(opened) or time.time()
+    moment = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
     with bulk_allocation():
         check = read.admission_check(opened, naming.NODE_DEVICES_CHECK)
         queues = read.cluster_queues(opened)
         types = {t.name: t for t in read.instancetypes(opened)}
-        entries, webhook_findings = _webhooks(opened, operator_namespace)
+        presence = read.worker_presence(opened, gpustack_namespace)
+        beside = presence is not None and presence.runs(moment)
+        worker = read.worker_deployment(opened, gpustack_namespace) if beside else None
+        worker_name = str((worker or {}).get("metadata", {}).get("name") or "")
+        entries, webhook_findings = _webhooks(opened, operator_namespace, beside)
         flavors = read.flavors(opened)
         nodes = {n.name: n for n in read.nodes(opened)}
         ledgers = read.ledgers(opened, nodes)
         kubernetes, kubernetes_source = kubernetes_version(opened)
         kueue = kueue_version(opened)
         pods = read.pods(opened)
+        # Where GPUStack's worker runs it owns the queues, the checks and the statuses: its fixes are its own.
+        owner_fix = gpustack_doctor.restart_worker(gpustack_namespace, worker_name) if beside else ""
+        writer_fix = (
+            f"GPUStack's worker writes it: check it with kubectl -n {gpustack_namespace} logs "
+            + (f"deployment/{worker_name}" if worker_name else f"-l {gpustack.WORKER_SELECTOR}")
+            if beside
+            else f"the gpuctl operator writes it: check it with kubectl -n {operator_namespace} logs "
+            f"-l app.kubernetes.io/name={naming.OPERATOR_NAME}"
+        )
         findings = [
             *doctor.versions(kubernetes, kubernetes_source, kueue),
+            *_operator_mode(opened, presence, moment, operator_namespace),
             *webhook_findings,
-            doctor.admission_check(check),
-            *doctor.queues(
-                queues, types, check is not None and check.active, flavors, nodes, {d.node: d for d in ledgers.served}
+            *(
+                gpustack_doctor.checks(read.admission_checks(opened), queues, presence, worker_name)
+                if beside and presence is not None
+                else [doctor.admission_check(check)]
             ),
-            *doctor.inactive_pools(types, queues, now, inactive_grace),
-            *_kueue(opened, config_ns, config_name),
+            *doctor.queues(
+                queues,
+                types,
+                check is not None and check.active,
+                flavors,
+                nodes,
+                {d.node: d for d in ledgers.served},
+                owner_fix=owner_fix,
+            ),
+            *doctor.inactive_pools(types, queues, now, inactive_grace, owner_fix=owner_fix),
+            *_kueue(opened, config_ns, config_name, {g.manufacturer for d in ledgers.served for g in d.groups}),
             *doctor.kueue_topologies(flavors, _topologies(opened)),
             *doctor.pools(
                 types,
@@ -118,15 +149,16 @@ def doctor_command(
                 [parse_local_queue(o) for o in opened.list(kinds.LOCALQUEUE)],
                 ledgers.served,
                 nodes,
-                operator_leads=_operator_leads(opened),
+                writer_fix=writer_fix,
             ),
+            *gpustack_doctor.disagreements(disagreements(opened), writer_fix),
             *doctor.orphaned_devices(ledgers.orphaned),
             *doctor.stuck(read.workloads(opened), pods, now, retry_minutes),
             *doctor.placement_loops(kueue.tas_charges_raw_requests, types, nodes, pods),
             *_drain_stopped(opened, types, queues),
-            *_operator(opened, entries, operator_namespace, now),
+            *([] if beside else _operator(opened, entries, operator_namespace, now)),
         ]
-        if probe and isinstance(opened, LiveSource) and entries:
+        if probe and isinstance(opened, LiveSource) and entries and not beside:
             namespace = source.namespace or opened.default_namespace() or "default"
             deployed = _operator_deployed(opened, operator_namespace)
             findings += _probes(opened, entries, namespace, operator_namespace, deployed)
@@ -156,8 +188,9 @@ def _unreadable(check: str, what: str, exc: Exception, why: str) -> Any:
     )
 
 
-def _webhooks(opened: Any, operator_namespace: str) -> tuple[list[Any], list[Any]]:
-    """The deployed webhook entries and their audit, or one warning when the configurations cannot be read."""
+def _webhooks(opened: Any, operator_namespace: str, beside: bool) -> tuple[list[Any], list[Any]]:
+    """The deployed webhook entries and their audit, or one warning when the configurations cannot be read. Beside
+    GPUStack's worker, its own entries are audited; elsewhere the standalone operator's."""
     from gpuctl.cluster import kinds
     from gpuctl.cluster.errors import SourceError
     from gpuctl.core import doctor
@@ -178,10 +211,17 @@ def _webhooks(opened: Any, operator_namespace: str) -> tuple[list[Any], list[Any
             )
         ]
     entries = [e for c in configs for e in doctor.parse_webhook_configuration(c)]
+    if beside:
+        from gpuctl.cluster import read
+        from gpuctl.core.doctor import gpustack as gpustack_doctor
+
+        presence = read.worker_presence(opened, "gpustack-system")
+        if presence is not None:
+            return entries, gpustack_doctor.webhooks(entries, presence)
     return entries, doctor.webhooks(entries, operator_namespace)
 
 
-def _kueue(opened: Any, namespace: str, name: str) -> list[Any]:
+def _kueue(opened: Any, namespace: str, name: str, manufacturers: set[str]) -> list[Any]:
     """Kueue's Configuration from its ConfigMap and the manager's --feature-gates, audited."""
     from gpuctl.cluster import kinds
     from gpuctl.cluster.errors import SourceError
@@ -198,7 +238,9 @@ def _kueue(opened: Any, namespace: str, name: str) -> list[Any]:
     data = (cm or {}).get("data") or {}
     text = data.get(naming.KUEUE_CONFIGMAP_KEY) if isinstance(data, dict) else None
     if not isinstance(text, str):
-        return doctor.kueue_configuration(None, credits.kueue_resources_config(), (namespace, name))
+        return doctor.kueue_configuration(
+            None, credits.kueue_resources_config(), (namespace, name), True, manufacturers or None
+        )
     problem = ""
     config: object = None
     if len(text) > CONFIG_LIMIT:
@@ -228,7 +270,11 @@ def _kueue(opened: Any, namespace: str, name: str) -> list[Any]:
             )
         ]
     return doctor.kueue_configuration(
-        settings, credits.kueue_resources_config(), (namespace, name), manager_deployed=deployment is not None
+        settings,
+        credits.kueue_resources_config(),
+        (namespace, name),
+        manager_deployed=deployment is not None,
+        manufacturers=manufacturers or None,
     )
 
 
@@ -285,12 +331,27 @@ def _operator(opened: Any, entries: list[Any], namespace: str, now: float) -> li
     )
 
 
-def _operator_leads(opened: Any) -> bool:
-    """Whether the operator's leader Lease is current (a replica leads and writes the statuses it owns)."""
-    from gpuctl.cluster import read
+def _operator_mode(opened: Any, presence: Any, moment: Any, namespace: str) -> list[Any]:
+    """Which gpuctl operator runs beside (or in the place of) GPUStack's worker."""
+    from gpuctl.cluster import kinds
+    from gpuctl.cluster.errors import SourceError
+    from gpuctl.core import doctor, naming
+    from gpuctl.core.doctor import gpustack as gpustack_doctor
 
-    serving = read.operator_serving(opened)
-    return serving is not None and serving.lease is not None and serving.down_for() is None
+    if presence is None:
+        why = "the standalone operator must never run beside GPUStack's worker"
+        return [
+            _unreadable(
+                "operator-mode", "GPUStack's worker Lease and webhook configurations", Exception("forbidden"), why
+            )
+        ]
+    try:
+        deployment = opened.get(kinds.DEPLOYMENT, naming.OPERATOR_NAME, namespace)
+    except SourceError:
+        deployment = None
+    return gpustack_doctor.operator_mode(
+        presence, moment, doctor.parse_deployment(deployment) if deployment else None, namespace
+    )
 
 
 def _operator_deployed(opened: Any, namespace: str) -> bool:

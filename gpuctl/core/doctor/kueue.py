@@ -5,7 +5,7 @@ topologies the flavors name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from gpuctl.core import naming
@@ -138,10 +138,12 @@ def queues(
     flavors: Mapping[str, ResourceFlavor] | None = None,
     nodes: Mapping[str, Node] | None = None,
     devices: Mapping[str, NodeDevices] | None = None,
+    owner_fix: str = "",
 ) -> list[Finding]:
     """Every accelerated pool's queue references the check once it is Active; no queue without resource groups is
     left admitting, and an accelerated one without them is named whatever its stop policy (held, it admits
-    nothing)."""
+    nothing). ``owner_fix``: where GPUStack's worker derives the queues (and rewrites any patch), the fix is its,
+    never a patch."""
     out = []
     for name, cq in sorted(cluster_queues.items()):
         it = instancetypes.get(name)
@@ -153,8 +155,8 @@ def queues(
         )
         restore = (
             f"kubectl patch clusterqueue {name} --type merge -p {shell_word({'spec': {'resourceGroups': groups}})}"
-            if groups
-            else ""
+            if groups and not owner_fix
+            else owner_fix
         )
         if not cq.quotas and cq.stop_policy in ("", "None"):
             out.append(
@@ -190,11 +192,21 @@ def queues(
             out.append(
                 Finding(
                     "queue-check",
-                    FAIL,
+                    WARN if owner_fix else FAIL,
                     f"ClusterQueue {name} does not reference {naming.NODE_DEVICES_CHECK}",
-                    "an accelerated queue references the check once it is Active; without it nothing judges a "
-                    "Workload card by card, and Allocate refuses what does not fit",
-                    f"kubectl patch clusterqueue {name} --type merge -p "
+                    "an accelerated queue references the check once it is Active"
+                    + (
+                        " and GPUStack's setting instance-type-derived-from-node is on (the default)"
+                        if owner_fix
+                        else ""
+                    )
+                    + "; without it nothing judges a Workload card by card, and Allocate refuses what does not fit",
+                    (
+                        f"kubectl -n gpustack-system get setting instance-type-derived-from-node -o "
+                        f"jsonpath='{{.spec.value}}' (true: {owner_fix})"
+                    )
+                    if owner_fix
+                    else f"kubectl patch clusterqueue {name} --type merge -p "
                     f'\'{{"spec":{{"admissionChecksStrategy":{{"admissionChecks":[{{"name":"{naming.NODE_DEVICES_CHECK}"}}]}}}}}}\'',
                 )
             )
@@ -214,6 +226,7 @@ def kueue_configuration(
     wanted_resources: Mapping[str, object],
     configmap: tuple[str, str] = (naming.KUEUE_NAMESPACE, naming.KUEUE_CONFIGMAP),
     manager_deployed: bool = True,
+    manufacturers: Collection[str] | None = None,
 ) -> list[Finding]:
     """The design's Kueue settings: ``AssignQueueLabelsForPods`` off, TAS on, the generated ``credits``
     transformations and exclusions. ``configmap`` is where the Configuration was looked for; ``manager_deployed``
@@ -263,48 +276,112 @@ def kueue_configuration(
                     fix,
                 )
             )
-        want_t = {t.input: t for t in parse_transformations(wanted_resources.get("transformations"))}
-        have_t = {t.input: t for t in settings.transformations}
-        wrong = sorted(
-            [f"{i} missing" for i in want_t if i not in have_t]
-            + [
-                f"{i} is {_transformation(have_t[i])} (want {_transformation(want_t[i])})"
-                for i in want_t
-                if i in have_t and have_t[i] != want_t[i]
-            ]
-        )
-        wanted_exclude = wanted_resources.get("excludeResourcePrefixes")
-        missing_exclude = [
-            p
-            for p in (wanted_exclude if isinstance(wanted_exclude, list) else [])
-            if p not in settings.exclude_prefixes
-        ]
-        if wrong or missing_exclude:
-            saw = "; ".join(
-                [
-                    *(["transformations: " + ", ".join(wrong[:6]) + (" …" if len(wrong) > 6 else "")] if wrong else []),
-                    *(["excludeResourcePrefixes lacks " + ", ".join(missing_exclude[:4])] if missing_exclude else []),
-                ]
-            )
+        out.append(_resources(settings, wanted_resources, manufacturers, edit))
+        if settings.gate("TASBalancedPlacement"):
             out.append(
                 Finding(
-                    "kueue-resources",
-                    FAIL,
-                    f"{settings.source}: {saw}",
-                    "every accelerator key folds into credits.gpustack.ai/<manufacturer> and its sub-keys are left "
-                    "out; otherwise quota is charged in the wrong unit or a Workload asks for an undeclared resource",
-                    f"set resources to what `gpuctl doctor --kueue-resources` prints: {edit}",
-                )
-            )
-        else:
-            out.append(
-                Finding(
-                    "kueue-resources",
+                    "kueue-gates",
                     OK,
-                    f"{len(want_t)} credits transformations and {len(settings.exclude_prefixes)} exclusions as generated",
+                    "TASBalancedPlacement is enabled (GPUStack's chart turns it on): simulate says where a PodSet of "
+                    "several Pods would be placed otherwise, and leaves its node unknown",
                 )
             )
     return out
+
+
+def _resources(
+    settings: KueueSettings, wanted_resources: Mapping[str, object], manufacturers: Collection[str] | None, edit: str
+) -> Finding:
+    """The ``resources`` block: every accelerator key of the cluster's manufacturers folds into its
+    ``credits.gpustack.ai/<manufacturer>`` by M (what both this design and GPUStack's chart write), and every other
+    sub-key is kept out of quota — by ``quotaCheckStrategy: IgnoreUndeclared`` (GPUStack's chart), by exclusions
+    (this design's generated block) or by a transformation to nothing (GPUStack's runtime install of Kueue 0.18.1)."""
+    want_all = {t.input: t for t in parse_transformations(wanted_resources.get("transformations"))}
+    have_t = {t.input: t for t in settings.transformations}
+    wanted_exclude = wanted_resources.get("excludeResourcePrefixes")
+    exclusions = [p for p in wanted_exclude if isinstance(p, str)] if isinstance(wanted_exclude, list) else []
+    if have_t == want_all and all(p in settings.exclude_prefixes for p in exclusions):
+        return Finding(
+            "kueue-resources",
+            OK,
+            f"{len(want_all)} credits transformations and {len(settings.exclude_prefixes)} exclusions as generated",
+        )
+    mine = set(manufacturers) if manufacturers is not None else None
+
+    def of_cluster(t: Transformation) -> bool:
+        key = naming.classify_resource(t.input)
+        return key is not None and (mine is None or key.manufacturer.name in mine)
+
+    folds = {i: t for i, t in want_all.items() if any(v for _, v in t.outputs) and of_cluster(t)}
+    rest = {i: t for i, t in want_all.items() if i not in folds and of_cluster(t)}
+    wrong = sorted(
+        [f"{i} missing" for i in folds if i not in have_t]
+        + [
+            f"{i} is {_transformation(have_t[i])} (want {_transformation(folds[i])})"
+            for i in folds
+            if i in have_t and have_t[i] != folds[i]
+        ]
+    )
+    ignored = settings.quota_check_strategy == "IgnoreUndeclared"
+    loose = [] if ignored else [i for i in rest if i not in have_t and not _excluded(i, settings.exclude_prefixes)]
+    bases = [m.base for m in naming.MANUFACTURERS.values() if mine is None or m.name in mine]
+    every_base = [m.base for m in naming.MANUFACTURERS.values()]
+    # An exclusion of a manufacturer the cluster has no card of is not needed; one of no manufacturer always is.
+    needed = [
+        p
+        for p in exclusions
+        if not any(p.startswith(b + ".") for b in every_base) or any(p.startswith(b + ".") for b in bases)
+    ]
+    missing_exclude = (
+        []
+        if ignored
+        else [p for p in needed if p not in settings.exclude_prefixes and not _dropped(p, settings.transformations)]
+    )
+    if wrong or loose or missing_exclude:
+        saw = "; ".join(
+            [
+                *(["transformations: " + ", ".join(wrong[:6]) + (" …" if len(wrong) > 6 else "")] if wrong else []),
+                *(["excludeResourcePrefixes lacks " + ", ".join(missing_exclude[:4])] if missing_exclude else []),
+                *(
+                    [
+                        f"quotaCheckStrategy {settings.quota_check_strategy or 'BlockUndeclared (the default)'} and "
+                        f"neither excluded nor transformed: {', '.join(sorted(loose)[:4])}"
+                        + (" …" if len(loose) > 4 else "")
+                    ]
+                    if loose
+                    else []
+                ),
+            ]
+        )
+        return Finding(
+            "kueue-resources",
+            FAIL,
+            f"{settings.source}: {saw}",
+            "every accelerator key folds into credits.gpustack.ai/<manufacturer> and its sub-keys are left "
+            "out; otherwise quota is charged in the wrong unit or a Workload asks for an undeclared resource",
+            f"set resources to what `gpuctl doctor --kueue-resources` prints (or quotaCheckStrategy: "
+            f"IgnoreUndeclared with the credits transformations, as GPUStack's chart writes them): {edit}",
+        )
+    how = (
+        "the other keys ignored by quotaCheckStrategy IgnoreUndeclared"
+        if ignored
+        else "the other keys excluded or transformed to nothing"
+    )
+    return Finding(
+        "kueue-resources",
+        OK,
+        f"{len(folds)} credits transformations of {', '.join(sorted(mine)) if mine else 'every manufacturer'}; {how}",
+    )
+
+
+def _excluded(resource: str, prefixes: Collection[str]) -> bool:
+    return any(resource.startswith(p) for p in prefixes)
+
+
+def _dropped(prefix: str, transformations: Collection[Transformation]) -> bool:
+    """Whether the keys an exclusion prefix names are transformed to nothing instead (GPUStack's runtime install of
+    Kueue 0.18.1 drops the slice sub-keys so)."""
+    return any(t.input.startswith(prefix) and not any(v for _, v in t.outputs) for t in transformations)
 
 
 def _transformation(t: Transformation) -> str:

@@ -13,10 +13,9 @@ from gpuctl.core.instances import Instance
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.nodes import Node
-from gpuctl.core.pins import FIT_PREFIXES, node_fit_labels
 from gpuctl.core.pods import Pod
 from gpuctl.core.queueing import epoch_seconds
-from gpuctl.core.views import in_pool, instancetype_views, views_to_status
+from gpuctl.core.views import in_pool
 from gpuctl.core.workloads import ClusterQueue, LocalQueue, Workload
 
 # ----------------------------------------------------------------------------------------------- pools
@@ -32,8 +31,10 @@ def inactive_pools(
     cluster_queues: Mapping[str, ClusterQueue],
     now: float,
     grace_seconds: float = INACTIVE_GRACE_SECONDS,
+    owner_fix: str = "",
 ) -> list[Finding]:
-    """An InstanceType set ``inactive`` whose ClusterQueue still admits once the grace period is over."""
+    """An InstanceType set ``inactive`` whose ClusterQueue still admits once the grace period is over (``owner_fix``:
+    the fix where GPUStack's worker owns the queue's stop policy, rather than a patch it would undo)."""
     out = []
     for name, it in sorted(instancetypes.items()):
         cq = cluster_queues.get(name)
@@ -52,7 +53,8 @@ def inactive_pools(
                 + f", yet ClusterQueue {name} admits (stopPolicy {cq.stop_policy or 'None'})",
                 "inactive puts the pool's queue on Hold: new workloads wait, running ones keep running; the "
                 "InstanceType reconciler does it within seconds, so a queue still admitting means it does not run",
-                f'kubectl patch clusterqueue {name} --type merge -p \'{{"spec":{{"stopPolicy":"Hold"}}}}\'',
+                owner_fix
+                or f'kubectl patch clusterqueue {name} --type merge -p \'{{"spec":{{"stopPolicy":"Hold"}}}}\'',
             )
         )
     return out
@@ -64,11 +66,11 @@ def pools(
     local_queues: Iterable[LocalQueue],
     devices: Sequence[NodeDevices],
     nodes: Mapping[str, Node],
-    operator_leads: bool = False,
+    writer_fix: str = "",
 ) -> list[Finding]:
-    """Each pool has its entrance label, its ClusterQueue and LocalQueue, a published status equal to the views of
-    its ledger, a Devices object for every node, and fresh fit labels. ``operator_leads``: the operator's leader
-    Lease is current, so a stale status is its status writer's to rewrite (not a patch's)."""
+    """Each pool has its entrance label, its ClusterQueue and LocalQueue, published views (whether they are the
+    views of its ledger is :mod:`gpuctl.core.shadow`'s to say, with both figures) and a Devices object for every
+    node. ``writer_fix``: how to look at the status writer that owns the status (never a patch of it)."""
     out = []
     entrances = {(q.name, q.cluster_queue) for q in local_queues}
     for name, it in sorted(instancetypes.items()):
@@ -97,37 +99,15 @@ def pools(
             )
         if not it.acceleratable:
             continue
-        computed = views_to_status(instancetype_views(it, devices))
-        stale = []
-        for key, view in it.published_views.items():
-            now = computed.get(key)
-            published = (view.once_max_request, view.remaining, view.capacity)
-            if isinstance(now, dict) and published != (
-                ledger := (now["onceMaxRequest"], now["remaining"], now["capacity"])
-            ):
-                stale.append(f"{key} {'/'.join(map(str, published))} (ledger {'/'.join(map(str, ledger))})")
-        if stale or not it.published_views:
+        if not it.published_views:
             out.append(
                 Finding(
                     "pool-status",
                     FAIL,
-                    f"InstanceType {name} publishes views that differ from its ledger (onceMaxRequest/remaining/"
-                    f"capacity): {', '.join(stale) or 'none published'}",
-                    "InstanceType.status carries the four views computed from the Devices ledger; a stale one "
-                    "misleads the gateway and the Instance webhook. The operator's status writer owns it and "
-                    "rewrites it while it runs and leads"
-                    + (
-                        ": it leads now, so it is behind or failing (a patch would be overwritten)"
-                        if operator_leads
-                        else "; no replica leads now, so the fix writes the views until one does"
-                    ),
-                    (
-                        f"kubectl -n {naming.OPERATOR_NAMESPACE} logs -l app.kubernetes.io/name={naming.OPERATOR_NAME} "
-                        f"--tail=50 | grep -i {shell_word(name)}"
-                        if operator_leads
-                        else f"kubectl patch instancetype {name} --subresource status --type merge -p "
-                        + shell_word({"status": computed})
-                    ),
+                    f"InstanceType {name} publishes no views",
+                    "InstanceType.status carries the four views computed from the Devices ledger; the gateway and "
+                    "the Instance webhook read them. Its status writer owns it and writes it while it runs and leads",
+                    writer_fix,
                 )
             )
         pool = it.pool_labels()
@@ -143,28 +123,7 @@ def pools(
                     "check the device manager on those nodes",
                 )
             )
-    by_node = {d.node: d for d in devices}
-    for n, node in sorted(nodes.items()):
-        d = by_node.get(n)
-        if d is None or not d.managed:
-            continue
-        want = node_fit_labels(d)
-        have_labels = {k: v for k, v in node.labels.items() if k.startswith(FIT_PREFIXES)}
-        if want != have_labels:
-            out.append(
-                Finding(
-                    "fit-labels",
-                    WARN,
-                    f"node {n}: fit labels {_labels(have_labels)} where its ledger says {_labels(want)}",
-                    "TAS skips a fragmented node only through fresh fit labels; stale ones send Workloads to retry",
-                    "the operator's fit-label controller writes them: check that it runs",
-                )
-            )
     return out
-
-
-def _labels(labels: Mapping[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
 
 
 def orphaned_devices(orphans: Sequence[NodeDevices]) -> list[Finding]:

@@ -209,6 +209,8 @@ class KueueSettings:
     flag_gates: Mapping[str, bool]
     transformations: tuple[Transformation, ...]
     exclude_prefixes: tuple[str, ...]
+    quota_check_strategy: str = ""
+    """``resources.quotaCheckStrategy`` ("" when unset: Kueue's default, ``BlockUndeclared``)."""
 
     @property
     def source(self) -> str:
@@ -278,6 +280,7 @@ def parse_kueue_settings(
         feature_gate_flag(flag_args),
         parse_transformations(resources.get("transformations")),
         tuple(str(p) for p in exclude) if isinstance(exclude, list) else (),
+        str(resources.get("quotaCheckStrategy") or ""),
     )
 
 

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 
 from gpuctl.cluster import kinds
 from gpuctl.core import naming
+from gpuctl.core.gpustack import STANDALONE
 from gpuctl.operator.controllers.base import Controller, Watch, now_rfc3339
-from gpuctl.operator.mode import STANDALONE
 
 ACTIVE_MESSAGE = "the node-devices admission check controller is running"
 

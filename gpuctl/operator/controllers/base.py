@@ -20,12 +20,12 @@ from gpuctl.cluster import kinds
 from gpuctl.cluster.errors import SourceError
 from gpuctl.cluster.kinds import Kind
 from gpuctl.cluster.live import ConflictError, NotFoundError
+from gpuctl.core.gpustack import COMPANION, STANDALONE
 from gpuctl.core.shadow import Disagreement
 from gpuctl.core.shadow import Kind as ShadowKind
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.events import DiscardEvents, EventSink, EventWriter, Regarding
 from gpuctl.operator.metrics import Metrics
-from gpuctl.operator.mode import COMPANION, STANDALONE
 from gpuctl.operator.shadow import ShadowBook
 from gpuctl.operator.workqueue import WorkQueue
 

@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from gpuctl.cluster.kinds import Kind
+from gpuctl.core.gpustack import COMPANION, STANDALONE
 from gpuctl.operator.cache import OperatorCache
 from gpuctl.operator.controllers.base import Controller, Watch, Writer
 from gpuctl.operator.events import EventSink
 from gpuctl.operator.metrics import Metrics, workqueue_gauges
-from gpuctl.operator.mode import COMPANION, STANDALONE
 from gpuctl.operator.shadow import ShadowBook
 
 log = logging.getLogger(__name__)
