@@ -106,6 +106,16 @@ TimeoutOption = Annotated[
         show_default=False,
     ),
 ]
+WorkerEnvOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--worker-env",
+        metavar="NAME=VALUE",
+        help="A GPUSTACK_<MFR>_* setting of GPUStack's worker (its manufacturer overrides), repeatable; read from "
+        "the worker's Deployment when not given.",
+        show_default=False,
+    ),
+]
 NamespaceOption = Annotated[
     str | None,
     typer.Option(
@@ -205,6 +215,7 @@ CONNECTION = (
     ("client_key", ClientKeyOption, None),
     ("tls_server_name", TLSServerNameOption, None),
     ("request_timeout", TimeoutOption, None),
+    ("worker_env", WorkerEnvOption, None),
 )
 NAMESPACED = (("namespace", NamespaceOption, None), ("all_namespaces", AllNamespacesOption, False))
 SELECTORS = (("selector", SelectorOption, None), ("field_selector", FieldSelectorOption, None))
@@ -266,6 +277,7 @@ def source_options(
                 given = kwargs.pop(name, None)
                 values[name] = given if given not in (None, False, []) else root.get(name, given)
             values["as_groups"] = tuple(values.get("as_groups") or ())
+            values["worker_env"] = tuple(values.get("worker_env") or ())
             contexts = tuple(values.get("context") or ())
             if not fleet and (len(contexts) > 1 or root.get("all_contexts") or root.get("by_cluster")):
                 raise UsageError(

@@ -39,6 +39,9 @@ def parse_duration(text: str, flag: str) -> float:
     return value
 
 
+S = TypeVar("S", bound="Source")
+
+
 def parse_timeout(text: str | None) -> float | None:
     """kubectl's --request-timeout: a duration; 0 or empty means the default."""
     if text is None or text.strip() in ("", "0"):
@@ -65,6 +68,8 @@ class SourceSpec:
     client_key: str | None = None
     tls_server_name: str | None = None
     request_timeout: str | None = None
+    worker_env: tuple[str, ...] = ()
+    """``--worker-env``: GPUStack's worker settings (its manufacturer overrides), in place of those on its Deployment."""
     namespace: str | None = None
     all_namespaces: bool = False
     selector: str | None = None
@@ -146,14 +151,14 @@ class SourceSpec:
         )
 
     def open(self) -> Source:
-        """A snapshot when one is named, the cluster otherwise."""
+        """A snapshot when one is named, the cluster otherwise; its worker's manufacturer names put in force."""
         if self.snapshot:
             from gpuctl.cluster.snapshot import SnapshotSource
 
-            return SnapshotSource(self.snapshot)
+            return self.manufacturers(SnapshotSource(self.snapshot))
         from gpuctl.cluster.live import LiveSource
 
-        return LiveSource(self.connection())
+        return self.manufacturers(LiveSource(self.connection()))
 
     def live(self) -> LiveSource:
         """The cluster (a write, or a command that only makes sense live)."""
@@ -162,7 +167,45 @@ class SourceSpec:
 
         if self.snapshot:
             raise UsageError("this command changes or follows a live cluster: drop --snapshot (or GPUCTL_SNAPSHOT)")
-        return LiveSource(self.connection())
+        return self.manufacturers(LiveSource(self.connection()))
+
+    def manufacturers(self, source: S) -> S:
+        """Put in force the manufacturer names GPUStack's worker uses on this cluster: ``--worker-env`` where given,
+        else the ``GPUSTACK_<MFR>_*`` settings of its Deployment (read as a snapshot is read; GPUStack's defaults
+        where there is none)."""
+        from gpuctl.cli.errors import UsageError
+        from gpuctl.cluster import read
+        from gpuctl.core import gpustack, naming
+
+        try:
+            given = gpustack.parse_worker_env(self.worker_env)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if given:
+            try:
+                naming.set_manufacturers(naming.manufacturer_table(given))
+            except naming.ManufacturerOverrideError as exc:
+                raise UsageError(f"--worker-env {exc}") from None
+            return source
+        naming.set_manufacturers(naming.DEFAULT_TABLE)
+
+        def seen(deployment: dict[str, Any]) -> bool:
+            """A snapshot's Deployment, as it is read: whether it is the worker's and changes the names in force."""
+            namespace = (deployment.get("metadata") or {}).get("namespace")
+            if namespace != gpustack.WORKER_NAMESPACE or not gpustack.is_worker_deployment(deployment):
+                return False
+            table = naming.manufacturer_table(gpustack.worker_environment(deployment))
+            changed = dict(table.overrides) != dict(naming.MANUFACTURERS.overrides)
+            naming.set_manufacturers(table)
+            return changed
+
+        if getattr(source, "is_snapshot", False):
+            source.on_deployment(seen)  # type: ignore[attr-defined]
+            return source
+        worker = read.worker_deployment(source, gpustack.WORKER_NAMESPACE)
+        if worker is not None:
+            naming.set_manufacturers(naming.manufacturer_table(gpustack.worker_environment(worker)))
+        return source
 
     def resolved_namespace(self, source: Source | None = None) -> str:
         """``-n``, else the kubeconfig context's namespace (a live source), else ``default``."""

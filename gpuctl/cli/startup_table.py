@@ -39,6 +39,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                "                                 server's address).\n"
                '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
                '                                 1m; default 30s).\n'
+               "  --worker-env NAME=VALUE        A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+               '                                 worker (its manufacturer overrides),\n'
+               "                                 repeatable; read from the worker's Deployment\n"
+               '                                 when not given.\n'
                '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
                "                                 context's, else default).\n"
                '  -A, --all-namespaces           Every namespace.\n'
@@ -217,6 +221,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
               "                                 server's address).\n"
               '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
               '                                 1m; default 30s).\n'
+              "  --worker-env NAME=VALUE        A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+              '                                 worker (its manufacturer overrides),\n'
+              "                                 repeatable; read from the worker's Deployment\n"
+              '                                 when not given.\n'
               '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
               "                                 context's, else default).\n"
               '  -A, --all-namespaces           Every namespace.\n'
@@ -325,6 +333,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                   "                                  the server's address).\n"
                   '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                   '                                  1m; default 30s).\n'
+                  "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                  '                                  worker (its manufacturer overrides),\n'
+                  "                                  repeatable; read from the worker's\n"
+                  '                                  Deployment when not given.\n'
                   '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                   "                                  context's, else default).\n"
                   '  -A, --all-namespaces            Every namespace.\n'
@@ -403,6 +415,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                     "                                  the server's address).\n"
                     '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                     '                                  1m; default 30s).\n'
+                    "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                    '                                  worker (its manufacturer overrides),\n'
+                    "                                  repeatable; read from the worker's\n"
+                    '                                  Deployment when not given.\n'
                     '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                     "                                  context's, else default).\n"
                     '  -A, --all-namespaces            Every namespace.\n'
@@ -476,6 +492,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                    "                                  the server's address).\n"
                    '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                    '                                  1m; default 30s).\n'
+                   "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                   '                                  worker (its manufacturer overrides),\n'
+                   "                                  repeatable; read from the worker's\n"
+                   '                                  Deployment when not given.\n'
                    '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                    "                                  context's, else default).\n"
                    '  -A, --all-namespaces            Every namespace.\n'
@@ -549,6 +569,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                   "                                 server's address).\n"
                   '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
                   '                                 1m; default 30s).\n'
+                  "  --worker-env NAME=VALUE        A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                  '                                 worker (its manufacturer overrides),\n'
+                  "                                 repeatable; read from the worker's Deployment\n"
+                  '                                 when not given.\n'
                   '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
                   "                                 context's, else default).\n"
                   '  -A, --all-namespaces           Every namespace.\n'
@@ -625,6 +649,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                               "                                  the server's address).\n"
                               '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                               '                                  1m; default 30s).\n'
+                              "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                              '                                  worker (its manufacturer overrides),\n'
+                              "                                  repeatable; read from the worker's\n"
+                              '                                  Deployment when not given.\n'
                               '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                               "                                  context's, else default).\n"
                               '  -A, --all-namespaces            Every namespace.\n'
@@ -681,6 +709,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                          "                                  the server's address).\n"
                          '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                          '                                  1m; default 30s).\n'
+                         "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                         '                                  worker (its manufacturer overrides),\n'
+                         "                                  repeatable; read from the worker's\n"
+                         '                                  Deployment when not given.\n'
                          '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                          "                                  context's, else default).\n"
                          '  -A, --all-namespaces            Every namespace.\n'
@@ -742,6 +774,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                               "                                  the server's address).\n"
                               '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                               '                                  1m; default 30s).\n'
+                              "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                              '                                  worker (its manufacturer overrides),\n'
+                              "                                  repeatable; read from the worker's\n"
+                              '                                  Deployment when not given.\n'
                               '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                               "                                  context's, else default).\n"
                               '  -A, --all-namespaces            Every namespace.\n'
@@ -808,6 +844,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                            "                                  the server's address).\n"
                            '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                            '                                  1m; default 30s).\n'
+                           "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                           '                                  worker (its manufacturer overrides),\n'
+                           "                                  repeatable; read from the worker's\n"
+                           '                                  Deployment when not given.\n'
                            '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                            "                                  context's, else default).\n"
                            '  -A, --all-namespaces            Every namespace.\n'
@@ -882,6 +922,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                   "                                  the server's address).\n"
                   '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                   '                                  1m; default 30s).\n'
+                  "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                  '                                  worker (its manufacturer overrides),\n'
+                  "                                  repeatable; read from the worker's\n"
+                  '                                  Deployment when not given.\n'
                   '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                   "                                  context's, else default).\n"
                   '  -A, --all-namespaces            Every namespace.\n'
@@ -952,6 +996,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                            "                                  the server's address).\n"
                            '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                            '                                  1m; default 30s).\n'
+                           "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                           '                                  worker (its manufacturer overrides),\n'
+                           "                                  repeatable; read from the worker's\n"
+                           '                                  Deployment when not given.\n'
                            '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                            "                                  context's, else default).\n"
                            '  -A, --all-namespaces            Every namespace.\n'
@@ -1015,6 +1063,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                             "                                  the server's address).\n"
                             '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                             '                                  1m; default 30s).\n'
+                            "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                            '                                  worker (its manufacturer overrides),\n'
+                            "                                  repeatable; read from the worker's\n"
+                            '                                  Deployment when not given.\n'
                             '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                             "                                  context's, else default).\n"
                             '  -A, --all-namespaces            Every namespace.\n'
@@ -1078,6 +1130,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                            "                                  the server's address).\n"
                            '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                            '                                  1m; default 30s).\n'
+                           "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                           '                                  worker (its manufacturer overrides),\n'
+                           "                                  repeatable; read from the worker's\n"
+                           '                                  Deployment when not given.\n'
                            '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                            "                                  context's, else default).\n"
                            '  -A, --all-namespaces            Every namespace.\n'
@@ -1158,6 +1214,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                    "                                  the server's address).\n"
                                    '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                                    '                                  1m; default 30s).\n'
+                                   "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                                   '                                  worker (its manufacturer overrides),\n'
+                                   "                                  repeatable; read from the worker's\n"
+                                   '                                  Deployment when not given.\n'
                                    '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                                    "                                  context's, else default).\n"
                                    '  -A, --all-namespaces            Every namespace.\n'
@@ -1215,6 +1275,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                 "                                  the server's address).\n"
                                 '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                                 '                                  1m; default 30s).\n'
+                                "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                                '                                  worker (its manufacturer overrides),\n'
+                                "                                  repeatable; read from the worker's\n"
+                                '                                  Deployment when not given.\n'
                                 '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                                 "                                  context's, else default).\n"
                                 '  -A, --all-namespaces            Every namespace.\n'
@@ -1284,6 +1348,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  "                                  the server's address).\n"
                                  '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                                  '                                  1m; default 30s).\n'
+                                 "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                                 '                                  worker (its manufacturer overrides),\n'
+                                 "                                  repeatable; read from the worker's\n"
+                                 '                                  Deployment when not given.\n'
                                  '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                                  "                                  context's, else default).\n"
                                  '  -A, --all-namespaces            Every namespace.\n'
@@ -1343,6 +1411,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                      "                                  the server's address).\n"
                                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                                      '                                  1m; default 30s).\n'
+                                     "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                                     '                                  worker (its manufacturer overrides),\n'
+                                     "                                  repeatable; read from the worker's\n"
+                                     '                                  Deployment when not given.\n'
                                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                                      "                                  context's, else default).\n"
                                      '  -A, --all-namespaces            Every namespace.\n'
@@ -1396,6 +1468,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  "                                 server's address).\n"
                                  '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
                                  '                                 1m; default 30s).\n'
+                                 "  --worker-env NAME=VALUE        A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                                 '                                 worker (its manufacturer overrides),\n'
+                                 "                                 repeatable; read from the worker's Deployment\n"
+                                 '                                 when not given.\n'
                                  '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
                                  "                                 context's, else default).\n"
                                  '  -A, --all-namespaces           Every namespace.\n'
@@ -1440,6 +1516,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                    "                                 server's address).\n"
                                    '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
                                    '                                 1m; default 30s).\n'
+                                   "  --worker-env NAME=VALUE        A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                                   '                                 worker (its manufacturer overrides),\n'
+                                   "                                 repeatable; read from the worker's Deployment\n"
+                                   '                                 when not given.\n'
                                    '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
                                    "                                 context's, else default).\n"
                                    '  -A, --all-namespaces           Every namespace.\n'
@@ -1493,6 +1573,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                "                                  the server's address).\n"
                                '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                                '                                  1m; default 30s).\n'
+                               "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                               '                                  worker (its manufacturer overrides),\n'
+                               "                                  repeatable; read from the worker's\n"
+                               '                                  Deployment when not given.\n'
                                '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                                "                                  context's, else default).\n"
                                '  -A, --all-namespaces            Every namespace.\n'
@@ -1552,6 +1636,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  "                                  the server's address).\n"
                                  '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                                  '                                  1m; default 30s).\n'
+                                 "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                                 '                                  worker (its manufacturer overrides),\n'
+                                 "                                  repeatable; read from the worker's\n"
+                                 '                                  Deployment when not given.\n'
                                  '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                                  "                                  context's, else default).\n"
                                  '  -A, --all-namespaces            Every namespace.\n'
@@ -1610,6 +1698,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                         "                                  the server's address).\n"
                         '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                         '                                  1m; default 30s).\n'
+                        "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                        '                                  worker (its manufacturer overrides),\n'
+                        "                                  repeatable; read from the worker's\n"
+                        '                                  Deployment when not given.\n'
                         '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                         "                                  context's, else default).\n"
                         '  -A, --all-namespaces            Every namespace.\n'
@@ -1699,6 +1791,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                         "                                  the server's address).\n"
                         '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                         '                                  1m; default 30s).\n'
+                        "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                        '                                  worker (its manufacturer overrides),\n'
+                        "                                  repeatable; read from the worker's\n"
+                        '                                  Deployment when not given.\n'
                         '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                         "                                  context's, else default).\n"
                         '  -A, --all-namespaces            Every namespace.\n'
@@ -1773,6 +1869,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                              "                                  the server's address).\n"
                              '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                              '                                  1m; default 30s).\n'
+                             "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                             '                                  worker (its manufacturer overrides),\n'
+                             "                                  repeatable; read from the worker's\n"
+                             '                                  Deployment when not given.\n'
                              '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                              "                                  context's, else default).\n"
                              '  -A, --all-namespaces            Every namespace.\n'
@@ -1846,6 +1946,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                    "                                  the server's address).\n"
                    '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                    '                                  1m; default 30s).\n'
+                   "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                   '                                  worker (its manufacturer overrides),\n'
+                   "                                  repeatable; read from the worker's\n"
+                   '                                  Deployment when not given.\n'
                    '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                    "                                  context's, else default).\n"
                    '  -A, --all-namespaces            Every namespace.\n'
@@ -1920,6 +2024,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                         "                                 server's address).\n"
                         '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
                         '                                 1m; default 30s).\n'
+                        "  --worker-env NAME=VALUE        A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                        '                                 worker (its manufacturer overrides),\n'
+                        "                                 repeatable; read from the worker's Deployment\n"
+                        '                                 when not given.\n'
                         '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
                         "                                 context's, else default).\n"
                         '  -A, --all-namespaces           Every namespace.\n'
@@ -1983,6 +2091,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                     "                                  the server's address).\n"
                     '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                     '                                  1m; default 30s).\n'
+                    "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                    '                                  worker (its manufacturer overrides),\n'
+                    "                                  repeatable; read from the worker's\n"
+                    '                                  Deployment when not given.\n'
                     '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                     "                                  context's, else default).\n"
                     '  -A, --all-namespaces            Every namespace.\n'
@@ -2065,6 +2177,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                       "                                  the server's address).\n"
                       '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                       '                                  1m; default 30s).\n'
+                      "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                      '                                  worker (its manufacturer overrides),\n'
+                      "                                  repeatable; read from the worker's\n"
+                      '                                  Deployment when not given.\n'
                       '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                       "                                  context's, else default).\n"
                       '  -A, --all-namespaces            Every namespace.\n'
@@ -2129,6 +2245,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                  "                                 server's address).\n"
                  '  --request-timeout <str>        How long one API request may take (e.g. 10s,\n'
                  '                                 1m; default 30s).\n'
+                 "  --worker-env NAME=VALUE        A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                 '                                 worker (its manufacturer overrides),\n'
+                 "                                 repeatable; read from the worker's Deployment\n"
+                 '                                 when not given.\n'
                  '  -n, --namespace <str>          The namespace (default: the kubeconfig\n'
                  "                                 context's, else default).\n"
                  '  -A, --all-namespaces           Every namespace.\n'
@@ -2215,6 +2335,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                    "                                  the server's address).\n"
                    '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                    '                                  1m; default 30s).\n'
+                   "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                   '                                  worker (its manufacturer overrides),\n'
+                   "                                  repeatable; read from the worker's\n"
+                   '                                  Deployment when not given.\n'
                    '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                    "                                  context's, else default).\n"
                    '  -A, --all-namespaces            Every namespace.\n'
@@ -2273,6 +2397,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                      "                                  the server's address).\n"
                      '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                      '                                  1m; default 30s).\n'
+                     "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                     '                                  worker (its manufacturer overrides),\n'
+                     "                                  repeatable; read from the worker's\n"
+                     '                                  Deployment when not given.\n'
                      '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                      "                                  context's, else default).\n"
                      '  -A, --all-namespaces            Every namespace.\n'
@@ -2344,6 +2472,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                    "                                  the server's address).\n"
                    '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                    '                                  1m; default 30s).\n'
+                   "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                   '                                  worker (its manufacturer overrides),\n'
+                   "                                  repeatable; read from the worker's\n"
+                   '                                  Deployment when not given.\n'
                    '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                    "                                  context's, else default).\n"
                    '  -A, --all-namespaces            Every namespace.\n'
@@ -2445,6 +2577,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                              "                                  the server's address).\n"
                              '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                              '                                  1m; default 30s).\n'
+                             "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                             '                                  worker (its manufacturer overrides),\n'
+                             "                                  repeatable; read from the worker's\n"
+                             '                                  Deployment when not given.\n'
                              '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                              "                                  context's, else default).\n"
                              '  -A, --all-namespaces            Every namespace.\n'
@@ -2514,6 +2650,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                        "                                  the server's address).\n"
                        '  --request-timeout <str>         How long one API request may take (e.g. 10s,\n'
                        '                                  1m; default 30s).\n'
+                       "  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of GPUStack's\n"
+                       '                                  worker (its manufacturer overrides),\n'
+                       "                                  repeatable; read from the worker's\n"
+                       '                                  Deployment when not given.\n'
                        '  -n, --namespace <str>           The namespace (default: the kubeconfig\n'
                        "                                  context's, else default).\n"
                        '  -A, --all-namespaces            Every namespace.\n'
@@ -2633,6 +2773,13 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                    '  --request-timeout <str>         How long one API request may '
                                                    'take (e.g. 10s,\n'
                                                    '                                  1m; default 30s).\n'
+                                                   '  --worker-env NAME=VALUE         A GPUSTACK_<MFR>_* setting of '
+                                                   "GPUStack's\n"
+                                                   '                                  worker (its manufacturer '
+                                                   'overrides),\n'
+                                                   '                                  repeatable; read from the '
+                                                   "worker's\n"
+                                                   '                                  Deployment when not given.\n'
                                                    '  -n, --namespace <str>           The namespace (default: the '
                                                    'kubeconfig\n'
                                                    "                                  context's, else default).\n"
@@ -2775,6 +2922,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                             'multiple': False,
                             'names': ['--request-timeout'],
                             'param': 'request_timeout',
+                            'takes_value': True},
+                           {'complete': None,
+                            'eager': False,
+                            'multiple': True,
+                            'names': ['--worker-env'],
+                            'param': 'worker_env',
                             'takes_value': True},
                            {'complete': 'namespace',
                             'eager': False,
@@ -2954,6 +3107,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                 'multiple': False,
                                 'names': ['--request-timeout'],
                                 'param': 'request_timeout',
+                                'takes_value': True},
+                               {'complete': None,
+                                'eager': False,
+                                'multiple': True,
+                                'names': ['--worker-env'],
+                                'param': 'worker_env',
                                 'takes_value': True},
                                {'complete': 'namespace',
                                 'eager': False,
@@ -3144,6 +3303,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                   'names': ['--request-timeout'],
                                   'param': 'request_timeout',
                                   'takes_value': True},
+                                 {'complete': None,
+                                  'eager': False,
+                                  'multiple': True,
+                                  'names': ['--worker-env'],
+                                  'param': 'worker_env',
+                                  'takes_value': True},
                                  {'complete': 'namespace',
                                   'eager': False,
                                   'multiple': False,
@@ -3315,6 +3480,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  'names': ['--request-timeout'],
                                  'param': 'request_timeout',
                                  'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': True,
+                                 'names': ['--worker-env'],
+                                 'param': 'worker_env',
+                                 'takes_value': True},
                                 {'complete': 'namespace',
                                  'eager': False,
                                  'multiple': False,
@@ -3485,6 +3656,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                 'names': ['--request-timeout'],
                                 'param': 'request_timeout',
                                 'takes_value': True},
+                               {'complete': None,
+                                'eager': False,
+                                'multiple': True,
+                                'names': ['--worker-env'],
+                                'param': 'worker_env',
+                                'takes_value': True},
                                {'complete': 'namespace',
                                 'eager': False,
                                 'multiple': False,
@@ -3647,6 +3824,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                             'names': ['--request-timeout'],
                                             'param': 'request_timeout',
                                             'takes_value': True},
+                                           {'complete': None,
+                                            'eager': False,
+                                            'multiple': True,
+                                            'names': ['--worker-env'],
+                                            'param': 'worker_env',
+                                            'takes_value': True},
                                            {'complete': 'namespace',
                                             'eager': False,
                                             'multiple': False,
@@ -3799,6 +3982,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                        'multiple': False,
                                        'names': ['--request-timeout'],
                                        'param': 'request_timeout',
+                                       'takes_value': True},
+                                      {'complete': None,
+                                       'eager': False,
+                                       'multiple': True,
+                                       'names': ['--worker-env'],
+                                       'param': 'worker_env',
                                        'takes_value': True},
                                       {'complete': 'namespace',
                                        'eager': False,
@@ -3959,6 +4148,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                             'multiple': False,
                                             'names': ['--request-timeout'],
                                             'param': 'request_timeout',
+                                            'takes_value': True},
+                                           {'complete': None,
+                                            'eager': False,
+                                            'multiple': True,
+                                            'names': ['--worker-env'],
+                                            'param': 'worker_env',
                                             'takes_value': True},
                                            {'complete': 'namespace',
                                             'eager': False,
@@ -4124,6 +4319,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                          'multiple': False,
                                          'names': ['--request-timeout'],
                                          'param': 'request_timeout',
+                                         'takes_value': True},
+                                        {'complete': None,
+                                         'eager': False,
+                                         'multiple': True,
+                                         'names': ['--worker-env'],
+                                         'param': 'worker_env',
                                          'takes_value': True},
                                         {'complete': 'namespace',
                                          'eager': False,
@@ -4308,6 +4509,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                 'names': ['--request-timeout'],
                                 'param': 'request_timeout',
                                 'takes_value': True},
+                               {'complete': None,
+                                'eager': False,
+                                'multiple': True,
+                                'names': ['--worker-env'],
+                                'param': 'worker_env',
+                                'takes_value': True},
                                {'complete': 'namespace',
                                 'eager': False,
                                 'multiple': False,
@@ -4481,6 +4688,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                          'names': ['--request-timeout'],
                                          'param': 'request_timeout',
                                          'takes_value': True},
+                                        {'complete': None,
+                                         'eager': False,
+                                         'multiple': True,
+                                         'names': ['--worker-env'],
+                                         'param': 'worker_env',
+                                         'takes_value': True},
                                         {'complete': 'namespace',
                                          'eager': False,
                                          'multiple': False,
@@ -4653,6 +4866,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                           'names': ['--request-timeout'],
                                           'param': 'request_timeout',
                                           'takes_value': True},
+                                         {'complete': None,
+                                          'eager': False,
+                                          'multiple': True,
+                                          'names': ['--worker-env'],
+                                          'param': 'worker_env',
+                                          'takes_value': True},
                                          {'complete': 'namespace',
                                           'eager': False,
                                           'multiple': False,
@@ -4824,6 +5043,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                          'names': ['--request-timeout'],
                                          'param': 'request_timeout',
                                          'takes_value': True},
+                                        {'complete': None,
+                                         'eager': False,
+                                         'multiple': True,
+                                         'names': ['--worker-env'],
+                                         'param': 'worker_env',
+                                         'takes_value': True},
                                         {'complete': 'namespace',
                                          'eager': False,
                                          'multiple': False,
@@ -4993,6 +5218,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                  'names': ['--request-timeout'],
                                                  'param': 'request_timeout',
                                                  'takes_value': True},
+                                                {'complete': None,
+                                                 'eager': False,
+                                                 'multiple': True,
+                                                 'names': ['--worker-env'],
+                                                 'param': 'worker_env',
+                                                 'takes_value': True},
                                                 {'complete': 'namespace',
                                                  'eager': False,
                                                  'multiple': False,
@@ -5152,6 +5383,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                               'multiple': False,
                                               'names': ['--request-timeout'],
                                               'param': 'request_timeout',
+                                              'takes_value': True},
+                                             {'complete': None,
+                                              'eager': False,
+                                              'multiple': True,
+                                              'names': ['--worker-env'],
+                                              'param': 'worker_env',
                                               'takes_value': True},
                                              {'complete': 'namespace',
                                               'eager': False,
@@ -5367,6 +5604,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                'names': ['--request-timeout'],
                                                'param': 'request_timeout',
                                                'takes_value': True},
+                                              {'complete': None,
+                                               'eager': False,
+                                               'multiple': True,
+                                               'names': ['--worker-env'],
+                                               'param': 'worker_env',
+                                               'takes_value': True},
                                               {'complete': 'namespace',
                                                'eager': False,
                                                'multiple': False,
@@ -5521,6 +5764,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                    'names': ['--request-timeout'],
                                                    'param': 'request_timeout',
                                                    'takes_value': True},
+                                                  {'complete': None,
+                                                   'eager': False,
+                                                   'multiple': True,
+                                                   'names': ['--worker-env'],
+                                                   'param': 'worker_env',
+                                                   'takes_value': True},
                                                   {'complete': 'namespace',
                                                    'eager': False,
                                                    'multiple': False,
@@ -5667,6 +5916,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                'names': ['--request-timeout'],
                                                'param': 'request_timeout',
                                                'takes_value': True},
+                                              {'complete': None,
+                                               'eager': False,
+                                               'multiple': True,
+                                               'names': ['--worker-env'],
+                                               'param': 'worker_env',
+                                               'takes_value': True},
                                               {'complete': 'namespace',
                                                'eager': False,
                                                'multiple': False,
@@ -5788,6 +6043,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                  'multiple': False,
                                                  'names': ['--request-timeout'],
                                                  'param': 'request_timeout',
+                                                 'takes_value': True},
+                                                {'complete': None,
+                                                 'eager': False,
+                                                 'multiple': True,
+                                                 'names': ['--worker-env'],
+                                                 'param': 'worker_env',
                                                  'takes_value': True},
                                                 {'complete': 'namespace',
                                                  'eager': False,
@@ -5949,6 +6210,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                              'names': ['--request-timeout'],
                                              'param': 'request_timeout',
                                              'takes_value': True},
+                                            {'complete': None,
+                                             'eager': False,
+                                             'multiple': True,
+                                             'names': ['--worker-env'],
+                                             'param': 'worker_env',
+                                             'takes_value': True},
                                             {'complete': 'namespace',
                                              'eager': False,
                                              'multiple': False,
@@ -6103,6 +6370,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                                'multiple': False,
                                                'names': ['--request-timeout'],
                                                'param': 'request_timeout',
+                                               'takes_value': True},
+                                              {'complete': None,
+                                               'eager': False,
+                                               'multiple': True,
+                                               'names': ['--worker-env'],
+                                               'param': 'worker_env',
                                                'takes_value': True},
                                               {'complete': 'namespace',
                                                'eager': False,
@@ -6268,6 +6541,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                       'multiple': False,
                                       'names': ['--request-timeout'],
                                       'param': 'request_timeout',
+                                      'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': True,
+                                      'names': ['--worker-env'],
+                                      'param': 'worker_env',
                                       'takes_value': True},
                                      {'complete': 'namespace',
                                       'eager': False,
@@ -6454,6 +6733,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                       'names': ['--request-timeout'],
                                       'param': 'request_timeout',
                                       'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': True,
+                                      'names': ['--worker-env'],
+                                      'param': 'worker_env',
+                                      'takes_value': True},
                                      {'complete': 'namespace',
                                       'eager': False,
                                       'multiple': False,
@@ -6614,6 +6899,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                            'names': ['--request-timeout'],
                                            'param': 'request_timeout',
                                            'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': True,
+                                           'names': ['--worker-env'],
+                                           'param': 'worker_env',
+                                           'takes_value': True},
                                           {'complete': 'namespace',
                                            'eager': False,
                                            'multiple': False,
@@ -6772,6 +7063,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  'multiple': False,
                                  'names': ['--request-timeout'],
                                  'param': 'request_timeout',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': True,
+                                 'names': ['--worker-env'],
+                                 'param': 'worker_env',
                                  'takes_value': True},
                                 {'complete': 'namespace',
                                  'eager': False,
@@ -6939,6 +7236,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                       'names': ['--request-timeout'],
                                       'param': 'request_timeout',
                                       'takes_value': True},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': True,
+                                      'names': ['--worker-env'],
+                                      'param': 'worker_env',
+                                      'takes_value': True},
                                      {'complete': 'namespace',
                                       'eager': False,
                                       'multiple': False,
@@ -7097,6 +7400,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                   'multiple': False,
                                   'names': ['--request-timeout'],
                                   'param': 'request_timeout',
+                                  'takes_value': True},
+                                 {'complete': None,
+                                  'eager': False,
+                                  'multiple': True,
+                                  'names': ['--worker-env'],
+                                  'param': 'worker_env',
                                   'takes_value': True},
                                  {'complete': 'namespace',
                                   'eager': False,
@@ -7317,6 +7626,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                     'names': ['--request-timeout'],
                                     'param': 'request_timeout',
                                     'takes_value': True},
+                                   {'complete': None,
+                                    'eager': False,
+                                    'multiple': True,
+                                    'names': ['--worker-env'],
+                                    'param': 'worker_env',
+                                    'takes_value': True},
                                    {'complete': 'namespace',
                                     'eager': False,
                                     'multiple': False,
@@ -7450,6 +7765,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                'multiple': False,
                                'names': ['--request-timeout'],
                                'param': 'request_timeout',
+                               'takes_value': True},
+                              {'complete': None,
+                               'eager': False,
+                               'multiple': True,
+                               'names': ['--worker-env'],
+                               'param': 'worker_env',
                                'takes_value': True},
                               {'complete': 'namespace',
                                'eager': False,
@@ -7658,6 +7979,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  'names': ['--request-timeout'],
                                  'param': 'request_timeout',
                                  'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': True,
+                                 'names': ['--worker-env'],
+                                 'param': 'worker_env',
+                                 'takes_value': True},
                                 {'complete': 'namespace',
                                  'eager': False,
                                  'multiple': False,
@@ -7810,6 +8137,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                    'multiple': False,
                                    'names': ['--request-timeout'],
                                    'param': 'request_timeout',
+                                   'takes_value': True},
+                                  {'complete': None,
+                                   'eager': False,
+                                   'multiple': True,
+                                   'names': ['--worker-env'],
+                                   'param': 'worker_env',
                                    'takes_value': True},
                                   {'complete': 'namespace',
                                    'eager': False,
@@ -7999,6 +8332,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                  'multiple': False,
                                  'names': ['--request-timeout'],
                                  'param': 'request_timeout',
+                                 'takes_value': True},
+                                {'complete': None,
+                                 'eager': False,
+                                 'multiple': True,
+                                 'names': ['--worker-env'],
+                                 'param': 'worker_env',
                                  'takes_value': True},
                                 {'complete': 'namespace',
                                  'eager': False,
@@ -8204,6 +8543,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                            'names': ['--request-timeout'],
                                            'param': 'request_timeout',
                                            'takes_value': True},
+                                          {'complete': None,
+                                           'eager': False,
+                                           'multiple': True,
+                                           'names': ['--worker-env'],
+                                           'param': 'worker_env',
+                                           'takes_value': True},
                                           {'complete': 'namespace',
                                            'eager': False,
                                            'multiple': False,
@@ -8386,6 +8731,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                      'multiple': False,
                                      'names': ['--request-timeout'],
                                      'param': 'request_timeout',
+                                     'takes_value': True},
+                                    {'complete': None,
+                                     'eager': False,
+                                     'multiple': True,
+                                     'names': ['--worker-env'],
+                                     'param': 'worker_env',
                                      'takes_value': True},
                                     {'complete': 'namespace',
                                      'eager': False,

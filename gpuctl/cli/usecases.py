@@ -50,7 +50,8 @@ def compute_items(
                 "_pool": views.pool_devices(devices, t) if t.acceleratable else [],
                 "_orphans": [d.node for d in views.pool_devices(orphans, t)] if t.acceleratable else [],
                 "_labels": dict(t.labels),
-                "_draining": views.draining(queue),
+                "_views": v,
+                "_queue": queue,
             }
         )
     return items

@@ -440,6 +440,13 @@ class SnapshotSource:
         self._parsers: dict[Kind, Callable[[dict[str, Any]], Any]] = {}
         self._records: dict[Kind, list[tuple[_Entry, Any]]] = {}
         self._devices_on_demand = False
+        self._on_deployment: Callable[[dict[str, Any]], bool] | None = None
+
+    def on_deployment(self, hook: Callable[[dict[str, Any]], bool]) -> None:
+        """Call ``hook`` with each Deployment as the snapshot is read, before the objects after it are parsed; where
+        it returns True (it changed how objects read: GPUStack's worker's manufacturer names) after records were
+        already parsed, the snapshot is read again so every record reads the same way."""
+        self._on_deployment = hook
 
     def read_as_records(self, parsers: Mapping[Kind, Callable[[dict[str, Any]], Any]]) -> None:
         """Say, before the snapshot is read, which kinds the command reads as records: their objects are then parsed
@@ -461,57 +468,67 @@ class SnapshotSource:
 
         An object read twice (the same kind, namespace and name, in any API version) is refused: which copy a command
         would read is not for it to guess."""
-        if self._kinds is None:
-            by_kind: dict[tuple[str, str], list[_Entry]] = {}
-            devices: list[NodeDevices] = []
-            capabilities: dict[Any, Capability] = {}
-            seen: dict[tuple[str, str, str, str], Path] = {}
-            plans: dict[tuple[Any, str], tuple[list[_Entry], tuple[Callable[[dict[str, Any]], Any], list[Any]] | None]]
-            plans = {}
-            for f in snapshot_files(self.path):
-                for obj, text in read_entries(f):
-                    check_metadata(obj, f)
-                    identity = _identity(obj)
-                    first = seen.get(identity)
-                    if first is not None:
-                        _, kind, ns, name = identity
-                        where = f"{ns}/{name}" if ns else name
-                        also = f" (also in {first})" if first != f else ""
-                        raise SourceError(f"{f}: {kind} {where} appears twice{also}; a snapshot holds each object once")
-                    seen[identity] = f
-                    api_version = obj.get("apiVersion", "")
-                    if not self._devices_on_demand and DEVICES.matches(api_version, obj.get("kind", "")):
-                        try:
-                            devices.append(parse_devices(obj, capabilities))
-                        except LedgerError as exc:
-                            raise SourceError(f"{f}: {exc}") from None
-                        continue
-                    meta = obj.get("metadata") or {}
-                    namespace = meta.get("namespace", "default")
-                    # What becomes of an object follows from its API version and kind: found once for each pair.
-                    typed = (api_version, identity[1])
-                    plan = plans.get(typed)
-                    if plan is None:
-                        planned = next((k for k in self._parsers if k.matches(*typed)), None)
-                        plan = plans[typed] = (
-                            by_kind.setdefault(identity[:2], []),
-                            None
-                            if planned is None
-                            else (self._parsers[planned], self._records.setdefault(planned, [])),
-                        )
-                    entries, as_record = plan
-                    entry = _Entry(
-                        sys.intern(api_version),  # a few API versions and namespaces, repeated by every object
-                        sys.intern(namespace) if type(namespace) is str else namespace,
-                        meta.get("name"),
-                        None if as_record is not None else obj if text is None else text,
-                    )
-                    entries.append(entry)
-                    if as_record is not None:
-                        parse, records = as_record
-                        records.append((entry, parse(obj)))
-            self._kinds, self._devices = by_kind, devices
+        if self._kinds is None and self._read_all():
+            self._records = {}
+            self._read_all()  # a Deployment read late changed how the records read: once more, the same from the start
+        assert self._kinds is not None
         return self._kinds
+
+    def _read_all(self) -> bool:
+        """Read every file; True when a Deployment changed how objects read after some were parsed."""
+        parsed_before_change = False
+        parsed = False
+        by_kind: dict[tuple[str, str], list[_Entry]] = {}
+        devices: list[NodeDevices] = []
+        capabilities: dict[Any, Capability] = {}
+        seen: dict[tuple[str, str, str, str], Path] = {}
+        plans: dict[tuple[Any, str], tuple[list[_Entry], tuple[Callable[[dict[str, Any]], Any], list[Any]] | None]]
+        plans = {}
+        for f in snapshot_files(self.path):
+            for obj, text in read_entries(f):
+                check_metadata(obj, f)
+                identity = _identity(obj)
+                first = seen.get(identity)
+                if first is not None:
+                    _, kind, ns, name = identity
+                    where = f"{ns}/{name}" if ns else name
+                    also = f" (also in {first})" if first != f else ""
+                    raise SourceError(f"{f}: {kind} {where} appears twice{also}; a snapshot holds each object once")
+                seen[identity] = f
+                api_version = obj.get("apiVersion", "")
+                if self._on_deployment is not None and obj.get("kind") == "Deployment" and self._on_deployment(obj):
+                    parsed_before_change = parsed_before_change or parsed
+                if not self._devices_on_demand and DEVICES.matches(api_version, obj.get("kind", "")):
+                    try:
+                        devices.append(parse_devices(obj, capabilities))
+                    except LedgerError as exc:
+                        raise SourceError(f"{f}: {exc}") from None
+                    continue
+                meta = obj.get("metadata") or {}
+                namespace = meta.get("namespace", "default")
+                # What becomes of an object follows from its API version and kind: found once for each pair.
+                typed = (api_version, identity[1])
+                plan = plans.get(typed)
+                if plan is None:
+                    planned = next((k for k in self._parsers if k.matches(*typed)), None)
+                    plan = plans[typed] = (
+                        by_kind.setdefault(identity[:2], []),
+                        None if planned is None else (self._parsers[planned], self._records.setdefault(planned, [])),
+                    )
+                entries, as_record = plan
+                entry = _Entry(
+                    sys.intern(api_version),  # a few API versions and namespaces, repeated by every object
+                    sys.intern(namespace) if type(namespace) is str else namespace,
+                    meta.get("name"),
+                    None if as_record is not None else obj if text is None else text,
+                )
+                entries.append(entry)
+                if as_record is not None:
+                    parse, records = as_record
+                    records.append((entry, parse(obj)))
+                    parsed = True
+        self._kinds, self._devices = by_kind, devices
+        return parsed_before_change
 
     def device_records(self) -> list[NodeDevices]:
         """The Devices of the snapshot, as records."""

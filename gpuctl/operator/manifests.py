@@ -169,7 +169,12 @@ def cli_roles(pools: Sequence[str] | None = None) -> list[dict[str, Any]]:
         # doctor reads these by name only: Kueue's Configuration, the two Deployments and the leader Lease.
         {**_rule([""], ["configmaps"], ["get"]), "resourceNames": [naming.KUEUE_CONFIGMAP]},
         {**_rule(["apps"], ["deployments"], ["get"]), "resourceNames": [naming.KUEUE_DEPLOYMENT, naming.OPERATOR_NAME]},
-        {**_rule(["coordination.k8s.io"], ["leases"], ["get"]), "resourceNames": [naming.OPERATOR_NAME]},
+        {
+            **_rule(["coordination.k8s.io"], ["leases"], ["get"]),
+            "resourceNames": [naming.OPERATOR_NAME, gpustack.WORKER_LEASE],
+        },
+        # GPUStack's worker Deployment (named after its release, found by its labels): its manufacturer settings.
+        _rule(["apps"], ["deployments"], ["list"]),
         # ... and the operator's /readyz and /metrics through the API server's proxy of its webhook Service.
         {
             **_rule([""], ["services/proxy"], ["get"]),

@@ -51,13 +51,14 @@ def dumped_kinds() -> tuple["Kind", ...]:
 def dumped_objects() -> tuple[tuple["Kind", str, str], ...]:
     """Single objects a dump adds, by kind, namespace and name: what ``doctor`` reads of the deployment."""
     from gpuctl.cluster import kinds
-    from gpuctl.core import naming
+    from gpuctl.core import gpustack, naming
 
     return (
         (kinds.CONFIGMAP, naming.KUEUE_NAMESPACE, naming.KUEUE_CONFIGMAP),
         (kinds.DEPLOYMENT, naming.KUEUE_NAMESPACE, naming.KUEUE_DEPLOYMENT),
         (kinds.DEPLOYMENT, naming.OPERATOR_NAMESPACE, naming.OPERATOR_NAME),
         (kinds.LEASE, naming.OPERATOR_NAMESPACE, naming.OPERATOR_NAME),
+        (kinds.LEASE, gpustack.WORKER_NAMESPACE, gpustack.WORKER_LEASE),
     )
 
 
@@ -311,6 +312,13 @@ def dump_command(
                     continue
                 if obj is not None:
                     found.append(obj)
+            # GPUStack's worker, for the manufacturer settings the chart put on it (its name is the release's).
+            from gpuctl.cluster import read
+            from gpuctl.core import gpustack
+
+            worker = read.worker_deployment(live, gpustack.WORKER_NAMESPACE)
+            if worker is not None:
+                found.append(worker)
             written.append(_write_list(staging / f"deployment.{fmt}", found, fmt, redactor))
             progress.update(task, description="reading versions")
             from gpuctl.cluster.versions import kubernetes_version, kueue_version

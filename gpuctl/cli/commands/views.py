@@ -16,6 +16,7 @@ from gpuctl.cluster import kinds
 if TYPE_CHECKING:
     from gpuctl.core.instancetypes import InstanceType
     from gpuctl.core.ledger import NodeDevices
+    from gpuctl.core.shadow import Disagreement
 
 COLUMNS = (
     Column("NAME"),
@@ -67,30 +68,21 @@ def _profiles_cell(profiles: list[dict[str, Any]]) -> str:
     return ",".join(f"{p['name']}:{p['count']}" for p in profiles) or "<none>"
 
 
-def differences(item: dict[str, Any]) -> list[str]:
-    """Where the computed views differ from what the InstanceType's status publishes."""
+def differences(item: dict[str, Any]) -> list["Disagreement"]:
+    """Where the computed views differ from what the InstanceType's status publishes, with both values and why."""
+    from gpuctl.core.shadow import view_disagreements
+
+    return view_disagreements(item["_type"], item["_views"], item["_pool"], item["_queue"])
+
+
+def published_cell(item: dict[str, Any]) -> str:
     t: InstanceType = item["_type"]
-    out = []
-    for key in VIEW_KEYS:
-        published = t.published_views.get(key)
-        if published is None:
-            out.append(f"{VIEW_SHORT[key]}: not published")
-            continue
-        for field, value in (
-            ("onceMaxRequest", published.once_max_request),
-            ("remaining", published.remaining),
-            ("capacity", published.capacity),
-        ):
-            if item[key][field] != value:
-                out.append(f"{VIEW_SHORT[key]}.{field}: computed {item[key][field]}, published {value}")
-    for key in ("remainingProfiles", "allocatedProfiles"):
-        computed = {p["name"]: p["count"] for p in item["acceleratorPartitioned"][key]}
-        published_profiles = dict(t.published_profiles.get(key, {}))
-        if computed != published_profiles:
-            out.append(
-                f"PT.{key}: computed {_profiles_cell(item['acceleratorPartitioned'][key])}, published {_profiles_cell([{'name': n, 'count': c} for n, c in published_profiles.items()])}"
-            )
-    return out
+    if not t.published_views:
+        return "not published"
+    found = differences(item)
+    if not found:
+        return "matches"
+    return "DIFFERS: " + "; ".join(d.sentence() for d in found)
 
 
 def orphan_note(name: str) -> str:
@@ -113,9 +105,7 @@ def table_rows(items: list[dict[str, Any]], published: bool) -> list[list[str]]:
             _profiles_cell(it["acceleratorPartitioned"]["remainingProfiles"]),
         ]
         if published:
-            diff = differences(it)
-            cell = "matches" if not diff else "DIFFERS: " + "; ".join(diff)
-            row.append("; ".join([cell, *(orphan_note(n) for n in it["_orphans"])]))
+            row.append("; ".join([published_cell(it), *(orphan_note(n) for n in it["_orphans"])]))
         rows.append(row)
     return rows
 
@@ -228,13 +218,18 @@ def _breakdown(items: list[dict[str, Any]], by: str) -> render.Listing:
 
 
 def listing(items: list[dict[str, Any]], published: bool) -> render.Listing:
-    """The views as every output format shows them."""
+    """The views as every output format shows them. Where a computed figure differs from the one its InstanceType
+    publishes, both are shown and why (the PUBLISHED column, ``differences``), asked for or not: gpuctl never
+    contradicts the cluster silently."""
     labels = {it["name"]: it["_labels"] for it in items}
+    published = published or any(differences(it) for it in items)
     public_items = []
     for it in items:
         d = public(it)
+        found = differences(it)
+        if found or published:
+            d["differences"] = [x.to_dict() for x in found]
         if published:
-            d["differences"] = differences(it)
             d["orphanedDevices"] = [{"name": n, "fix": f"kubectl delete devices {n}"} for n in it["_orphans"]]
         public_items.append(d)
     rows = {r[0]: r for r in table_rows(items, published)}
