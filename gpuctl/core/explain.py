@@ -9,83 +9,58 @@ that references no check, a Workload that asks for no accelerator, one that fini
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuctl.core import naming
 from gpuctl.core import pending as pending_reasons
 from gpuctl.core.capacity import node_allocatable, pod_shortfalls
+from gpuctl.core.checks import check_verdict, gate3, parked_by
 from gpuctl.core.credits import MEMO_CONTAINERS
-from gpuctl.core.fit import LEDGER_PUBLISHED, READY, RETRY, FitContext, Verdict, judge_workload
-from gpuctl.core.instancetypes import InstanceType
-from gpuctl.core.naming import Family
+from gpuctl.core.gating import (
+    CLEARED,
+    FAILED,
+    GATE2_PARTS,
+    GATE_NAMES,
+    HELD,
+    NOT_APPLICABLE,
+    NOT_REACHED,
+    PASSED,
+    UNKNOWN,
+    ExplainContext,
+    Gate,
+)
 from gpuctl.core.pending import QUOTA, TAS_PLACEMENT
-from gpuctl.core.pins import has_fit_pin
 from gpuctl.core.pods import Pod
 from gpuctl.core.preemption import eviction, uid_names
 from gpuctl.core.queueing import held_gate, missing_local_queue_hint, standing_eviction
 from gpuctl.core.quota import QuotaBook, amount_text, flavor_quotas, podset_quota_requests, quota_book
 from gpuctl.core.requests import pod_containers, validate_request_rules
-from gpuctl.core.serving import OperatorServing, operator_fix_hint, pods_review, uncreated_pods, unserved_check
-from gpuctl.core.tasloop import Loop, placement_loop
+from gpuctl.core.serving import OperatorServing, pods_review, uncreated_pods
 from gpuctl.core.units import QuantityError, parse_quantity
-from gpuctl.core.workloads import AdmissionCheck, ClusterQueue, Condition, LocalQueue, Workload
+from gpuctl.core.workloads import ClusterQueue, Condition, Workload
 
-PASSED = "passed"
-HELD = "held"
-FAILED = "failed"
-NOT_REACHED = "not-reached"
-NOT_APPLICABLE = "not-applicable"
-UNKNOWN = "unknown"
-CLEARED = (PASSED, NOT_APPLICABLE)
-"""Verdicts that let a Workload on to the next gate."""
-
-GATE_NAMES = {
-    1: "Pod webhook",
-    2: "Kueue credits quota",
-    3: "gpustack-node-devices AdmissionCheck",
-    4: "scheduler / kubelet",
-    5: "device-plugin allocator",
-}
-GATE2_PARTS = pending_reasons.PARTS
-"""What of gate 2 holds a Workload: Kueue's quota, its topology-aware placement, (in a StrictFIFO queue) a head
-ahead of it that cannot be admitted, or what else Kueue's pending reason names (:mod:`gpuctl.core.pending`)."""
-
-
-class Gate(NamedTuple):
-    """One gate's verdict on a Workload (a named tuple, as the parsed records it is built for thousands of times:
-    :class:`gpuctl.core.workloads.Condition`)."""
-
-    gate: int
-    verdict: str
-    summary: str
-    evidence: tuple[str, ...] = ()
-    hint: str = ""
-    check: tuple[str, str] | None = None
-    """Gate 3 only: the (state, message) the check computes on the same inputs, when it judges the Workload."""
-    part: str = ""
-    """Gate 2 only: which half holds the Workload (:data:`QUOTA` or :data:`TAS_PLACEMENT`), when one does."""
-
-    @property
-    def name(self) -> str:
-        return GATE2_PARTS.get(self.part, GATE_NAMES[self.gate])
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "gate": self.gate,
-            "name": self.name,
-            "verdict": self.verdict,
-            "summary": self.summary,
-            "evidence": list(self.evidence),
-            "hint": self.hint,
-        }
-        if self.check is not None:
-            out["check"] = {"state": self.check[0], "message": self.check[1]}
-        if self.part:
-            out["part"] = self.part
-        return out
+__all__ = [
+    "CLEARED",
+    "FAILED",
+    "GATE2_PARTS",
+    "GATE_NAMES",
+    "HELD",
+    "NOT_APPLICABLE",
+    "NOT_REACHED",
+    "PASSED",
+    "UNKNOWN",
+    "ExplainContext",
+    "Explanation",
+    "Gate",
+    "check_verdict",
+    "explain_workload",
+    "gate3",
+    "held_at",
+    "with_position",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,32 +90,6 @@ class Explanation:
         if self.queue is not None:
             out["queue"] = dict(self.queue)
         return out
-
-
-@dataclass(frozen=True, slots=True)
-class ExplainContext:
-    """Everything the explanation reads, as records."""
-
-    local_queue: LocalQueue | None = None
-    cluster_queue: ClusterQueue | None = None
-    instancetype: InstanceType | None = None
-    admission_check: AdmissionCheck | None = None
-    check: FitContext = field(default_factory=lambda: FitContext({}, {}))
-    """Gate 3's inputs, built by :func:`gpuctl.core.fit.check_inputs` exactly as the operator's check builds them."""
-    quota: QuotaBook | None = None
-    """Every queue's quota and usage (:func:`gpuctl.core.quota.quota_book`, as ``simulate`` starts from); None reads
-    the Workload's own ClusterQueue alone."""
-    raw_tas: Callable[[], bool] | None = None
-    """Whether the Kueue at hand counts admitted Workloads in raw device keys in TAS (0.18+), asked only when an
-    answer depends on it; None: as the newest tested Kueue does."""
-    serving: OperatorServing | None = None
-    """Whether the operator serves its webhooks and check now, and which webhooks are registered (None: not known,
-    and nothing is claimed: the answers are those of a serving operator)."""
-
-    @property
-    def pods(self) -> Sequence[Pod]:
-        """Every Pod read (the Workload's own and those bound to its nodes)."""
-        return self.check.pods
 
 
 def _own_pods(w: Workload, ctx: ExplainContext) -> list[Pod]:
@@ -441,6 +390,8 @@ def _gate2(w: Workload, ctx: ExplainContext) -> Gate:
             2, PASSED, f"quota reserved in ClusterQueue {w.cluster_queue or (cq.name if cq else '?')}", tuple(evidence)
         )
     if not w.active:
+        if parked_by(w) is not None:
+            return Gate(2, NOT_APPLICABLE, "the Workload is deactivated: it asks for no quota", tuple(evidence))
         return Gate(2, HELD, "the Workload is deactivated", tuple(evidence), "set spec.active=true to queue it again")
     lq = ctx.local_queue
     if lq.stop_policy in ("Hold", "HoldAndDrain"):
@@ -516,145 +467,6 @@ def _gate2(w: Workload, ctx: ExplainContext) -> Gate:
         "waiting for Kueue to reserve quota",
         tuple(evidence),
         "the quota fits on paper: see the QuotaReserved message for what Kueue is waiting on (flavor, topology, or fit labels)",
-    )
-
-
-# ----------------------------------------------------------------------------------------------- gate 3
-
-
-def _gate3_hints(w: Workload, verdict: Verdict, ctx: ExplainContext) -> tuple[list[str], str]:
-    """Recognise the known behaviours behind a Retry: evidence lines and the hint."""
-    evidence: list[str] = []
-    if (loop := _loop(w, ctx)) is not None:
-        evidence.append(f"Kueue places it on {', '.join(loop.nodes)} again after each eviction: {loop.why}")
-        return evidence, loop.sentence()
-    if verdict.inflight:
-        others = sorted({c.workload for c in verdict.inflight})
-        evidence.append(
-            f"{len(verdict.inflight)} card charge(s) promised to {', '.join(others)} (admitted or Ready, Pods not allocated yet)"
-        )
-        return (
-            evidence,
-            f"the room is promised to {', '.join(others)}, whose Pods are not allocated yet: allocating them moves "
-            "the promise into the ledger and frees nothing; it frees when that Workload finishes or is evicted",
-        )
-    starved = next((ps for ps in w.podsets if ps.name == verdict.starved), None)
-    if starved is not None:
-        a = w.assignment(starved.name)
-        hosts = a.hostnames if a else None
-        if hosts and any(pods > 1 for _, pods in hosts) and "pod " in verdict.message:
-            return evidence, (
-                "several Pods of one PodSet sit on one node: the fit label admits a node when one card fits one Pod, "
-                "so this does not converge by itself; lower the Pods per node or the per-Pod request"
-            )
-        demands = [d for d in verdict.demands if d.podset == starved.name]
-        pinnable = any(d.family is Family.SLICED or (d.family is Family.SHARED and d.cards >= 2) for d in demands)
-        if pinnable and not has_fit_pin(starved):
-            evidence.append(f"podset {starved.name} carries no fit-label pin")
-            return evidence, (
-                "unpinned Workload on a fragmented node: TAS re-places it there every 30 s; update its spec before "
-                "reservation (or recreate it) so the fit pin keeps TAS off nodes whose cards cannot serve it"
-            )
-    return evidence, "will retry every 30 s; it passes when the assigned node's cards free up"
-
-
-def check_verdict(w: Workload, ctx: ExplainContext) -> Verdict:
-    """The verdict the ``gpustack-node-devices`` check computes for this Workload on the same inputs."""
-    return judge_workload(w, ctx.check)
-
-
-def _ledger_evidence(ctx: ExplainContext) -> list[str]:
-    if ctx.check.ledger == LEDGER_PUBLISHED:
-        return [
-            "judged on the published Devices ledgers: the read holds no Pods, so the ledgers could not be rebuilt "
-            "from allocation records as the check rebuilds them"
-        ]
-    return []
-
-
-def gate3(w: Workload, ctx: ExplainContext) -> Gate:
-    cq = ctx.cluster_queue
-    state = w.check(naming.NODE_DEVICES_CHECK)
-    if cq is not None and naming.NODE_DEVICES_CHECK not in cq.admission_checks and state is None:
-        return Gate(
-            3, NOT_APPLICABLE, f"ClusterQueue {cq.name} does not reference the {naming.NODE_DEVICES_CHECK} check", ()
-        )
-    if not w.quota_reserved and not w.admitted:
-        return Gate(3, NOT_REACHED, "the check runs once quota is reserved")
-    evidence: list[str] = []
-    if state is not None:
-        evidence.append(f"check state {state.state}" + (f": {state.message}" if state.message else ""))
-    if ctx.admission_check is not None and not ctx.admission_check.active:
-        evidence.append(f"AdmissionCheck {ctx.admission_check.name} is not Active")
-    verdict = check_verdict(w, ctx)
-    if verdict.judged:
-        evidence.append(f"recomputed from the ledger: {verdict.state}: {verdict.message}")
-        evidence.extend(_ledger_evidence(ctx))
-    recomputed = (verdict.state, verdict.message) if verdict.judged else None
-    if w.admitted or (state is not None and state.state == READY):
-        return Gate(3, PASSED, "every assigned node holds the demand card by card", tuple(evidence), "", recomputed)
-    down = unserved_check(ctx.serving)
-    if down is not None:
-        return Gate(
-            3,
-            HELD,
-            f"the {naming.NODE_DEVICES_CHECK} check is not served: no verdict is written",
-            (*evidence, down),
-            operator_fix_hint(ctx.serving),
-            recomputed,
-        )
-    leaderless = ctx.serving.leaderless() if ctx.serving is not None else None
-    if leaderless is not None:
-        evidence.append(leaderless)
-    if state is not None and state.state == "Rejected":
-        return Gate(
-            3,
-            FAILED,
-            "the check rejected the Workload",
-            tuple(evidence),
-            "this check never rejects; another controller wrote the state",
-            recomputed,
-        )
-    if verdict.state == READY:
-        return Gate(
-            3,
-            HELD,
-            "the ledger now fits the demand; the check has not written Ready yet",
-            tuple(evidence),
-            "the controller writes Ready on its next pass (Retry requeues after 30 s)",
-            recomputed,
-        )
-    extra, hint = _gate3_hints(w, verdict, ctx)
-    summary = (
-        verdict.message
-        if verdict.state == RETRY
-        else (state.message if state and state.message else "waiting for the check")
-    )
-    return Gate(3, HELD, summary, tuple(evidence + extra), hint, recomputed)
-
-
-def _loop(w: Workload, ctx: ExplainContext) -> Loop | None:
-    """The placement loop of a Workload the check refuses where TAS put it, judged on the other nodes of its flavor
-    (those whose ledger carries the flavor's labels: the Nodes themselves are not decoded for it)."""
-    fit = ctx.check
-    names = {f for a in w.assignments for f in a.credit_flavors if f in fit.flavors}
-    if not names:
-        return None
-    pool_nodes = {
-        f: sorted(
-            name
-            for name, d in fit.devices.items()
-            if (fit.nodes is None or name in fit.nodes)
-            and all(d.labels.get(k) == v for k, v in fit.flavors[f].device_selector.items())
-        )
-        for f in names
-    }
-    by_node: dict[str, list[Pod]] = {}
-    for p in fit.pods:
-        if p.node_name:
-            by_node.setdefault(p.node_name, []).append(p)
-    return placement_loop(
-        w, fit, fit.flavors, pool_nodes, by_node, raw_counted=ctx.raw_tas() if ctx.raw_tas is not None else True
     )
 
 
@@ -784,8 +596,8 @@ def explain_workload(w: Workload, ctx: ExplainContext) -> Explanation:
     g2 = gate2(w, ctx)
     g3 = (
         gate3(w, ctx)
-        if g2.verdict == PASSED or w.quota_reserved
-        else Gate(3, NOT_REACHED, "the check runs once quota is reserved")
+        if g2.verdict == PASSED or w.quota_reserved or parked_by(w) is not None
+        else Gate(3, NOT_REACHED, "the checks run once quota is reserved")
     )
     g4 = (
         gate4(w, pods, ctx)

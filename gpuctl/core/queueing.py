@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gpuctl.core import naming
+from gpuctl.core import gpustack, naming
 from gpuctl.core.pods import Pod
 from gpuctl.core.workloads import Condition, LocalQueue, Workload
 
@@ -186,12 +186,15 @@ def standing_eviction(w: Workload) -> Condition | None:
 
 def held_gate(w: Workload, own_pods: Iterable[Pod]) -> int | None:
     """The gate that holds a Workload, read from its conditions and its own Pods alone (None when it runs or has
-    finished): 2 before quota is reserved (a deactivated Workload too) and while an eviction is carried out, 3 until Kueue admits it, 4 while it has no Pod
+    finished): 3 for one GPUStack's joint check parked; 2 before quota is reserved (a deactivated Workload too) and while an eviction is carried out, 3 until Kueue admits it, 4 while it has no Pod
     or a Pod is unbound, 5 while a bound Pod's accelerators are not recorded by Allocate or Allocate refused one. These
     are the verdicts ``explain`` reaches on the same records (its gate 1 aside: :func:`gpuctl.core.explain.held_at`
     adds it); ``explain`` gives the reasons, this is the count a dashboard needs."""
     if w.finished:
         return None
+    joint = w.check(gpustack.JOINT_CHECK)
+    if joint is not None and gpustack.parked(w.active, joint.message):
+        return 3  # parked by GPUStack's joint check: deactivated, it holds no quota
     if not w.quota_reserved or standing_eviction(w) is not None:
         return 2
     if not w.admitted:
