@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -258,6 +259,8 @@ class QueueState:
 
     pending: Mapping[str, tuple[int, Workload | None]]
     held: Mapping[tuple[str, str], int]
+    checks: Mapping[str, tuple[str, tuple[tuple[str, str, str], ...]]] = dataclasses.field(default_factory=dict)
+    """Per Workload held at gate 3 (``namespace/name``): its ClusterQueue and every AdmissionCheck on it."""
 
 
 def queue_gauges(
@@ -294,6 +297,16 @@ def queue_gauges(
         "Workloads held, per ClusterQueue and the gate that holds them.",
         ["cluster_queue", "gate"],
         (([cq, gate], float(n)) for (cq, gate), n in sorted(state.held.items())),
+    )
+    yield gauge_family(
+        "gpuctl_workload_admission_check",
+        "Each AdmissionCheck on a Workload held at gate 3: its state and message (the first 200 characters).",
+        ["namespace", "workload", "cluster_queue", "check", "state", "message"],
+        (
+            ([key.partition("/")[0], key.partition("/")[2], cq, name, check_state, message[:200]], 1.0)
+            for key, (cq, checks) in sorted(state.checks.items())
+            for name, check_state, message in checks
+        ),
     )
 
 

@@ -202,6 +202,8 @@ class QueueBook:
         """Per ``namespace/name`` Pods carry: its Workloads' queue, the gate that holds each, whether it is pending."""
         self._held: dict[tuple[str, str], int] = {}
         self._pending: dict[str, dict[str, Workload]] = {}
+        self._checks: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {}
+        """Per Workload held at gate 3: its ClusterQueue and every AdmissionCheck on it (name, state, message)."""
         self._lock = threading.Lock()
 
     def update(self) -> None:
@@ -218,7 +220,7 @@ class QueueBook:
                 else:
                     owners = changed[1]
             if changed is None:
-                self._local, self._entries, self._held, self._pending = local, {}, {}, {}
+                self._local, self._entries, self._held, self._pending, self._checks = local, {}, {}, {}, {}
             try:
                 records = gathered(cache, sorted(owners), lambda o: (o, cache.pods_of(o), cache.workloads_owning(o)))
                 for owner, pods, owning in records:
@@ -234,6 +236,7 @@ class QueueBook:
                 self._count((cq, str(gate)), -1)
             if waiting:
                 self._pending[cq].pop(key, None)
+            self._checks.pop(key, None)
         entries = {}
         for w in owning:
             cq = cluster_queue_of(w, local)
@@ -243,6 +246,8 @@ class QueueBook:
             waiting = pending(w)
             if waiting:
                 self._pending.setdefault(cq, {})[w.key] = w
+            if gate == 3 and w.checks:
+                self._checks[w.key] = (cq, tuple((c.name, c.state, c.message) for c in w.checks))
             entries[w.key] = (cq, gate, waiting)
         if entries:
             self._entries[owner] = entries
@@ -266,7 +271,8 @@ class QueueBook:
         lines = {cq: self.pending_order(cq) for cq in cluster_queues}
         with self._lock:
             held = dict(self._held)
-        return QueueState({cq: (len(line), line[0] if line else None) for cq, line in lines.items()}, held)
+            checks = dict(self._checks)
+        return QueueState({cq: (len(line), line[0] if line else None) for cq, line in lines.items()}, held, checks)
 
 
 class PoolFragmentation:

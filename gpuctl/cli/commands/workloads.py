@@ -28,6 +28,7 @@ WORKLOAD_COLUMNS = (
     Column("AGE"),
     Column("SUMMARY"),
     Column("HINT", wide_only=True),
+    Column("CHECKS", wide_only=True),
 )
 
 
@@ -48,9 +49,15 @@ def workload_row(now: float) -> Callable[[dict[str, Any]], list[str]]:
             since(item["creationTimestamp"] or "", now),
             gate["summary"] if gate else "running",
             gate["hint"] if gate and gate["hint"] else "-",
+            checks_cell(item["gates"][2].get("checks") or []),
         ]
 
     return row
+
+
+def checks_cell(checks: list[dict[str, str]]) -> str:
+    """Every AdmissionCheck on the Workload and its state (``gpustack-node-devices=Retry,…``)."""
+    return ",".join(f"{c['name']}={c['state'] or '<none>'}" for c in checks) or "-"
 
 
 @command(
