@@ -31,6 +31,12 @@ JOINT_CONTROLLER: Final = "worker.gpustack.ai/model-deployment-joint"
 PARKED_MARKER: Final = "parked rather than held"
 """In the joint check's message of a Workload it deactivated after 30 minutes of waiting."""
 JOINT_PARK_AFTER_SECONDS: Final = 30 * 60
+JOINT_NOTHING_TO_WAIT_FOR: Final = (
+    "nothing to wait for: this workload is not one replica of a multi-role model deployment"
+)
+"""The joint check's answer to every Workload that is not a replica of a multi-role ModelDeployment."""
+MODEL_DEPLOYMENT_NAME_LABEL: Final = "model-deployment"
+"""The ``app.kubernetes.io/name`` of a ModelDeployment's Pods."""
 CHECKS: Final = {naming.NODE_DEVICES_CHECK: naming.NODE_DEVICES_CONTROLLER, JOINT_CHECK: JOINT_CONTROLLER}
 """The AdmissionChecks the worker applies at start, by name, with their controllers."""
 ACTIVE_MESSAGES: Final = {

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpuctl.core import naming
+from gpuctl.core import gpustack, naming
 from gpuctl.core.admission import JSON
 from gpuctl.core.explain import (
     CLEARED,
@@ -16,6 +16,7 @@ from gpuctl.core.explain import (
     HELD,
     NOT_APPLICABLE,
     PASSED,
+    UNKNOWN,
     Explanation,
     Gate,
     gate1,
@@ -215,6 +216,8 @@ class Simulator(Reservation, Placement):
         reserved = reserved_record(w, cq, got)
         kept = {"cluster_queue": cq.name, "reservation": reserved.assignments}
         g3, verdict_ok = self._gate3(reserved, cq)
+        if verdict_ok:
+            g3, verdict_ok = self._other_checks(sub, cq, g3)
         if not verdict_ok:
             return outcome([g1, g2, g3], **kept)
         # Past the check, Kueue admits it: its quota, its TAS placement and the check's count of it in flight stand
@@ -337,6 +340,40 @@ class Simulator(Reservation, Placement):
             hint = "the check answers Retry every 30 s until the cards free up; `--suggest` finds what would free them"
         return Gate(3, HELD, verdict.message, tuple(evidence), hint, (verdict.state, verdict.message)), False
 
+    def _other_checks(self, sub: Submission, cq: ClusterQueue, g3: Gate) -> tuple[Gate, bool]:
+        """Every other AdmissionCheck the queue references, once the node-devices check lets the Workload through:
+        GPUStack's joint check as its rule decides it (Ready for anything but a replica of a ModelDeployment; for a
+        replica, whether the deployment's other roles reserve quota too is not simulated, and said so), any other
+        one as not simulated."""
+        checks = [c for c in cq.admission_checks if c != naming.NODE_DEVICES_CHECK]
+        if not checks:
+            return g3, True
+        lines = []
+        for check in checks:
+            if check == gpustack.JOINT_CHECK and not model_deployment_replica(sub):
+                lines.append(f"{check}: Ready: {gpustack.JOINT_NOTHING_TO_WAIT_FOR}")
+                continue
+            why = (
+                f"{check}: a replica of a ModelDeployment waits for every replica of its other roles to reserve quota, "
+                "which is not simulated"
+                if check == gpustack.JOINT_CHECK
+                else f"AdmissionCheck {check}'s controller decides it; gpuctl does not simulate it"
+            )
+            return (
+                Gate(
+                    3,
+                    UNKNOWN,
+                    f"whether {check} lets it through cannot be simulated",
+                    (*g3.evidence, *lines, why),
+                    "submit it and read its checks with `gpuctl explain workload`",
+                    g3.check,
+                ),
+                False,
+            )
+        if g3.verdict == NOT_APPLICABLE:  # no node-devices check: the other checks pass it
+            return g3._replace(verdict=PASSED, evidence=(*g3.evidence, *lines)), True
+        return g3._replace(evidence=(*g3.evidence, *lines)), True
+
     def _loop(self, w: Workload) -> Loop | None:
         """The placement loop ``w`` is in, if TAS's choice is one the check refuses while another node would do."""
         names = {f for a in w.assignments for f in a.credit_flavors}
@@ -344,6 +381,17 @@ class Simulator(Reservation, Placement):
         return placement_loop(
             w, self.fit_context, self.state.flavors, pool_nodes, self.pods_by_node, raw_counted=self.tas_raw
         )
+
+
+def model_deployment_replica(sub: Submission) -> bool:
+    """Whether a submission is a replica of GPUStack's ModelDeployment (its Pod owned by one, or labelled as its)."""
+    pod = sub.pod or {}
+    meta = pod.get("metadata") or {}
+    owners = meta.get("ownerReferences") or []
+    if any(isinstance(o, dict) and o.get("kind") == "ModelDeployment" for o in owners):
+        return True
+    labels = {**(meta.get("labels") or {}), **dict(sub.labels)}
+    return labels.get("app.kubernetes.io/name") == gpustack.MODEL_DEPLOYMENT_NAME_LABEL
 
 
 def _dedupe(lines: Iterable[str]) -> list[str]:
