@@ -362,8 +362,10 @@ def bound_pod(
     namespace: str = "team-a",
     allocations: dict[str, list[JSON]] | None = None,
     phase: str = "Running",
+    group: tuple[str, str] = ("nvidia", "a10g"),
 ) -> JSON:
-    """A Pod of a Workload bound to a node, with its allocation record (container → accelerators) when Allocate ran."""
+    """A Pod of a Workload bound to a node, with its allocation record (container → accelerators of ``group``,
+    manufacturer and id) when Allocate ran."""
     # Kueue writes the unconstrained topology annotation on the Pods of a Workload it places by topology.
     annotations = (
         {naming.ANNOTATION_WORKLOAD: workload_name, "kueue.x-k8s.io/podset-unconstrained-topology": "true"}
@@ -372,7 +374,7 @@ def bound_pod(
     )
     if allocations is not None:
         record = {
-            c: {"devices": {"groups": [{"id": "a10g", "manufacturer": "nvidia", "accelerators": accs}]}}
+            c: {"devices": {"groups": [{"id": group[1], "manufacturer": group[0], "accelerators": accs}]}}
             for c, accs in allocations.items()
         }
         annotations[naming.ANNOTATION_ALLOCATED] = json.dumps(record)

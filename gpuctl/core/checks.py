@@ -89,10 +89,11 @@ def gate3(w: Workload, ctx: ExplainContext) -> Gate:
             3,
             HELD,
             f"parked by {gpustack.JOINT_CHECK}: {parked.message}",
-            (*g.evidence, *_check_lines(w, naming.NODE_DEVICES_CHECK)),
+            (*g.evidence, *_check_lines(w, naming.NODE_DEVICES_CHECK, gpustack.JOINT_CHECK)),
             "GPUStack deactivated it after 30 minutes of waiting for the deployment's other roles: free the capacity "
             "they need, then reactivate its Workloads (spec.active=true), or delete the deployment and create it again",
             g.check,
+            part=gpustack.JOINT_CHECK,
             checks=checks,
         )
     if g.verdict not in CLEARED or w.admitted:
@@ -112,15 +113,19 @@ def gate3(w: Workload, ctx: ExplainContext) -> Gate:
         FAILED if holding.state == "Rejected" else HELD,
         f"held by AdmissionCheck {holding.name} ({holding.state})"
         + (f": {holding.message}" if holding.message else ""),
-        (*g.evidence, *_check_lines(w, naming.NODE_DEVICES_CHECK)),
+        (*g.evidence, *_check_lines(w, naming.NODE_DEVICES_CHECK, holding.name)),
         hint,
         g.check,
+        part=holding.name,
         checks=checks,
     )
 
 
-def _check_lines(w: Workload, but: str) -> list[str]:
-    return [f"check {c.name} {c.state}" + (f": {c.message}" if c.message else "") for c in w.checks if c.name != but]
+def _check_lines(w: Workload, *but: str) -> list[str]:
+    """An evidence line for each AdmissionCheck on the Workload but ``but`` (those the gate's own lines say)."""
+    return [
+        f"check {c.name} {c.state}" + (f": {c.message}" if c.message else "") for c in w.checks if c.name not in but
+    ]
 
 
 def _node_devices_gate(w: Workload, ctx: ExplainContext) -> Gate:

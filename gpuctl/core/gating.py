@@ -48,12 +48,15 @@ class Gate(NamedTuple):
     check: tuple[str, str] | None = None
     """Gate 3 only: the (state, message) the check computes on the same inputs, when it judges the Workload."""
     part: str = ""
-    """Gate 2 only: which half holds the Workload (:data:`QUOTA` or :data:`TAS_PLACEMENT`), when one does."""
+    """Gate 2: which half holds the Workload (:data:`QUOTA` or :data:`TAS_PLACEMENT`), when one does; gate 3: the
+    AdmissionCheck other than ``gpustack-node-devices`` that holds it (GPUStack's joint check), when one does."""
     checks: tuple[tuple[str, str, str], ...] = ()
     """Gate 3 only: (name, state, message) of every AdmissionCheck on the Workload, in its status's order."""
 
     @property
     def name(self) -> str:
+        if self.gate == 3 and self.part:
+            return f"{self.part} AdmissionCheck"
         return GATE2_PARTS.get(self.part, GATE_NAMES[self.gate])
 
     def to_dict(self) -> dict[str, Any]:

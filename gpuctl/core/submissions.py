@@ -117,6 +117,7 @@ def resubmission(w: Workload) -> Submission:
         w.queue_name,
         tuple(SubmittedPodSet(ps.name, ps.count, dict(ps.spec), labels=ps.labels) for ps in w.podsets),
         w.priority,
+        labels=dict(w.labels),
         created=w.created,
     )
 

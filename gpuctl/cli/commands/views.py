@@ -76,13 +76,16 @@ def differences(item: dict[str, Any]) -> list["Disagreement"]:
 
 
 def published_cell(item: dict[str, Any]) -> str:
+    from gpuctl.core.views import DRAINING_REASON, draining
+
     t: InstanceType = item["_type"]
     if not t.published_views:
         return "not published"
     found = differences(item)
+    drains = f" ({DRAINING_REASON})" if draining(item["_queue"]) else ""
     if not found:
-        return "matches"
-    return "DIFFERS: " + "; ".join(d.sentence() for d in found)
+        return "matches" + drains
+    return "DIFFERS: " + "; ".join(d.sentence() for d in found) + drains
 
 
 def orphan_note(name: str) -> str:
@@ -221,6 +224,8 @@ def listing(items: list[dict[str, Any]], published: bool) -> render.Listing:
     """The views as every output format shows them. Where a computed figure differs from the one its InstanceType
     publishes, both are shown and why (the PUBLISHED column, ``differences``), asked for or not: gpuctl never
     contradicts the cluster silently."""
+    from gpuctl.core.views import DRAINING_REASON, draining
+
     labels = {it["name"]: it["_labels"] for it in items}
     published = published or any(differences(it) for it in items)
     public_items = []
@@ -229,6 +234,8 @@ def listing(items: list[dict[str, Any]], published: bool) -> render.Listing:
         found = differences(it)
         if found or published:
             d["differences"] = [x.to_dict() for x in found]
+        if draining(it["_queue"]):
+            d["note"] = DRAINING_REASON
         if published:
             d["orphanedDevices"] = [{"name": n, "fix": f"kubectl delete devices {n}"} for n in it["_orphans"]]
         public_items.append(d)

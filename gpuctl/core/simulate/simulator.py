@@ -367,6 +367,7 @@ class Simulator(Reservation, Placement):
                     (*g3.evidence, *lines, why),
                     "submit it and read its checks with `gpuctl explain workload`",
                     g3.check,
+                    part=check,
                 ),
                 False,
             )
@@ -390,8 +391,8 @@ def model_deployment_replica(sub: Submission) -> bool:
     owners = meta.get("ownerReferences") or []
     if any(isinstance(o, dict) and o.get("kind") == "ModelDeployment" for o in owners):
         return True
-    labels = {**(meta.get("labels") or {}), **dict(sub.labels)}
-    return labels.get("app.kubernetes.io/name") == gpustack.MODEL_DEPLOYMENT_NAME_LABEL
+    labels = [meta.get("labels") or {}, dict(sub.labels), *(ps.labels for ps in sub.podsets)]
+    return any(ls.get("app.kubernetes.io/name") == gpustack.MODEL_DEPLOYMENT_NAME_LABEL for ls in labels)
 
 
 def _dedupe(lines: Iterable[str]) -> list[str]:

@@ -1,0 +1,149 @@
+"""Every read command on the example snapshot of a cluster that runs GPUStack's worker (examples/gpustack, its objects
+in the shapes GPUStack's code writes them): golden tables, and what each must say of GPUStack's own objects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuctl.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAPSHOT = str(ROOT / "examples" / "gpustack")
+GOLDEN = Path(__file__).parent / "golden" / "gpustack"
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, [*args, "--snapshot", SNAPSHOT])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(autouse=True)
+def example_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock at the snapshot's "now" (its ages are printed as they were then)."""
+    from gpuctl.cli import clock
+    from gpuctl.core.queueing import epoch_seconds
+    from testbed.example_snapshot import EXAMPLE_NOW
+
+    at = epoch_seconds(EXAMPLE_NOW)
+    monkeypatch.setattr(clock, "now", lambda: at)
+
+
+def test_the_snapshot_is_what_its_generator_writes(tmp_path: Path) -> None:
+    from testbed.gpustack_snapshot import write
+
+    write(tmp_path)
+    for f in sorted(tmp_path.iterdir()):
+        assert (Path(SNAPSHOT) / f.name).read_text() == f.read_text(), "regenerate: python -m testbed.gpustack_snapshot"
+
+
+GOLDENS = [
+    ("views.txt", ["views"]),
+    ("views-wide.txt", ["views", "-o", "wide"]),
+    ("partitions.txt", ["partitions"]),
+    ("workloads.txt", ["workloads", "-A", "-o", "wide"]),
+    ("explain-prefill.txt", ["explain", "workload", "team-a/chat-prefill-0"]),
+    ("explain-parked.txt", ["explain", "workload", "team-a/search-prefill-0"]),
+    ("explain-embed.txt", ["explain", "workload", "team-a/k100-embed"]),
+    ("simulate-prefill.txt", ["simulate", "--workload", "team-a/chat-prefill-0"]),
+    ("simulate-k100.txt", ["simulate", "-f", str(ROOT / "examples" / "gpustack-k100-slice.yaml")]),
+    ("usage.txt", ["usage", "-A"]),
+    ("doctor.txt", ["doctor"]),
+]
+
+
+@pytest.mark.parametrize(("golden", "args"), GOLDENS, ids=[g for g, _ in GOLDENS])
+def test_matches_golden(golden: str, args: list[str]) -> None:
+    code, out, err = run(*args)
+    assert code in (0, 3), err
+    assert out == (GOLDEN / golden).read_text()
+
+
+def test_the_k100_ai_pool_shows_its_cards() -> None:
+    """GPUStack keeps ``_`` in a group id: the pool's key is hygon-k100_ai, and its two free cards show."""
+    code, out, _ = run("views", "gpustack--hygon-k100_ai-linux-amd64", "-o", "json")
+    [k100] = json.loads(out)["items"]
+    assert code == 0 and k100["accelerator"] == {"onceMaxRequest": 2, "remaining": 2, "capacity": 4}
+    assert k100["acceleratorSliced"]["remaining"] == 250  # two free cards and one half-sliced
+
+
+def test_the_worker_s_resource_names_are_read_from_its_deployment() -> None:
+    """The worker renames Hygon's resource to hygon.com/gpu: a K100 slice is read as one (folded, checked card by
+    card, granted a card), where GPUStack's default name would see no accelerator in it at all."""
+    manifest = str(ROOT / "examples" / "gpustack-k100-slice.yaml")
+    code, out, _ = run("simulate", "-f", manifest, "-o", "json")
+    item = json.loads(out)
+    [placed] = item["placement"]["nodes"]
+    assert code == 0 and item["admitted"] and (placed["name"], placed["cards"]) == ("k100-1", ["GPU-0002"])
+    assert item["gates"][2]["check"]["state"] == "Ready"
+    override = "GPUSTACK_HYGON_ACCELERATABLE_RESOURCE_NAME=hygon.com/dcu"
+    code, out, _ = run("simulate", "-f", manifest, "-o", "json", "--worker-env", override)
+    default = json.loads(out)
+    assert [n["cards"] for n in default["placement"]["nodes"]] == [[]]
+    assert "no accelerator flavor" in default["gates"][2]["summary"]
+
+
+def test_a_replica_held_by_the_joint_check_is_explained_as_such() -> None:
+    code, out, _ = run("explain", "workload", "team-a/chat-prefill-0", "-o", "json")
+    data = json.loads(out)
+    gate3 = data["gates"][2]
+    assert code == 0 and data["heldBy"] == 3
+    assert gate3["part"] == "gpustack-model-deployment-joint" and gate3["name"].startswith(
+        "gpustack-model-deployment-joint"
+    )
+    assert {c["name"]: c["state"] for c in gate3["checks"]} == {
+        "gpustack-node-devices": "Ready",
+        "gpustack-model-deployment-joint": "Pending",
+    }
+
+
+def test_a_parked_replica_is_said_parked_and_held_at_gate_3() -> None:
+    _, out, _ = run("explain", "workload", "team-a/search-prefill-0", "-o", "json")
+    data = json.loads(out)
+    assert data["heldBy"] == 3 and data["gates"][2]["summary"].startswith("parked by gpustack-model-deployment-joint")
+    assert data["gates"][1]["verdict"] == "not-applicable"
+
+
+def test_a_draining_pool_reads_zero_as_published() -> None:
+    code, out, _ = run("views", "gpustack--thead-ppu-zw810e-linux-amd64", "-o", "json", "--published")
+    [ppu] = json.loads(out)["items"]
+    assert code == 0 and ppu["phase"] == "Draining"
+    assert ppu["acceleratorPartitioned"] == {
+        "onceMaxRequest": 0,
+        "remaining": 0,
+        "capacity": 0,
+        "remainingProfiles": [],
+        "allocatedProfiles": [],
+    }
+    assert ppu["differences"] == [] and "HoldAndDrain" in ppu["note"]
+
+
+def test_the_stale_published_figure_is_shown_beside_the_computed_one() -> None:
+    code, out, _ = run("views", "-o", "json")
+    h100 = next(i for i in json.loads(out)["items"] if "h100" in i["name"])
+    [d] = h100["differences"]
+    assert (d["field"], d["published"], d["computed"]) == ("acceleratorPartitioned.remaining", "50", "49")
+    _, doctor, _ = run("doctor", "-o", "json")
+    found = [i for i in json.loads(doctor)["items"] if i["check"] == "shadow-view"]
+    assert [("published 50" in i["saw"] and "computes 49" in i["saw"]) for i in found] == [True]
+    assert not any("kubectl patch" in i["fix"] for i in json.loads(doctor)["items"])
+
+
+def test_doctor_judges_gpustacks_own_webhooks_and_checks() -> None:
+    _, out, _ = run("doctor", "-o", "json")
+    items = json.loads(out)["items"]
+    by = {}
+    for i in items:
+        by.setdefault(i["check"], []).append(i["status"])
+    assert set(by["gpustack-webhooks"]) == {"ok"} and len(by["gpustack-webhooks"]) == 8
+    assert by["gpustack-checks"] == ["ok", "ok"]
+    assert by["operator-mode"] == ["ok"]
+    assert "webhook" not in by  # gpuctl's own entries are the standalone's, not audited beside the worker
+    kueue = {i["saw"] for i in items if i["check"] == "kueue-resources"}
+    assert kueue == {
+        "12 credits transformations of hygon, nvidia, thead; the other keys ignored by quotaCheckStrategy IgnoreUndeclared"
+    }
