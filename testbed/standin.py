@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpuctl.cluster import kinds
 from gpuctl.core import gpustack, naming
 from gpuctl.core.instancetypes import InstanceType
 from gpuctl.core.ledger import NodeDevices
 from gpuctl.core.lifecycle import queue_summary
 from gpuctl.core.units import M
 from gpuctl.core.views import instancetype_views, pool_devices, runtime_versions, views_to_status
-from gpuctl.core.workloads import ClusterQueue
+from gpuctl.core.workloads import ClusterQueue, parse_cluster_queue
 
 JSON = dict[str, Any]
 WORKER_NAME = "gpustack-operator-worker"
@@ -421,3 +422,221 @@ def kueue_configuration(manufacturers: Mapping[str, str], partitioning: Sequence
             "transformations": credits_transformations(manufacturers, partitioning),
         },
     }
+
+
+# ----------------------------------------------------------------------------------------------- on a live cluster
+
+
+class AllowEveryReview:
+    """The stand-in's webhook server: a TLS endpoint that allows every AdmissionReview unchanged (GPUStack's rules
+    are not this stand-in's to play; its configurations only need an endpoint that answers)."""
+
+    def __init__(self, cert_pem: bytes, key_pem: bytes, work: Any) -> None:
+        import http.server
+        import ssl
+        import threading
+
+        cert, key = work / "standin.crt", work / "standin.key"
+        cert.write_bytes(cert_pem)
+        key.write_bytes(key_pem)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                import json
+
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                uid = (json.loads(body or b"{}").get("request") or {}).get("uid", "")
+                answer = json.dumps(
+                    {
+                        "apiVersion": "admission.k8s.io/v1",
+                        "kind": "AdmissionReview",
+                        "response": {"uid": uid, "allowed": True},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *_: Any) -> None:
+                return None
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(cert), str(key))
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, name="standin-webhooks", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Worker:
+    """GPUStack's worker stood in on a live API server: its namespace, Deployment and Lease (renewed while it runs),
+    its webhook configurations (answered by :class:`AllowEveryReview`), its two AdmissionChecks, Active; and what its
+    controllers write — InstanceType statuses, fit labels, check verdicts — in their shapes, when asked."""
+
+    def __init__(self, api: Any, control_plane: Any, work: Any, env: Mapping[str, str] | None = None) -> None:
+        self.api = api
+        self.control_plane = control_plane
+        self.work = work
+        self.env = dict(env or {})
+        self.reviews: AllowEveryReview | None = None
+        self._stop: Any = None
+
+    # -- install and remove
+
+    def install(self) -> None:
+        import datetime
+        import threading
+
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        core, apps = client.CoreV1Api(self.api), client.AppsV1Api(self.api)
+        ns = gpustack.WORKER_NAMESPACE
+        try:
+            core.create_namespace({"metadata": {"name": ns}})
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        apps.create_namespaced_deployment(ns, worker_deployment(self.env))
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        client.CoordinationV1Api(self.api).create_namespaced_lease(ns, worker_lease(stamp))
+        self._stop = threading.Event()
+        threading.Thread(target=self._renew, name="standin-lease", daemon=True).start()
+        pair = self.control_plane.serving_cert(["127.0.0.1"])
+        self.reviews = AllowEveryReview(pair.cert_pem, pair.key_pem, self.work)
+        bundle = self.control_plane.ca_bundle
+        adm = client.AdmissionregistrationV1Api(self.api)
+        mutating, validating = webhook_configurations(bundle, url=self.reviews.url)
+        adm.create_mutating_webhook_configuration(mutating)
+        adm.create_validating_webhook_configuration(validating)
+        objs = client.CustomObjectsApi(self.api)
+        for check in admission_checks():
+            status = check.pop("status")
+            try:
+                objs.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "admissionchecks", check)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+            objs.patch_cluster_custom_object_status(
+                "kueue.x-k8s.io", "v1beta2", "admissionchecks", check["metadata"]["name"], {"status": status}
+            )
+
+    def _renew(self) -> None:
+        import contextlib
+        import datetime
+
+        from kubernetes import client
+
+        leases = client.CoordinationV1Api(self.api)
+        while not self._stop.wait(5.0):
+            stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            with contextlib.suppress(Exception):  # a missed renewal is the next one's to make
+                leases.patch_namespaced_lease(
+                    gpustack.WORKER_LEASE, gpustack.WORKER_NAMESPACE, {"spec": {"renewTime": stamp}}
+                )
+
+    def remove(self) -> None:
+        """Take every object it made away (the suite's other tests run the standalone operator, which refuses to
+        start where these are)."""
+        import contextlib
+
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        if self._stop is not None:
+            self._stop.set()
+        adm = client.AdmissionregistrationV1Api(self.api)
+        with contextlib.suppress(ApiException):
+            adm.delete_mutating_webhook_configuration(gpustack.MUTATING_CONFIGURATION)
+        with contextlib.suppress(ApiException):
+            adm.delete_validating_webhook_configuration(gpustack.VALIDATING_CONFIGURATION)
+        with contextlib.suppress(ApiException):
+            client.CoordinationV1Api(self.api).delete_namespaced_lease(gpustack.WORKER_LEASE, gpustack.WORKER_NAMESPACE)
+        with contextlib.suppress(ApiException):
+            client.AppsV1Api(self.api).delete_namespaced_deployment(WORKER_NAME, gpustack.WORKER_NAMESPACE)
+        if self.reviews is not None:
+            self.reviews.stop()
+
+    # -- what its controllers write
+
+    def source(self) -> Any:
+        from gpuctl.cluster.live import Connection, LiveSource
+
+        return LiveSource(Connection(str(self.control_plane.kubeconfig)))
+
+    def publish_status(self, instancetype: str) -> JSON:
+        """Write an InstanceType's status as GPUStack's status writer does (a whole status, from the cluster's
+        Devices and the pool's ClusterQueue)."""
+        from kubernetes import client
+
+        from gpuctl.core.instancetypes import parse_instancetype
+        from gpuctl.core.ledger import parse_devices
+
+        objs = client.CustomObjectsApi(self.api)
+        it = parse_instancetype(
+            objs.get_cluster_custom_object("worker.gpustack.ai", "v1alpha1", "instancetypes", instancetype)
+        )
+        devices = [
+            parse_devices(d)
+            for d in objs.list_cluster_custom_object("worker.gpustack.ai", "v1alpha1", "devices")["items"]
+        ]
+        queue = parse_cluster_queue(
+            objs.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", instancetype)
+        )
+        status = instancetype_status(it, devices, queue)
+        objs.patch_cluster_custom_object_status(
+            "worker.gpustack.ai", "v1alpha1", "instancetypes", instancetype, {"status": status}
+        )
+        return status
+
+    def publish_fit_labels(self, node: str) -> dict[str, str]:
+        """Write a Node's fit labels as GPUStack's fit-label writer does (a merge patch of those labels alone)."""
+        from kubernetes import client
+
+        from gpuctl.core.ledger import parse_devices
+        from gpuctl.core.pins import fit_label_changes, node_fit_labels
+
+        objs = client.CustomObjectsApi(self.api)
+        core = client.CoreV1Api(self.api)
+        led = parse_devices(objs.get_cluster_custom_object("worker.gpustack.ai", "v1alpha1", "devices", node))
+        labels = core.read_node(node).metadata.labels or {}
+        desired = node_fit_labels(led)
+        changes = fit_label_changes(labels, desired)
+        if changes:
+            core.patch_node(node, {"metadata": {"labels": changes}})
+        return desired
+
+    def judge(self, namespace: str, name: str, state: str, message: str, *, joint: str = "Ready") -> None:
+        """Write a verdict of its node-devices check (server-side apply, its field owner), and its joint check's
+        (Ready: a Workload that is no ModelDeployment replica)."""
+        joint_message = gpustack.JOINT_NOTHING_TO_WAIT_FOR if joint == "Ready" else "holding this replica"
+        for check, state_, message_, owner in (
+            (naming.NODE_DEVICES_CHECK, state, message, "gpustack-node-devices"),
+            (gpustack.JOINT_CHECK, joint, joint_message, gpustack.JOINT_CONTROLLER),
+        ):
+            entry: JSON = {"name": check, "state": state_, "message": message_}
+            if state_ == "Retry":
+                entry["requeueAfterSeconds"] = 30
+            body = {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {"name": name, "namespace": namespace},
+                "status": {"admissionChecks": [entry]},
+            }
+            self.source().patch(
+                kinds.WORKLOAD,
+                name,
+                body,
+                namespace=namespace,
+                subresource="status",
+                patch_type="application/apply-patch+yaml",
+                field_manager=owner,
+                force=True,
+            )

@@ -486,7 +486,7 @@ def simulation_state(
     and the Pods bound to nodes or owned by a Workload; gate 3's inputs built as :func:`admission_state` builds them;
     the Kueue version whose decisions are reproduced (read from the source unless given).
     Workloads and ClusterQueues a command has already read are passed in rather than parsed again."""
-    from gpuctl.cluster.versions import kueue_version
+    from gpuctl.cluster.versions import kueue_gate, kueue_version
     from gpuctl.core.simulate import ClusterState
     from gpuctl.core.tas import parse_topology
 
@@ -515,6 +515,7 @@ def simulation_state(
         ),
         kueue=kueue if kueue is not None else kueue_version(source),
         serving=operator_serving(source, probe=True),
+        balanced_placement=bool(kueue_gate(source, "TASBalancedPlacement")),
     )
 
 

@@ -147,3 +147,59 @@ def test_doctor_judges_gpustacks_own_webhooks_and_checks() -> None:
     assert kueue == {
         "12 credits transformations of hygon, nvidia, thead; the other keys ignored by quotaCheckStrategy IgnoreUndeclared"
     }
+
+
+@pytest.mark.parametrize(
+    ("annotation", "verdict"),
+    [
+        ("kueue.x-k8s.io/podset-preferred-topology", "unknown"),
+        ("kueue.x-k8s.io/podset-required-topology", "passed"),
+    ],
+)
+def test_balanced_placement_is_said_unmodelled_for_a_preferred_level_only(
+    tmp_path: Path, annotation: str, verdict: str
+) -> None:
+    """GPUStack's chart runs Kueue with TASBalancedPlacement: Kueue spreads a PodSet asking for a preferred topology
+    level its own way, which simulate says it does not model; a required level is placed as without the gate."""
+    import yaml
+
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "sweep",
+            "namespace": "team-a",
+            "labels": {"kueue.x-k8s.io/queue-name": "gpustack-fnv64-b097e64db4b3e56a"},
+        },
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "template": {
+                "metadata": {"annotations": {annotation: "kubernetes.io/hostname"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.example.com/sweep:1",
+                            "resources": {"limits": {"hygon.com/gpu": "1"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+    code, out, err = run("simulate", "-f", str(manifest), "-o", "json")
+    gate2 = json.loads(out)["gates"][1]
+    assert gate2["verdict"] == verdict, (out, err)
+    if verdict == "unknown":
+        assert gate2["part"] == "tas-placement" and "TASBalancedPlacement" in gate2["summary"]
+
+
+def test_the_joint_check_passes_what_is_no_modeldeployment_replica() -> None:
+    code, out, _ = run("simulate", "-f", str(ROOT / "examples" / "gpustack-k100-slice.yaml"), "-o", "json")
+    gate3 = json.loads(out)["gates"][2]
+    assert code == 0 and gate3["verdict"] == "passed"
+    assert any("gpustack-model-deployment-joint: Ready: nothing to wait for" in e for e in gate3["evidence"])

@@ -282,8 +282,9 @@ def kueue_configuration(
                 Finding(
                     "kueue-gates",
                     OK,
-                    "TASBalancedPlacement is enabled (GPUStack's chart turns it on): simulate says where a PodSet of "
-                    "several Pods would be placed otherwise, and leaves its node unknown",
+                    "TASBalancedPlacement is enabled (GPUStack's chart turns it on): a PodSet with a preferred "
+                    "topology level is placed its way, which simulate says it does not model; required and implied "
+                    "levels are placed as without it",
                 )
             )
     return out

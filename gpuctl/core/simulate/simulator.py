@@ -26,7 +26,7 @@ from gpuctl.core.fit import (
     READY,
     judge_workload,
 )
-from gpuctl.core.pending import QUOTA, STRICT_ORDER
+from gpuctl.core.pending import QUOTA, STRICT_ORDER, TAS_PLACEMENT
 from gpuctl.core.pins import PinContext
 from gpuctl.core.queueing import STRICT_FIFO, order_key, pending
 from gpuctl.core.serving import operator_fix_hint, uncreated_pods, unserved_check
@@ -34,6 +34,7 @@ from gpuctl.core.simulate.outcome import Outcome, not_reached, placement_of
 from gpuctl.core.simulate.placement import Placement
 from gpuctl.core.simulate.reservation import Reservation, Unreserved, reserved_record
 from gpuctl.core.submissions import Submission, SubmittedPodSet, instance_pod, resubmission, template_pod
+from gpuctl.core.tas import PREFERRED
 from gpuctl.core.tasloop import Loop, placement_loop
 from gpuctl.core.webhooks import Kind, WebhookContext, review
 from gpuctl.core.workloads import (
@@ -176,6 +177,9 @@ class Simulator(Reservation, Placement):
         blocked = self._behind_strict_head(w, cq, sub)
         if blocked is not None:
             return outcome([g1, blocked._replace(evidence=g2.evidence + blocked.evidence)], cluster_queue=cq.name)
+        balanced = self._balanced(sub)
+        if balanced is not None:
+            return outcome([g1, balanced._replace(evidence=g2.evidence + balanced.evidence)], cluster_queue=cq.name)
         got = self._reserve(w, cq, sub)
         books = tuple(self.book.differences(cq.name))
         if isinstance(got, Unreserved) and got.part == QUOTA and preempt:
@@ -237,6 +241,29 @@ class Simulator(Reservation, Placement):
         if commit:
             self._commit(reserved, pods)
         return outcome([g1, g2, g3, g4, g5], placement=placement_of(pods), **kept)
+
+    def _balanced(self, sub: Submission) -> Gate | None:
+        """Where Kueue runs with ``TASBalancedPlacement``, a PodSet asking for a *preferred* topology level is
+        spread evenly over the fewest domains of its level (its nodes may differ from the default's even for one
+        Pod), which the simulation does not model: it says so rather than guess. Required and implied levels are
+        placed as without the gate, and simulated."""
+        if not self.state.balanced_placement:
+            return None
+        preferred = [ps.name for ps in sub.podsets if ps.topology is not None and ps.topology.mode == PREFERRED]
+        if not preferred:
+            return None
+        return Gate(
+            2,
+            UNKNOWN,
+            f"Kueue places pod set {', '.join(preferred)} by TASBalancedPlacement, which simulate does not model",
+            (
+                "TASBalancedPlacement is on (GPUStack's chart turns it on): a PodSet with a preferred topology level "
+                "is spread over the fewest domains that hold it, not packed best-fit",
+            ),
+            "give the PodSet a required level (kueue.x-k8s.io/podset-required-topology), which Kueue places as "
+            "simulate does, or submit it and read where Kueue put it with `gpuctl explain workload`",
+            part=TAS_PLACEMENT,
+        )
 
     def _behind_strict_head(self, w: Workload, cq: ClusterQueue, sub: Submission) -> Gate | None:
         """Under ``StrictFIFO`` Kueue tries only the head of a ClusterQueue's line: a Workload behind a head that

@@ -54,6 +54,8 @@ class ClusterState:
     """The Kueue whose decisions are reproduced (its version decides how TAS counts a node's room)."""
     serving: OperatorServing | None = None
     """Whether the operator serves its webhooks and check now (None: not known, and nothing is claimed)."""
+    balanced_placement: bool = False
+    """Whether Kueue runs with ``TASBalancedPlacement`` (off by default; GPUStack's chart turns it on)."""
 
     @property
     def workloads(self) -> Sequence[Workload]:
