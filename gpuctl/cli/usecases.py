@@ -69,8 +69,10 @@ def disagreements(source: "Source") -> list["Disagreement"]:
 
     state = read.admission_state(source)
     types = list(state.instancetypes.values())
-    ledgers = list(state.inputs.devices.values())
-    labels = {n.name: n.labels for n in (state.inputs.nodes or {}).values()}
+    nodes = state.inputs.nodes or {}
+    # The views and fit labels are written from the published ledgers (the check's are rebuilt from Pods).
+    ledgers = read.ledgers(source, nodes).served
+    labels = {n.name: n.labels for n in nodes.values()}
     verdicts = []
     for w in state.inputs.workloads:
         published = w.check(naming.NODE_DEVICES_CHECK)

@@ -54,7 +54,7 @@ ENTRANCE_PREFIX: Final = "gpustack-fnv64-"
 NODE_DEVICES_CHECK: Final = "gpustack-node-devices"
 NODE_DEVICES_CONTROLLER: Final = "worker.gpustack.ai/node-devices"
 
-# The operator as deployed (deploy/base): its namespace, the name of its Deployment, Service, Lease and serving
+# The operator as deployed (deploy/companion, deploy/standalone): its namespace, the name of its Deployment, Service, Lease and serving
 # Secret (``<name>-tls``), and its webhook configurations. The mutating one sorts before Kueue's by name, so units
 # fold before Kueue hashes a Pod's resources.
 OPERATOR_NAMESPACE: Final = "gpuctl-system"

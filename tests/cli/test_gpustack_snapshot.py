@@ -123,7 +123,7 @@ def test_a_draining_pool_reads_zero_as_published() -> None:
 
 
 def test_the_stale_published_figure_is_shown_beside_the_computed_one() -> None:
-    code, out, _ = run("views", "-o", "json")
+    _, out, _ = run("views", "-o", "json")
     h100 = next(i for i in json.loads(out)["items"] if "h100" in i["name"])
     [d] = h100["differences"]
     assert (d["field"], d["published"], d["computed"]) == ("acceleratorPartitioned.remaining", "50", "49")
@@ -191,7 +191,7 @@ def test_balanced_placement_is_said_unmodelled_for_a_preferred_level_only(
     }
     manifest = tmp_path / "job.yaml"
     manifest.write_text(yaml.safe_dump(job))
-    code, out, err = run("simulate", "-f", str(manifest), "-o", "json")
+    _, out, err = run("simulate", "-f", str(manifest), "-o", "json")
     gate2 = json.loads(out)["gates"][1]
     assert gate2["verdict"] == verdict, (out, err)
     if verdict == "unknown":

@@ -1,14 +1,18 @@
-"""The operator installs as the README says: every kustomization under deploy/ builds with the real kubectl, and the
-base applied with server-side apply is accepted by the real API server; ``doctor`` on what it leaves (a Deployment
-whose Pods never run, since the test control plane has no kubelet and no controller-manager) reports exactly what
-such a Deployment should.
+"""The operator installs as the README says, both ways, on the real API server: every kustomization under deploy/
+builds with the real kubectl into what the code generates; the README's install blocks run as written; the companion
+takes no name GPUStack's worker owns and its role only reads; the standalone operator registers its webhook
+configurations only once it serves them (no fail-closed webhook without an endpoint), with its serving CA.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,21 +22,22 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuctl.cli.main import app
-from gpuctl.core import naming
+from gpuctl.core import gpustack, naming
+from gpuctl.operator.crds import definitions
 from gpuctl.operator.manifests import (
     certificate,
     crd_spec_fields,
     deployment,
     operator_role,
     operator_write_policy,
-    webhook_configurations,
 )
+from testbed.operator_process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 KUSTOMIZATIONS = sorted(p.parent for p in DEPLOY.rglob("kustomization.yaml"))
 KEPT = ("CustomResourceDefinition", "Namespace")
-"""Left in place after the test: the suite's CRDs are these, and a namespace never finishes terminating here."""
+"""Left in place after a test: the suite's CRDs are these, and a namespace never finishes terminating here."""
 
 
 def kubectl(control_plane: Any, *args: str, stdin: str | None = None, check: bool = True) -> str:
@@ -56,21 +61,21 @@ def identity(obj: dict[str, Any]) -> tuple[str, str, str]:
     return obj["kind"], meta.get("namespace", ""), meta["name"]
 
 
-def crds() -> list[dict[str, Any]]:
-    return [
-        d
-        for p in sorted((DEPLOY / "crds").glob("*.yaml"))
-        for d in yaml.safe_load_all(p.read_text())
-        if d and d["kind"] == "CustomResourceDefinition"
-    ]
-
-
 def generated() -> dict[str, list[dict[str, Any]]]:
     """What each kustomization this version generates holds, from the code that generates it."""
-    [instances] = [c for c in crds() if c["metadata"]["name"] == "instances.worker.gpustack.ai"]
-    policy = operator_write_policy(crd_spec_fields(instances))
-    base = [*crds(), *deployment(), operator_role(), *webhook_configurations(), *policy]
-    return {"crds": crds(), "base": base, "cert-manager": [*base, *certificate()]}
+    crds = definitions()
+    [instances] = [c for c in crds if c["spec"]["names"]["kind"] == "Instance"]
+    standalone = [
+        *deployment(gpustack.STANDALONE),
+        operator_role(gpustack.STANDALONE),
+        *operator_write_policy(crd_spec_fields(instances)),
+    ]
+    return {
+        "crds": crds,
+        "companion": [*deployment(gpustack.COMPANION), operator_role(gpustack.COMPANION)],
+        "standalone": standalone,
+        "standalone-cert-manager": [*standalone, *certificate()],
+    }
 
 
 @pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda p: str(p.relative_to(DEPLOY)))
@@ -90,36 +95,74 @@ def test_the_generated_kustomizations_are_all_there() -> None:
     assert {str(d.relative_to(DEPLOY)) for d in KUSTOMIZATIONS} >= set(generated())
 
 
-def test_the_cert_manager_overlay_asks_for_the_ca_of_the_serving_certificate(control_plane: Any) -> None:
-    built = [d for d in yaml.safe_load_all(kubectl(control_plane, "kustomize", "deploy/cert-manager")) if d]
+def test_no_install_takes_a_name_gpustacks_worker_owns(control_plane: Any) -> None:
+    """No CRD, webhook configuration or AdmissionCheck in either install (the standalone operator makes its CRDs
+    where none exist, and registers gpuctl's own webhook configurations once it serves); the companion's role reads,
+    and writes only Events (and its Lease, by its namespaced Role)."""
+    for name in ("companion", "standalone", "standalone-cert-manager"):
+        built = [d for d in yaml.safe_load_all(kubectl(control_plane, "kustomize", f"deploy/{name}")) if d]
+        kinds = {d["kind"] for d in built}
+        assert not kinds & {
+            "CustomResourceDefinition",
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration",
+        }
+        assert not {d["metadata"]["name"] for d in built} & {*gpustack.CONFIGURATIONS, gpustack.WORKER_LEASE}
+    [role] = [d for d in generated()["companion"] if d["kind"] == "ClusterRole"]
+    writes = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+        if verb not in ("get", "list", "watch")
+    }
+    assert writes == {("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch")}
+
+
+def test_the_cert_manager_overlay_writes_the_secret_the_standalone_operator_reads(control_plane: Any) -> None:
+    built = [d for d in yaml.safe_load_all(kubectl(control_plane, "kustomize", "deploy/standalone-cert-manager")) if d]
     [cert] = [d for d in built if d["kind"] == "Certificate"]
     assert cert["spec"]["secretName"] == naming.OPERATOR_TLS_SECRET
     assert f"{naming.OPERATOR_NAME}.{naming.OPERATOR_NAMESPACE}.svc" in cert["spec"]["dnsNames"]
-    configs = [d for d in built if d["kind"].endswith("WebhookConfiguration")]
-    assert len(configs) == 2
-    for c in configs:
-        assert c["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
-            f"{naming.OPERATOR_NAMESPACE}/{naming.OPERATOR_NAME}"
-        )
-        assert all(w["clientConfig"]["service"]["name"] == naming.OPERATOR_NAME for w in c["webhooks"])
+    [dep] = [d for d in built if d["kind"] == "Deployment"]
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    # The webhooks are registered by the operator with the CA beside its certificate (cert-manager writes ca.crt).
+    assert {"--mode=standalone", "--install-crds", "--register-webhooks", "--tls-cert=/tls/tls.crt"} <= set(args)
+
+
+# ----------------------------------------------------------------------------------------------- the README, as written
+
+
+def readme_block(tag: str) -> list[str]:
+    """The commands of the README's shell block marked ``<!-- tested: TAG -->``."""
+    text = (ROOT / "README.md").read_text()
+    m = re.search(rf"<!-- tested: {re.escape(tag)} -->\n```sh\n(.*?)```", text, re.S)
+    assert m is not None, f"README.md has no block tested as {tag}"
+    return [line for line in m.group(1).splitlines() if line.strip() and not line.startswith("#")]
+
+
+def run_as_written(control_plane: Any, lines: list[str], cwd: Path) -> None:
+    env = {
+        **os.environ,
+        "PATH": f"{control_plane.bin_dir}:{os.environ['PATH']}",
+        "KUBECONFIG": str(control_plane.kubeconfig),
+    }
+    for line in lines:
+        done = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=120, cwd=cwd)
+        assert done.returncode == 0, f"$ {line}\n{done.stdout}\n{done.stderr}"
+
+
+def cluster_names(control_plane: Any, *kinds: str) -> set[str]:
+    return set(kubectl(control_plane, "get", ",".join(kinds), "-o", "name").split())
 
 
 @pytest.fixture()
-def installed(control_plane: Any, tmp_path: Path) -> Iterator[list[dict[str, Any]]]:
-    """``deploy/base`` applied as the README installs it, with a serving certificate of the run's CA; every object it
-    made (but the CRDs and the namespace) deleted after."""
-    built = [d for d in yaml.safe_load_all(kubectl(control_plane, "kustomize", "deploy/base")) if d]
-    removable = [d for d in built if d["kind"] not in KEPT]
-    present = kubectl(
-        control_plane, "get", "--ignore-not-found", "-o", "name", "-f", "-", stdin=yaml.safe_dump_all(removable)
-    ).split()
-    assert not present, f"objects of deploy/base exist before it is applied (left by another test?): {present}"
-    pair = control_plane.serving_cert([f"{naming.OPERATOR_NAME}.{naming.OPERATOR_NAMESPACE}.svc"])
-    for name, data in (("tls.crt", pair.cert_pem), ("tls.key", pair.key_pem), ("ca.crt", control_plane.ca_cert_pem)):
-        (tmp_path / name).write_bytes(data)
-    try:
-        yield built
-    finally:
+def removed_after(control_plane: Any) -> Iterator[None]:
+    """Whatever either install made (but its namespace and the CRDs), removed after the test."""
+    yield
+    for name in ("companion", "standalone"):
+        built = [d for d in yaml.safe_load_all(kubectl(control_plane, "kustomize", f"deploy/{name}")) if d]
         kubectl(
             control_plane,
             "delete",
@@ -127,151 +170,129 @@ def installed(control_plane: Any, tmp_path: Path) -> Iterator[list[dict[str, Any
             "--wait=false",
             "-f",
             "-",
-            stdin=yaml.safe_dump_all(removable),
+            stdin=yaml.safe_dump_all([d for d in built if d["kind"] not in KEPT]),
         )
-        kubectl(
-            control_plane,
-            "-n",
-            naming.OPERATOR_NAMESPACE,
-            "delete",
-            f"secret/{naming.OPERATOR_TLS_SECRET}",
-            f"endpoints/{naming.OPERATOR_NAME}",
-            "--ignore-not-found",
-        )
-
-
-def findings(control_plane: Any) -> list[dict[str, Any]]:
-    result = CliRunner().invoke(app, ["doctor", "-o", "json", "--kubeconfig", str(control_plane.kubeconfig)])
-    assert result.exit_code in (0, 3), result.output
-    return list(json.loads(result.stdout)["items"])
-
-
-def test_the_base_applies_server_side_and_doctor_finds_a_deployment_without_pods(
-    control_plane: Any, installed: list[dict[str, Any]], tmp_path: Path
-) -> None:
-    check_existed = bool(kubectl(control_plane, "get", "admissionchecks", "--ignore-not-found", "-o", "name").strip())
-    # The README's install: the base with server-side apply, then the serving certificate's Secret.
-    out = kubectl(control_plane, "apply", "--server-side", "-k", "deploy/base")
-    assert out.count("serverside-applied") == len(installed), out
+    kubectl(
+        control_plane,
+        "delete",
+        "--ignore-not-found",
+        f"mutatingwebhookconfiguration/{naming.MUTATING_CONFIGURATION}",
+        f"validatingwebhookconfiguration/{naming.VALIDATING_CONFIGURATION}",
+    )
     kubectl(
         control_plane,
         "-n",
         naming.OPERATOR_NAMESPACE,
-        "create",
+        "delete",
         "secret",
-        "generic",
         naming.OPERATOR_TLS_SECRET,
-        *(f"--from-file={tmp_path / name}" for name in ("tls.crt", "tls.key", "ca.crt")),
-    )
-    # Everything was accepted as written and stored; the API server gave the Service its cluster IP.
-    stored = kubectl(control_plane, "get", "-f", "-", "-o", "name", stdin=yaml.safe_dump_all(installed)).split()
-    assert len(stored) == len(installed), stored
-    service = json.loads(
-        kubectl(control_plane, "-n", naming.OPERATOR_NAMESPACE, "get", "service", naming.OPERATOR_NAME, "-o", "json")
-    )
-    assert service["spec"]["clusterIP"] not in ("", "None")
-    # The base carries no CA bundle (cert-manager's injector adds it in the cert-manager overlay): doctor says so for
-    # every webhook, and its fix copies the CA of the Secret into both configurations.
-    first = deployment_findings(control_plane)
-    no_ca = [f for f in first if f["check"] == "webhook"]
-    assert len(no_ca) == len(webhook_configurations()[0]["webhooks"]) + len(webhook_configurations()[1]["webhooks"])
-    assert all(f["status"] == "fail" and f["saw"].endswith(": no caBundle") for f in no_ca), no_ca
-    run(control_plane, no_ca[0]["fix"])
-    # What kube-controller-manager's endpoints controller writes for a Service no ready Pod backs (the test control
-    # plane runs none): an Endpoints object without addresses.
-    kubectl(
-        control_plane,
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Endpoints",
-                "metadata": {"name": naming.OPERATOR_NAME, "namespace": naming.OPERATOR_NAMESPACE},
-            }
-        ),
+        "--ignore-not-found",
     )
 
-    want = [
-        ("admissioncheck", "fail", f"AdmissionCheck {naming.NODE_DEVICES_CHECK} does not exist"),
-        ("operator-leader", "fail", f"no Lease {naming.OPERATOR_NAMESPACE}/{naming.OPERATOR_NAME}: no replica leads"),
-        (
-            "operator-replicas",
-            "fail",
-            f"Deployment {naming.OPERATOR_NAMESPACE}/{naming.OPERATOR_NAME}: 0 of 2 replicas ready",
-        ),
-        (
-            "webhook-endpoint",
-            "fail",
-            f"service {naming.OPERATOR_NAMESPACE}/{naming.OPERATOR_NAME}:443 ({naming.MUTATING_CONFIGURATION}, "
-            f"{naming.VALIDATING_CONFIGURATION}): no endpoint answers for the Service (no ready replica)",
-        ),
-        *(
-            (
-                "webhook-review",
-                "fail",
-                f'{naming.MUTATING_CONFIGURATION}: dry-run create {what}: failed calling webhook "{webhook}" at '
-                f"https://{naming.OPERATOR_NAME}.{naming.OPERATOR_NAMESPACE}.svc:443{path}: no endpoints available for "
-                f'service "{naming.OPERATOR_NAME}"',
-            )
-            for what, webhook, path in (
-                ("Pod default/gpuctl-doctor-probe", "pod-accelerators.gpustack.ai", "/mutate-pod-accelerators"),
-                ("InstanceType gpuctl-doctor-probe", "instancetype-default.gpustack.ai", "/mutate-instancetypes"),
-            )
-        ),
-        (
-            "webhook-order",
-            "ok",
-            f"MutatingWebhookConfiguration {naming.MUTATING_CONFIGURATION} sorts before kueue-mutating-webhook-configuration",
-        ),
-        *(
-            ("webhook", "ok", f"webhook {w['name']} in {c['metadata']['name']} as this version serves it")
-            for c in webhook_configurations()
-            for w in c["webhooks"]
-        ),
+
+def test_the_companion_installs_as_the_readme_says(control_plane: Any, removed_after: None, tmp_path: Path) -> None:
+    before = cluster_names(control_plane, "crd", "mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+    run_as_written(control_plane, readme_block("install-companion"), ROOT)
+    stored = kubectl(
+        control_plane, "get", "-f", "-", "-o", "name", stdin=yaml.safe_dump_all(generated()["companion"])
+    ).split()
+    assert len(stored) == len(generated()["companion"]), stored
+    assert (
+        cluster_names(control_plane, "crd", "mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+        == before
+    )
+
+
+def _ready(base: str) -> bool:
+    import ssl
+    import urllib.request
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(base + "/readyz", timeout=2, context=ctx) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def test_the_standalone_installs_as_the_readme_says_and_registers_its_webhooks_once_it_serves(
+    control_plane: Any, removed_after: None, tmp_path: Path
+) -> None:
+    pair = control_plane.serving_cert(["127.0.0.1", f"{naming.OPERATOR_NAME}.{naming.OPERATOR_NAMESPACE}.svc"])
+    ca = control_plane.ca_cert_pem
+    for name, data in (("tls.crt", pair.cert_pem), ("tls.key", pair.key_pem), ("ca.crt", ca)):
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "deploy").symlink_to(DEPLOY)  # a checkout with the certificate's files beside it
+    webhooks = ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+    before = cluster_names(control_plane, *webhooks)
+    run_as_written(control_plane, readme_block("install-standalone"), tmp_path)
+    stored = kubectl(
+        control_plane, "get", "-f", "-", "-o", "name", stdin=yaml.safe_dump_all(generated()["standalone"])
+    ).split()
+    assert len(stored) == len(generated()["standalone"]), stored
+    # Installed, and nothing registered: no Pod is refused for want of an endpoint.
+    assert cluster_names(control_plane, *webhooks) == before
+    # The operator as the Deployment runs it (out of cluster here: registered by URL, since no Pod runs), with the
+    # Secret's files: it registers its configurations once it serves, with the CA beside its certificate.
+    [dep] = [d for d in generated()["standalone"] if d["kind"] == "Deployment"]
+    args = [
+        a
+        for a in dep["spec"]["template"]["spec"]["containers"][0]["args"]
+        if not a.startswith(("--tls-", "--port", "--probe-port", "--webhook-service", "--namespace"))
     ]
-    if check_existed:  # left by an earlier test's pool, in whatever state it left it
-        want = [w for w in want if w[0] != "admissioncheck"]
-
-    def settled() -> list[tuple[str, str, str]]:
-        found = [(f["check"], f["status"], f["saw"]) for f in deployment_findings(control_plane)]
-        return sorted(f for f in found if not (check_existed and f[0] == "admissioncheck"))
-
-    assert wait_settled(settled, sorted(want)) == sorted(want)
-    # Each fix printed for a Deployment without Pods names objects that exist, and runs.
-    for f in deployment_findings(control_plane):
-        if f["status"] == "fail" and f["check"] != "admissioncheck":
-            run(control_plane, f["fix"])
-
-
-DEPLOYMENT_CHECKS = ("webhook", "admissioncheck", "operator-")
-
-
-def deployment_findings(control_plane: Any) -> list[dict[str, Any]]:
-    """Doctor's findings on the operator's deployment (not on pools or Kueue, which other tests shape)."""
-    return [f for f in findings(control_plane) if f["check"].startswith(DEPLOYMENT_CHECKS)]
-
-
-def wait_settled(read: Any, want: list[tuple[str, str, str]], timeout: float = 20.0) -> list[tuple[str, str, str]]:
-    """The API server picks up webhook configurations and endpoints asynchronously: read until ``want``, or time
-    out with the last answer."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        got: list[tuple[str, str, str]] = read()
-        if got == want or time.monotonic() > deadline:
-            return got
-        time.sleep(0.5)
-
-
-def run(control_plane: Any, fix: str) -> None:
-    """A printed fix, pasted into bash with the run's kubectl and credentials."""
-    env = {
-        **os.environ,
-        "PATH": f"{control_plane.bin_dir}:{os.environ['PATH']}",
-        "KUBECONFIG": str(control_plane.kubeconfig),
-    }
-    done = subprocess.run(["bash", "-c", fix], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, f"{fix}\n{done.stdout}\n{done.stderr}"
+    port = free_port()
+    base = f"https://127.0.0.1:{port}"
+    log = tmp_path / "operator.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpuctl.operator",
+                *args,
+                f"--kubeconfig={control_plane.kubeconfig}",
+                "--bind=127.0.0.1",
+                f"--port={port}",
+                f"--tls-cert={tmp_path / 'tls.crt'}",
+                f"--tls-key={tmp_path / 'tls.key'}",
+                f"--webhook-url={base}",
+                "--namespace=default",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        seen_before_ready = False
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ready = _ready(base)
+            registered = {n.split("/")[-1] for n in cluster_names(control_plane, *webhooks) - before}
+            if registered and not ready:
+                seen_before_ready = True  # registered while its webhooks did not answer: a window
+            if ready and registered == {naming.MUTATING_CONFIGURATION, naming.VALIDATING_CONFIGURATION}:
+                break
+            assert proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the operator did not register its webhooks: {log.read_text()[-3000:]}")
+        assert not seen_before_ready
+        config = json.loads(
+            kubectl(control_plane, "get", "mutatingwebhookconfiguration", naming.MUTATING_CONFIGURATION, "-o", "json")
+        )
+        assert {w["clientConfig"]["caBundle"] for w in config["webhooks"]} == {base64.b64encode(ca).decode()}
+        assert config["metadata"]["name"] < naming.KUEUE_MUTATING_CONFIGURATION
+        result = CliRunner().invoke(
+            app, ["doctor", "-o", "json", "--no-probe", "--kubeconfig", str(control_plane.kubeconfig)]
+        )
+        [mode] = [i for i in json.loads(result.stdout)["items"] if i["check"] == "operator-mode"]
+        assert mode["status"] == "ok" and "runs as the standalone" in mode["saw"], mode
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -22,7 +22,7 @@ from testbed.gpucluster import WORKER, WV, GpuPool, new_pool, wait_for
 from testbed.operator_process import Operator, running_operator
 
 ROOT = Path(__file__).resolve().parents[2]
-POLICY = ROOT / "deploy" / "base" / "operator-policy.yaml"
+POLICY = ROOT / "deploy" / "standalone" / "operator-policy.yaml"
 NODE_MESSAGE = "the gpuctl operator may change only the fit labels of a Node"
 INSTANCE_MESSAGE = "the gpuctl operator may change only spec.stop of an Instance"
 

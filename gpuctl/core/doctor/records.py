@@ -437,7 +437,7 @@ def show(value: object) -> str:
     return compact_json(value)
 
 
-INSTALL: Final = "kubectl apply --server-side -k deploy/base"
+INSTALL: Final = "kubectl apply --server-side -k deploy/standalone"
 """Installing the operator from the repository's kustomize base (the configurations generated from the registry)."""
 
 
