@@ -52,6 +52,7 @@ from gpuctl.cluster.live import Connection, LiveSource
 from gpuctl.core import naming
 from gpuctl.core.units import M
 from gpuctl.operator.leader import LEASE_SECONDS
+from gpuctl.operator.shadow import REASON as SHADOW_REASON
 from testbed import controlplane as cpmod
 from testbed.factories import card_row, devices
 from testbed.gpucluster import GpuPool, now
@@ -64,6 +65,10 @@ CARDS = 8
 PODS_PER_NODE = 2
 VERDICTS = 100
 """New Workloads judged one at a time for the verdict latency."""
+GPUSTACK_CHECK_OWNER = "gpustack-node-devices"
+"""The field owner GPUStack's check writes its verdicts as."""
+VIEW_PLANTS = 20
+"""Wrong EX figures published one at a time for the view latency (the Event recorder's burst per object is 25)."""
 IDLE_WINDOW = 60.0
 WORKERS = 16
 """Threads creating the pool (the API server, Kueue's webhooks and etcd share the machine's cores with them)."""
@@ -76,6 +81,7 @@ TARGETS = {
     "idle_traffic": 1.0,
     "ready": 5.0,
     "scrape": 1.0,
+    "companion_ratio": 1.2,
 }
 BEFORE = {
     1000: "pass 7.7 s; verdict p50 7.6 s, max 8.7 s; idle CPU 65 %; RSS 180 MiB; idle traffic ~260 MB/min",
@@ -150,9 +156,20 @@ def node_object(pool: GpuPool, name: str) -> dict[str, Any]:
     }
 
 
+FULL_EVERY = 200
+"""One node in this many has every card held in its ledger (outside its two Pods): where a Workload reserved on it
+is one the ledger says Retry to (the companion's planted verdicts)."""
+
+
+def full_nodes(pool: GpuPool) -> list[str]:
+    return [n for i, n in enumerate(pool.nodes) if i % FULL_EVERY == FULL_EVERY - 1]
+
+
 def ledger_object(pool: GpuPool, name: str) -> dict[str, Any]:
-    """A node's Devices with its ledger: the first :data:`PODS_PER_NODE` cards held whole, the rest free."""
-    rows = [card_row(c, mode=1, allocated=M) if c < PODS_PER_NODE else card_row(c) for c in range(CARDS)]
+    """A node's Devices with its ledger: the first :data:`PODS_PER_NODE` cards held whole, the rest free (on one node
+    in :data:`FULL_EVERY`, every card held)."""
+    held = CARDS if int(name.rsplit("-", 1)[1]) % FULL_EVERY == FULL_EVERY - 1 else PODS_PER_NODE
+    rows = [card_row(c, mode=1, allocated=M) if c < held else card_row(c) for c in range(CARDS)]
     return devices(name, group_id=pool.group_id, cards=CARDS, rows=rows)
 
 
@@ -346,46 +363,58 @@ def _status_kib(pid: int, field: str) -> int:
     return 0
 
 
-class Watcher:
-    """When a watch of Workloads first sees each one's check verdict, and whether each holds a reservation now (only
-    the Workloads whose names start with ``prefix``)."""
+class Watch:
+    """A watch of one kind (in one namespace) on its own thread, from now on: ``seen`` gets each object and the moment
+    it arrived."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, prefix: str) -> None:
-        self.judged: dict[str, float] = {}
-        self.holding: dict[str, bool] = {}
+    def __init__(self, kubeconfig: Path, kind: kinds.Kind, namespace: str | None) -> None:
         self.source = LiveSource(Connection(str(kubeconfig), None, 60))
+        self.kind = kind
         self.namespace = namespace
-        self.prefix = prefix
         self._stop = threading.Event()
-        first = next(self.source.list_pages(kinds.WORKLOAD, namespace=namespace, page_size=1))
+        first = next(self.source.list_pages(kind, namespace=namespace, page_size=1))
         self.version = first.resource_version
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(Exception):
-                for event in self.source.watch(
-                    kinds.WORKLOAD, self.version, namespace=self.namespace, timeout_seconds=30
-                ):
+                for event in self.source.watch(self.kind, self.version, namespace=self.namespace, timeout_seconds=30):
                     obj = event.get("object") or {}
                     self.version = (obj.get("metadata") or {}).get("resourceVersion") or self.version
-                    name = (obj.get("metadata") or {}).get("name", "")
-                    if not name.startswith(self.prefix):
-                        continue
-                    status = obj.get("status") or {}
-                    seen = time.monotonic()
-                    reserved = any(
-                        c.get("type") == "QuotaReserved" and c.get("status") == "True"
-                        for c in status.get("conditions") or []
-                    )
-                    if name in self.judged:
-                        continue
-                    self.holding[name] = reserved
-                    # Every reservation is written with the check Pending, so a verdict seen after it is the
-                    # check's answer to it, even when Kueue has already taken the reservation back.
-                    for c in status.get("admissionChecks") or []:
-                        if c.get("name") == naming.NODE_DEVICES_CHECK and c.get("state") in ("Ready", "Retry"):
-                            self.judged[name] = seen
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self.seen(obj, time.monotonic())
+
+    def seen(self, obj: dict[str, Any], at: float) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class Watcher(Watch):
+    """When a watch of Workloads first sees each one's check verdict, and whether each holds a reservation now (only
+    the Workloads whose names start with ``prefix``)."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, prefix: str) -> None:
+        self.judged: dict[str, float] = {}
+        self.holding: dict[str, bool] = {}
+        self.prefix = prefix
+        super().__init__(kubeconfig, kinds.WORKLOAD, namespace)
+
+    def seen(self, obj: dict[str, Any], at: float) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        if not name.startswith(self.prefix) or name in self.judged:
+            return
+        status = obj.get("status") or {}
+        self.holding[name] = any(
+            c.get("type") == "QuotaReserved" and c.get("status") == "True" for c in status.get("conditions") or []
+        )
+        # Every reservation is written with the check Pending, so a verdict seen after it is the check's answer to
+        # it, even when Kueue has already taken the reservation back.
+        for c in status.get("admissionChecks") or []:
+            if c.get("name") == naming.NODE_DEVICES_CHECK and c.get("state") in ("Ready", "Retry"):
+                self.judged[name] = at
 
     def wait(
         self, writer: LiveSource, pool: GpuPool, name: str, node: str, reserved_at: float, timeout: float
@@ -402,8 +431,147 @@ class Watcher:
                 reserve(writer, pool, name, node)
         return self.judged[name] - reserved_at if name in self.judged else float("nan")
 
-    def stop(self) -> None:
-        self._stop.set()
+
+class ShadowEvents(Watch):
+    """The companion's ``ShadowDisagreement`` Events in one namespace, as a watch sees them: when, about which object,
+    and their notes."""
+
+    def __init__(self, kubeconfig: Path, namespace: str) -> None:
+        self.events: list[tuple[float, str, str]] = []
+        super().__init__(kubeconfig, kinds.EVENT, namespace)
+
+    def seen(self, obj: dict[str, Any], at: float) -> None:
+        if obj.get("reason") == SHADOW_REASON:
+            self.events.append((at, (obj.get("regarding") or {}).get("name", ""), obj.get("note", "")))
+
+    def wait(self, name: str, text: str, since: float, timeout: float) -> float:
+        """The moment an Event about ``name`` whose note holds ``text`` was first seen after ``since`` (NaN when none
+        came in ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for at, regarding, note in list(self.events):
+                if at >= since and regarding == name and text in note:
+                    return at
+            time.sleep(0.01)
+        return float("nan")
+
+
+class Published(Watch):
+    """An InstanceType's published EX remaining (``status.accelerator.remaining``), each time a watch sees it, with
+    the object's resourceVersion."""
+
+    def __init__(self, kubeconfig: Path, name: str) -> None:
+        self.name = name
+        self.values: list[tuple[float, int, str]] = []
+        super().__init__(kubeconfig, kinds.INSTANCETYPE, None)
+
+    def seen(self, obj: dict[str, Any], at: float) -> None:
+        meta = obj.get("metadata") or {}
+        if meta.get("name") == self.name:
+            remaining = ((obj.get("status") or {}).get("accelerator") or {}).get("remaining", "")
+            self.values.append((at, int(meta.get("resourceVersion") or 0), str(remaining)))
+
+    def wait_other(self, than: str, after_version: int, timeout: float) -> float:
+        """The moment a version newer than ``after_version`` publishing another figure than ``than`` was seen."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for at, version, remaining in list(self.values):
+                if version > after_version and remaining != than:
+                    return at
+            time.sleep(0.01)
+        return float("nan")
+
+
+def _published_ex(writer: LiveSource, pool: GpuPool) -> dict[str, Any]:
+    found = writer.get(kinds.INSTANCETYPE, pool.name)
+    if found is None:
+        raise RuntimeError(f"InstanceType {pool.name} is gone")
+    accelerator: dict[str, Any] = found["status"]["accelerator"]
+    return accelerator
+
+
+def _plant_ex(writer: LiveSource, pool: GpuPool, value: str) -> int:
+    """Publish ``value`` as the pool's EX remaining, as a status writer would; the resourceVersion written."""
+    written = writer.patch(
+        kinds.INSTANCETYPE, pool.name, {"status": {"accelerator": {"remaining": value}}}, subresource="status"
+    )
+    return int(written["metadata"]["resourceVersion"])
+
+
+def views_corrected(cp: Any, pool: GpuPool, count: int = VIEW_PLANTS) -> list[float]:
+    """The standalone: seconds from publishing a wrong EX remaining (one card too many, then two, ...) to the status
+    writer's correction, seen by a watch, one at a time."""
+    writer = LiveSource(Connection(str(cp.kubeconfig), None, 60))
+    published = Published(cp.kubeconfig, pool.name)
+    latencies = []
+    try:
+        right = int(_published_ex(writer, pool)["remaining"])
+        for i in range(count):
+            planted = str(right + 1 + i)
+            at = time.monotonic()
+            version = _plant_ex(writer, pool, planted)
+            seen = published.wait_other(planted, version, 30.0)
+            if not math.isnan(seen):
+                latencies.append(seen - at)
+    finally:
+        published.stop()
+    return latencies
+
+
+def views_reported(cp: Any, pool: GpuPool, count: int = VIEW_PLANTS) -> list[float]:
+    """The companion: seconds from publishing a wrong EX remaining (each time another figure) to the
+    ``ShadowDisagreement`` Event saying so, seen by a watch, one at a time; the right figure published again after."""
+    writer = LiveSource(Connection(str(cp.kubeconfig), None, 60))
+    events = ShadowEvents(cp.kubeconfig, "default")
+    latencies = []
+    right = _published_ex(writer, pool)["remaining"]
+    try:
+        for i in range(count):
+            planted = str(int(right) + 1 + i)
+            at = time.monotonic()
+            _plant_ex(writer, pool, planted)
+            seen = events.wait(pool.name, f"GPUStack publishes {planted},", at, 30.0)
+            if not math.isnan(seen):
+                latencies.append(seen - at)
+    finally:
+        events.stop()
+        _plant_ex(writer, pool, right)
+    return latencies
+
+
+def verdicts_reported(cp: Any, pool: GpuPool, prefix: str, count: int = VERDICTS) -> list[float]:
+    """The companion: seconds from a verdict Ready written with a new Workload's reservation on a node whose ledger
+    holds every card (as GPUStack's check would write it, its field owner) to the ``ShadowDisagreement`` Event saying
+    the ledger says Retry, seen by a watch, one Workload at a time."""
+    writer = LiveSource(Connection(str(cp.kubeconfig), None, 60))
+    events = ShadowEvents(cp.kubeconfig, pool.namespace)
+    full = full_nodes(pool)
+    latencies = []
+    try:
+        for i in range(count):
+            name = f"{prefix}{i:03d}"
+            node = full[i % len(full)]
+            write_workload(writer, pool, name, node, admitted=False, reserved=False)
+            seen = float("nan")
+            for _ in range(3):  # Kueue's reconciler can take a reservation it did not make back before it is read
+                at = time.monotonic()
+                status = reservation(pool, node)
+                status["admissionChecks"][0].update(state="Ready", message="planted: the ledger holds every card")
+                writer.patch(
+                    kinds.WORKLOAD,
+                    name,
+                    {"status": status},
+                    namespace=pool.namespace,
+                    subresource="status",
+                    field_manager=GPUSTACK_CHECK_OWNER,
+                )
+                seen = events.wait(name, "GPUStack publishes Ready, gpuctl computes Retry", at, 5.0)
+                if not math.isnan(seen):
+                    latencies.append(seen - at)
+                    break
+    finally:
+        events.stop()
+    return latencies
 
 
 class Operator:
@@ -415,6 +583,7 @@ class Operator:
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.started = time.monotonic()
+        self.tag = "operator"
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -522,10 +691,13 @@ def judge_new(cp: Any, pool: GpuPool, prefix: str, count: int = VERDICTS) -> lis
     watcher = Watcher(cp.kubeconfig, pool.namespace, prefix)
     writer = LiveSource(Connection(str(cp.kubeconfig), None, 60))
     latencies = []
+    full = set(full_nodes(pool))
     try:
         for i in range(count):
             name = f"{prefix}{i:03d}"
             node = pool.nodes[(i * 7919) % len(pool.nodes)]
+            if node in full:
+                node = pool.nodes[(i * 7919 + 1) % len(pool.nodes)]
             write_workload(writer, pool, name, node, admitted=False, reserved=False)
             reserved_at = time.monotonic()
             reserve(writer, pool, name, node)
@@ -568,50 +740,105 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
+def _start(op: Operator, result: dict[str, Any], what: str) -> None:
+    """Ready, synced, the first resync settled; then idle CPU, idle API traffic and RSS over the idle window."""
+    result["ready"] = op.wait(what, lambda: op.get("/readyz")[0] == 200, 300, 0.05)
+    result["synced"] = op.wait("the cache synced", op.synced, 3600, 0.2)
+    print(f"  {op.tag}: ready {result['ready']:.1f}s, synced {result['synced']:.1f}s", file=sys.stderr)
+    result["settled"] = op.wait_settled()
+    print(f"  {op.tag}: first resync settled {result['settled']:.0f}s", file=sys.stderr)
+
+
+def _idle(op: Operator, proxy: Proxy, result: dict[str, Any]) -> None:
+    cpu0, bytes0, t0 = _cpu_seconds(op.pid), proxy.bytes, time.monotonic()
+    time.sleep(IDLE_WINDOW)
+    elapsed = time.monotonic() - t0
+    result["idle_cpu"] = (_cpu_seconds(op.pid) - cpu0) / elapsed * 100
+    result["idle_traffic"] = (proxy.bytes - bytes0) / elapsed * 60 / 1e6
+    result["rss"] = _status_kib(op.pid, "VmRSS") / 1024
+
+
+def _latencies(result: dict[str, Any], prefix: str, latencies: list[float]) -> None:
+    result[f"{prefix}count"] = len(latencies)
+    result[f"{prefix}p50"] = statistics.median(latencies) if latencies else float("nan")
+    result[f"{prefix}p99"] = quantile(latencies, 0.99)
+    result[f"{prefix}max"] = max(latencies) if latencies else float("nan")
+
+
+def _scrape(op: Operator, result: dict[str, Any]) -> str:
+    """The slowest of three ``/metrics`` scrapes (the first computes the usage, queue and pool gauges again when the
+    Workloads changed and the last scrape is older than the gauges' TTL); the last scrape's text."""
+    scrapes = []
+    text = ""
+    for _ in range(3):
+        t = time.monotonic()
+        text = op.get("/metrics")[1]
+        scrapes.append(time.monotonic() - t)
+    result["scrape"] = max(scrapes)
+    # The per-holder series are part of what is timed: one per Pod holding a card.
+    result["holder_series"] = sum(1 for line in text.splitlines() if line.startswith("gpuctl_card_holder{"))
+    result["peak_rss"] = _status_kib(op.pid, "VmHWM") / 1024
+    return text
+
+
 def measure_operator(cp: Any, pool: GpuPool, work: Path, tag: str) -> dict[str, Any]:
-    """One operator through the counting proxy: start, sync, first resync, idle, RSS, scrape, verdict latency."""
+    """One standalone operator through the counting proxy: start, sync, first resync, idle, RSS, verdict latency,
+    views corrected, scrape."""
     proxy = Proxy(("127.0.0.1", cp.api_port))
     op = Operator(_via_proxy(cp, proxy, work / f"operator-{tag}.kubeconfig"), work / f"operator-{tag}.log")
     result: dict[str, Any] = {}
     try:
-        result["ready"] = op.wait("the webhooks ready", lambda: op.get("/readyz")[0] == 200, 300, 0.05)
-        result["synced"] = op.wait("the cache synced", op.synced, 3600, 0.2)
-        print(f"  operator: ready {result['ready']:.1f}s, synced {result['synced']:.1f}s", file=sys.stderr)
-        result["settled"] = op.wait_settled()
-        print(f"  operator: first resync settled {result['settled']:.0f}s", file=sys.stderr)
+        _start(op, result, "the webhooks ready")
         before = _buckets(op.get("/metrics")[1], VERDICT_HISTOGRAM)  # scraped before the idle window, not in it
-        cpu0, bytes0, t0 = _cpu_seconds(op.pid), proxy.bytes, time.monotonic()
-        time.sleep(IDLE_WINDOW)
-        elapsed = time.monotonic() - t0
-        result["idle_cpu"] = (_cpu_seconds(op.pid) - cpu0) / elapsed * 100
-        result["idle_traffic"] = (proxy.bytes - bytes0) / elapsed * 60 / 1e6
-        result["rss"] = _status_kib(op.pid, "VmRSS") / 1024
+        _idle(op, proxy, result)
         busy0, v0 = _cpu_of(cp, op), time.monotonic()
         latencies = judge_new(cp, pool, f"new-{tag}-")
         busy1, spent = _cpu_of(cp, op), time.monotonic() - v0
         result["busy"] = {name: (busy1[name] - busy0.get(name, 0.0)) / spent * 100 for name in busy1}
-        result["verdicts"] = len(latencies)
-        result["p50"] = statistics.median(latencies) if latencies else float("nan")
-        result["p99"] = quantile(latencies, 0.99)
-        result["max"] = max(latencies) if latencies else float("nan")
-        # The Workloads changed and the last scrape is more than the gauges' TTL ago: the first scrape computes the
-        # usage, queue and pool gauges again.
-        scrapes = []
-        for _ in range(3):
-            t = time.monotonic()
-            text = op.get("/metrics")[1]
-            scrapes.append(time.monotonic() - t)
-        result["scrape"] = max(scrapes)
-        # The per-holder series are part of what is timed: one per Pod holding a card.
-        result["holder_series"] = sum(1 for line in text.splitlines() if line.startswith("gpuctl_card_holder{"))
-        after = _buckets(text, VERDICT_HISTOGRAM)
+        _latencies(result, "", latencies)
+        result["verdicts"] = result.pop("count")
+        _latencies(result, "view_", views_corrected(cp, pool))
+        after = _buckets(_scrape(op, result), VERDICT_HISTOGRAM)
         own = {bound: after.get(bound, 0) - before.get(bound, 0) for bound in after}
         result["own_p50"] = bucket_quantile(own, 0.5)
         result["own_p99"] = bucket_quantile(own, 0.99)
-        result["peak_rss"] = _status_kib(op.pid, "VmHWM") / 1024
         print(
             f"  operator: verdicts p50 {result['p50']:.3f}s p99 {result['p99']:.3f}s max {result['max']:.3f}s, "
-            f"RSS {result['rss']:.0f} MiB, scrape {result['scrape']:.2f}s",
+            f"views corrected p99 {result['view_p99']:.3f}s, RSS {result['rss']:.0f} MiB, "
+            f"scrape {result['scrape']:.2f}s",
+            file=sys.stderr,
+        )
+    finally:
+        op.stop()
+        proxy.close()
+    return result
+
+
+def measure_companion(cp: Any, pool: GpuPool, work: Path, tag: str) -> dict[str, Any]:
+    """The companion on the same cluster, through the counting proxy, reporting at once (``--shadow-settle=0``):
+    start, sync, first resync (every admitted Workload's verdict and the pool's views compared), the disagreements it
+    then reports (none: the standalone wrote the views, the Workloads' verdicts agree with their ledgers), idle,
+    RSS, planted verdicts and views to their Events, scrape."""
+    proxy = Proxy(("127.0.0.1", cp.api_port))
+    op = Operator(
+        _via_proxy(cp, proxy, work / f"companion-{tag}.kubeconfig"),
+        work / f"companion-{tag}.log",
+        "--mode=companion",
+        "--shadow-settle=0",
+    )
+    op.tag = "companion"
+    result: dict[str, Any] = {}
+    try:
+        _start(op, result, "ready")
+        result["at_rest"] = sum(_metric(op.get("/metrics")[1], "gpuctl_shadow_disagreements{"))
+        _idle(op, proxy, result)
+        _latencies(result, "", verdicts_reported(cp, pool, f"planted-{tag}-"))
+        _latencies(result, "view_", views_reported(cp, pool))
+        _scrape(op, result)
+        print(
+            f"  companion: {result['at_rest']:.0f} disagreements at rest; planted verdicts reported p50 "
+            f"{result['p50']:.3f}s p99 {result['p99']:.3f}s ({result['count']}), views p99 {result['view_p99']:.3f}s "
+            f"({result['view_count']}); RSS {result['rss']:.0f} MiB, scrape {result['scrape']:.2f}s",
             file=sys.stderr,
         )
     finally:
@@ -677,6 +904,7 @@ def measure(cp: Any, api: Any, nodes: int, work: Path) -> dict[str, Any]:
     result: dict[str, Any] = {"nodes": nodes, "setup": took}
     result.update(measure_operator(cp, pool, work, "0"))
     result.update(measure_failover(cp, pool, work, "0"))
+    result["companion"] = measure_companion(cp, pool, work, "0")
     result["apiserver_rss"] = next(
         (_status_kib(p.pid, "VmRSS") / 1024 / 1024 for p in cp.processes if p.name == "kube-apiserver" and p.pid), 0.0
     )
@@ -871,6 +1099,27 @@ def checks(r: dict[str, Any]) -> list[tuple[str, bool]]:
     ]
 
 
+def companion_checks(r: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The companion's targets at one size: the standalone's, and its figures within the standalone's."""
+    c, t = r["companion"], TARGETS
+    return [
+        ("no disagreement reported where the cluster agrees", c["at_rest"] == 0),
+        (f"{VERDICTS} planted verdicts reported", c["count"] >= VERDICTS),
+        (f"verdict p99 < {t['p99']} s", c["p99"] < t["p99"]),
+        (f"{VIEW_PLANTS} planted views reported", c["view_count"] >= VIEW_PLANTS),
+        (
+            f"view p99 within {t['companion_ratio']}x the standalone's correction",
+            c["view_p99"] <= t["companion_ratio"] * r["view_p99"],
+        ),
+        (f"a /metrics scrape < {t['scrape']:.0f} s", c["scrape"] < t["scrape"]),
+        (f"RSS within {t['companion_ratio']}x the standalone's", c["rss"] <= t["companion_ratio"] * r["rss"]),
+    ]
+
+
+def _latency(r: dict[str, Any], prefix: str = "") -> str:
+    return f"p50 {r[prefix + 'p50']:.3f} s, p99 {r[prefix + 'p99']:.3f} s, max {r[prefix + 'max']:.3f} s"
+
+
 def _busy(r: dict[str, Any]) -> str:
     """What kept the cores busy while the verdicts were timed, where the run measured it."""
     busy = r.get("busy")
@@ -900,14 +1149,14 @@ def render(results: list[dict[str, Any]]) -> str:
         f"{VERDICTS} new Workloads judged one at a time; fail-over is from SIGKILL of the leader of two `--leader-elect`",
         "replicas to the standby's verdict on a Workload reserved right after the kill.",
         "",
-        "| nodes | webhooks ready | cache synced | first resync settled | verdict latency | idle CPU | idle API traffic | "
-        "RSS (peak) | /metrics scrape | fail-over |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| nodes | webhooks ready | cache synced | first resync settled | verdict latency | views corrected | "
+        "idle CPU | idle API traffic | RSS (peak) | /metrics scrape | fail-over |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['nodes']:,} | {r['ready']:.1f} s | {r['synced']:.1f} s | {r['settled']:.0f} s | "
-            f"p50 {r['p50']:.3f} s, p99 {r['p99']:.3f} s, max {r['max']:.3f} s ({r['verdicts']} verdicts){_own(r)} | "
+            f"{_latency(r)} ({r['verdicts']} verdicts){_own(r)} | {_latency(r, 'view_')} | "
             f"{r['idle_cpu']:.1f} % | {r['idle_traffic']:.3f} MB/min | {r['rss']:.0f} MiB ({r['peak_rss']:.0f} MiB) | "
             f"{r['scrape']:.2f} s{_holders(r)} | {r['failover']:.1f} s (Lease taken over after {r['took_over']:.1f} s) |"
         )
@@ -916,6 +1165,37 @@ def render(results: list[dict[str, Any]]) -> str:
         lines.append(
             f"Targets at {r['nodes']:,} nodes: "
             + "; ".join(f"{n}: {'met' if ok else '**not met**'}" for n, ok in checks(r))
+            + "."
+        )
+        lines.append("")
+    lines += [
+        "### The companion beside the same cluster",
+        "",
+        "The companion (`--mode=companion`, reporting at once: `--shadow-settle=0`) started on each cluster after the",
+        "standalone operator above had written its views and verdicts, through the same counting proxy. A planted",
+        f"verdict is a new Workload's reservation written with `{naming.NODE_DEVICES_CHECK}` Ready on a node whose",
+        "ledger holds every card (as GPUStack's check writes its verdicts, its field owner), timed to the watch seeing",
+        f"the `{SHADOW_REASON}` Event that says the ledger says Retry; a planted view is a wrong EX `remaining`",
+        "published on the pool's InstanceType, timed to its Event (for the standalone, to its status writer's",
+        f"correction: `views corrected` above), {VIEW_PLANTS} of them one at a time.",
+        "",
+        "| nodes | ready | cache synced | first resync settled | disagreements at rest | planted verdict to Event | "
+        "planted view to Event | idle CPU | idle API traffic | RSS (peak) | /metrics scrape |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        c = r["companion"]
+        lines.append(
+            f"| {r['nodes']:,} | {c['ready']:.1f} s | {c['synced']:.1f} s | {c['settled']:.0f} s | "
+            f"{c['at_rest']:.0f} | {_latency(c)} ({c['count']}) | {_latency(c, 'view_')} ({c['view_count']}) | "
+            f"{c['idle_cpu']:.1f} % | {c['idle_traffic']:.3f} MB/min | {c['rss']:.0f} MiB ({c['peak_rss']:.0f} MiB) | "
+            f"{c['scrape']:.2f} s |"
+        )
+    lines.append("")
+    for r in results:
+        lines.append(
+            f"Companion targets at {r['nodes']:,} nodes: "
+            + "; ".join(f"{n}: {'met' if ok else '**not met**'}" for n, ok in companion_checks(r))
             + "."
         )
         lines.append("")

@@ -42,6 +42,9 @@ def _kind_of(obj: JSON) -> Kind:
         kinds.EVENT,
         kinds.DEPLOYMENT,
         kinds.CONFIGMAP,
+        kinds.LEASE,
+        kinds.MUTATING_WEBHOOKS,
+        kinds.VALIDATING_WEBHOOKS,
         CRD,
     ):
         if k.matches(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))):

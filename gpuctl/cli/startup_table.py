@@ -287,8 +287,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                   '\n'
                   "  What changed between two reads of a cluster: each pool's views\n"
                   '  (EX/SH/SL/PT/CPU, before → after), Workloads admitted, evicted, finished or\n'
-                  '  newly held (with the gate), cards whose mode changed, and the Events\n'
-                  '  recorded in between (new, or a series that grew).\n'
+                  '  newly held (with the gate), cards whose mode changed, figures the cluster\n'
+                  '  publishes otherwise than gpuctl computes them (appeared, changed, resolved:\n'
+                  '  both values and why), and the Events recorded in between (new, or a series\n'
+                  '  that grew).\n'
                   '\n'
                   'Arguments:\n'
                   "  A  A snapshot (file or directory), or 'live'.  [required]\n"
@@ -1653,7 +1655,10 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
           'partitions': 'Usage: {prog} partitions [OPTIONS] [names]...\n'
                         '\n'
                         '  Per partition profile: offered (capability), allocated and remaining —\n'
-                        '  "offered but full" stays distinct from "not offered".\n'
+                        '  "offered but full" stays distinct from "not offered". Where what the cards\n'
+                        "  can carve differs from what the pool's InstanceType publishes, both are\n"
+                        '  shown and why (the PUBLISHED column, ``published`` and ``difference``),\n'
+                        '  asked for or not.\n'
                         '\n'
                         'Arguments:\n'
                         '  names...  InstanceType names (all partitioned pools when none given).\n'
@@ -1661,6 +1666,8 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                         'Options:\n'
                         '  --by-node                       Per node.\n'
                         "  --by-card                       Per card, with each card's carved instances.\n"
+                        '  --published                     Compare each profile with what its\n'
+                        "                                  InstanceType's status publishes.\n"
                         '  -o, --output <str>              table, wide, json, yaml, name, csv (where a\n'
                         '                                  list has one), jsonpath=TEMPLATE, jsonpath-\n'
                         '                                  file=FILE, custom-columns=SPEC, custom-\n'
@@ -6420,6 +6427,12 @@ TABLE: dict[str, Any] = {'bare': {'': ['out',
                                       'multiple': False,
                                       'names': ['--by-card'],
                                       'param': 'by_card',
+                                      'takes_value': False},
+                                     {'complete': None,
+                                      'eager': False,
+                                      'multiple': False,
+                                      'names': ['--published'],
+                                      'param': 'published',
                                       'takes_value': False},
                                      {'complete': ['table',
                                                    'wide',

@@ -1,14 +1,16 @@
 """What changed between two reads of a cluster: each pool's views, each Workload's state and gate, each card's mode,
-and the Events recorded in between."""
+the figures published otherwise than the core computes them (disagreements appearing, changing, resolved), and the
+Events recorded in between."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.core.history import EventRecord
 from gpuctl.core.queueing import epoch_seconds
+from gpuctl.core.shadow import Disagreement
 
 VIEWS = ("accelerator", "acceleratorShared", "acceleratorSliced", "acceleratorPartitioned", "cpu")
 FIELDS = ("onceMaxRequest", "remaining", "capacity")
@@ -19,7 +21,7 @@ class Change:
     """One difference: what kind of object, which one, and what became of it."""
 
     kind: str
-    """``PoolView``, ``Workload``, ``Card`` or ``Event``."""
+    """``PoolView``, ``Workload``, ``Card``, ``Disagreement`` or ``Event``."""
     name: str
     change: str
     before: Any
@@ -98,6 +100,37 @@ def card_changes(before: Mapping[tuple[str, str], str], after: Mapping[tuple[str
         if a != b:
             out.append(Change("Card", f"{node}/{card}", f"{a or 'absent'} → {b or 'absent'}", a, b))
     return out
+
+
+def disagreement_changes(before: Sequence[Disagreement], after: Sequence[Disagreement]) -> list[Change]:
+    """Published figures the core computes otherwise (:mod:`gpuctl.core.shadow`) that appeared, changed or were
+    resolved between the two reads, by object and field."""
+
+    def by_field(found: Sequence[Disagreement]) -> dict[tuple[str, str], Disagreement]:
+        return {(d.object, d.field): d for d in found}
+
+    a_all, b_all = by_field(before), by_field(after)
+    out = []
+    for key in sorted(set(a_all) | set(b_all)):
+        a, b = a_all.get(key), b_all.get(key)
+        if a is not None and b is not None and (a.published, a.computed) == (b.published, b.computed):
+            continue
+        if b is None:
+            assert a is not None
+            what = f"{a.field}: resolved (was published {a.published}, gpuctl computes {a.computed})"
+        elif a is None:
+            what = f"{b.field}: appeared: published {b.published}, gpuctl computes {b.computed} ({b.reason})"
+        else:
+            what = (
+                f"{b.field}: published {a.published} → {b.published}, gpuctl computes {a.computed} → {b.computed} "
+                f"({b.reason})"
+            )
+        out.append(Change("Disagreement", key[0], what, _figures(a), _figures(b)))
+    return out
+
+
+def _figures(d: Disagreement | None) -> dict[str, Any] | None:
+    return None if d is None else d.to_dict()
 
 
 def event_changes(

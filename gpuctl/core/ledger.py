@@ -30,7 +30,8 @@ class Mode(IntEnum):
     PARTITIONED = 4
     VISIBILITY = 5
     UNKNOWN = -1
-    """A value gpuctl does not know (GPUStack's types define 0 to 5): the card is read as held, and named."""
+    """A value gpuctl does not know (GPUStack's types define 0 to 5): the card is named, and read as GPUStack's check
+    and status writer read it — whole while its ledger leaves every unit, never shared, sliced or partitioned."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,14 +207,14 @@ class NodeDevices:
     groups: tuple[Group, ...]
     resource_version: str = ""
 
-    @property
-    def unreadable(self) -> tuple[str, ...]:
-        """Why a card of this ledger cannot be read as written (an allocation mode gpuctl does not know): one line
-        each. The card is read as held; the rest of the ledger stands."""
+    def unreadable(self, accelerator_key: str | None = None) -> tuple[str, ...]:
+        """Why a card of this ledger (of one card model, or any) cannot be read as written (an allocation mode
+        gpuctl does not know): one line each. The rest of the ledger stands."""
         return tuple(
             f"Devices {self.node}: card {c.id} ({g.accelerator_key} index {c.index}): allocation mode {c.raw_mode} is "
-            "not one gpuctl knows (0 to 5); read as held"
+            "not one gpuctl knows (0 to 5); read as GPUStack's check reads it (whole while it leaves every unit; never shared, sliced or partitioned)"
             for g in self.groups
+            if accelerator_key is None or g.accelerator_key == accelerator_key
             for c in g.cards
             if c.mode is Mode.UNKNOWN
         )

@@ -16,7 +16,7 @@ from typing import Any, Final
 from gpuctl.core import naming
 from gpuctl.core.compat import StrEnum
 from gpuctl.core.instancetypes import InstanceType
-from gpuctl.core.ledger import NodeDevices
+from gpuctl.core.ledger import Mode, NodeDevices
 from gpuctl.core.lifecycle import StopDecision
 from gpuctl.core.pins import FIT_PREFIXES, label_shares, label_slice_units
 from gpuctl.core.views import DRAINING_REASON, PoolViews, accelerator_views, views_to_status
@@ -177,6 +177,58 @@ def _profiles_reason(it: InstanceType, pool: Sequence[NodeDevices], queue: Clust
         return DRAINING_REASON
     nodes = [d.node for d in pool if d.group(it.accelerator_group) is not None]
     return f"summed over the partitioned cards of {', '.join(nodes) or 'no node'}, by profile name"
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileFigures:
+    """One partition profile of a pool: instances still free and carved."""
+
+    remaining: int
+    allocated: int
+
+
+def published_profile(it: InstanceType, profile: str) -> ProfileFigures | None:
+    """What an InstanceType's status publishes of one profile (absent from its lists: 0); None where it publishes no
+    PT view at all (nothing to contradict)."""
+    if "acceleratorPartitioned" not in it.published_views:
+        return None
+    lists = it.published_profiles
+    return ProfileFigures(
+        lists.get("remainingProfiles", {}).get(profile, 0), lists.get("allocatedProfiles", {}).get(profile, 0)
+    )
+
+
+def profile_difference(
+    it: InstanceType,
+    profile: str,
+    carvable: ProfileFigures,
+    published: ProfileFigures,
+    computed: ProfileFigures,
+    pool: Sequence[NodeDevices],
+    queue: ClusterQueue | None,
+) -> str:
+    """Why the instances of a profile the pool's cards can carve now (``carvable``: healthy cards, free or
+    partitioned) differ from what the InstanceType publishes ("" where they agree). ``computed`` is the status
+    writer's figure from the same ledgers (:func:`gpuctl.core.views.instancetype_views`)."""
+    if carvable == published:
+        return ""
+    if queue is not None and queue.stop_policy == "HoldAndDrain":
+        return DRAINING_REASON
+    if computed != published:
+        return (
+            f"the published figure is not what the ledgers give now (remaining {computed.remaining}, allocated "
+            f"{computed.allocated}): {_profiles_reason(it, pool, queue)}"
+        )
+    idle = sorted(
+        c.id
+        for d in pool
+        for c in d.cards(it.accelerator_group)
+        if c.partitioned and (c.unhealthy or c.mode not in (Mode.NONE, Mode.PARTITIONED))
+    )
+    return (
+        "the status writer counts every card's ledger row; "
+        + (f"{', '.join(idle)} can carve nothing now (unhealthy, or held in another mode)" if idle else "")
+    ).rstrip("; ")
 
 
 # ----------------------------------------------------------------------------------------------- check verdicts

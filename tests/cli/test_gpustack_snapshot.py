@@ -203,3 +203,86 @@ def test_the_joint_check_passes_what_is_no_modeldeployment_replica() -> None:
     gate3 = json.loads(out)["gates"][2]
     assert code == 0 and gate3["verdict"] == "passed"
     assert any("gpustack-model-deployment-joint: Ready: nothing to wait for" in e for e in gate3["evidence"])
+
+
+def test_diff_reports_a_disagreement_resolved_and_appearing(tmp_path: Path) -> None:
+    """The worker corrects the stale figure between two reads: diff says it resolved, both values; read the other
+    way round, it appeared, with the reason."""
+    import shutil
+
+    mended = tmp_path / "mended"
+    shutil.copytree(SNAPSHOT, mended)
+    types = json.loads((mended / "instancetypes.json").read_text())
+    h100 = next(i for i in types["items"] if "h100" in i["metadata"]["name"])
+    h100["status"]["acceleratorPartitioned"]["remaining"] = "49"
+    (mended / "instancetypes.json").write_text(json.dumps(types))
+
+    def disagreements(a: str, b: str) -> list[dict[str, object]]:
+        result = runner.invoke(app, ["diff", a, b, "-o", "json"])
+        assert result.exit_code == 0, result.stderr
+        return [c for c in json.loads(result.stdout)["items"] if c["kind"] == "Disagreement"]
+
+    [resolved] = disagreements(SNAPSHOT, str(mended))
+    assert resolved["name"] == f"InstanceType/{h100['metadata']['name']}"
+    assert resolved["change"] == "acceleratorPartitioned.remaining: resolved (was published 50, gpuctl computes 49)"
+    assert resolved["after"] is None
+    [appeared] = disagreements(str(mended), SNAPSHOT)
+    assert str(appeared["change"]).startswith(
+        "acceleratorPartitioned.remaining: appeared: published 50, gpuctl computes 49 ("
+    )
+    assert disagreements(SNAPSHOT, SNAPSHOT) == []
+
+
+def test_a_card_in_a_mode_gpuctl_does_not_know_is_named_and_its_node_still_counts(tmp_path: Path) -> None:
+    """A newer device manager writes mode 9 on one free K100_AI card: the card is named (views on stderr and in
+    JSON, doctor as a finding) and read as GPUStack's status writer and check read it — free whole while its ledger
+    leaves every unit — and the node's other cards stand."""
+    import shutil
+
+    odd = tmp_path / "odd"
+    shutil.copytree(SNAPSHOT, odd)
+    ledgers = json.loads((odd / "devices.json").read_text())
+    k100 = next(i for i in ledgers["items"] if i["metadata"]["name"] == "k100-1")
+    k100["status"]["groups"][0]["accelerators"][1]["mode"] = 9
+    (odd / "devices.json").write_text(json.dumps(ledgers))
+    line = (
+        "Devices k100-1: card GPU-0001 (hygon-k100_ai index 1): allocation mode 9 is not one gpuctl knows (0 to 5); "
+        "read as GPUStack's check reads it (whole while it leaves every unit; never shared, sliced or partitioned)"
+    )
+    result = runner.invoke(app, ["views", "gpustack--hygon-k100_ai-linux-amd64", "-o", "json", "--snapshot", str(odd)])
+    assert result.exit_code == 0 and result.stderr == f"warning: {line}\n"
+    [item] = json.loads(result.stdout)["items"]
+    assert item["unreadableCards"] == [line]
+    assert (item["accelerator"]["remaining"], item["accelerator"]["capacity"]) == (2, 4)
+    whole = (ROOT / "examples" / "gpustack-k100-slice.yaml").read_text()
+    whole = whole.replace('hygon.com/gpu.sliced: "1"', 'hygon.com/gpu: "2"').replace(
+        '        hygon.com/gpu.sliced.memory-percentage: "30"\n', ""
+    )
+    two_cards = tmp_path / "two-cards.yaml"
+    two_cards.write_text(whole)
+    placed = runner.invoke(app, ["simulate", "-f", str(two_cards), "-o", "json", "--snapshot", SNAPSHOT])
+    assert [n["cards"] for n in json.loads(placed.stdout)["placement"]["nodes"]] == [["GPU-0000", "GPU-0001"]]
+    odd_answer = runner.invoke(app, ["simulate", "-f", str(two_cards), "-o", "json", "--snapshot", str(odd)])
+    assert [n["cards"] for n in json.loads(odd_answer.stdout)["placement"]["nodes"]] == [["GPU-0000", "GPU-0001"]]
+    doctor = runner.invoke(app, ["doctor", "-o", "json", "--snapshot", str(odd)])
+    [finding] = [i for i in json.loads(doctor.stdout)["items"] if i["check"] == "unreadable-cards"]
+    assert finding["status"] == "warn" and finding["saw"] == line
+    _, clean, _ = run("doctor", "-o", "json")
+    assert not any(i["check"] == "unreadable-cards" for i in json.loads(clean)["items"])
+
+
+def test_partitions_show_what_a_draining_pool_publishes_beside_what_its_cards_can_carve() -> None:
+    _, out, _ = run("partitions", "-o", "json")
+    rows = {(i["instanceType"].split("--")[1][:5], i["profile"]): i for i in json.loads(out)["items"]}
+    ppu = rows[("thead", "4g.48gb")]
+    assert (ppu["remaining"], ppu["published"]) == (7, {"remaining": 0, "allocated": 0})
+    assert "HoldAndDrain" in ppu["difference"]
+    h100 = rows[("nvidi", "3g.40gb")]
+    assert h100["published"] == {"remaining": h100["remaining"], "allocated": h100["allocated"]}
+    assert "difference" not in h100
+    _, h100_only, _ = run("partitions", "gpustack--nvidia-h100-80gb-hbm3-linux-amd64")
+    assert "PUBLISHED" not in h100_only  # in agreement: not shown unless asked for
+    _, asked, _ = run("partitions", "gpustack--nvidia-h100-80gb-hbm3-linux-amd64", "--published")
+    assert asked.splitlines()[0].endswith("PUBLISHED") and all(r.endswith("matches") for r in asked.splitlines()[1:])
+    code, _, err = run("partitions", "--by-node", "--published")
+    assert code == 2 and "--published compares a pool's profiles" in err

@@ -557,7 +557,7 @@ def test_devices_ledger_schema(api):
         with pytest.raises(ApiException) as err:
             objs.patch_cluster_custom_object_status(GROUP, VERSION, "devices", name, bad)
         assert err.value.status == 422
-        # A mode is any integer to the schema: gpuctl names a card in one it does not know (read as held).
+        # A mode is any integer to the schema: gpuctl names a card in one it does not know.
         odd = json.loads(json.dumps(ledger))
         odd["status"]["groups"][0]["accelerators"][0]["mode"] = 9
         objs.patch_cluster_custom_object_status(GROUP, VERSION, "devices", name, odd)

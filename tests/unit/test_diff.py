@@ -1,8 +1,9 @@
-"""The differences between two reads: views, Workload states and gates, card modes."""
+"""The differences between two reads: views, Workload states and gates, card modes, disagreements."""
 
 from __future__ import annotations
 
-from gpuctl.core.diff import WorkloadState, card_changes, view_changes, workload_changes
+from gpuctl.core.diff import WorkloadState, card_changes, disagreement_changes, view_changes, workload_changes
+from gpuctl.core.shadow import Disagreement, Kind
 
 
 def test_views_that_moved_appeared_or_went() -> None:
@@ -74,3 +75,30 @@ def test_events_come_oldest_first_as_instants_with_their_time() -> None:
     assert [c.name for c in changes] == ["team-a/p.FailedScheduling", "team-a/w.Retry"]
     assert [c.time for c in changes] == ["2026-11-30T10:00:05Z", "2026-11-30T10:00:05Z"]
     assert changes[1].to_dict()["time"] == "2026-11-30T10:00:05Z"
+
+
+def _d(field: str, published: str, computed: str, name: str = "pool") -> Disagreement:
+    return Disagreement(Kind.VIEW, "InstanceType", name, "", field, published, computed, "from 2 ledgers")
+
+
+def test_disagreements_appeared_changed_resolved_and_unchanged_left_out() -> None:
+    before = [_d("accelerator.remaining", "3", "2"), _d("cpu.remaining", "8", "6"), _d("x.remaining", "1", "0", "b")]
+    after = [
+        _d("accelerator.remaining", "3", "2"),
+        _d("cpu.remaining", "8", "7"),
+        _d("acceleratorShared.capacity", "4", "3"),
+    ]
+    changes = {(c.name, c.change.split(":")[0]): c for c in disagreement_changes(before, after)}
+    assert set(changes) == {
+        ("InstanceType/pool", "cpu.remaining"),
+        ("InstanceType/pool", "acceleratorShared.capacity"),
+        ("InstanceType/b", "x.remaining"),
+    }
+    moved = changes[("InstanceType/pool", "cpu.remaining")]
+    assert moved.change == "cpu.remaining: published 8 → 8, gpuctl computes 6 → 7 (from 2 ledgers)"
+    assert (moved.before["computed"], moved.after["computed"]) == ("6", "7")
+    new = changes[("InstanceType/pool", "acceleratorShared.capacity")]
+    assert new.before is None and "appeared: published 4, gpuctl computes 3" in new.change
+    gone = changes[("InstanceType/b", "x.remaining")]
+    assert gone.after is None and gone.change == "x.remaining: resolved (was published 1, gpuctl computes 0)"
+    assert disagreement_changes(after, after) == []

@@ -316,3 +316,42 @@ def test_an_old_eviction_before_the_workload_was_admitted_again_is_not_news() ->
     )
     e = explain_workload(parse_workload(w), context(cluster_queue(), FREE))
     assert e.gates[1].verdict == PASSED and e.gates[1].summary.startswith("quota reserved")
+
+
+# ----------------------------------------------------------------------------------------------- gate 3: every check
+
+
+def with_checks(*extra: tuple[str, str, str], node_devices: str = "Ready", active: bool = True) -> Any:
+    w = workload("w", [("main", 1, WHOLE)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, check_state=node_devices)
+    w["status"]["admissionChecks"] += [{"name": n, "state": s, "message": m} for n, s, m in extra]
+    w["spec"]["active"] = active
+    return explain_workload(parse_workload(w), context(cluster_queue(reserved_cards=2), FREE))
+
+
+def test_gate_3_names_another_check_that_holds_the_workload_and_each_checks_state() -> None:
+    from gpuctl.core.gpustack import JOINT_CHECK
+
+    e = with_checks((JOINT_CHECK, "Pending", "waiting for the prefill role"))
+    g = e.gates[2]
+    assert e.held_by == 3 and g.verdict == HELD and g.part == JOINT_CHECK
+    assert g.summary == f"held by AdmissionCheck {JOINT_CHECK} (Pending): waiting for the prefill role"
+    assert [(c[0], c[1]) for c in g.checks] == [("gpustack-node-devices", "Ready"), (JOINT_CHECK, "Pending")]
+    assert "until every replica has reserved quota" in g.hint
+    passed = with_checks((JOINT_CHECK, "Ready", "nothing to wait for")).gates[2]
+    assert passed.verdict == PASSED and passed.part != JOINT_CHECK
+
+
+def test_gate_3_fails_on_a_check_another_controller_rejected() -> None:
+    g = with_checks(("provisioning", "Rejected", "no capacity in the zone")).gates[2]
+    assert g.verdict == FAILED and g.part == "provisioning"
+    assert g.hint == "AdmissionCheck provisioning's controller decides it: see its state's message"
+
+
+def test_a_workload_the_joint_check_parked_is_said_parked_and_one_deactivated_otherwise_is_not() -> None:
+    from gpuctl.core.gpustack import JOINT_CHECK, PARKED_MARKER
+
+    parked = with_checks((JOINT_CHECK, "Pending", f"waited 30m: {PARKED_MARKER}"), active=False).gates[2]
+    assert parked.verdict == HELD and parked.summary.startswith(f"parked by {JOINT_CHECK}")
+    assert "reactivate its Workloads (spec.active=true)" in parked.hint
+    other = with_checks((JOINT_CHECK, "Pending", "waiting"), active=False).gates[2]
+    assert not other.summary.startswith("parked")

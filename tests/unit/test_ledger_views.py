@@ -82,10 +82,11 @@ def test_a_card_in_an_unknown_mode_is_named_and_the_rest_of_the_ledger_stands() 
     first, second = node.cards(A10G)
     assert first.mode is Mode.UNKNOWN and first.raw_mode == 9
     assert second.mode is Mode.NONE and second.free
-    assert node.unreadable == (
+    assert node.unreadable() == (
         "Devices n: card GPU-0000 (nvidia-a10g index 0): allocation mode 9 is not one gpuctl knows (0 to 5); "
-        "read as held",
+        "read as GPUStack's check reads it (whole while it leaves every unit; never shared, sliced or partitioned)",
     )
+    assert node.unreadable(A10G) == node.unreadable() and node.unreadable("nvidia-h100") == ()
     ex = accelerator_views([node], A10G)[0]
     assert (ex.remaining, ex.capacity) == (1, 2)  # held, as GPUStack's status writer counts a card it cannot read
 

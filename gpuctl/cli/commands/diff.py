@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from gpuctl.cluster.read import Source
     from gpuctl.core.diff import WorkloadState
     from gpuctl.core.history import EventRecord
+    from gpuctl.core.shadow import Disagreement
 
 LIVE = "live"
 COLUMNS = (Column("KIND"), Column("NAME"), Column("TIME"), Column("CHANGE"))
@@ -71,6 +72,12 @@ def _views(opened: "Source") -> dict[str, dict[str, Any]]:
     return {i["name"]: public(i) for i in compute_items(opened, [], None)}
 
 
+def _disagreements(opened: "Source") -> list["Disagreement"]:
+    from gpuctl.cli.usecases import disagreements
+
+    return disagreements(opened)
+
+
 def _events(opened: "Source") -> dict[tuple[str, str], "EventRecord"]:
     from gpuctl.cluster.events import read_events
     from gpuctl.core.history import parse_event
@@ -79,10 +86,13 @@ def _events(opened: "Source") -> dict[tuple[str, str], "EventRecord"]:
 
 
 def _ref(change: dict[str, Any]) -> "ObjectRef":
-    """The object a change is about: a pool's InstanceType, a Workload, a card's Devices."""
+    """The object a change is about: a pool's InstanceType, a Workload, a card's Devices, the object a disagreement
+    is about."""
     from gpuctl.cli import refs
     from gpuctl.cluster import kinds
 
+    if change["kind"] == "Disagreement":
+        return _disagreement_ref(str(change["name"]))
     head, _, tail = str(change["name"]).partition("/")
     if change["kind"] == "Workload":
         return refs.workload(head, tail)
@@ -91,6 +101,19 @@ def _ref(change: dict[str, Any]) -> "ObjectRef":
     if change["kind"] == "Event":
         return refs.ObjectRef(kinds.EVENT, tail, head)
     return refs.instancetype(head)
+
+
+def _disagreement_ref(name: str) -> "ObjectRef":
+    """``Kind/[namespace/]name``, as a disagreement names its object."""
+    from gpuctl.cli import refs
+    from gpuctl.cluster import kinds
+
+    kind_name, _, rest = name.partition("/")
+    namespace, _, obj = rest.rpartition("/")
+    kind = {"InstanceType": kinds.INSTANCETYPE, "Workload": kinds.WORKLOAD, "Node": kinds.NODE}.get(
+        kind_name, kinds.INSTANCE
+    )
+    return refs.ObjectRef(kind, obj, namespace or None)
 
 
 @command(
@@ -116,10 +139,11 @@ def diff_command(
     output: OutputSpec,
 ) -> None:
     """What changed between two reads of a cluster: each pool's views (EX/SH/SL/PT/CPU, before → after), Workloads
-    admitted, evicted, finished or newly held (with the gate), cards whose mode changed, and the Events recorded in
-    between (new, or a series that grew)."""
+    admitted, evicted, finished or newly held (with the gate), cards whose mode changed, figures the cluster
+    publishes otherwise than gpuctl computes them (appeared, changed, resolved: both values and why), and the Events
+    recorded in between (new, or a series that grew)."""
     from gpuctl.cluster.bulk import bulk_allocation
-    from gpuctl.core.diff import card_changes, event_changes, view_changes, workload_changes
+    from gpuctl.core.diff import card_changes, disagreement_changes, event_changes, view_changes, workload_changes
 
     with bulk_allocation():
         a, b = _open(before, source), _open(after, source)
@@ -127,6 +151,7 @@ def diff_command(
             *view_changes(_views(a), _views(b)),
             *workload_changes(_workload_states(a), _workload_states(b)),
             *card_changes(_cards(a), _cards(b)),
+            *disagreement_changes(_disagreements(a), _disagreements(b)),
             *event_changes(_events(a), _events(b)),
         ]
     render.emit(

@@ -153,6 +153,7 @@ def doctor_command(
             ),
             *gpustack_doctor.disagreements(disagreements(opened), writer_fix),
             *doctor.orphaned_devices(ledgers.orphaned),
+            *doctor.unreadable_cards(ledgers.served),
             *doctor.stuck(read.workloads(opened), pods, now, retry_minutes),
             *doctor.placement_loops(kueue.tas_charges_raw_requests, types, nodes, pods),
             *_drain_stopped(opened, types, queues),

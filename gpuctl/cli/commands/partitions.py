@@ -13,7 +13,9 @@ from gpuctl.cli.source import SourceSpec
 from gpuctl.cluster import kinds
 
 if TYPE_CHECKING:
+    from gpuctl.core.instancetypes import InstanceType
     from gpuctl.core.ledger import Card, NodeDevices
+    from gpuctl.core.workloads import ClusterQueue
 
 POOL_COLUMNS = (
     Column("NAME"),
@@ -24,6 +26,7 @@ POOL_COLUMNS = (
     Column("REMAINING"),
     Column("STATE"),
 )
+PUBLISHED_COLUMN = Column("PUBLISHED")
 NODE_COLUMNS = (
     Column("NAME"),
     Column("NODE"),
@@ -114,14 +117,20 @@ def partitions_command(
     ] = None,
     by_node: Annotated[bool, typer.Option("--by-node", help="Per node.")] = False,
     by_card: Annotated[bool, typer.Option("--by-card", help="Per card, with each card's carved instances.")] = False,
+    published: Annotated[
+        bool, typer.Option("--published", help="Compare each profile with what its InstanceType's status publishes.")
+    ] = False,
     *,
     source: SourceSpec,
     output: OutputSpec,
 ) -> None:
     """Per partition profile: offered (capability), allocated and remaining — "offered but full" stays distinct from
-    "not offered"."""
+    "not offered". Where what the cards can carve differs from what the pool's InstanceType publishes, both are shown
+    and why (the PUBLISHED column, ``published`` and ``difference``), asked for or not."""
     if by_node and by_card:
         raise UsageError("--by-node and --by-card are exclusive: pick one")
+    if published and (by_node or by_card):
+        raise UsageError("--published compares a pool's profiles: drop --by-node and --by-card")
     if source.fleet:
         if by_node or by_card:
             raise UsageError("--by-node and --by-card read one cluster: give one --context")
@@ -129,7 +138,7 @@ def partitions_command(
         return
     wanted = refs.object_names(names or [], kinds.INSTANCETYPE, what="partitions") if names else None
     items, labels = profile_items(source.open(), wanted, source, by_node, by_card)
-    _emit(items, labels, by_node, by_card, output)
+    _emit(items, labels, by_node, by_card, published, output)
 
 
 Labels = dict[str, dict[str, str]]
@@ -154,6 +163,7 @@ def profile_items(
             if t.acceleratable
         ]
         devices = read.devices(opened) if types else []
+        queues = read.cluster_queues(opened) if types and not (by_node or by_card) else {}
     items: list[dict[str, Any]] = []
     labels: Labels = {}
     for t in types:
@@ -203,8 +213,35 @@ def profile_items(
             for r in profiles:
                 if r["offered"] == 0 and r["profile"] in offered_names:
                     r["state"] = "offered but full"
-                items.append({"instanceType": t.name, **r})
+            _compare_published(t, profiles, devices, pool, queues.get(t.name))
+            items += [{"instanceType": t.name, **r} for r in profiles]
     return items, labels
+
+
+def _compare_published(
+    t: "InstanceType",
+    rows: list[dict[str, Any]],
+    devices: list["NodeDevices"],
+    pool: list["NodeDevices"],
+    queue: "ClusterQueue | None",
+) -> None:
+    """Beside each profile's figures, what the InstanceType publishes of it (``published``) and, where they differ,
+    why (``difference``): gpuctl never contradicts the cluster silently."""
+    from gpuctl.core.shadow import ProfileFigures, profile_difference, published_profile
+    from gpuctl.core.views import instancetype_views
+
+    pt = instancetype_views(t, devices, queue).partitioned
+    computed_remaining = {p.name: p.count for p in pt.remaining_profiles}
+    computed_allocated = {p.name: p.count for p in pt.allocated_profiles}
+    for r in rows:
+        published = published_profile(t, r["profile"])
+        if published is None:
+            continue
+        r["published"] = {"remaining": published.remaining, "allocated": published.allocated}
+        computed = ProfileFigures(computed_remaining.get(r["profile"], 0), computed_allocated.get(r["profile"], 0))
+        carvable = ProfileFigures(r["remaining"], r["allocated"])
+        if why := profile_difference(t, r["profile"], carvable, published, computed, pool, queue):
+            r["difference"] = why
 
 
 def _fleet(source: SourceSpec, names: list[str], output: OutputSpec) -> None:
@@ -254,7 +291,9 @@ def _profile_row(i: dict[str, Any]) -> list[str]:
     ]
 
 
-def _emit(items: list[dict[str, Any]], labels: Labels, by_node: bool, by_card: bool, output: OutputSpec) -> None:
+def _emit(
+    items: list[dict[str, Any]], labels: Labels, by_node: bool, by_card: bool, published: bool, output: OutputSpec
+) -> None:
     def devices(i: dict[str, Any]) -> refs.ObjectRef:
         return refs.devices(i["node"], labels.get(f"node/{i['node']}"))
 
@@ -276,14 +315,24 @@ def _emit(items: list[dict[str, Any]], labels: Labels, by_node: bool, by_card: b
             ref=devices,
         )
     else:
+        shown = published or any("difference" in i for i in items)
         listing = render.Listing(
             "ProfileAvailability",
             items,
-            POOL_COLUMNS,
-            _profile_row,
+            POOL_COLUMNS + ((PUBLISHED_COLUMN,) if shown else ()),
+            lambda i: [*_profile_row(i), *([_published_cell(i)] if shown else [])],
             ref=lambda i: refs.instancetype(i["instanceType"], labels.get(i["instanceType"])),
         )
     render.emit(listing, output)
+
+
+def _published_cell(i: dict[str, Any]) -> str:
+    published = i.get("published")
+    if published is None:
+        return "not published"
+    if "difference" not in i:
+        return "matches"
+    return f"DIFFERS: remaining {published['remaining']}, allocated {published['allocated']} ({i['difference']})"
 
 
 def _card_row(i: dict[str, Any]) -> list[str]:

@@ -1,5 +1,6 @@
 """``gpuctl views``: the EX/SH/SL/PT views of InstanceTypes, computed from the Devices ledger."""
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -86,6 +87,19 @@ def published_cell(item: dict[str, Any]) -> str:
     if not found:
         return "matches" + drains
     return "DIFFERS: " + "; ".join(d.sentence() for d in found) + drains
+
+
+def unreadable_cards(item: dict[str, Any]) -> list[str]:
+    """The pool's cards in an allocation mode gpuctl does not know, one line each."""
+    t: InstanceType = item["_type"]
+    return [line for d in item["_pool"] for line in d.unreadable(t.accelerator_group)]
+
+
+def warn_unreadable(items: list[dict[str, Any]]) -> None:
+    """Say on stderr, in every output format, which cards are in a mode gpuctl does not know."""
+    for it in items:
+        for line in unreadable_cards(it):
+            sys.stderr.write(f"warning: {line}\n")
 
 
 def orphan_note(name: str) -> str:
@@ -238,6 +252,8 @@ def listing(items: list[dict[str, Any]], published: bool) -> render.Listing:
             d["note"] = DRAINING_REASON
         if published:
             d["orphanedDevices"] = [{"name": n, "fix": f"kubectl delete devices {n}"} for n in it["_orphans"]]
+        if unreadable := unreadable_cards(it):
+            d["unreadableCards"] = list(unreadable)
         public_items.append(d)
     rows = {r[0]: r for r in table_rows(items, published)}
     return render.Listing(
@@ -318,6 +334,8 @@ def views_command(
             return compute_items(opened, wanted, source.selector, source.field_selector)
 
     def show(items: list[dict[str, Any]]) -> None:
+        if not watch_flag:
+            warn_unreadable(items)
         if by_node or by_card:
             render.emit(_breakdown(items, "node" if by_node else "card"), output)
         else:

@@ -34,6 +34,7 @@ from gpuctl.core.doctor.pools import (
     placement_loops,
     pools,
     stuck,
+    unreadable_cards,
 )
 from gpuctl.core.doctor.records import (
     FAIL,
@@ -129,6 +130,7 @@ __all__ = [
     "shell_word",
     "show",
     "stuck",
+    "unreadable_cards",
     "url_base",
     "versions",
     "webhooks",

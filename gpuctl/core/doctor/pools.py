@@ -142,6 +142,24 @@ def orphaned_devices(orphans: Sequence[NodeDevices]) -> list[Finding]:
     ]
 
 
+def unreadable_cards(ledgers: Sequence[NodeDevices]) -> list[Finding]:
+    """Each ledger holding a card in an allocation mode gpuctl does not know: that card read as GPUStack's check
+    reads it, the rest of the ledger as written."""
+    return [
+        Finding(
+            "unreadable-cards",
+            WARN,
+            "; ".join(d.unreadable()),
+            "the device manager wrote an allocation mode gpuctl does not know (a newer GPUStack's?): gpuctl reads "
+            "such a card as GPUStack's check does (whole while it leaves every unit, nothing else), which may not be "
+            "what the new mode means",
+            f"kubectl get devices {d.node} -o yaml  # and a gpuctl that knows the mode",
+        )
+        for d in sorted(ledgers, key=lambda d: d.node)
+        if d.unreadable()
+    ]
+
+
 # ----------------------------------------------------------------------------------------------- stuck work
 
 
