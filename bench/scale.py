@@ -67,6 +67,8 @@ VERDICTS = 100
 """New Workloads judged one at a time for the verdict latency."""
 GPUSTACK_CHECK_OWNER = "gpustack-node-devices"
 """The field owner GPUStack's check writes its verdicts as."""
+PLANTED = 1_000_000
+"""The first wrong EX remaining published (more cards than any pool here has, so never the computed figure)."""
 VIEW_PLANTS = 20
 """Wrong EX figures published one at a time for the view latency (the Event recorder's burst per object is 25)."""
 IDLE_WINDOW = 60.0
@@ -157,18 +159,22 @@ def node_object(pool: GpuPool, name: str) -> dict[str, Any]:
 
 
 FULL_EVERY = 200
-"""One node in this many has every card held in its ledger (outside its two Pods): where a Workload reserved on it
-is one the ledger says Retry to (the companion's planted verdicts)."""
+"""One node in this many has a Pod on every card: where a Workload reserved on it is one the check says Retry to
+(the companion's planted verdicts)."""
+
+
+def held_cards(node: str) -> int:
+    """The cards a node's Pods hold: :data:`PODS_PER_NODE`, or every card on one node in :data:`FULL_EVERY`."""
+    return CARDS if int(node.rsplit("-", 1)[1]) % FULL_EVERY == FULL_EVERY - 1 else PODS_PER_NODE
 
 
 def full_nodes(pool: GpuPool) -> list[str]:
-    return [n for i, n in enumerate(pool.nodes) if i % FULL_EVERY == FULL_EVERY - 1]
+    return [n for n in pool.nodes if held_cards(n) == CARDS]
 
 
 def ledger_object(pool: GpuPool, name: str) -> dict[str, Any]:
-    """A node's Devices with its ledger: the first :data:`PODS_PER_NODE` cards held whole, the rest free (on one node
-    in :data:`FULL_EVERY`, every card held)."""
-    held = CARDS if int(name.rsplit("-", 1)[1]) % FULL_EVERY == FULL_EVERY - 1 else PODS_PER_NODE
+    """A node's Devices with its ledger: the cards its Pods hold (:func:`held_cards`) held whole, the rest free."""
+    held = held_cards(name)
     rows = [card_row(c, mode=1, allocated=M) if c < held else card_row(c) for c in range(CARDS)]
     return devices(name, group_id=pool.group_id, cards=CARDS, rows=rows)
 
@@ -231,7 +237,7 @@ def build_pool(cp: Any, api: Any, namespace: str, nodes: int) -> tuple[GpuPool, 
     def make_running(args: tuple[int, str]) -> None:
         i, node = args
         s = source()
-        for p in range(PODS_PER_NODE):
+        for p in range(held_cards(node)):
             name = f"run-{i:05d}-{p}"
             write_workload(s, pool, name, node, admitted=True)
             s.create(kinds.POD, running_pod(pool, name, node, p), namespace=namespace)
@@ -499,15 +505,14 @@ def _plant_ex(writer: LiveSource, pool: GpuPool, value: str) -> int:
 
 
 def views_corrected(cp: Any, pool: GpuPool, count: int = VIEW_PLANTS) -> list[float]:
-    """The standalone: seconds from publishing a wrong EX remaining (one card too many, then two, ...) to the status
-    writer's correction, seen by a watch, one at a time."""
+    """The standalone: seconds from publishing a wrong EX remaining (:data:`PLANTED`, then one more, ...) to the
+    status writer's correction, seen by a watch, one at a time."""
     writer = LiveSource(Connection(str(cp.kubeconfig), None, 60))
     published = Published(cp.kubeconfig, pool.name)
     latencies = []
     try:
-        right = int(_published_ex(writer, pool)["remaining"])
         for i in range(count):
-            planted = str(right + 1 + i)
+            planted = str(PLANTED + i)
             at = time.monotonic()
             version = _plant_ex(writer, pool, planted)
             seen = published.wait_other(planted, version, 30.0)
@@ -527,7 +532,7 @@ def views_reported(cp: Any, pool: GpuPool, count: int = VIEW_PLANTS) -> list[flo
     right = _published_ex(writer, pool)["remaining"]
     try:
         for i in range(count):
-            planted = str(int(right) + 1 + i)
+            planted = str(PLANTED + i)
             at = time.monotonic()
             _plant_ex(writer, pool, planted)
             seen = events.wait(pool.name, f"GPUStack publishes {planted},", at, 30.0)
@@ -830,7 +835,11 @@ def measure_companion(cp: Any, pool: GpuPool, work: Path, tag: str) -> dict[str,
     result: dict[str, Any] = {}
     try:
         _start(op, result, "ready")
-        result["at_rest"] = sum(_metric(op.get("/metrics")[1], "gpuctl_shadow_disagreements{"))
+        text = op.get("/metrics")[1]
+        result["at_rest"] = sum(_metric(text, "gpuctl_shadow_disagreements{"))
+        result["at_rest_series"] = [
+            line for line in text.splitlines() if line.startswith("gpuctl_shadow_disagreement{")
+        ]
         _idle(op, proxy, result)
         _latencies(result, "", verdicts_reported(cp, pool, f"planted-{tag}-"))
         _latencies(result, "view_", views_reported(cp, pool))
@@ -958,7 +967,7 @@ def scrape_objects(pool: GpuPool) -> list[dict[str, Any]]:
     ]
     for i, node in enumerate(pool.nodes):
         out += [node_object(pool, node), ledger_object(pool, node)]
-        for p in range(PODS_PER_NODE):
+        for p in range(held_cards(node)):
             out.append(running_workload(pool, f"run-{i:05d}-{p}", node))
             out.append(running_pod(pool, f"run-{i:05d}-{p}", node, p))
     return out
@@ -1053,7 +1062,8 @@ def render_scrape(results: list[dict[str, Any]]) -> str:
         "",
         f"Last run: {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores. The operator's cache fed in its own process "
         "with the objects `make bench-scale`",
-        f"writes ({CARDS}-card nodes, {PODS_PER_NODE} Pods each holding a card, one admitted Workload per Pod), the "
+        f"writes ({CARDS}-card nodes, {PODS_PER_NODE} Pods each holding a card (every card on one node in "
+        f"{FULL_EVERY}), one admitted Workload per Pod), the "
         "status writer's views computed, then",
         "the exposition rendered: CPU seconds of the first scrape (every gauge computed), of one with nothing changed, "
         f"and the median of {SCRAPE_ROUNDS}",
@@ -1142,7 +1152,8 @@ def render(results: list[dict[str, Any]]) -> str:
         "## The operator at cluster scale (`make bench-scale`)",
         "",
         f"Last run: {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores; the real control plane (etcd, kube-apiserver,",
-        f"Kueue) holding pools of 8-card nodes with {PODS_PER_NODE} Pods each and one admitted Workload per Pod. The",
+        f"Kueue) holding pools of 8-card nodes with {PODS_PER_NODE} Pods each (one node in {FULL_EVERY}: a Pod on every "
+        "card) and one admitted Workload per Pod. The",
         "operator runs as deployed, its Event recorder and usage gauges on; its API traffic goes through a counting",
         f"proxy; idle figures are over {IDLE_WINDOW:.0f} s after its first resync settled; verdict latency is from",
         "writing a Workload's quota reservation (in Kueue's shape) to a watch seeing the check's verdict, over",
@@ -1204,10 +1215,15 @@ def render(results: list[dict[str, Any]]) -> str:
         setup = r["setup"]
         lines.append(
             f"- {r['nodes']:,} nodes: built in {setup['nodes']:.0f} s (Nodes and ledgers) + {setup['pods']:.0f} s "
-            f"({r['nodes'] * PODS_PER_NODE:,} Pods and Workloads); the kube-apiserver then held "
+            f"({sum(held_cards(n) for n in pool_of('', r['nodes']).nodes):,} Pods and Workloads); the kube-apiserver "
+            "then held "
             f"{r['apiserver_rss']:.1f} GiB; the standby's cache synced {r['standby_synced']:.0f} s after its start."
             + _busy(r)
         )
+    for r in results:
+        if r["companion"]["at_rest"]:
+            seen = "; ".join(f"`{line}`" for line in r["companion"]["at_rest_series"][:5])
+            lines.append(f"- {r['nodes']:,} nodes: the companion found at rest: {seen}.")
     for nodes, before in BEFORE.items():
         if any(r["nodes"] == nodes for r in results):
             lines.append(f"- Before the watch cache, at {nodes:,} nodes: {before}.")

@@ -90,6 +90,11 @@ def disagreements(source: "Source") -> list["Disagreement"]:
     return survey(types, state.cluster_queues, ledgers, labels, verdicts, stops)
 
 
+def checks_cell(checks: list[dict[str, str]]) -> str:
+    """Every AdmissionCheck on a Workload and its state (``gpustack-node-devices=Retry,…``), as a table cell."""
+    return ",".join(f"{c['name']}={c['state'] or '<none>'}" for c in checks) or "-"
+
+
 def public(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if not k.startswith("_")}
 

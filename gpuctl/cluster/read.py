@@ -399,26 +399,49 @@ ENDPOINT_PROBE_SECONDS = 2.0
 
 
 def operator_serving(source: Source, probe: bool = False) -> OperatorServing | None:
-    """The operator's webhook configurations and leader Lease, read as doctor reads them, at the source's time (a
-    dump's own); with ``probe`` (live), whether its webhook endpoint answers. None where they cannot be read
-    (nothing is claimed then)."""
+    """Who serves the webhooks and the check, read as doctor reads it, at the source's time (a dump's own): GPUStack's
+    worker where its Lease or its webhook configurations are there (its Lease decides whether it runs), else the
+    gpuctl operator — its webhook configurations and leader Lease, and with ``probe`` (live) whether its webhook
+    endpoint answers. None where they cannot be read (nothing is claimed then)."""
     import time
 
+    from gpuctl.core import gpustack
     from gpuctl.core.doctor.records import parse_lease, parse_webhook_configuration
 
     try:
         configs = [*_served(source, kinds.MUTATING_WEBHOOKS), *_served(source, kinds.VALIDATING_WEBHOOKS)]
-        lease = source.get(kinds.LEASE, naming.OPERATOR_NAME, naming.OPERATOR_NAMESPACE)
-        deployment = source.get(kinds.DEPLOYMENT, naming.OPERATOR_NAME, naming.OPERATOR_NAMESPACE)
-    except SourceError:  # not allowed to read them, or not kept in a snapshot: say nothing of the operator
+        worker_lease = source.get(kinds.LEASE, gpustack.WORKER_LEASE, gpustack.WORKER_NAMESPACE)
+    except SourceError:  # not allowed to read them, or not kept in a snapshot: say nothing of who serves
         return None
     entries = tuple(e for c in configs for e in parse_webhook_configuration(c))
     live = not getattr(source, "is_snapshot", False)
+    now = taken_at(source) or time.time()
+    presence = gpustack.worker_presence(worker_lease, [str((c.get("metadata") or {}).get("name")) for c in configs])
+    if worker_lease is not None or presence.configurations:
+        # GPUStack's worker serves the webhooks and the check here (a gpuctl operator beside it serves neither).
+        # Its webhook port answers no readiness probe of gpuctl's: its Lease says whether it runs.
+        return OperatorServing(
+            entries,
+            parse_lease(worker_lease) if worker_lease else None,
+            now,
+            worker_deployment(source, gpustack.WORKER_NAMESPACE) is not None,
+            None,
+            registered=live,
+            namespaces=_namespace_labels(source)
+            if any(e.configuration in gpustack.CONFIGURATIONS and e.namespace_selector for e in entries)
+            else None,
+            worker=True,
+        )
+    try:
+        lease = source.get(kinds.LEASE, naming.OPERATOR_NAME, naming.OPERATOR_NAMESPACE)
+        deployment = source.get(kinds.DEPLOYMENT, naming.OPERATOR_NAME, naming.OPERATOR_NAMESPACE)
+    except SourceError:
+        return None
     endpoint = _endpoint_answers(source, entries) if probe and live else None
     return OperatorServing(
         entries,
         parse_lease(lease) if lease else None,
-        taken_at(source) or time.time(),
+        now,
         deployment is not None,
         endpoint,
         # Read live, the configurations are all the cluster holds: a webhook missing from them is not registered.

@@ -74,6 +74,15 @@ def parked_by(w: Workload) -> CheckState | None:
     return joint if joint is not None and gpustack.parked(w.active, joint.message) else None
 
 
+def holding_check(w: Workload) -> str:
+    """The AdmissionCheck that holds a Workload and its state (``gpustack-model-deployment-joint Pending``, or
+    ``… parked``), from its own record; "" where every check is Ready or none is on it."""
+    if (parked := parked_by(w)) is not None:
+        return f"{parked.name} parked"
+    holding = next((c for c in w.checks if c.state != READY), None)
+    return f"{holding.name} {holding.state or '<none>'}" if holding is not None else ""
+
+
 def _all_checks(w: Workload) -> tuple[tuple[str, str, str], ...]:
     return tuple((c.name, c.state, c.message) for c in w.checks)
 

@@ -178,6 +178,23 @@ def parse_worker_env(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
+# ----------------------------------------------------------------------------------------------- its webhooks
+
+
+WEBHOOK_COUNTERPARTS: Final[Mapping[str, tuple[str, ...]]] = {
+    "pod-accelerators.gpustack.ai": ("mutate.gpustack-worker.core.v1.pod", "validate.gpustack-worker.core.v1.pod"),
+    "pod-kvcache.gpustack.ai": ("mutate.gpustack-worker-kvcache.core.v1.pod",),
+    "pod-kvcache-frozen.gpustack.ai": ("validate.gpustack-worker-kvcache.core.v1.pod",),
+    "workload-fit.gpustack.ai": ("mutate.gpustack-worker.kueue.x-k8s.io.v1beta2.workload",),
+    "instancetype-default.gpustack.ai": ("mutate.worker.gpustack.ai.v1alpha1.instancetype",),
+    "instancetype-validate.gpustack.ai": ("validate.worker.gpustack.ai.v1alpha1.instancetype",),
+    "instance-default.gpustack.ai": ("mutate.worker.gpustack.ai.v1alpha1.instance",),
+    "instance-validate.gpustack.ai": ("validate.worker.gpustack.ai.v1alpha1.instance",),
+}
+"""Each webhook of gpuctl's registry, by the entries of GPUStack's worker that do its work (the worker folds and
+checks a Pod in two entries, where gpuctl's standalone operator does both in one)."""
+
+
 # ----------------------------------------------------------------------------------------------- the joint check
 
 

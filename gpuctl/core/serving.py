@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from gpuctl.core import naming
+from gpuctl.core import gpustack, naming
 from gpuctl.core.doctor.records import (
     DeploymentRecord,
     LeaseRecord,
@@ -52,6 +52,21 @@ class OperatorServing:
     namespaces: Mapping[str, Mapping[str, str]] | None = None
     """Each Namespace's labels, read where a webhook of gpuctl's selects by namespace; None: not read (only a
     Namespace's name label is known)."""
+    worker: bool = False
+    """Whether GPUStack's worker serves the webhooks and the check here (its Lease or its webhook configurations are
+    there): then ``entries`` are judged by its configurations and ``lease`` is its Lease."""
+
+    @property
+    def server(self) -> str:
+        """Who serves the webhooks and the check, as the answers name it."""
+        return "GPUStack's worker" if self.worker else "the operator"
+
+    def gates(self, e: WebhookEntry) -> bool:
+        """Whether an entry is one of the webhooks the gates read: GPUStack's worker's where it runs, else one
+        this version of gpuctl registers."""
+        if self.worker:
+            return e.configuration in gpustack.CONFIGURATIONS
+        return e.ours or e.configuration in (naming.MUTATING_CONFIGURATION, naming.VALIDATING_CONFIGURATION)
 
     def down(self) -> str | None:
         """Why no replica serves, or None while one does (or nothing says otherwise). Probed, the endpoint decides:
@@ -77,8 +92,9 @@ class OperatorServing:
     def why_down(self) -> str:
         assert self.lease is not None
         renewed = epoch_seconds(self.lease.renew_time) or self.now
+        whose = "GPUStack's worker's" if self.worker else "the operator's"
         return (
-            f"the operator's Lease {self.lease.namespace}/{self.lease.name} was last renewed "
+            f"{whose} Lease {self.lease.namespace}/{self.lease.name} was last renewed "
             f"{duration_text(self.now - renewed)} ago and lapses after {self.lease.duration_seconds} s: no replica "
             "serves"
         )
@@ -191,23 +207,6 @@ def called(
     return (None, " and ".join(undecided)) if undecided else (True, "")
 
 
-def _ours(e: WebhookEntry) -> bool:
-    return e.ours or e.configuration in (naming.MUTATING_CONFIGURATION, naming.VALIDATING_CONFIGURATION)
-
-
-def reviewing(
-    entries: Sequence[WebhookEntry],
-    resource: str,
-    operation: str,
-    labels: Mapping[str, str],
-    namespace: str = "",
-    namespace_labels: Mapping[str, str] | None = None,
-) -> list[WebhookEntry]:
-    """The entries of gpuctl's webhooks the API server certainly calls for ``operation`` on an object of
-    ``resource`` (plural) with ``labels`` in ``namespace``: a rule covers it and the selectors match."""
-    return [e for e in entries if _ours(e) and called(e, resource, operation, labels, namespace, namespace_labels)[0]]
-
-
 @dataclass(frozen=True, slots=True)
 class Unserved:
     """What the API server does with an object a webhook the operator does not serve (or that is not called) would
@@ -248,7 +247,7 @@ def unserved_review(
     maybe: list[tuple[WebhookEntry, str]] = []
     missed: dict[str, str] = {}
     for e in serving.entries:
-        if not _ours(e):
+        if not serving.gates(e):
             continue
         got, why = called(e, resource, operation, labels, namespace, namespace_labels)
         if got:
@@ -272,7 +271,7 @@ def unserved_review(
             return Unserved(
                 True,
                 f"the API server will refuse {what}: webhook {', '.join(e.name for e in closed)} fails closed "
-                "(failurePolicy Fail) and the operator does not serve it",
+                f"(failurePolicy Fail) and {serving.server} does not serve it",
                 evidence,
                 hint,
             )
@@ -281,7 +280,7 @@ def unserved_review(
             return Unserved(
                 True,
                 f"the API server will refuse {what} if webhook {perhaps[0][0].name} is called for it ({perhaps[0][1]}): "
-                "it fails closed (failurePolicy Fail) and the operator does not serve it",
+                f"it fails closed (failurePolicy Fail) and {serving.server} does not serve it",
                 evidence,
                 hint,
                 known=False,
@@ -291,7 +290,7 @@ def unserved_review(
         return Unserved(
             False,
             f"the API server will let {what} through unreviewed: webhook {', '.join(names)} fails open (failurePolicy "
-            f"Ignore) and the operator does not serve it ({_unmade(names)})",
+            f"Ignore) and {serving.server} does not serve it ({_unmade(names)})",
             evidence,
             hint,
         )
@@ -300,24 +299,32 @@ def unserved_review(
 
         reviewed = {e.name for e in sure} | {e.name for e, _ in maybe}
         obj = {"metadata": {"labels": dict(labels)}}
-        absent = [
-            w
+        # Beside GPUStack's worker, each webhook of gpuctl's is done by the worker's own entries.
+        doing = {
+            w.name: gpustack.WEBHOOK_COUNTERPARTS.get(w.name, ()) if serving.worker else (w.name,) for w in REGISTRY
+        }
+        absent = {
+            w.name: next(n for n in doing[w.name] if n not in reviewed)
             for w in REGISTRY
-            if w.resource.plural == resource and w.selects(operation, obj) and w.name not in reviewed
-        ]
+            if w.resource.plural == resource
+            and w.selects(operation, obj)
+            and any(n not in reviewed for n in doing[w.name])
+        }
         if absent:
             reasons = tuple(
-                f"webhook {w.name} is not called: "
-                + missed.get(w.name, "no webhook configuration in the cluster registers it")
-                for w in absent
+                f"webhook {entry} is not called: "
+                + missed.get(entry, "no webhook configuration in the cluster registers it")
+                for entry in absent.values()
             )
             return Unserved(
                 False,
-                f"the API server will let {what} through unreviewed: {'; '.join(reasons)} "
-                f"({_unmade([w.name for w in absent])})",
+                f"the API server will let {what} through unreviewed: {'; '.join(reasons)} ({_unmade(list(absent))})",
                 reasons,
-                "`gpuctl doctor` compares the registered webhook configurations with this version's and prints the "
-                "patch that registers them",
+                "`gpuctl doctor` compares the registered webhook configurations with those GPUStack's worker "
+                "registers at start"
+                if serving.worker
+                else "`gpuctl doctor` compares the registered webhook configurations with this version's and prints "
+                "the patch that registers them",
             )
     return None
 
@@ -372,24 +379,31 @@ def uncreated_pods(podsets: Sequence[PodSetLike], own_pods: Sequence[Pod]) -> li
 
 def _unmade(names: Sequence[str]) -> str:
     """What is not done to an object the webhooks ``names`` do not review."""
-    if "pod-accelerators.gpustack.ai" in names:
+    if any(n == "pod-accelerators.gpustack.ai" or n.endswith(".core.v1.pod") for n in names):
         return "no fold, no pin, no request rule checked"
     return "none of the webhook's changes or checks is made"
 
 
 def unserved_check(serving: OperatorServing | None) -> str | None:
-    """Why no verdict of the ``gpustack-node-devices`` check is being written, or None while the operator serves."""
+    """Why no verdict of the ``gpustack-node-devices`` check is being written, or None while the operator (or
+    GPUStack's worker) serves."""
     why = serving.down() if serving is not None else None
-    if why is None:
+    if serving is None or why is None:
         return None
     return (
-        f"the operator does not run: {why}; the {naming.NODE_DEVICES_CHECK} check writes no verdict, and Kueue keeps "
-        "the Workload at the check until it does"
+        f"{serving.server} does not run: {why}; the {naming.NODE_DEVICES_CHECK} check writes no verdict, and Kueue "
+        "keeps the Workload at the check until it does"
     )
 
 
 def operator_fix_hint(serving: OperatorServing | None) -> str:
-    """Where to look when the operator does not serve."""
+    """Where to look when the operator (or GPUStack's worker) does not serve."""
+    if serving is not None and serving.worker:
+        namespace = serving.lease.namespace if serving.lease else gpustack.WORKER_NAMESPACE
+        return (
+            f"GPUStack's worker serves them: kubectl -n {namespace} get pods -l {gpustack.WORKER_SELECTOR}, and its "
+            "logs; it renews its Lease while it runs"
+        )
     namespace = serving.lease.namespace if serving is not None and serving.lease else naming.OPERATOR_NAMESPACE
     return operator_fix(namespace, serving.deployed if serving is not None else True)
 

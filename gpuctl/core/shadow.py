@@ -135,6 +135,8 @@ def view_disagreements(
 
 
 _ATTRIBUTE: Final = {"onceMaxRequest": "once_max_request", "remaining": "remaining", "capacity": "capacity"}
+NODES_NAMED: Final = 5
+"""Nodes a view's reason names by figure; a larger pool is summed beyond its first (a reason is one line)."""
 
 
 def profiles_text(profiles: Mapping[str, int]) -> str:
@@ -165,18 +167,24 @@ def _view_reason(
         return f"no managed Devices ledger carries the pool's labels for {it.accelerator_group}"
     unit = VIEW_UNITS[key]
     index = VIEW_FIELDS.index(key)
-    per_node = []
-    for d in pool:
-        view = accelerator_views([d], it.accelerator_group)[index]
-        per_node.append(f"{d.node} {getattr(view, _ATTRIBUTE[number])}")
-    return f"the pool's ledgers give, per node, in {unit}: {', '.join(per_node)}"
+    figures = [(getattr(accelerator_views([d], it.accelerator_group)[index], _ATTRIBUTE[number]), d.node) for d in pool]
+    if len(figures) <= NODES_NAMED:
+        return f"the pool's ledgers give, per node, in {unit}: {', '.join(f'{n} {v}' for v, n in figures)}"
+    top = sorted(figures, key=lambda f: (-f[0], f[1]))[:NODES_NAMED]
+    return (
+        f"the pool's {len(figures):,} ledgers give, in {unit}, the most on {', '.join(f'{n} {v}' for v, n in top)}, "
+        f"and {sum(v for v, _ in figures) - sum(v for v, _ in top):,} on the other {len(figures) - len(top):,} nodes"
+    )
 
 
 def _profiles_reason(it: InstanceType, pool: Sequence[NodeDevices], queue: ClusterQueue | None) -> str:
     if queue is not None and queue.stop_policy == "HoldAndDrain":
         return DRAINING_REASON
     nodes = [d.node for d in pool if d.group(it.accelerator_group) is not None]
-    return f"summed over the partitioned cards of {', '.join(nodes) or 'no node'}, by profile name"
+    named = ", ".join(nodes[:NODES_NAMED]) + (
+        f" and {len(nodes) - NODES_NAMED:,} more" if len(nodes) > NODES_NAMED else ""
+    )
+    return f"summed over the partitioned cards of {named or 'no node'}, by profile name"
 
 
 @dataclass(frozen=True, slots=True)

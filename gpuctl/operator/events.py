@@ -88,6 +88,14 @@ class Regarding:
         return self.namespace or "default"
 
 
+def bounded_note(note: str) -> str:
+    """``note`` within :data:`MAX_NOTE` bytes of UTF-8 (the API server measures it in bytes), cut with "…"."""
+    encoded = note.encode()
+    if len(encoded) <= MAX_NOTE:
+        return note
+    return encoded[: MAX_NOTE - len("…".encode())].decode(errors="ignore") + "…"
+
+
 class EventSink(Protocol):
     """Where a controller records its decisions: an :class:`EventRecorder`, or :class:`DiscardEvents`."""
 
@@ -178,7 +186,7 @@ class EventRecorder:
 
     def record(self, regarding: Regarding, event_type: str, reason: str, action: str, note: str) -> None:
         """Record one occurrence; returns at once (the write happens on the recorder's thread)."""
-        note = note if len(note) <= MAX_NOTE else note[: MAX_NOTE - 1] + "…"
+        note = bounded_note(note)
         key = (*_ref_key(regarding), regarding.uid, event_type, reason, action, note)
         now = self.clock()
         moment = self.wall()

@@ -286,3 +286,23 @@ def test_partitions_show_what_a_draining_pool_publishes_beside_what_its_cards_ca
     assert asked.splitlines()[0].endswith("PUBLISHED") and all(r.endswith("matches") for r in asked.splitlines()[1:])
     code, _, err = run("partitions", "--by-node", "--published")
     assert code == 2 and "--published compares a pool's profiles" in err
+
+
+def test_top_names_the_check_that_holds_each_workload_at_gate_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run("top", "--once")
+    held = [line.lstrip(" >") for line in out.splitlines() if line.lstrip(" >").startswith("team-a/")]
+    rows = {line.split()[0]: line for line in held}
+    assert code == 0
+    assert rows["team-a/chat-prefill-0"].rstrip().endswith("gpustack-model-deployment-joint Pending")
+    assert rows["team-a/search-prefill-0"].rstrip().endswith("gpustack-model-deployment-joint parked")
+    assert "gpustack" not in rows["team-a/chat-decode-0"].split("hygon-k100_ai-linux-amd64", 1)[1]
+
+
+def test_queue_lists_each_pending_workloads_checks() -> None:
+    _, out, _ = run("queue", "-o", "json")
+    [decode] = json.loads(out)["items"]
+    assert decode["name"] == "chat-decode-0" and decode["heldBy"] == 2
+    assert isinstance(decode["checks"], list)
+    _, wide, _ = run("queue", "-o", "wide")
+    assert wide.splitlines()[0].rstrip().endswith("CHECKS")

@@ -343,3 +343,28 @@ def test_planted_disagreements_are_reported_by_metric_event_and_doctor(
     assert "published 0, gpuctl computes 2" in shadow["shadow-fit-label"]
     operator_mode = [i for i in items if i["check"] == "operator-mode"]
     assert operator_mode and operator_mode[0]["status"] == "ok" and "GPUStack's worker runs" in operator_mode[0]["saw"]
+
+
+def test_beside_the_worker_simulate_reads_its_webhooks_and_lease(
+    control_plane: Any, worker: standin.Worker, pool: GpuPool, tmp_path: Path
+) -> None:
+    """The webhooks a Pod meets and the check that judges it are the worker's: read live, a Pod in the pool's queue
+    is reviewed by them (not "unreviewed" for want of gpuctl's own names), and gate 3 is served while the worker
+    renews its Lease."""
+    import yaml
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": pool.namespace, "labels": {naming.LABEL_QUEUE_NAME: pool.entrance}},
+        "spec": {"containers": [{"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+    }
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(yaml.safe_dump(pod))
+    result = CliRunner().invoke(
+        app, ["simulate", "-f", str(manifest), "-o", "json", "--kubeconfig", str(control_plane.kubeconfig)]
+    )
+    answer = json.loads(result.stdout)
+    gate1, gate3 = answer["gates"][0], answer["gates"][2]
+    assert gate1["verdict"] == "passed" and "unreviewed" not in gate1["summary"], gate1
+    assert "does not run" not in json.dumps(gate3), gate3

@@ -205,8 +205,12 @@ def test_a_long_note_is_cut_to_what_the_api_server_accepts() -> None:
     sink, clock = Sink(), Clock()
     rec = recorder(sink, clock)
     rec.record(WORKLOAD, "Warning", "Retry", "Judged", "x" * 5000)
+    rec.record(WORKLOAD, "Warning", "Retry", "Judged", "é" * 1000)  # 2,000 bytes: the API server counts bytes
+    rec.record(WORKLOAD, "Warning", "Retry", "Judged", "é" * 512)  # exactly 1,024 bytes: kept whole
     rec.drain()
-    assert len(sink.created[0]["note"]) == 1024
+    notes = [c["note"] for c in sink.created]
+    assert [len(n.encode()) for n in notes] == [1024, 1023, 1024]
+    assert notes[0].endswith("x…") and notes[1].endswith("é…") and notes[2] == "é" * 512
 
 
 class Stuck(Sink):

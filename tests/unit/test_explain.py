@@ -355,3 +355,18 @@ def test_a_workload_the_joint_check_parked_is_said_parked_and_one_deactivated_ot
     assert "reactivate its Workloads (spec.active=true)" in parked.hint
     other = with_checks((JOINT_CHECK, "Pending", "waiting"), active=False).gates[2]
     assert not other.summary.startswith("parked")
+
+
+def test_the_holding_check_is_named_from_the_workloads_own_record() -> None:
+    from gpuctl.core.checks import holding_check
+    from gpuctl.core.gpustack import JOINT_CHECK, PARKED_MARKER
+
+    def record(*extra: tuple[str, str, str], active: bool = True) -> Any:
+        w = workload("w", [("main", 1, WHOLE)], queue=QUEUE, hosts={"main": [("node-x", 1)]}, check_state="Ready")
+        w["status"]["admissionChecks"] += [{"name": n, "state": s, "message": m} for n, s, m in extra]
+        w["spec"]["active"] = active
+        return parse_workload(w)
+
+    assert holding_check(record()) == ""
+    assert holding_check(record((JOINT_CHECK, "Pending", "waiting"))) == f"{JOINT_CHECK} Pending"
+    assert holding_check(record((JOINT_CHECK, "Pending", PARKED_MARKER), active=False)) == f"{JOINT_CHECK} parked"

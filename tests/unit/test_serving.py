@@ -295,3 +295,50 @@ def test_an_existing_workload_simulated_anew_keeps_the_pods_it_has() -> None:
         sim.remove([w.key])
         g1 = sim.simulate(resubmission(w)).explanation.gates[0]
         assert g1.verdict == verdict, g1
+
+
+# ----------------------------------------------------------------------------------------------- GPUStack's worker
+
+
+def worker_entries(drop: str = "") -> tuple[Any, ...]:
+    """GPUStack's worker's webhook configurations as it registers them (without the entry ``drop``)."""
+    from testbed.standin import webhook_configurations as worker_configurations
+
+    found = tuple(e for c in worker_configurations("Q0E=") for e in parse_webhook_configuration(c))
+    return tuple(e for e in found if e.name != drop)
+
+
+def worker_lease(renewed: str) -> LeaseRecord:
+    from gpuctl.core import gpustack
+
+    return LeaseRecord(gpustack.WORKER_NAMESPACE, gpustack.WORKER_LEASE, "worker-1", renewed, renewed, 15)
+
+
+def test_beside_gpustacks_worker_its_webhooks_review_the_pod_and_gpuctls_own_names_are_not_looked_for() -> None:
+    serving = OperatorServing(worker_entries(), worker_lease("2026-12-01T11:59:55Z"), NOW, registered=True, worker=True)
+    assert unserved_review(serving, "pods", QUEUED, "the Pod") is None
+    assert unserved_check(serving) is None
+    # Read as gpuctl's own operator would be, the same cluster looks unreviewed: the reading the worker flag fixes.
+    as_ours = replace(serving, worker=False)
+    got = unserved_review(as_ours, "pods", QUEUED, "the Pod")
+    assert got is not None and "through unreviewed" in got.summary
+
+
+def test_gpustacks_worker_down_refuses_the_pod_and_holds_the_check_saying_whose_it_is() -> None:
+    serving = OperatorServing(worker_entries(), worker_lease("2026-12-01T11:59:00Z"), NOW, registered=True, worker=True)
+    got = unserved_review(serving, "pods", QUEUED, "the Pod")
+    assert got is not None and got.refused and "GPUStack's worker does not serve it" in got.summary
+    assert "GPUStack's worker's Lease gpustack-system/worker.gpustack.ai was last renewed 60 s ago" in got.evidence[-1]
+    assert got.hint.startswith("GPUStack's worker serves them: kubectl -n gpustack-system get pods -l")
+    assert (unserved_check(serving) or "").startswith("GPUStack's worker does not run")
+
+
+def test_a_pod_entry_missing_from_gpustacks_configuration_lets_the_pod_through_unreviewed() -> None:
+    fold = "mutate.gpustack-worker.core.v1.pod"
+    serving = OperatorServing(
+        worker_entries(drop=fold), worker_lease("2026-12-01T11:59:55Z"), NOW, registered=True, worker=True
+    )
+    got = unserved_review(serving, "pods", QUEUED, "the Pod")
+    assert got is not None and not got.refused and "no fold, no pin, no request rule checked" in got.summary
+    assert got.evidence == (f"webhook {fold} is not called: no webhook configuration in the cluster registers it",)
+    assert "GPUStack's worker registers at start" in got.hint

@@ -238,3 +238,24 @@ def test_the_book_reports_once_settled_one_event_per_pair_and_forgets_what_agree
     assert len(events.recorded) == 2 and "publishes Retry, gpuctl computes Ready" in events.recorded[1][2]
     book.forget(Kind.VERDICT, "ns/w")
     assert book.reported() == []
+
+
+def test_a_large_pools_reason_names_its_freest_nodes_and_sums_the_rest() -> None:
+    pool = [
+        parse_devices(
+            devices(
+                f"n{i:02d}",
+                cards=4,
+                rows=[card_row(c) if c < i % 5 else card_row(c, mode=1, allocated=M) for c in range(4)],
+            )
+        )
+        for i in range(12)
+    ]
+    raw = published(instancetype(), pool=pool)
+    raw["status"]["accelerator"]["remaining"] = "999"
+    it = parse_instancetype(raw)
+    [d] = view_disagreements(it, instancetype_views(it, pool), pool)
+    assert d.reason == (
+        "the pool's 12 ledgers give, in free whole cards, the most on n04 4, n09 4, n03 3, n08 3, n02 2, "
+        "and 5 on the other 7 nodes"
+    )

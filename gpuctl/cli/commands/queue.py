@@ -10,6 +10,7 @@ from gpuctl.cli.names import complete_instancetypes
 from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
 from gpuctl.cli.source import SourceSpec, fleet_read
+from gpuctl.cli.usecases import checks_cell
 from gpuctl.cluster import kinds
 from gpuctl.cluster.errors import NotFound
 
@@ -30,6 +31,7 @@ COLUMNS = (
     Column("WAITED"),
     Column("WAIT-BOUND"),
     Column("SUMMARY", wide_only=True),
+    Column("CHECKS", wide_only=True),
 )
 RuntimeLabelOption = Annotated[
     str | None,
@@ -154,6 +156,7 @@ def queue_items(
                     "heldBy": held,
                     "heldByPart": (gate.part or None) if gate else None,
                     "summary": gate.summary if gate else "",
+                    "checks": [{"name": n, "state": st, "message": m} for n, st, m in explanation.gates[2].checks],
                     "waitingSince": waiting_since or None,
                     "waitedSeconds": (
                         max(0, int(now - since_epoch)) if (since_epoch := epoch_seconds(waiting_since)) else None
@@ -193,6 +196,7 @@ def _row(i: dict[str, Any]) -> list[str]:
         age_text(i["waitedSeconds"]),
         _duration(i["waitBoundSeconds"]),
         i["summary"] or "-",
+        checks_cell(i.get("checks") or []),
     ]
 
 

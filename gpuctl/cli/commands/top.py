@@ -201,6 +201,7 @@ def frame(records: Records, view: View, now: float, note: str = "", width: int =
     from rich.text import Text
 
     from gpuctl.core.ages import age_text
+    from gpuctl.core.checks import holding_check
     from gpuctl.core.explain import held_at
     from gpuctl.core.queueing import (
         asks,
@@ -313,12 +314,15 @@ def frame(records: Records, view: View, now: float, note: str = "", width: int =
     table.add_column("WORKLOAD", overflow="fold")
     table.add_column("QUEUE", overflow="fold")
     table.add_column("GATE", no_wrap=True, min_width=len("GATE"))
+    table.add_column("CHECK", overflow="fold")
     for i, w in enumerate(held):
+        gate = held_at(w, pods.get(f"{w.namespace}/{w.pod_owner}", ()))
         table.add_row(
             ">" if i == view.selected else " ",
             w.key,
             short(queue_of.get(w.key) or "-"),
-            str(held_at(w, pods.get(f"{w.namespace}/{w.pod_owner}", ()))),
+            str(gate),
+            holding_check(w) if gate == 3 else "",
         )
     parts: list[Any] = [pools, Text(""), queues, Text(""), table]
     if view.explain:

@@ -12,6 +12,7 @@ from gpuctl.cli.names import complete_instancetypes
 from gpuctl.cli.registry import OutputFlags, SourceFlags, command
 from gpuctl.cli.render import Column, OutputSpec
 from gpuctl.cli.source import SourceSpec
+from gpuctl.cli.usecases import checks_cell
 from gpuctl.cluster import kinds
 from gpuctl.cluster.errors import NotFound
 
@@ -53,11 +54,6 @@ def workload_row(now: float) -> Callable[[dict[str, Any]], list[str]]:
         ]
 
     return row
-
-
-def checks_cell(checks: list[dict[str, str]]) -> str:
-    """Every AdmissionCheck on the Workload and its state (``gpustack-node-devices=Retry,…``)."""
-    return ",".join(f"{c['name']}={c['state'] or '<none>'}" for c in checks) or "-"
 
 
 @command(
