@@ -143,7 +143,9 @@ class CheckController(Controller):
                 others = list(self.cache.store(kinds.WORKLOAD).values())
                 pods = list(self.cache.store(kinds.POD).values())
         else:
-            pods = self.read_pods(nodes)
+            # The companion reads the Pods from its cache: a verdict it compares is settled before it is reported,
+            # and an uncached read per admitted Workload at its start would cost the API server a list each.
+            pods = [p for n in sorted(nodes) for p in self.cache.pods_on(n)] if self.shadow else self.read_pods(nodes)
             with self.cache.lock:
                 devices = [d for n in nodes if (d := self.cache.devices(n)) is not None]
                 node_map = {n: node for n in nodes if (node := self.cache.node(n)) is not None}
