@@ -33,6 +33,7 @@ from typing import Any
 
 from gpuctl.cluster import kinds
 from gpuctl.cluster.kinds import Kind
+from testbed.operator_process import stop
 
 ROOT = Path(__file__).resolve().parent.parent
 MAXIMAL = int(6.9 * 1024 * 1024)
@@ -401,11 +402,7 @@ def measure(
         result.peak = _status(proc.pid, "VmHWM") if result.exit_code is None else limit
         return result
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         api.close()
 
 

@@ -20,6 +20,16 @@ from testbed.gpucluster import wait_for
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 10 s: a process the tests started never outlives them."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -129,11 +139,7 @@ def running_operator(control_plane: Any, work: Path, *args: str, kubeconfig: Pat
         wait_for("the operator ready", lambda: ready(op), timeout=30)
         yield op
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         sys.stdout.write(f"\n--- operator log ({log}) ---\n" + log.read_text()[-6000:])
 
 

@@ -125,11 +125,6 @@ def instancetype_phase(
     return Phase(queue_summary(stop_policy, reservations_outstanding, active)[0] or Phase.ACTIVE.value)
 
 
-def phase_message(stop_policy: str, reservations_outstanding: bool, active: ActiveCondition | None = None) -> str:
-    """The sentence that goes with the phase (``status.phaseMessage``), in GPUStack's words."""
-    return queue_summary(stop_policy, reservations_outstanding, active)[1]
-
-
 def queue_summary(stop_policy: str, reservations_outstanding: bool, active: ActiveCondition | None) -> tuple[str, str]:
     """(phase, message) of an InstanceType from its ClusterQueue, as GPUStack's status writer writes them: its stop
     policy first (``HoldAndDrain`` is ``Draining`` while reservations remain, then ``Inactive``; ``Hold`` is

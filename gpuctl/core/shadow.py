@@ -312,13 +312,6 @@ def stop_disagreement(namespace: str, name: str, stopped: bool, decision: StopDe
     return Disagreement(Kind.STOP, "Instance", name, namespace, "spec.stop", "false", "true", decision.reason)
 
 
-def by_object(disagreements: Iterable[Disagreement]) -> dict[str, list[Disagreement]]:
-    out: dict[str, list[Disagreement]] = {}
-    for d in disagreements:
-        out.setdefault(d.object, []).append(d)
-    return out
-
-
 # ----------------------------------------------------------------------------------------------- a whole read
 
 

@@ -31,7 +31,7 @@ from gpuctl.core import gpustack, naming
 from gpuctl.core.units import M
 from testbed import standin
 from testbed.gpucluster import KUEUE, KV, WORKER, WV, GpuPool, new_pool, wait_for
-from testbed.operator_process import free_port
+from testbed.operator_process import free_port, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 SA = f"system:serviceaccount:{naming.OPERATOR_NAMESPACE}:{naming.OPERATOR_NAME}"
@@ -178,11 +178,7 @@ def companion(control_plane: Any, work: Path, *args: str, as_account: bool = Tru
         wait_for("the companion ready", lambda: _get(base, "/readyz", proc, log)[0] == 200, timeout=60)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         sys.stdout.write("\n--- companion log ---\n" + log.read_text()[-6000:])
 
 

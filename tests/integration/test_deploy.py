@@ -31,7 +31,7 @@ from gpuctl.operator.manifests import (
     operator_role,
     operator_write_policy,
 )
-from testbed.operator_process import free_port
+from testbed.operator_process import free_port, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -291,8 +291,4 @@ def test_the_standalone_installs_as_the_readme_says_and_registers_its_webhooks_o
         [mode] = [i for i in json.loads(result.stdout)["items"] if i["check"] == "operator-mode"]
         assert mode["status"] == "ok" and "runs as the standalone" in mode["saw"], mode
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)

@@ -20,17 +20,22 @@ from gpuctl.core.lifecycle import (
     StopDecision,
     deletion_guard,
     instancetype_phase,
-    phase_message,
     plan_drain,
     plan_hold,
     plan_resume,
     plan_start,
     plan_stop,
+    queue_summary,
     should_stop_instance,
 )
 from gpuctl.core.workloads import ActiveCondition
 
 NAME = "gpustack--nvidia-a10g-linux-amd64"
+
+
+def message(stop_policy: str, outstanding: bool, active: Any = None) -> str:
+    """The sentence that goes with the phase (``status.phaseMessage``)."""
+    return queue_summary(stop_policy, outstanding, active)[1]
 
 
 def merge(target: Any, patch: Any) -> Any:
@@ -152,20 +157,20 @@ def test_instancetype_phase(policy: str, outstanding: bool, phase: Phase) -> Non
 
 
 def test_phase_and_message_are_gpustacks_summary_of_the_queue() -> None:
-    assert phase_message("Hold", True) == "cluster queue is held"
-    assert phase_message("HoldAndDrain", True) == "cluster queue is draining admitted workloads"
-    assert phase_message("HoldAndDrain", False) == "cluster queue is held and drained"
+    assert message("Hold", True) == "cluster queue is held"
+    assert message("HoldAndDrain", True) == "cluster queue is draining admitted workloads"
+    assert message("HoldAndDrain", False) == "cluster queue is held and drained"
     # Otherwise the queue's Active condition, its message made a sentence; no condition yet reads Active.
     active = ActiveCondition("True", "can admit new workloads")
-    assert (instancetype_phase("None", False, active), phase_message("None", False, active)) == (
+    assert (instancetype_phase("None", False, active), message("None", False, active)) == (
         Phase.ACTIVE,
         "Can admit new workloads.",
     )
     stopped = ActiveCondition("False", "Can't admit new workloads: FlavorNotFound!")
     assert instancetype_phase("None", False, stopped) is Phase.INACTIVE
-    assert phase_message("None", False, stopped) == "Can't admit new workloads: FlavorNotFound!"
+    assert message("None", False, stopped) == "Can't admit new workloads: FlavorNotFound!"
     assert instancetype_phase("None", False, ActiveCondition("Unknown", "")) is Phase.PREPARING
-    assert (instancetype_phase("None", False), phase_message("None", False)) == (Phase.ACTIVE, "")
+    assert (instancetype_phase("None", False), message("None", False)) == (Phase.ACTIVE, "")
 
 
 # ----------------------------------------------------------------------------------------------- stop rule
